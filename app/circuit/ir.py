@@ -1,0 +1,344 @@
+"""The circuit IR: the seam between the compiler and every runtime.
+
+A compiled program is a :class:`Circuit`: input :class:`Table` s bound to Kafka topics and
+:class:`View` s, each a straight pipeline of operators over one input (a table or an earlier
+view). Everything is a frozen dataclass so a circuit can be hashed, compared in tests and
+printed by ``explain`` without surprises. Nothing here imports pyspark: the reference evaluator
+(:mod:`app.circuit.reference`) and the Spark runtime (:mod:`app.runtime`) both read this IR,
+which is what lets tests prove the runtime right against the oracle.
+
+Units: TIMESTAMP values are epoch milliseconds once they leave Avro (``*_ms`` fields), and a
+LATENESS ``amount`` is in the column's own unit (milliseconds for TIMESTAMP, plain integers for
+INT/BIGINT), so the waterline formula of SPEC S3 is one subtraction for every type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+__all__ = [
+    "AggCall",
+    "Aggregate",
+    "Call",
+    "Case",
+    "Cast",
+    "Circuit",
+    "Column",
+    "ColumnRef",
+    "Diagnostic",
+    "EmitPolicy",
+    "Expr",
+    "Filter",
+    "Lateness",
+    "Literal_",
+    "Operator",
+    "Output",
+    "Position",
+    "Project",
+    "SqlType",
+    "StateBound",
+    "Table",
+    "TimeAttribute",
+    "View",
+    "ViewLateness",
+    "Window",
+]
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where something is in the program file (1-based line and column), for SPEC L7."""
+
+    file: str
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One error or warning of SPEC L7: where, what is wrong, and the fix when one exists."""
+
+    severity: Literal["error", "warning"]
+    position: Position
+    message: str
+    fix: str | None = None
+
+    def __str__(self) -> str:
+        text = f"{self.position}: {self.severity}: {self.message}"
+        return f"{text}; {self.fix}" if self.fix else text
+
+
+TypeName = Literal[
+    "BOOLEAN", "INT", "BIGINT", "REAL", "DOUBLE", "DECIMAL", "VARCHAR", "DATE", "TIMESTAMP",
+    "VARBINARY",
+]
+
+
+@dataclass(frozen=True)
+class SqlType:
+    """A column type of SPEC L1. ``precision``/``scale`` only for DECIMAL."""
+
+    name: TypeName
+    nullable: bool = True
+    precision: int | None = None
+    scale: int | None = None
+
+    def __str__(self) -> str:
+        base: str = self.name
+        if self.name == "DECIMAL":
+            base = f"DECIMAL({self.precision}, {self.scale})"
+        return base if self.nullable else f"{base} NOT NULL"
+
+    def with_nullable(self, nullable: bool) -> SqlType:
+        return SqlType(self.name, nullable, self.precision, self.scale)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: SqlType
+
+
+# ---------------------------------------------------------------------------------------------
+# Scalar expressions. Every node carries its result type; names are already resolved against
+# the operator's input columns (lower-case).
+
+
+@dataclass(frozen=True)
+class ColumnRef:
+    name: str
+    type: SqlType
+
+
+@dataclass(frozen=True)
+class Literal_:
+    """A constant. TIMESTAMP literals are epoch ms, DATE literals days since epoch,
+    DECIMAL literals :class:`decimal.Decimal`, intervals are folded into BIGINT ms."""
+
+    value: Any
+    type: SqlType
+
+
+@dataclass(frozen=True)
+class Call:
+    """An operator or scalar function, by upper-case SQL name (``+``, ``=``, ``AND``,
+    ``IS NULL``, ``LIKE``, ``UPPER``, ``COALESCE``, ...)."""
+
+    fn: str
+    args: tuple[Expr, ...]
+    type: SqlType
+
+
+@dataclass(frozen=True)
+class Cast:
+    expr: Expr
+    type: SqlType
+
+
+@dataclass(frozen=True)
+class Case:
+    whens: tuple[tuple[Expr, Expr], ...]
+    else_: Expr | None
+    type: SqlType
+
+
+Expr = Union[ColumnRef, Literal_, Call, Cast, Case]
+
+
+# ---------------------------------------------------------------------------------------------
+# Operators of a view's pipeline, applied in order to the view's input rows.
+
+
+@dataclass(frozen=True)
+class Filter:
+    """WHERE (before aggregation) or HAVING (after it)."""
+
+    predicate: Expr
+
+
+@dataclass(frozen=True)
+class Project:
+    """The SELECT list: output column name and expression, in output order."""
+
+    outputs: tuple[tuple[str, Expr], ...]
+
+
+@dataclass(frozen=True)
+class Window:
+    """TUMBLE or HOP of SPEC L4/S9 on a time attribute; adds ``window_start``/``window_end``
+    (TIMESTAMP NOT NULL, or the column's integer type for INT/BIGINT time columns).
+    For TUMBLE, ``slide == size``. Sizes are in the time column's unit (ms for TIMESTAMP)."""
+
+    kind: Literal["TUMBLE", "HOP"]
+    time_column: str
+    size: int
+    slide: int
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class AggCall:
+    """One aggregate of SPEC L3: COUNT (no args = COUNT(*)), SUM, MIN, MAX, AVG, ARG_MAX,
+    ARG_MIN (args = (value, by))."""
+
+    fn: str
+    args: tuple[Expr, ...]
+    distinct: bool
+    type: SqlType
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """GROUP BY: output rows are the key columns then the aggregates, by these names."""
+
+    keys: tuple[tuple[str, Expr], ...]
+    aggregates: tuple[tuple[str, AggCall], ...]
+
+
+Operator = Union[Filter, Project, Window, Aggregate]
+
+
+# ---------------------------------------------------------------------------------------------
+# Time, emission, output and state facts computed by the compiler's analysis passes.
+
+
+@dataclass(frozen=True)
+class Lateness:
+    """LATENESS on a table column (SPEC L2), in the column's unit."""
+
+    column: str
+    amount: int
+
+
+@dataclass(frozen=True)
+class ViewLateness:
+    """The statement form ``LATENESS view.column INTERVAL ...`` (SPEC L2, decoding case)."""
+
+    view: str
+    column: str
+    amount: int
+    position: Position
+
+
+@dataclass(frozen=True)
+class TimeAttribute:
+    """A view column that carries a waterline (SPEC S10) and where that waterline comes from:
+    ``table``.``source_column`` (a table LATENESS column) or, for ``kind == 'view_lateness'``,
+    the view column's own LATENESS. For window columns ``w(window_end) = w(c)``."""
+
+    column: str
+    table: str
+    source_column: str
+    kind: Literal["forwarded", "window_start", "window_end", "view_lateness"]
+
+
+@dataclass(frozen=True)
+class EmitPolicy:
+    """SPEC L5/S12. Default (no EMIT clause): stream=False, after_watermark=False."""
+
+    stream: bool = False
+    after_watermark: bool = False
+    delay_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Output:
+    """An output view's Kafka binding (SPEC L6/S13). Schemas are Avro schemas as parsed JSON;
+    ``key_schema`` is None for ``append``. ``changelog`` value schemas include undo/ptime/ver."""
+
+    topic: str
+    format: Literal["upsert", "changelog", "append"]
+    key_columns: tuple[str, ...]
+    key_schema: dict[str, Any] | None
+    value_schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StateBound:
+    """SPEC S11: what state the view holds and when it is freed.
+    ``kind``: 'none' (stateless), 'window' (freed when w(window_end) >= window_end),
+    'unbounded' (GROUP BY without a time attribute key: grows forever, a warning)."""
+
+    kind: Literal["none", "window", "unbounded"]
+    window_end_column: str | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    """An input bound to a Kafka topic (SPEC L1). ``avro_schema`` is the value schema the
+    records are decoded with (from the 'schema' file, or derived from the columns)."""
+
+    name: str
+    columns: tuple[Column, ...]
+    topic: str
+    format: Literal["avro", "avro-confluent", "json"]
+    avro_schema: dict[str, Any]
+    dead_letter_topic: str
+    lateness: tuple[Lateness, ...]
+    max_future_ms: int | None
+    position: Position
+
+    def column(self, name: str) -> Column:
+        for col in self.columns:
+            if col.name == name:
+                return col
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class View:
+    """A view (SPEC L3): ``source`` is the table or earlier view it reads, ``operators`` run in
+    order over its rows, ``columns`` is the output schema, ``key`` the GROUP BY output columns
+    (the upsert key; empty for stateless views). ``output`` is None for local views."""
+
+    name: str
+    source: str
+    operators: tuple[Operator, ...]
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]
+    time_attributes: tuple[TimeAttribute, ...]
+    emit: EmitPolicy
+    output: Output | None
+    state: StateBound
+    position: Position
+    lateness: tuple[ViewLateness, ...] = ()
+
+    @property
+    def is_stateless(self) -> bool:
+        return not any(isinstance(op, Aggregate) for op in self.operators)
+
+
+@dataclass(frozen=True)
+class Circuit:
+    """A whole compiled program. ``views`` are in dependency order."""
+
+    program: str
+    tables: tuple[Table, ...]
+    views: tuple[View, ...]
+    warnings: tuple[Diagnostic, ...] = field(default=())
+
+    def table(self, name: str) -> Table:
+        for table in self.tables:
+            if table.name == name:
+                return table
+        raise KeyError(name)
+
+    def view(self, name: str) -> View:
+        for view in self.views:
+            if view.name == name:
+                return view
+        raise KeyError(name)
+
+    def root_table(self, relation: str) -> Table:
+        """The table a view (or table) ultimately reads; views have exactly one input."""
+        seen = relation
+        while True:
+            try:
+                return self.table(seen)
+            except KeyError:
+                seen = self.view(seen).source

@@ -1,0 +1,46 @@
+"""The one error hierarchy of Tidemark (STYLE habit 4).
+
+Every error a user can cause is a :class:`TidemarkError` whose text says what is wrong and how
+to fix it; the CLI prints it without a stack trace. Compile errors are collected, then raised
+together as one :class:`ProgramError` so a user fixes a file in one pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.circuit.ir import Diagnostic
+
+__all__ = [
+    "ConfigError",
+    "KafkaError",
+    "ProgramError",
+    "SerializationError",
+    "TidemarkError",
+]
+
+
+class TidemarkError(Exception):
+    """Base of every error Tidemark raises on purpose."""
+
+
+class ProgramError(TidemarkError):
+    """A program file was rejected (SPEC L7): one or more diagnostics with file:line:column."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
+        self.diagnostics = tuple(diagnostics)
+        super().__init__("\n".join(str(d) for d in self.diagnostics))
+
+
+class SerializationError(TidemarkError):
+    """A record could not be decoded or encoded with its Avro schema."""
+
+
+class KafkaError(TidemarkError):
+    """The broker could not be reached, a topic is missing, or a produce/consume failed."""
+
+
+class ConfigError(TidemarkError):
+    """Invalid configuration (flags, environment, config file)."""
