@@ -1,0 +1,234 @@
+"""Metrics from Spark's own progress reports: state size, step duration, query up, input lag.
+
+The ``foreachBatch`` function of the runtime counts rows and computes waterlines (SPEC S3);
+what only Spark knows (how big each stateful operator's state store is, how long a trigger
+took, whether a query still runs) arrives through a :class:`StreamingQueryListener`, whose
+callbacks run in the driver process. Spark reports state per *operator*, in plan order; the
+runtime tells the listener which view each operator belongs to, so ``tidemark_state_rows``
+is labelled with the view names a user wrote (SPEC S11: the state of a windowed view must
+stay bounded, and this is where an operator sees that it does).
+
+Input lag (end offset minus processed offset per partition) needs the broker's high
+watermarks: :class:`InputLagProbe` asks for them with one cached consumer and a short timeout,
+and never raises into the query: a metric is not worth a failed step.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pyspark.sql.streaming.listener import (
+    QueryIdleEvent,
+    QueryProgressEvent,
+    QueryStartedEvent,
+    QueryTerminatedEvent,
+    StreamingQueryListener,
+)
+
+from app.observability.logging import get_logger
+from app.observability.metrics import TidemarkMetrics
+
+__all__ = [
+    "EndOffsets", "InputLagProbe", "StateViews", "TidemarkQueryListener", "parse_end_offsets",
+]
+
+EndOffsets = Mapping[str, Mapping[str, int]]
+"""Processed end offsets of a step: ``{"<topic>": {"<partition>": next_offset}}`` (the source's
+offset JSON): the offset of the next record to read, so lag = high watermark - this."""
+
+StateViews = Mapping[str, Sequence[str | None]] | Callable[[str, str | None], Sequence[str | None]]
+"""Per query (keyed by query id, or by query name), the view of each stateful operator in the
+order Spark lists them in ``progress.stateOperators``; ``None`` for an operator that is not a
+view's state (for example a late gate). A view with several operators appears several times
+and its numbers are summed. A callable gets ``(query_id, query_name)``."""
+
+_log = get_logger("tidemark.listener")
+
+
+def parse_end_offsets(offset_json: str | None) -> dict[str, dict[str, int]]:
+    """Read a source progress ``endOffset`` of the shape :data:`EndOffsets`, else ``{}``.
+
+    Other sources (Spark's rate source, the JVM Kafka source's ``{"topic": {"0": 5}}`` has the
+    same shape) may report other shapes; anything that does not fit is ignored, not an error.
+    """
+    if not offset_json:
+        return {}
+    try:
+        parsed = json.loads(offset_json)
+    except ValueError:
+        return {}
+    if not isinstance(parsed, dict):
+        return {}
+    offsets: dict[str, dict[str, int]] = {}
+    for topic, partitions in parsed.items():
+        if not isinstance(partitions, dict):
+            continue
+        numeric = {
+            str(p): int(o) for p, o in partitions.items()
+            if str(p).lstrip("-").isdigit() and isinstance(o, int) and not isinstance(o, bool)
+        }
+        if numeric:
+            offsets[str(topic)] = numeric
+    return offsets
+
+
+class InputLagProbe:
+    """Sets ``tidemark_input_lag_records`` from the broker's high watermarks.
+
+    One confluent-kafka consumer, created on first use and reused (a consumer per step would
+    open connections every second). It never joins a group and never commits: it only asks
+    for watermarks. Failures are logged and skipped: the gauge keeps its last value.
+    """
+
+    def __init__(
+        self,
+        metrics: TidemarkMetrics,
+        kafka_config: Mapping[str, Any],
+        timeout_seconds: float = 1.0,
+    ) -> None:
+        self._metrics = metrics
+        self._config = {
+            **dict(kafka_config),
+            "group.id": str(kafka_config.get("group.id", "tidemark-input-lag-probe")),
+            "enable.auto.commit": False,
+        }
+        self._timeout = timeout_seconds
+        self._consumer: Any = None
+        self._lock = threading.Lock()
+
+    def observe(self, end_offsets: EndOffsets) -> dict[tuple[str, int], int]:
+        """Set the lag gauge of every partition in ``end_offsets``; returns what it set.
+
+        Runs in the driver after a step; takes at most ``timeout_seconds`` per partition when
+        the broker is slow and returns early (with nothing set) once one request fails, so a
+        dead broker costs one timeout per step, not one per partition.
+        """
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+        lags: dict[tuple[str, int], int] = {}
+        with self._lock:
+            try:
+                if self._consumer is None:
+                    self._consumer = Consumer(self._config)
+                for topic, partitions in end_offsets.items():
+                    for partition, processed in partitions.items():
+                        _low, high = self._consumer.get_watermark_offsets(
+                            TopicPartition(topic, int(partition)),
+                            timeout=self._timeout, cached=False,
+                        )
+                        lag = max(0, int(high) - int(processed))
+                        self._metrics.set_input_lag(topic, int(partition), lag)
+                        lags[(topic, int(partition))] = lag
+            except (KafkaException, RuntimeError, ValueError, TypeError) as exc:
+                _log.warning("input_lag_probe_failed", error=str(exc))
+        return lags
+
+    def close(self) -> None:
+        """Close the consumer (idempotent)."""
+        with self._lock:
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
+
+
+class TidemarkQueryListener(StreamingQueryListener):
+    """Feeds :class:`TidemarkMetrics` from Spark's streaming query events.
+
+    On each progress event: state rows and bytes per view (``numRowsTotal``,
+    ``memoryUsedBytes`` of ``progress.stateOperators``), the step duration
+    (``durationMs['triggerExecution']``), and, when a lag probe is given, input lag from the
+    sources' ``endOffset``. Started/terminated events set ``tidemark_query_up``. Register it
+    with ``spark.streams.addListener`` *before* starting the queries so no start is missed.
+    """
+
+    def __init__(
+        self,
+        metrics: TidemarkMetrics,
+        state_views: StateViews | None = None,
+        lag_probe: InputLagProbe | None = None,
+    ) -> None:
+        self._metrics = metrics
+        self._state_views = state_views if state_views is not None else {}
+        self._lag_probe = lag_probe
+        self._lock = threading.Lock()
+        self._names: dict[str, str] = {}
+        self._running: dict[str, bool] = {}
+        self._last_batch: dict[str, int] = {}
+
+    def queries_running(self) -> bool:
+        """True while at least one query started and none has terminated (readiness)."""
+        with self._lock:
+            return bool(self._running) and all(self._running.values())
+
+    def _label(self, query_id: str, name: str | None) -> str:
+        return name or self._names.get(query_id) or query_id
+
+    def onQueryStarted(self, event: QueryStartedEvent) -> None:  # noqa: N802 - Spark's name
+        """Mark the query up (label: its name, else its id, which survives restarts)."""
+        query_id = str(event.id)
+        with self._lock:
+            if event.name:
+                self._names[query_id] = event.name
+            self._running[query_id] = True
+        label = self._label(query_id, event.name)
+        self._metrics.set_query_up(label, True)
+        _log.info("query_started", query=label, run_id=str(event.runId))
+
+    def onQueryProgress(self, event: QueryProgressEvent) -> None:  # noqa: N802
+        """Publish state per view, the step duration and the input lag of one step."""
+        progress = event.progress
+        query_id = str(progress.id)
+        label = self._label(query_id, progress.name)
+        with self._lock:
+            repeated = self._last_batch.get(query_id) == progress.batchId
+            self._last_batch[query_id] = progress.batchId
+        trigger_ms = progress.durationMs.get("triggerExecution")
+        if trigger_ms is not None and not repeated:
+            self._metrics.observe_step(trigger_ms / 1000.0)
+        views = self._views_of(query_id, progress.name)
+        state: dict[str, tuple[int, int]] = {}
+        for index, operator in enumerate(progress.stateOperators):
+            view = views[index] if index < len(views) else None
+            if view is None:
+                continue
+            rows, size = state.get(view, (0, 0))
+            state[view] = (rows + int(operator.numRowsTotal), size + int(operator.memoryUsedBytes))
+        for view, (rows, size) in state.items():
+            self._metrics.set_state(view, rows, size)
+        if len(progress.stateOperators) > len(views):
+            _log.debug(
+                "state_operators_unmapped", query=label,
+                operators=len(progress.stateOperators), mapped=len(views),
+            )
+        if self._lag_probe is not None:
+            offsets: dict[str, dict[str, int]] = {}
+            for source in progress.sources:
+                offsets.update(parse_end_offsets(source.endOffset))
+            if offsets:
+                self._lag_probe.observe(offsets)
+
+    def onQueryIdle(self, event: QueryIdleEvent) -> None:  # noqa: N802
+        """Nothing to publish: an idle query keeps its last values."""
+
+    def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:  # noqa: N802
+        """Mark the query down; a termination with an exception is logged as an error."""
+        query_id = str(event.id)
+        with self._lock:
+            self._running[query_id] = False
+        label = self._label(query_id, None)
+        self._metrics.set_query_up(label, False)
+        if event.exception:
+            _log.error("query_failed", query=label, error=event.exception.splitlines()[0])
+        else:
+            _log.info("query_stopped", query=label)
+
+    def _views_of(self, query_id: str, name: str | None) -> Sequence[str | None]:
+        if callable(self._state_views):
+            return self._state_views(query_id, name)
+        found = self._state_views.get(query_id)
+        if found is None and name is not None:
+            found = self._state_views.get(name)
+        return found if found is not None else ()
