@@ -1,0 +1,222 @@
+"""Aggregate accumulators of SPEC L3, as the reference evaluator computes them.
+
+One :class:`Accumulator` per aggregate call per group. ``add(args, seq, weight)`` takes the
+evaluated arguments of one input row, its arrival sequence number (``seq``: steps in order,
+rows in order; ARG_MAX/ARG_MIN break ties on it) and a Z-set weight: +1 inserts the row, -1
+retracts an earlier insertion (only a view reading an updating view ever retracts; tables are
+insert-only, so a group never loses rows there).
+
+Rules (the contract with the Spark runtime, also in docs/semantics.md):
+
+* COUNT(*) counts rows; COUNT(x) non-null x; COUNT(DISTINCT x) distinct non-null x.
+* SUM/MIN/MAX/AVG ignore NULLs and are NULL when no non-null input was seen.
+* SUM of INT/BIGINT is BIGINT (exact Python int); of DECIMAL a Decimal at the result scale.
+* AVG of integers is DOUBLE (exact sum / count, rounded once); AVG of DECIMAL is DECIMAL
+  quantized half-up to the result type's scale (the compiler gives AVG(DECIMAL(p, s)) scale s);
+  an INT/BIGINT result type truncates toward zero.
+* ARG_MAX(v, by) is v of the row with the largest non-null ``by``; ties go to the earliest
+  row in arrival order. ARG_MIN symmetric. A retraction removes the latest matching row.
+* DISTINCT applies to SUM/AVG/MIN/MAX as well (over the distinct non-null values).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections import Counter
+from decimal import Decimal
+from typing import Any
+
+from app.circuit.ir import AggCall, SqlType
+from app.circuit.scalar import conform
+
+__all__ = [
+    "Accumulator",
+    "ArgExtreme",
+    "Average",
+    "Count",
+    "CountStar",
+    "Extreme",
+    "Sum",
+    "accumulator_for",
+]
+
+
+class Accumulator(ABC):
+    """The running value of one aggregate call over one group's rows."""
+
+    def __init__(self, result_type: SqlType, distinct: bool = False) -> None:
+        self.result_type = result_type
+        self.distinct = distinct
+
+    @abstractmethod
+    def add(self, args: tuple[Any, ...], seq: int, weight: int = 1) -> None:
+        """Apply one row's evaluated arguments with Z-set ``weight`` (+1 insert, -1 retract)."""
+
+    @abstractmethod
+    def result(self) -> Any:
+        """The aggregate's value, in the canonical representation of ``result_type``."""
+
+
+class CountStar(Accumulator):
+    """COUNT(*): every row counts, NULLs included."""
+
+    def __init__(self, result_type: SqlType, distinct: bool = False) -> None:
+        super().__init__(result_type, distinct)
+        self.rows = 0
+
+    def add(self, args: tuple[Any, ...], seq: int, weight: int = 1) -> None:
+        self.rows += weight
+
+    def result(self) -> Any:
+        return self.rows
+
+
+class _Values(Accumulator):
+    """Keeps the multiset of non-null first arguments (the distinct case needs it anyway)."""
+
+    def __init__(self, result_type: SqlType, distinct: bool = False) -> None:
+        super().__init__(result_type, distinct)
+        self.values: Counter[Any] = Counter()
+
+    def add(self, args: tuple[Any, ...], seq: int, weight: int = 1) -> None:
+        value = args[0]
+        if value is None:
+            return
+        self.values[value] += weight
+        if self.values[value] <= 0:
+            del self.values[value]
+
+    def _inputs(self) -> list[Any]:
+        """The non-null inputs (each distinct value once when DISTINCT)."""
+        if self.distinct:
+            return list(self.values)
+        return list(self.values.elements())
+
+
+class Count(_Values):
+    """COUNT(x) and COUNT(DISTINCT x): non-null values."""
+
+    def result(self) -> Any:
+        return len(self.values) if self.distinct else sum(self.values.values())
+
+
+class Sum(_Values):
+    """SUM(x): NULL without a non-null input; exact for integers and decimals."""
+
+    def result(self) -> Any:
+        inputs = self._inputs()
+        if not inputs:
+            return None
+        return conform(_exact_sum(inputs), self.result_type)
+
+
+class Average(_Values):
+    """AVG(x): exact sum over count, converted once to the result type."""
+
+    def result(self) -> Any:
+        inputs = self._inputs()
+        if not inputs:
+            return None
+        total, count = _exact_sum(inputs), len(inputs)
+        name = self.result_type.name
+        if name == "DECIMAL":
+            return conform(Decimal(total) / count, self.result_type)
+        if name in ("INT", "BIGINT"):
+            if isinstance(total, int):
+                quotient = abs(total) // count
+                return quotient if total >= 0 else -quotient
+            return int(total / count)
+        if isinstance(total, Decimal):
+            return float(total / count)
+        return total / count
+
+
+class Extreme(_Values):
+    """MIN(x) / MAX(x) over non-null values."""
+
+    def __init__(self, result_type: SqlType, distinct: bool = False, *, largest: bool) -> None:
+        super().__init__(result_type, distinct)
+        self.largest = largest
+
+    def result(self) -> Any:
+        if not self.values:
+            return None
+        return max(self.values) if self.largest else min(self.values)
+
+
+class ArgExtreme(Accumulator):
+    """ARG_MAX(v, by) / ARG_MIN(v, by): v of the row with the extreme non-null ``by``.
+
+    Ties: the earliest row in arrival order (smallest ``seq``).
+    """
+
+    def __init__(self, result_type: SqlType, distinct: bool = False, *, largest: bool) -> None:
+        super().__init__(result_type, distinct)
+        self.largest = largest
+        self.rows: list[tuple[int, Any, Any]] = []  # (seq, by, value) in insertion order
+
+    def add(self, args: tuple[Any, ...], seq: int, weight: int = 1) -> None:
+        value, by = args[0], args[1]
+        if by is None:
+            return
+        for _ in range(weight):
+            self.rows.append((seq, by, value))
+        for _ in range(-weight):
+            for index in range(len(self.rows) - 1, -1, -1):
+                if self.rows[index][1:] == (by, value):
+                    del self.rows[index]
+                    break
+
+    def result(self) -> Any:
+        if not self.rows:
+            return None
+        if self.largest:
+            best = min(self.rows, key=lambda row: (_Desc(row[1]), row[0]))
+        else:
+            best = min(self.rows, key=lambda row: (row[1], row[0]))
+        return conform(best[2], self.result_type)
+
+
+class _Desc:
+    """Reverses the order of a value, to pick (largest ``by``, smallest seq) with one min()."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __lt__(self, other: _Desc) -> bool:
+        return bool(other.value < self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and bool(self.value == other.value)
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+def _exact_sum(values: list[Any]) -> Any:
+    if any(isinstance(v, float) for v in values):
+        return math.fsum(float(v) for v in values)  # correctly rounded: order-independent
+    if any(isinstance(v, Decimal) for v in values):
+        return sum((Decimal(v) for v in values), Decimal(0))
+    return sum(values)
+
+
+def accumulator_for(call: AggCall) -> Accumulator:
+    """A fresh accumulator for one aggregate call of SPEC L3."""
+    fn = call.fn.upper()
+    if fn == "COUNT":
+        if not call.args:
+            return CountStar(call.type)
+        return Count(call.type, call.distinct)
+    if fn == "SUM":
+        return Sum(call.type, call.distinct)
+    if fn == "AVG":
+        return Average(call.type, call.distinct)
+    if fn in ("MIN", "MAX"):
+        return Extreme(call.type, call.distinct, largest=fn == "MAX")
+    if fn in ("ARG_MAX", "ARG_MIN"):
+        return ArgExtreme(call.type, largest=fn == "ARG_MAX")
+    raise NotImplementedError(f"aggregate {call.fn} is not part of SPEC L3")

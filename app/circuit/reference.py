@@ -1,0 +1,706 @@
+"""The reference evaluator: the oracle every runtime is compared against (ARCHITECTURE).
+
+It runs a :class:`~app.circuit.ir.Circuit` step by step (SPEC S1) over explicit step inputs,
+in plain Python, favouring obviousness over speed. Per step, in this order:
+
+1. **Late gate per table** (S2-S7, :class:`LateGate`): NOT NULL violations are dead letters
+   ``invalid``; rows too far ahead of the wall clock (``max_future``) are ``future``; the other
+   rows form D(t) and move the waterlines (``w_c(t) = max(w_c(t-1), max D(t).c - L)``, late
+   rows included, punctuations too); a row is ``late`` iff ``r.c < w_c(t-1)`` for some LATENESS
+   column. Only accepted rows go on.
+2. **Views in dependency order** (S8): each view turns its input's delta (a Z-set: rows with
+   weight +1/-1) into its own delta through its operators in IR order. Aggregate views keep
+   per-group accumulators; a view with its own LATENESS (L2, decoding case) runs a late gate on
+   its rows.
+3. **Completeness, emission, state** (S11-S14): after all rows of the step are applied, each
+   output view writes its records per its :class:`~app.circuit.ir.EmitPolicy` and format, and
+   groups that are complete and fully written are freed.
+
+The step-level choices SPEC leaves open are in docs/semantics.md; the Spark runtime must make
+the same ones, since tests compare its records with :func:`evaluate`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.circuit.aggregates import Accumulator, accumulator_for
+from app.circuit.ir import (
+    Aggregate,
+    Circuit,
+    ColumnRef,
+    Filter,
+    Operator,
+    Project,
+    Table,
+    View,
+    Window,
+)
+from app.circuit.scalar import evaluate_expr, is_true
+from app.circuit.windows import window_bounds
+
+__all__ = [
+    "DeadLetter",
+    "LateGate",
+    "OutputRecord",
+    "Punctuation",
+    "Reference",
+    "StepInput",
+    "StepResult",
+    "evaluate",
+]
+
+Row = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Punctuation:
+    """SPEC S4: moves waterlines like a row with ``c = bound`` would, inserting no row.
+
+    ``bound`` is in the column's unit (epoch ms for TIMESTAMP); ``column`` None targets every
+    LATENESS column of the table.
+    """
+
+    bound: int
+    column: str | None = None
+
+
+@dataclass(frozen=True)
+class StepInput:
+    """One step (S1): per table, the decoded rows in arrival order, plus the step's clocks.
+
+    ``batch_time_ms`` is the step's recorded batch time (changelog ``ptime``, AFTER DELAY);
+    ``wall_clock_ms`` feeds the ``max_future`` guard of S7 (None: the guard is not applied).
+    """
+
+    rows: Mapping[str, Sequence[Row]]
+    batch_time_ms: int = 0
+    wall_clock_ms: int | None = None
+    punctuations: Mapping[str, Sequence[Punctuation]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A row kept out of every view (S6/S7): ``reason`` is 'late', 'invalid' or 'future'.
+
+    For late rows ``column``/``value``/``waterline`` name the first late column in declaration
+    order, its value and ``w_c(t-1)``.
+    """
+
+    table: str
+    row: Row
+    reason: str
+    message: str
+    column: str | None = None
+    value: Any = None
+    waterline: Any = None
+
+
+@dataclass(frozen=True)
+class OutputRecord:
+    """One record written to an output view's topic (S13).
+
+    ``key`` is None for append; ``value`` None is an upsert tombstone; changelog values carry
+    ``undo``/``ptime``/``ver``. ``waterline`` is the view's S14 waterline after the step.
+    """
+
+    view: str
+    topic: str
+    key: Mapping[str, Any] | None
+    value: Mapping[str, Any] | None
+    waterline: int | None
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Everything observable after one step.
+
+    ``waterlines``: table (and view with its own LATENESS) -> column -> w(t), None = -inf.
+    ``view_waterlines``: output view -> S14 waterline. ``outputs``: output views only.
+    ``state_rows``: view -> groups held after the step (S11; 0 for stateless views).
+    """
+
+    waterlines: Mapping[str, Mapping[str, int | None]]
+    view_waterlines: Mapping[str, int | None]
+    dead_letters: tuple[DeadLetter, ...]
+    outputs: Mapping[str, tuple[OutputRecord, ...]]
+    state_rows: Mapping[str, int]
+
+
+# ---------------------------------------------------------------------------------------------
+# Waterlines and the late gate (S3-S7).
+
+
+def _advance(current: int | None, candidate: int | None) -> int | None:
+    """``max`` with None as -infinity: waterlines never decrease (S3)."""
+    if candidate is None:
+        return current
+    if current is None:
+        return candidate
+    return max(current, candidate)
+
+
+class LateGate:
+    """S3/S5 for one relation: the waterline of each LATENESS column and the late filter.
+
+    ``columns`` are ``(column, lateness)`` in declaration order. :meth:`admit` judges a whole
+    step's rows against ``w(t-1)`` and only then moves the waterlines, so the rows of the step
+    that moved a waterline are judged by its previous value.
+    """
+
+    def __init__(self, columns: Sequence[tuple[str, int]]) -> None:
+        self.columns = tuple(columns)
+        self.waterlines: dict[str, int | None] = {name: None for name, _ in self.columns}
+
+    def late_column(self, row: Row) -> str | None:
+        """The first LATENESS column on which ``row`` is late (``r.c < w_c(t-1)``), if any."""
+        for name, _ in self.columns:
+            value, waterline = row.get(name), self.waterlines[name]
+            if value is not None and waterline is not None and value < waterline:
+                return name
+        return None
+
+    def advance(self, rows: Iterable[Row], punctuations: Iterable[Punctuation] = ()) -> None:
+        """``w_c(t) = max(w_c(t-1), max{r.c} - L)`` over all well-formed rows and bounds."""
+        lateness = dict(self.columns)
+        highest: dict[str, int | None] = {name: None for name in lateness}
+        for row in rows:
+            for name in lateness:
+                highest[name] = _advance(highest[name], row.get(name))
+        for mark in punctuations:
+            for name in lateness:
+                if mark.column is None or mark.column == name:
+                    highest[name] = _advance(highest[name], mark.bound)
+        for name, top in highest.items():
+            if top is not None:
+                self.waterlines[name] = _advance(self.waterlines[name], top - lateness[name])
+
+
+# ---------------------------------------------------------------------------------------------
+# Time sources: which waterline closes which column (S10/S11/S14).
+
+
+@dataclass(frozen=True)
+class _TimeSource:
+    """Column ``owner.column``'s waterline bounds this column; ``kind`` says how (S10)."""
+
+    owner: str
+    column: str
+    kind: str  # 'forwarded' | 'window_start' | 'window_end'
+    size: int | None = None
+
+
+def _project_sources(
+    sources: Mapping[str, _TimeSource], outputs: Iterable[tuple[str, Any]]
+) -> dict[str, _TimeSource]:
+    return {
+        name: sources[expr.name]
+        for name, expr in outputs
+        if isinstance(expr, ColumnRef) and expr.name in sources
+    }
+
+
+@dataclass
+class _Change:
+    """One element of a Z-set delta: a row with weight, plus where it came from.
+
+    ``origin`` is the table row a stateless chain derived it from (for view-lateness dead
+    letters, which carry the original row); ``seq`` orders rows for ARG_MAX/ARG_MIN ties.
+    """
+
+    row: dict[str, Any]
+    weight: int
+    seq: int
+    origin: Row | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Views.
+
+
+def _sort_key(key: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
+    """Group order within a step: by the key tuple, None first (S12)."""
+    return tuple((value is not None, value) for value in key)
+
+
+@dataclass
+class _Group:
+    """One GROUP BY group of an aggregate view and its emission bookkeeping."""
+
+    key: tuple[Any, ...]
+    accumulators: list[Accumulator]
+    rows: int = 0
+    current: dict[str, Any] | None = None  # final projected row, None = no row (S8)
+    current_key: dict[str, Any] | None = None
+    emitted: dict[str, Any] | None = None  # last value written (None: none or deleted)
+    emitted_key: dict[str, Any] | None = None
+    ver: int = 0
+    pending_since_ms: int | None = None
+    finalized: bool = False
+
+
+class _ViewRuntime:
+    """One view: its operators split around the Aggregate, its groups and its own gate."""
+
+    def __init__(self, view: View, input_sources: Mapping[str, _TimeSource]) -> None:
+        self.view = view
+        self.aggregate: Aggregate | None = None
+        self.pre: list[Operator] = []
+        self.post: list[Operator] = []
+        for op in view.operators:
+            if isinstance(op, Aggregate):
+                self.aggregate = op
+            elif self.aggregate is None:
+                self.pre.append(op)
+            else:
+                self.post.append(op)
+        self.groups: dict[tuple[Any, ...], _Group] = {}
+        self.gate = (
+            LateGate([(vl.column, vl.amount) for vl in view.lateness]) if view.lateness else None
+        )
+        self.started = False
+        self.completion: tuple[int, _TimeSource] | None = None  # (key index, window source)
+        self.sources = self._analyse(input_sources)
+
+    def _analyse(self, input_sources: Mapping[str, _TimeSource]) -> dict[str, _TimeSource]:
+        """Follow time attributes through the operators (S10); find the window key (S11)."""
+        sources = dict(input_sources)
+        for op in self.view.operators:
+            if isinstance(op, Window):
+                base = sources.get(op.time_column)
+                if base is not None:
+                    sources["window_start"] = _TimeSource(
+                        base.owner, base.column, "window_start", op.size
+                    )
+                    sources["window_end"] = _TimeSource(
+                        base.owner, base.column, "window_end", op.size
+                    )
+                else:
+                    sources.pop("window_start", None)
+                    sources.pop("window_end", None)
+            elif isinstance(op, Project):
+                sources = _project_sources(sources, op.outputs)
+            elif isinstance(op, Aggregate):
+                for index, (_, expr) in enumerate(op.keys):
+                    if isinstance(expr, ColumnRef) and expr.name in sources:
+                        found = sources[expr.name]
+                        if found.kind in ("window_start", "window_end") and self.completion is None:
+                            self.completion = (index, found)
+                sources = _project_sources(sources, op.keys)
+        for vl in self.view.lateness:
+            sources[vl.column] = _TimeSource(self.view.name, vl.column, "forwarded")
+        return sources
+
+    # -- rows --------------------------------------------------------------------------------
+
+    def _stateless(self, ops: Sequence[Operator], row: dict[str, Any]) -> list[dict[str, Any]]:
+        rows = [row]
+        for op in ops:
+            if isinstance(op, Filter):
+                rows = [r for r in rows if is_true(evaluate_expr(op.predicate, r))]
+            elif isinstance(op, Project):
+                rows = [{name: evaluate_expr(expr, r) for name, expr in op.outputs} for r in rows]
+            elif isinstance(op, Window):
+                expanded: list[dict[str, Any]] = []
+                for r in rows:
+                    c = r.get(op.time_column)
+                    if c is None:
+                        continue  # a NULL time is in no window
+                    for start, end in window_bounds(op.kind, c, op.size, op.slide, op.offset):
+                        expanded.append({**r, "window_start": start, "window_end": end})
+                rows = expanded
+            else:
+                raise TypeError(f"operator {type(op).__name__} cannot run row by row")
+        return rows
+
+    def _shape(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The row as the view's declared columns, in declared order (S13 values)."""
+        names = [c.name for c in self.view.columns]
+        if names and all(n in row for n in names):
+            return {n: row[n] for n in names}
+        return row
+
+    def apply(self, delta: Sequence[_Change], next_seq: _Sequence) -> list[_Change]:
+        """This step's delta of the view's relation from its input's delta (S8)."""
+        if self.aggregate is None:
+            out = [
+                _Change(self._shape(row), change.weight, change.seq, change.origin)
+                for change in delta
+                for row in self._stateless(self.pre, dict(change.row))
+            ]
+            return out
+        return self._apply_aggregate(self.aggregate, delta, next_seq)
+
+    def _apply_aggregate(
+        self, aggregate: Aggregate, delta: Sequence[_Change], next_seq: _Sequence
+    ) -> list[_Change]:
+        touched: set[tuple[Any, ...]] = set()
+        if not self.started and not aggregate.keys:
+            touched.add(())  # a global aggregate has its one row from the start (SQL)
+        self.started = True
+        before: dict[tuple[Any, ...], dict[str, Any] | None] = {}
+        for change in delta:
+            for row in self._stateless(self.pre, dict(change.row)):
+                key = tuple(evaluate_expr(expr, row) for _, expr in aggregate.keys)
+                group = self.groups.get(key)
+                if group is None:
+                    group = _Group(key, [accumulator_for(call) for _, call in aggregate.aggregates])
+                    self.groups[key] = group
+                if key not in before:
+                    before[key] = group.current
+                group.rows += change.weight
+                for (_, call), accumulator in zip(
+                    aggregate.aggregates, group.accumulators, strict=True
+                ):
+                    args = tuple(evaluate_expr(arg, row) for arg in call.args)
+                    accumulator.add(args, change.seq, change.weight)
+                touched.add(key)
+        out: list[_Change] = []
+        for key in sorted(touched, key=_sort_key):
+            group = self.groups.get(key)
+            if group is None:
+                group = _Group(key, [accumulator_for(call) for _, call in aggregate.aggregates])
+                self.groups[key] = group
+            old = before.get(key, group.current)
+            self._recompute(aggregate, group)
+            if group.current != old:
+                if old is not None:
+                    out.append(_Change(dict(old), -1, next_seq()))
+                if group.current is not None:
+                    out.append(_Change(dict(group.current), 1, next_seq()))
+        return out
+
+    def _recompute(self, aggregate: Aggregate, group: _Group) -> None:
+        if group.rows <= 0 and aggregate.keys:
+            group.current, group.current_key = None, None  # an empty group has no row
+            return
+        names = [name for name, _ in aggregate.keys]
+        row: dict[str, Any] = dict(zip(names, group.key, strict=True))
+        for (name, _), accumulator in zip(aggregate.aggregates, group.accumulators, strict=True):
+            row[name] = accumulator.result()
+        finals = self._stateless(self.post, row)
+        if not finals:
+            group.current, group.current_key = None, None  # fails HAVING
+            return
+        group.current = self._shape(finals[0])
+        group.current_key = self._key_of({**row, **finals[0]})
+
+    def _key_of(self, row: Mapping[str, Any]) -> dict[str, Any] | None:
+        output = self.view.output
+        columns = output.key_columns if output is not None else self.view.key
+        if not columns:
+            return None
+        return {name: row.get(name) for name in columns}
+
+    # -- completeness and emission (S11-S13) --------------------------------------------------
+
+    def window_end(self, group: _Group) -> int | None:
+        if self.completion is None:
+            return None
+        index, source = self.completion
+        value = group.key[index]
+        if value is None:
+            return None
+        return int(value) if source.kind == "window_end" else int(value) + int(source.size or 0)
+
+    def complete(self, group: _Group, waterlines: _Waterlines) -> bool:
+        """S11: the group's window is closed once ``w(t) >= window_end``."""
+        end = self.window_end(group)
+        if end is None or self.completion is None:
+            return False
+        source = self.completion[1]
+        waterline = waterlines.get(source.owner, source.column)
+        return waterline is not None and waterline >= end
+
+    def emit(
+        self, waterlines: _Waterlines, batch_time_ms: int, view_waterline: int | None
+    ) -> list[OutputRecord]:
+        """Write this step's records per EmitPolicy and format, then free closed groups."""
+        records: list[OutputRecord] = []
+        for key in sorted(self.groups, key=_sort_key):
+            group = self.groups[key]
+            complete = self.complete(group, waterlines)
+            if self.view.output is not None:
+                records.extend(
+                    self._group_records(group, complete, batch_time_ms, view_waterline)
+                )
+            held = group.pending_since_ms is not None and not group.finalized
+            if held:
+                continue
+            if complete or (group.rows <= 0 and group.current is None and group.emitted is None):
+                del self.groups[key]
+        return records
+
+    def _group_records(
+        self, group: _Group, complete: bool, batch_time_ms: int, waterline: int | None
+    ) -> list[OutputRecord]:
+        emit = self.view.emit
+        if group.finalized:
+            return []
+        if emit.after_watermark and emit.delay_ms is None:
+            if not complete:
+                return []
+            group.finalized = True
+            if group.current is None:
+                return []
+            return self._records(group, batch_time_ms, waterline)
+        changed = group.current != group.emitted
+        if emit.delay_ms is not None:
+            if changed and group.pending_since_ms is None:
+                group.pending_since_ms = batch_time_ms
+            due = (
+                group.pending_since_ms is not None
+                and batch_time_ms >= group.pending_since_ms + emit.delay_ms
+            )
+            final = emit.after_watermark and complete
+            if final:
+                group.finalized = True
+            if not (due or final):
+                return []
+            group.pending_since_ms = None
+        if not changed:
+            return []
+        return self._records(group, batch_time_ms, waterline)
+
+    def _records(
+        self, group: _Group, batch_time_ms: int, waterline: int | None
+    ) -> list[OutputRecord]:
+        """Records taking the group from ``emitted`` to ``current`` (S13 encodings)."""
+        output = self.view.output
+        assert output is not None
+        records: list[OutputRecord] = []
+        fmt = output.format
+
+        def record(key: Mapping[str, Any] | None, value: Mapping[str, Any] | None) -> None:
+            records.append(OutputRecord(self.view.name, output.topic, key, value, waterline))
+
+        if fmt == "changelog":
+            if group.emitted is not None:
+                undo = self._changelog(group, group.emitted, True, batch_time_ms)
+                record(group.emitted_key, undo)
+            if group.current is not None:
+                new = self._changelog(group, group.current, False, batch_time_ms)
+                record(group.current_key, new)
+        elif fmt == "upsert":
+            if group.current is not None:
+                record(group.current_key, dict(group.current))
+            elif group.emitted is not None:
+                record(group.emitted_key, None)
+        elif group.current is not None:  # append
+            record(None, dict(group.current))
+        group.emitted, group.emitted_key = group.current, group.current_key
+        return records
+
+    def _changelog(
+        self, group: _Group, row: Mapping[str, Any], undo: bool, batch_time_ms: int
+    ) -> dict[str, Any]:
+        value = {**row, "undo": undo, "ptime": batch_time_ms, "ver": group.ver}
+        group.ver += 1
+        return value
+
+    def stateless_records(
+        self, delta: Sequence[_Change], batch_time_ms: int, waterline: int | None
+    ) -> list[OutputRecord]:
+        """S12 for a view without aggregate: each accepted row that passes is one record."""
+        output = self.view.output
+        assert output is not None
+        records = []
+        for change in delta:
+            key = self._key_of(change.row)
+            value: dict[str, Any] | None = dict(change.row)
+            if output.format == "changelog":
+                value = {**change.row, "undo": change.weight < 0, "ptime": batch_time_ms, "ver": 0}
+            elif output.format == "upsert" and change.weight < 0:
+                value = None
+            elif output.format == "append":
+                key = None
+                if change.weight < 0:
+                    continue  # the compiler only allows append for insert-only views (L6)
+            records.append(OutputRecord(self.view.name, output.topic, key, value, waterline))
+        return records
+
+
+class _Sequence:
+    """Arrival sequence numbers: steps in order, rows in order (ARG_MAX/ARG_MIN ties)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def __call__(self) -> int:
+        self.value += 1
+        return self.value
+
+
+class _Waterlines:
+    """All waterlines: tables' LATENESS columns and views' own LATENESS columns."""
+
+    def __init__(self, gates: Mapping[str, LateGate]) -> None:
+        self.gates = gates
+
+    def get(self, owner: str, column: str) -> int | None:
+        gate = self.gates.get(owner)
+        return None if gate is None else gate.waterlines.get(column)
+
+
+# ---------------------------------------------------------------------------------------------
+# The evaluator.
+
+
+def _table_gate(table: Table) -> LateGate:
+    order = {col.name: index for index, col in enumerate(table.columns)}
+    columns = sorted(((lt.column, lt.amount) for lt in table.lateness), key=lambda c: order[c[0]])
+    return LateGate(columns)
+
+
+class Reference:
+    """Incremental evaluation of one circuit, one :meth:`step` at a time (like Beam's
+    TestStream: feed a step of rows, then assert on the :class:`StepResult`)."""
+
+    def __init__(self, circuit: Circuit) -> None:
+        self.circuit = circuit
+        self.gates: dict[str, LateGate] = {t.name: _table_gate(t) for t in circuit.tables}
+        self.waterlines = _Waterlines(self.gates)
+        self.next_seq = _Sequence()
+        sources: dict[str, dict[str, _TimeSource]] = {
+            t.name: {lt.column: _TimeSource(t.name, lt.column, "forwarded") for lt in t.lateness}
+            for t in circuit.tables
+        }
+        self.views: dict[str, _ViewRuntime] = {}
+        for view in circuit.views:
+            runtime = _ViewRuntime(view, sources.get(view.source, {}))
+            self.views[view.name] = runtime
+            sources[view.name] = runtime.sources
+            if runtime.gate is not None:
+                self.gates[view.name] = runtime.gate
+
+    def step(self, step: StepInput) -> StepResult:
+        """Run one step (S1): gate every table, update every view, emit, free state."""
+        dead: list[DeadLetter] = []
+        deltas: dict[str, list[_Change]] = {}
+        for table in self.circuit.tables:
+            deltas[table.name] = self._gate_table(table, step, dead)
+        for view in self.circuit.views:
+            runtime = self.views[view.name]
+            delta = runtime.apply(deltas.get(view.source, []), self.next_seq)
+            if runtime.gate is not None:
+                delta = self._gate_view(runtime, runtime.gate, delta, dead)
+            deltas[view.name] = delta
+
+        outputs: dict[str, tuple[OutputRecord, ...]] = {}
+        view_waterlines: dict[str, int | None] = {}
+        for view in self.circuit.views:
+            runtime = self.views[view.name]
+            waterline = self._view_waterline(runtime)
+            if view.output is not None:
+                view_waterlines[view.name] = waterline
+            if runtime.aggregate is None:
+                if view.output is not None:
+                    outputs[view.name] = tuple(
+                        runtime.stateless_records(deltas[view.name], step.batch_time_ms, waterline)
+                    )
+            else:
+                records = runtime.emit(self.waterlines, step.batch_time_ms, waterline)
+                if view.output is not None:
+                    outputs[view.name] = tuple(records)
+        return StepResult(
+            waterlines={name: dict(gate.waterlines) for name, gate in self.gates.items()},
+            view_waterlines=view_waterlines,
+            dead_letters=tuple(dead),
+            outputs=outputs,
+            state_rows={name: len(rt.groups) for name, rt in self.views.items()},
+        )
+
+    def _gate_table(self, table: Table, step: StepInput, dead: list[DeadLetter]) -> list[_Change]:
+        """S2/S5/S7 for one table, in the contract's order: invalid, future, late."""
+        gate = self.gates[table.name]
+        future_columns = [
+            lt.column for lt in table.lateness if table.column(lt.column).type.name == "TIMESTAMP"
+        ]
+        well_formed: list[tuple[Row, dict[str, Any]]] = []
+        for original in step.rows.get(table.name, ()):
+            row: dict[str, Any] = {col.name: original.get(col.name) for col in table.columns}
+            missing = next(
+                (c.name for c in table.columns if not c.type.nullable and row[c.name] is None),
+                None,
+            )
+            if missing is not None:
+                dead.append(
+                    DeadLetter(
+                        table.name, original, "invalid",
+                        f"column {missing} is NOT NULL but the record has no value for it",
+                        column=missing,
+                    )
+                )
+                continue
+            if table.max_future_ms is not None and step.wall_clock_ms is not None:
+                limit: int = step.wall_clock_ms + table.max_future_ms
+                ahead = next((c for c in future_columns if row[c] > limit), None)
+                if ahead is not None:
+                    dead.append(
+                        DeadLetter(
+                            table.name, original, "future",
+                            f"column {ahead} = {row[ahead]} is more than max_future "
+                            f"({table.max_future_ms} ms) ahead of the wall clock "
+                            f"{step.wall_clock_ms}",
+                            column=ahead, value=row[ahead],
+                        )
+                    )
+                    continue
+            well_formed.append((original, row))
+        accepted: list[_Change] = []
+        for original, row in well_formed:
+            late = gate.late_column(row)
+            if late is None:
+                accepted.append(_Change(row, 1, self.next_seq(), original))
+            else:
+                dead.append(
+                    DeadLetter(
+                        table.name, original, "late",
+                        f"column {late} = {row[late]} is below the waterline "
+                        f"{gate.waterlines[late]} of table {table.name}",
+                        column=late, value=row[late], waterline=gate.waterlines[late],
+                    )
+                )
+        gate.advance((row for _, row in well_formed), step.punctuations.get(table.name, ()))
+        return accepted
+
+    def _gate_view(
+        self, runtime: _ViewRuntime, gate: LateGate, delta: list[_Change], dead: list[DeadLetter]
+    ) -> list[_Change]:
+        """L2 decoding case: a view's own LATENESS gates the view's rows like S3/S5 do."""
+        table = self.circuit.root_table(runtime.view.name).name
+        accepted = []
+        for change in delta:
+            late = gate.late_column(change.row) if change.weight > 0 else None
+            if late is None:
+                accepted.append(change)
+                continue
+            dead.append(
+                DeadLetter(
+                    table, change.origin if change.origin is not None else change.row, "late",
+                    f"column {runtime.view.name}.{late} = {change.row[late]} is below the "
+                    f"waterline {gate.waterlines[late]} of view {runtime.view.name}",
+                    column=f"{runtime.view.name}.{late}", value=change.row[late],
+                    waterline=gate.waterlines[late],
+                )
+            )
+        gate.advance(change.row for change in delta if change.weight > 0)
+        return accepted
+
+    def _view_waterline(self, runtime: _ViewRuntime) -> int | None:
+        """S14: the waterline of the view's first time attribute's source column."""
+        if not runtime.view.time_attributes:
+            return None
+        attribute = runtime.view.time_attributes[0]
+        source = runtime.sources.get(attribute.column)
+        if source is not None:
+            return self.waterlines.get(source.owner, source.column)
+        return self.waterlines.get(attribute.table, attribute.source_column)
+
+
+def evaluate(circuit: Circuit, steps: Sequence[StepInput]) -> list[StepResult]:
+    """Run ``steps`` through a fresh :class:`Reference`; one result per step."""
+    reference = Reference(circuit)
+    return [reference.step(step) for step in steps]

@@ -1,0 +1,60 @@
+"""Window assignment of SPEC S9, as pure functions shared by the oracle and the Spark runtime.
+
+TUMBLE and HOP are defined on integers in the time column's unit (epoch milliseconds for
+TIMESTAMP), so one definition serves TIMESTAMP, INT and BIGINT time columns. Floor division is
+used on purpose: a row before the epoch (or before ``offset``) still lands in the window that
+contains it, ``[start, start + size)``, never in the one after (Python's ``//`` floors; C-style
+truncation would not).
+"""
+
+from __future__ import annotations
+
+__all__ = ["hop_starts", "tumble_start", "window_bounds"]
+
+
+def tumble_start(c: int, size: int, offset: int = 0) -> int:
+    """Start of the TUMBLE window containing ``c`` (SPEC S9).
+
+    ``window_start = floor((c - offset) / size) * size + offset``; the window is
+    ``[start, start + size)``.
+
+    >>> tumble_start(7, 10, 0), tumble_start(-1, 10, 0), tumble_start(12, 10, 5)
+    (0, -10, 5)
+    """
+    if size <= 0:
+        raise ValueError(f"window size must be positive, got {size}")
+    return ((c - offset) // size) * size + offset
+
+
+def hop_starts(c: int, size: int, slide: int, offset: int = 0) -> list[int]:
+    """Starts of every HOP window ``[s, s + size)`` with ``s = k * slide + offset`` holding ``c``.
+
+    Ascending order, so a row's copies come out in window order (SPEC S9). When ``slide >
+    size`` (gaps between windows) a row may fall in no window and the list is empty.
+
+    >>> hop_starts(7, 10, 5)
+    [0, 5]
+    """
+    if size <= 0 or slide <= 0:
+        raise ValueError(f"window size and slide must be positive, got {size} and {slide}")
+    # The last start not after c, then walk back while the window still contains c.
+    last = ((c - offset) // slide) * slide + offset
+    starts: list[int] = []
+    s = last
+    while s > c - size:
+        starts.append(s)
+        s -= slide
+    starts.reverse()
+    return starts
+
+
+def window_bounds(
+    kind: str, c: int, size: int, slide: int, offset: int = 0
+) -> list[tuple[int, int]]:
+    """``(window_start, window_end)`` pairs of a TUMBLE or HOP window for time value ``c``."""
+    if kind == "TUMBLE":
+        start = tumble_start(c, size, offset)
+        return [(start, start + size)]
+    if kind == "HOP":
+        return [(s, s + size) for s in hop_starts(c, size, slide, offset)]
+    raise ValueError(f"unknown window kind {kind!r}")
