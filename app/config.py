@@ -1,0 +1,163 @@
+"""Tidemark's one settings object (STYLE habit 5).
+
+Precedence, highest first: command-line flags, environment (``TIDEMARK_*``), a YAML config file
+(``--config`` or ``TIDEMARK_CONFIG``), defaults. Everything is validated at start so a typo
+fails with a clear message before Spark or Kafka is touched. Secrets are ``SecretStr``: they
+print as ``**********`` in logs, errors and ``explain``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from app.errors import ConfigError
+
+__all__ = ["KafkaSecurity", "Settings", "load_settings", "parse_duration_ms"]
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h)?\s*$")
+
+
+def parse_duration_ms(text: str) -> int:
+    """``500ms``, ``2s``, ``1m``, ``1h`` or plain seconds, to milliseconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 500ms, 2s, 1m)")
+    amount, unit = int(match.group(1)), match.group(2) or "s"
+    return amount * {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}[unit]
+
+
+class KafkaSecurity(BaseSettings):
+    """Kafka connection security, turned into librdkafka settings by ``client_config()``."""
+
+    model_config = SettingsConfigDict(env_prefix="TIDEMARK_KAFKA_", extra="forbid")
+
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    ssl_key_password: SecretStr | None = None
+
+    def client_config(self) -> dict[str, str]:
+        conf: dict[str, str] = {"security.protocol": self.security_protocol}
+        if self.security_protocol.startswith("SASL"):
+            if not (self.sasl_mechanism and self.sasl_username and self.sasl_password):
+                raise ConfigError(
+                    f"security protocol {self.security_protocol} needs TIDEMARK_KAFKA_SASL_MECHANISM,"
+                    " TIDEMARK_KAFKA_SASL_USERNAME and TIDEMARK_KAFKA_SASL_PASSWORD"
+                )
+            conf["sasl.mechanism"] = self.sasl_mechanism
+            conf["sasl.username"] = self.sasl_username
+            conf["sasl.password"] = self.sasl_password.get_secret_value()
+        optional = {
+            "ssl.ca.location": self.ssl_ca_location,
+            "ssl.certificate.location": self.ssl_certificate_location,
+            "ssl.key.location": self.ssl_key_location,
+            "ssl.key.password": (
+                self.ssl_key_password.get_secret_value() if self.ssl_key_password else None
+            ),
+        }
+        conf.update({k: v for k, v in optional.items() if v})
+        return conf
+
+
+class _YamlFile(PydanticBaseSettingsSource):
+    """The config file, lowest precedence above the defaults."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
+        super().__init__(settings_cls)
+        self._data: dict[str, Any] = {}
+        if path is not None:
+            if not path.is_file():
+                raise ConfigError(f"config file {path} does not exist")
+            try:
+                loaded = yaml.safe_load(path.read_text()) or {}
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+            if not isinstance(loaded, dict):
+                raise ConfigError(f"config file {path} must be a mapping of setting: value")
+            self._data = {str(k).replace("-", "_"): v for k, v in loaded.items()}
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+class Settings(BaseSettings):
+    """Everything ``tidemark run`` needs; see docs/configuration.md for each setting."""
+
+    model_config = SettingsConfigDict(env_prefix="TIDEMARK_", extra="forbid")
+
+    program: Path | None = None
+    bootstrap_servers: str = "127.0.0.1:9092"
+    checkpoint: Path = Path("var/checkpoint")
+    spark_master: str = "local[2]"
+    metrics_port: int = Field(default=9108, ge=0, le=65535)
+    log_format: Literal["json", "console"] | None = None
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    trigger_interval: str = "1s"
+    max_records_per_step: int = Field(default=200_000, gt=0)
+    shuffle_partitions: int = Field(default=4, gt=0)
+    kafka: KafkaSecurity = Field(default_factory=KafkaSecurity)
+
+    @field_validator("trigger_interval")
+    @classmethod
+    def _check_interval(cls, value: str) -> str:
+        parse_duration_ms(value)
+        return value
+
+    @property
+    def trigger_interval_ms(self) -> int:
+        return parse_duration_ms(self.trigger_interval)
+
+    def kafka_config(self) -> dict[str, str]:
+        """librdkafka settings for every client Tidemark creates."""
+        return {"bootstrap.servers": self.bootstrap_servers, **self.kafka.client_config()}
+
+    _config_file: Path | None = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (
+            init_settings,
+            env_settings,
+            file_secret_settings,
+            _YamlFile(settings_cls, cls._config_file),
+        )
+
+
+def load_settings(config_file: Path | None = None, **flags: Any) -> Settings:
+    """Settings from flags (None = not given), environment, config file, defaults."""
+    path = config_file or (
+        Path(os.environ["TIDEMARK_CONFIG"]) if os.environ.get("TIDEMARK_CONFIG") else None
+    )
+    given = {k: v for k, v in flags.items() if v is not None}
+    Settings._config_file = path
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigError(f"invalid configuration: {problems}") from exc
+    finally:
+        Settings._config_file = None

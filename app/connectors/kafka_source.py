@@ -1,0 +1,446 @@
+"""The Kafka source for Spark: Python Data Source API, confluent-kafka and fastavro.
+
+One source reads one table's topic. Offsets live in Spark's checkpoint (the offset log), so a
+restart continues where the last committed step ended (S1, S15). The offset dict is
+``{"partitions": {"<p>": next_offset}, "step": n, "wall_clock_ms": t}``: ``step`` counts the
+steps that read data, and ``wall_clock_ms`` fixes the clock the ``max_future`` guard uses, so
+a replayed step classifies every record exactly as the first run did.
+
+Waterlines (S3) are kept by Tidemark, not by Spark: after each step the driver (the step sink)
+writes ``<state_dir>/waterlines/<step>.json``; when Spark plans step n, ``partitions()`` loads
+the newest file below n, i.e. w(n-1), and ships it to the readers inside each input partition.
+The readers run the :class:`LateGate` while decoding, so late rows are split from accepted ones
+at no extra pass (S5), and they append one ``probe`` row per partition carrying the per-column
+maxima of the step's well-formed rows and punctuation, from which the sink computes w(n).
+The probe also flows through Spark's ``withWatermark`` so Spark's own state eviction follows the
+same waterline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.types import StructType
+
+from app.connectors.late_gate import GateVerdict, LateGate, SourceSpec
+
+__all__ = [
+    "META_COLUMNS",
+    "KafkaSource",
+    "arrow_type",
+    "load_waterlines",
+    "source_schema",
+    "spark_type",
+    "store_waterlines",
+]
+
+#: Columns the source adds after the table's own (all nullable).
+META_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("_kind", "string"),
+    ("_message", "string"),
+    ("_late_column", "string"),
+    ("_late_value", "bigint"),
+    ("_late_waterline", "bigint"),
+    ("_key", "binary"),
+    ("_value", "binary"),
+    ("_headers", "array<struct<key:string,value:binary>>"),
+    ("_partition", "int"),
+    ("_offset", "bigint"),
+    ("_step", "bigint"),
+    ("_accepted", "bigint"),  # probe rows only: accepted rows of the slice
+)
+
+_BATCH_ROWS = 50_000
+
+
+def spark_type(kind: str) -> str:
+    simple = {
+        "bool": "boolean",
+        "int32": "int",
+        "int64": "bigint",
+        "float32": "float",
+        "float64": "double",
+        "string": "string",
+        "date": "date",
+        "timestamp": "timestamp",
+        "binary": "binary",
+    }
+    return simple.get(kind, kind)  # decimal(p,s) is spelled the same
+
+
+def arrow_type(kind: str) -> pa.DataType:
+    if kind.startswith("decimal("):
+        precision, scale = (int(x) for x in kind[8:-1].split(","))
+        return pa.decimal128(precision, scale)
+    return {
+        "bool": pa.bool_(),
+        "int32": pa.int32(),
+        "int64": pa.int64(),
+        "float32": pa.float32(),
+        "float64": pa.float64(),
+        "string": pa.string(),
+        "date": pa.date32(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+        "binary": pa.binary(),
+    }[kind]
+
+
+def source_schema(spec: SourceSpec) -> str:
+    cols = [f"`{c.name}` {spark_type(c.kind)}" for c in spec.columns]
+    cols += [f"`{name}` {kind}" for name, kind in META_COLUMNS]
+    return ", ".join(cols)
+
+
+def _arrow_schema(spec: SourceSpec) -> pa.Schema:
+    fields = [pa.field(c.name, arrow_type(c.kind)) for c in spec.columns]
+    header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+    meta_types = {
+        "string": pa.string(),
+        "bigint": pa.int64(),
+        "binary": pa.binary(),
+        "int": pa.int32(),
+    }
+    for name, kind in META_COLUMNS:
+        fields.append(
+            pa.field(name, pa.list_(header) if kind.startswith("array") else meta_types[kind])
+        )
+    return pa.schema(fields)
+
+
+# --- waterline files --------------------------------------------------------------------------
+
+
+def _waterline_dir(state_dir: str) -> Path:
+    return Path(state_dir) / "waterlines"
+
+
+def load_waterlines(state_dir: str, before_step: int) -> dict[str, int | None]:
+    """w(before_step - 1): the newest stored waterlines of a step below ``before_step``."""
+    directory = _waterline_dir(state_dir)
+    if not directory.is_dir():
+        return {}
+    steps = sorted(
+        (int(p.stem) for p in directory.glob("*.json") if p.stem.isdigit()), reverse=True
+    )
+    for step in steps:
+        if step < before_step:
+            data: dict[str, int | None] = json.loads((directory / f"{step}.json").read_text())
+            return data
+    return {}
+
+
+def store_waterlines(
+    state_dir: str, step: int, waterlines: Mapping[str, int | None], keep: int = 50
+) -> None:
+    """Atomically write w(step) and drop files older than the newest ``keep``."""
+    directory = _waterline_dir(state_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{step}.json.tmp"
+    tmp.write_text(json.dumps(dict(waterlines), sort_keys=True))
+    os.replace(tmp, directory / f"{step}.json")
+    steps = sorted(int(p.stem) for p in directory.glob("*.json") if p.stem.isdigit())
+    for old in steps[:-keep]:
+        (directory / f"{old}.json").unlink(missing_ok=True)
+
+
+# --- Kafka clients, created lazily per worker process (the reader is pickled) -------------------
+
+_CONSUMERS: dict[str, Any] = {}
+
+
+def _consumer(conf: Mapping[str, str]) -> Any:
+    from confluent_kafka import Consumer
+
+    key = json.dumps(conf, sort_keys=True)
+    consumer = _CONSUMERS.get(key)
+    if consumer is None:
+        consumer = Consumer(
+            {
+                **conf,
+                "group.id": "tidemark-source",  # required by librdkafka; offsets are never committed
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": False,
+                "fetch.max.bytes": 52428800,
+                "max.partition.fetch.bytes": 10485760,
+                "log_level": 3,
+            }
+        )
+        _CONSUMERS[key] = consumer
+    return consumer
+
+
+@dataclass
+class KafkaPartitionSlice(InputPartition):  # type: ignore[misc]
+    """One Kafka partition's offsets [start, end) of one step, with the step's waterlines."""
+
+    partition: int
+    start: int
+    end: int
+    step: int
+    wall_clock_ms: int
+    waterlines: dict[str, int | None]
+
+    def __init__(
+        self,
+        partition: int,
+        start: int,
+        end: int,
+        step: int,
+        wall_clock_ms: int,
+        waterlines: dict[str, int | None],
+    ) -> None:
+        self.partition, self.start, self.end = partition, start, end
+        self.step, self.wall_clock_ms, self.waterlines = step, wall_clock_ms, waterlines
+
+
+class KafkaStreamReader(DataSourceStreamReader):  # type: ignore[misc]
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.spec = SourceSpec.from_json(json.loads(options["spec"]))
+        self.kafka_conf: dict[str, str] = json.loads(options["kafka"])
+        self.state_dir = options["state_dir"]
+        self.max_records = int(options.get("max_records_per_step", "200000"))
+        self._admin: Any = None
+
+    def _partition_ends(self) -> dict[int, tuple[int, int]]:
+        consumer = _consumer(self.kafka_conf)
+        from confluent_kafka import TopicPartition
+
+        metadata = consumer.list_topics(self.spec.topic, timeout=30)
+        topic = metadata.topics.get(self.spec.topic)
+        if topic is None or topic.error is not None:
+            from app.errors import KafkaError
+
+            raise KafkaError(
+                f"input topic {self.spec.topic} of table {self.spec.table} "
+                f"does not exist: {topic.error if topic else 'unknown topic'}"
+            )
+        ends = {}
+        for p in sorted(topic.partitions):
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(self.spec.topic, p), timeout=30, cached=False
+            )
+            ends[p] = (low, high)
+        return ends
+
+    def initialOffset(self) -> dict[str, Any]:
+        ends = self._partition_ends()
+        return {
+            "partitions": {str(p): low for p, (low, _) in ends.items()},
+            "step": 0,
+            "wall_clock_ms": 0,
+        }
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_records)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        ends = self._partition_ends()
+        current = {int(p): int(o) for p, o in start["partitions"].items()}
+        available = {
+            p: max(0, high - max(current.get(p, low), low)) for p, (low, high) in ends.items()
+        }
+        total = sum(available.values())
+        if total == 0:
+            return start
+        budget = (
+            total
+            if isinstance(limit, ReadAllAvailable)
+            else min(total, getattr(limit, "maxRows", total))
+        )
+        end: dict[str, int] = {}
+        remaining = budget
+        # Share the budget across partitions in proportion to what each has waiting.
+        for p, (low, _high) in sorted(ends.items()):
+            begin = max(current.get(p, low), low)
+            share = available[p] if budget == total else (available[p] * budget) // total
+            share = min(share, remaining)
+            end[str(p)] = begin + share
+            remaining -= share
+        if remaining > 0:
+            for p, (low, _high) in sorted(ends.items()):
+                begin_end = end[str(p)]
+                extra = min(remaining, ends[p][1] - begin_end)
+                end[str(p)] = begin_end + extra
+                remaining -= extra
+        return {
+            "partitions": end,
+            "step": int(start["step"]) + 1,
+            "wall_clock_ms": int(time.time() * 1000),
+        }
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return None
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        step = int(end["step"])
+        if step == int(start["step"]):
+            return []
+        waterlines = load_waterlines(self.state_dir, step)
+        begin = {int(p): int(o) for p, o in start["partitions"].items()}
+        out = []
+        for p_text, stop in end["partitions"].items():
+            p = int(p_text)
+            first = begin.get(p, 0)
+            if int(stop) > first:
+                out.append(
+                    KafkaPartitionSlice(
+                        p, first, int(stop), step, int(end["wall_clock_ms"]), waterlines
+                    )
+                )
+        return out
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaPartitionSlice)
+        return read_slice(self.spec, self.kafka_conf, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+
+def _fetch(conf: Mapping[str, str], topic: str, part: KafkaPartitionSlice) -> Iterator[Any]:
+    """The messages of [start, end) of one partition, in offset order."""
+    if part.end <= part.start:
+        return
+    from confluent_kafka import KafkaException, TopicPartition
+
+    consumer = _consumer(conf)
+    consumer.assign([TopicPartition(topic, part.partition, part.start)])
+    last = part.end - 1
+    idle_since: float | None = None
+    try:
+        while True:
+            messages = consumer.consume(num_messages=10_000, timeout=1.0)
+            if not messages:
+                position = consumer.position([TopicPartition(topic, part.partition)])[0].offset
+                if position >= part.end:
+                    return
+                idle_since = idle_since or time.monotonic()
+                if time.monotonic() - idle_since > 120:
+                    raise KafkaException(
+                        f"{topic}[{part.partition}] stalled at {position} before {part.end}"
+                    )
+                continue
+            idle_since = None
+            for msg in messages:
+                if msg.error() is not None:
+                    raise KafkaException(msg.error())
+                if msg.offset() > last:
+                    return
+                yield msg
+                if msg.offset() == last:
+                    return
+    finally:
+        consumer.unassign()
+
+
+def read_slice(
+    spec: SourceSpec, conf: Mapping[str, str], part: KafkaPartitionSlice
+) -> Iterator[pa.RecordBatch]:
+    """Decode and gate one slice; yields Arrow batches, then one probe row."""
+    gate = LateGate(spec, part.waterlines, part.wall_clock_ms)
+    schema = _arrow_schema(spec)
+    names = [c.name for c in spec.columns]
+    lateness_cols = [c for c, _ in spec.lateness]
+    maxima: dict[str, int | None] = dict.fromkeys(lateness_cols)
+    buffer: list[tuple[GateVerdict, Any]] = []
+    accepted = 0
+
+    def note(col: str, value: int) -> None:
+        current = maxima[col]
+        if current is None or value > current:
+            maxima[col] = value
+
+    for msg in _fetch(conf, spec.topic, part):
+        verdict = gate.classify(msg.value(), msg.headers())
+        if verdict.kind in ("ok", "late"):
+            assert verdict.row is not None
+            accepted += verdict.kind == "ok"
+            for col in lateness_cols:
+                note(col, verdict.row[col])
+        elif verdict.kind == "punctuation":
+            assert verdict.bounds is not None
+            for col, bound in verdict.bounds.items():
+                note(col, bound)
+            continue
+        buffer.append((verdict, msg))
+        if len(buffer) >= _BATCH_ROWS:
+            yield _to_batch(schema, names, buffer, part, None)
+            buffer = []
+    probe = GateVerdict("probe", row=dict(maxima))
+    buffer.append((probe, None))
+    yield _to_batch(schema, names, buffer, part, accepted)
+
+
+def _to_batch(
+    schema: pa.Schema,
+    names: list[str],
+    items: list[tuple[GateVerdict, Any]],
+    part: KafkaPartitionSlice,
+    accepted: int | None,
+) -> pa.RecordBatch:
+    """Arrow columns of the items; the probe (always last) carries ``accepted``."""
+    columns: list[pa.Array] = []
+    for name in names:
+        field = schema.field(name)
+        values = [v.row.get(name) if v.row is not None else None for v, _ in items]
+        if pa.types.is_timestamp(field.type):
+            columns.append(pa.array(values, pa.int64()).cast(pa.timestamp("ms")).cast(field.type))
+        elif pa.types.is_date32(field.type):
+            columns.append(pa.array(values, pa.int32()).cast(pa.date32()))
+        else:
+            columns.append(pa.array(values, field.type))
+    kinds = [v.kind for v, _ in items]
+    columns.append(pa.array(kinds, pa.string()))
+    columns.append(pa.array([v.message or None for v, _ in items], pa.string()))
+    columns.append(pa.array([v.column for v, _ in items], pa.string()))
+    columns.append(pa.array([v.value for v, _ in items], pa.int64()))
+    columns.append(pa.array([v.waterline for v, _ in items], pa.int64()))
+    columns.append(pa.array([m.key() if m is not None else None for _, m in items], pa.binary()))
+    columns.append(pa.array([m.value() if m is not None else None for _, m in items], pa.binary()))
+    columns.append(
+        pa.array(
+            [
+                [{"key": k, "value": v} for k, v in (m.headers() or [])] if m is not None else None
+                for _, m in items
+            ],
+            schema.field("_headers").type,
+        )
+    )
+    columns.append(pa.array([part.partition] * len(items), pa.int32()))
+    columns.append(pa.array([m.offset() if m is not None else None for _, m in items], pa.int64()))
+    columns.append(pa.array([part.step] * len(items), pa.int64()))
+    columns.append(pa.array([None] * (len(items) - 1) + [accepted], pa.int64()))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+class KafkaSource(DataSource):  # type: ignore[misc]
+    """``spark.readStream.format("tidemark-kafka")`` with options ``spec`` (SourceSpec JSON),
+    ``kafka`` (librdkafka settings JSON), ``state_dir`` and ``max_records_per_step``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "tidemark-kafka"
+
+    def schema(self) -> StructType | str:
+        return source_schema(SourceSpec.from_json(json.loads(self.options["spec"])))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(self.options)

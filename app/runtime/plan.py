@@ -1,0 +1,268 @@
+"""The circuit IR to Spark: one streaming DataFrame per table, ending in the sink rows.
+
+Per table (one streaming query each, so every table keeps its own waterlines, SPEC S3):
+
+```
+Kafka ─▶ source (decode + LateGate) ─┬─▶ ok rows ─▶ views ─▶ encode ─┐
+                                     ├─▶ dead letters (late, malformed, invalid, future) ─┤─▶ sink
+                                     └─▶ probe (per-step maxima for the waterline) ───────┘
+```
+
+Dead letters are one branch per table, so they are written once however many views read the
+table (S6). Views run over the accepted rows only (S5, S8).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from app.circuit.functions import to_spark_sql
+from app.circuit.ir import Aggregate, Circuit, Filter, Project, SqlType, Table, View, Window
+from app.connectors.kafka_sink import SINK_SCHEMA
+from app.connectors.kafka_source import KafkaSource
+from app.connectors.late_gate import SourceColumn, SourceSpec
+from app.errors import ProgramError, TidemarkError
+from app.runtime.encode import ViewEncoding, encode_view_rows
+
+__all__ = ["TablePlan", "plan_table", "source_spec", "time_unit"]
+
+
+def _kind(t: SqlType) -> str:
+    if t.name == "DECIMAL":
+        return f"decimal({t.precision},{t.scale})"
+    return {
+        "BOOLEAN": "bool",
+        "INT": "int32",
+        "BIGINT": "int64",
+        "REAL": "float32",
+        "DOUBLE": "float64",
+        "VARCHAR": "string",
+        "DATE": "date",
+        "TIMESTAMP": "timestamp",
+        "VARBINARY": "binary",
+    }[t.name]
+
+
+def time_unit(t: SqlType) -> str:
+    """'ms' for TIMESTAMP waterlines, 'integer' for INT/BIGINT ones."""
+    return "ms" if t.name == "TIMESTAMP" else "integer"
+
+
+def source_spec(table: Table) -> SourceSpec:
+    return SourceSpec(
+        table=table.name,
+        topic=table.topic,
+        columns=tuple(SourceColumn(c.name, _kind(c.type), c.type.nullable) for c in table.columns),
+        avro_schema=table.avro_schema,
+        lateness=tuple((x.column, x.amount) for x in table.lateness),
+        max_future_ms=table.max_future_ms,
+        dead_letter_topic=table.dead_letter_topic,
+    )
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """One table's streaming query: its sink rows and what the step sink must know."""
+
+    table: Table
+    frame: DataFrame
+    output_views: tuple[View, ...]
+    view_time_source: Mapping[str, str | None]  # output view -> table column of its waterline
+
+
+def _ms(column: str) -> str:
+    return f"unix_millis(`{column}`)"
+
+
+def _window(df: DataFrame, op: Window, table: Table) -> DataFrame:
+    """SPEC S9 on the time column: TUMBLE start = floor((c - offset)/size)*size + offset."""
+    is_ts = (
+        table.column(op.time_column).type.name == "TIMESTAMP"
+        if any(c.name == op.time_column for c in table.columns)
+        else True
+    )
+    c = _ms(op.time_column) if is_ts else f"`{op.time_column}`"
+    first = f"(floor(({c} - {op.offset}) / {op.slide}) * {op.slide} + {op.offset})"
+    if op.kind == "TUMBLE":
+        starts = F.expr(first)
+    else:
+        # Every s = k*slide + offset with s <= c < s + size: walk back from the last start.
+        count = -(-op.size // op.slide)
+        starts = F.explode(
+            F.expr(
+                f"filter(transform(sequence(0, {count - 1}), i -> {first} - i * {op.slide}), "
+                f"s -> s + {op.size} > {c})"
+            )
+        )
+    df = df.withColumn("window_start", starts)
+    df = df.withColumn("window_end", F.col("window_start") + F.lit(op.size))
+    if is_ts:
+        df = df.withColumn("window_start", F.expr("timestamp_millis(window_start)"))
+        df = df.withColumn("window_end", F.expr("timestamp_millis(window_end)"))
+    return df
+
+
+def view_frame(view: View, inputs: Mapping[str, DataFrame], table: Table) -> DataFrame:
+    """The view's rows as a DataFrame over its input's rows."""
+    df = inputs[view.source]
+    for op in view.operators:
+        if isinstance(op, Filter):
+            df = df.filter(F.expr(to_spark_sql(op.predicate)))
+        elif isinstance(op, Project):
+            df = df.select(*[F.expr(to_spark_sql(e)).alias(n) for n, e in op.outputs])
+        elif isinstance(op, Window):
+            df = _window(df, op, table)
+        elif isinstance(op, Aggregate):
+            from app.runtime.aggregate import aggregate_frame
+
+            df = aggregate_frame(df, view, op, table)
+            return df
+    return df
+
+
+def plan_table(
+    spark: SparkSession,
+    circuit: Circuit,
+    table: Table,
+    kafka_conf: Mapping[str, str],
+    state_dir: str,
+    max_records_per_step: int,
+) -> TablePlan:
+    spec = source_spec(table)
+    source = (
+        spark.readStream.format(KafkaSource.name())
+        .option("spec", json.dumps(spec.to_json()))
+        .option("kafka", json.dumps(dict(kafka_conf)))
+        .option("state_dir", state_dir)
+        .option("max_records_per_step", str(max_records_per_step))
+        .load()
+    )
+    columns = [c.name for c in table.columns]
+    views = [v for v in circuit.views if circuit.root_table(v.name).name == table.name]
+    needs_watermark = any(not v.is_stateless for v in views)
+    accepted = source.filter(F.col("_kind").isin("ok", "probe"))
+    if needs_watermark:
+        if not table.lateness:
+            raise TidemarkError(f"table {table.name} has stateful views but no LATENESS column")
+        first = table.lateness[0]
+        col_type = table.column(first.column).type
+        if col_type.name == "TIMESTAMP":
+            accepted = accepted.withWatermark(first.column, f"{first.amount} milliseconds")
+        else:
+            accepted = accepted.withColumn(
+                "_event_time", F.expr(f"timestamp_millis(`{first.column}`)")
+            ).withWatermark("_event_time", f"{first.amount} milliseconds")
+    rows = accepted.filter(F.col("_kind") == "ok").select(*columns)
+    frames: dict[str, DataFrame] = {table.name: rows}
+    branches: list[DataFrame] = []
+    time_source: dict[str, str | None] = {}
+    for view in views:
+        frames[view.name] = view_frame(view, frames, table)
+        if view.output is None:
+            continue
+        out = view.output
+        enc = ViewEncoding(
+            view.name,
+            out.topic,
+            out.format,
+            [c.name for c in view.columns],
+            out.key_columns,
+            out.value_schema,
+            out.key_schema,
+        )
+        encoded = (
+            frames[view.name]
+            .withColumn("_ptime", F.current_timestamp())
+            .mapInArrow(partial(encode_view_rows, enc=enc), SINK_SCHEMA)
+        )
+        branches.append(encoded)
+        attr = next((a for a in view.time_attributes if a.table == table.name), None)
+        time_source[view.name] = attr.source_column if attr else None
+    dead = source.filter(~F.col("_kind").isin("ok", "probe")).select(
+        F.lit("dead_letter").alias("kind"),
+        F.lit(table.name).alias("rel"),
+        F.lit(table.dead_letter_topic).alias("topic"),
+        F.col("_key").alias("key"),
+        F.col("_value").alias("value"),
+        F.col("_headers").alias("headers"),
+        F.col("_kind").alias("reason"),
+        F.col("_message").alias("message"),
+        F.col("_partition").alias("src_partition"),
+        F.col("_offset").alias("src_offset"),
+        F.col("_late_column").alias("late_column"),
+        F.col("_late_value").alias("late_value"),
+        F.col("_late_waterline").alias("late_waterline"),
+        F.col("_step").alias("step"),
+    )
+    maxima = ", ".join(
+        f"'{x.column}', "
+        + (
+            _ms(x.column)
+            if time_unit(table.column(x.column).type) == "ms"
+            else f"cast(`{x.column}` as bigint)"
+        )
+        for x in table.lateness
+    )
+    maxima = ", ".join(filter(None, [maxima, "'_accepted', _accepted"]))
+    probe = source.filter(F.col("_kind") == "probe").select(
+        F.lit("probe").alias("kind"),
+        F.lit(table.name).alias("rel"),
+        F.lit(None).cast("string").alias("topic"),
+        F.lit(None).cast("binary").alias("key"),
+        F.expr(f"cast(to_json(named_struct({maxima})) as binary)").alias("value"),
+        F.lit(None).cast("array<struct<key:string,value:binary>>").alias("headers"),
+        *[
+            F.lit(None).cast(t).alias(n)
+            for n, t in (
+                ("reason", "string"),
+                ("message", "string"),
+                ("src_partition", "int"),
+                ("src_offset", "bigint"),
+                ("late_column", "string"),
+                ("late_value", "bigint"),
+                ("late_waterline", "bigint"),
+            )
+        ],
+        F.col("_step").alias("step"),
+    )
+    frame = dead.unionByName(probe)
+    for branch in branches:
+        frame = frame.unionByName(branch)
+    return TablePlan(table, frame, tuple(v for v in views if v.output is not None), time_source)
+
+
+def check_supported(circuit: Circuit) -> None:
+    """Fail before Spark starts on what this runtime cannot run yet (named, never mis-run)."""
+    problems = []
+    for view in circuit.views:
+        if view.lateness:
+            problems.append(view)
+    if problems:
+        from app.circuit.ir import Diagnostic
+
+        raise ProgramError(
+            [
+                Diagnostic(
+                    "error",
+                    v.position,
+                    f"view {v.name}: LATENESS on view columns is not supported by the Spark "
+                    "runtime yet",
+                    "declare LATENESS on the table column instead",
+                )
+                for v in problems
+            ]
+        )
+
+
+def table_units(table: Table) -> dict[str, Any]:
+    return {
+        "topic": table.topic,
+        "units": {x.column: time_unit(table.column(x.column).type) for x in table.lateness},
+    }

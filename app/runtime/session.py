@@ -1,0 +1,52 @@
+"""The Spark session factory: one place that decides how Spark runs Tidemark.
+
+Local mode by default (the embedded default of the demo and tests). Python workers must run
+the interpreter that has Tidemark installed, so ``PYSPARK_PYTHON`` is pinned to it before the
+JVM starts (the default picks the system python, whose missing packages look like a crash of
+the Python worker). State lives in RocksDB so it is checkpointed with the offsets.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from app.connectors.kafka_source import KafkaSource
+
+__all__ = ["spark_session"]
+
+
+def spark_session(
+    master: str = "local[2]",
+    shuffle_partitions: int = 4,
+    app_name: str = "tidemark",
+    local_dir: Path | None = None,
+) -> SparkSession:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config(
+            "spark.sql.streaming.stateStore.providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        )
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "20000")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
+        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+    )
+    if local_dir is not None:
+        builder = builder.config("spark.local.dir", str(local_dir))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark.dataSource.register(KafkaSource)
+    return spark

@@ -1,0 +1,213 @@
+"""The end of every step (``foreachBatch``): waterlines, Kafka writes, counts, logs.
+
+It runs on the driver once per micro-batch (= step, SPEC S1):
+
+1. reads the step's probe rows and computes the table's new waterlines
+   ``w(t) = max(w(t-1), max(D(t)) - L)`` (S3), stored under the step number so the next step's
+   late gate (and a replay of this one) sees exactly w(t-1) (S5);
+2. writes the output changes (with the S14 ``tidemark.waterline`` header of each view) and the
+   dead letters (S6) through :func:`produce_partition` on the executors;
+3. updates the metrics and logs dead letters: late rows in powers of ten per table (S6).
+
+The batch is persisted for the two passes so the source is read once per step.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol
+
+import structlog
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from app.circuit.ir import Table
+from app.connectors.kafka_sink import SUMMARY_SCHEMA, format_time_value, produce_partition
+from app.connectors.kafka_source import load_waterlines, store_waterlines
+from app.observability.logging import LateRowLog, log_dead_letters
+from app.runtime.plan import TablePlan, table_units, time_unit
+
+__all__ = ["StepReport", "StepSink"]
+
+log = structlog.get_logger("tidemark.step")
+
+
+class StepMetrics(Protocol):
+    """What the sink reports to (app.observability.metrics.TidemarkMetrics)."""
+
+    def set_waterline(
+        self, table: str, column: str, value: int | None, unit: str, now_ms: int
+    ) -> None: ...
+    def add_input(self, table: str, topic: str, n: int) -> None: ...
+    def add_dead_letters(self, table: str, reason: str, n: int) -> None: ...
+    def add_output(self, view: str, topic: str, n: int) -> None: ...
+    def set_output_waterline(self, view: str, value_ms: int | None) -> None: ...
+    def observe_step(self, seconds: float) -> None: ...
+
+
+@dataclass
+class StepReport:
+    """What one step did; the CLI's progress line and the demo's summary add these up."""
+
+    table: str
+    batch_id: int
+    step: int | None
+    accepted: int = 0
+    dead_letters: dict[str, int] = field(default_factory=dict)
+    outputs: dict[str, int] = field(default_factory=dict)
+    waterlines: dict[str, int | None] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def records_in(self) -> int:
+        return self.accepted + sum(self.dead_letters.values())
+
+
+class StepSink:
+    def __init__(
+        self,
+        plan: TablePlan,
+        kafka_conf: Mapping[str, str],
+        state_dir: str,
+        metrics: StepMetrics | None = None,
+        on_step: Callable[[StepReport], None] | None = None,
+    ) -> None:
+        self.plan = plan
+        self.table: Table = plan.table
+        self.kafka_conf = dict(kafka_conf)
+        self.state_dir = state_dir
+        self.metrics = metrics
+        self.on_step = on_step
+        self.late_log = LateRowLog()
+        self._units = {
+            x.column: time_unit(self.table.column(x.column).type) for x in self.table.lateness
+        }
+
+    def _waterline_after(self, step: int, probes: list[Any]) -> dict[str, int | None]:
+        previous = load_waterlines(self.state_dir, step)
+        maxima: dict[str, int] = {}
+        for row in probes:
+            for col, value in json.loads(bytes(row["value"]).decode()).items():
+                if (
+                    col != "_accepted"
+                    and value is not None
+                    and (col not in maxima or value > maxima[col])
+                ):
+                    maxima[col] = int(value)
+        result: dict[str, int | None] = {}
+        for lateness in self.table.lateness:
+            old = previous.get(lateness.column)
+            top = maxima.get(lateness.column)
+            candidate = None if top is None else top - lateness.amount
+            result[lateness.column] = (
+                old if candidate is None else candidate if old is None else max(old, candidate)
+            )
+        return result
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        batch.persist()
+        try:
+            report = self._write(batch, batch_id)
+        finally:
+            batch.unpersist()
+        report.seconds = time.monotonic() - started
+        self._report(report)
+
+    def _write(self, batch: DataFrame, batch_id: int) -> StepReport:
+        probes = batch.filter(F.col("kind") == "probe").select("value", "step").collect()
+        steps = {int(r["step"]) for r in probes}
+        step = max(steps) if steps else None
+        if step is not None:
+            waterlines = self._waterline_after(step, probes)
+            store_waterlines(self.state_dir, step, waterlines)
+        else:
+            # A step without data (Spark runs one to evict state): the waterline stands.
+            waterlines = load_waterlines(self.state_dir, 1 << 62)
+        view_headers: dict[str, list[tuple[str, bytes]]] = {}
+        for view in self.plan.output_views:
+            source_col = self.plan.view_time_source.get(view.name)
+            if source_col is not None:
+                mark = format_time_value(waterlines.get(source_col), self._units[source_col])
+                view_headers[view.name] = [("tidemark.waterline", mark.encode())]
+        produce = partial(
+            produce_partition,
+            conf=self.kafka_conf,
+            tables={self.table.name: table_units(self.table)},
+            view_headers=view_headers,
+        )
+        summary = (
+            batch.filter(F.col("kind") != "probe").mapInArrow(produce, SUMMARY_SCHEMA).collect()
+        )
+        report = StepReport(self.table.name, batch_id, step, waterlines=waterlines)
+        late_details: list[dict[str, Any]] = []
+        for row in summary:
+            if row["kind"] == "dead_letter":
+                report.dead_letters[row["reason"]] = report.dead_letters.get(
+                    row["reason"], 0
+                ) + int(row["n"])
+            elif row["kind"] == "output":
+                report.outputs[row["rel"]] = report.outputs.get(row["rel"], 0) + int(row["n"])
+            elif row["kind"] == "late_detail":
+                late_details.extend(json.loads(row["detail"]))
+        report.accepted = sum(int(json.loads(bytes(r["value"]))["_accepted"]) for r in probes)
+        self._log_late(report, late_details)
+        return report
+
+    def _log_late(self, report: StepReport, details: list[dict[str, Any]]) -> None:
+        """S6: late rows in powers of ten per table, every dead-letter reason with counts."""
+        details.sort(key=lambda d: (d["partition"], d["offset"]))
+        readable = []
+        for detail in details:
+            unit = self._units.get(str(detail["column"]), "integer")
+            readable.append(
+                {
+                    "column": detail["column"],
+                    "partition": detail["partition"],
+                    "offset": detail["offset"],
+                    "topic": self.table.topic,
+                    "value": format_time_value(detail["value"], unit),
+                    "waterline": format_time_value(detail["waterline"], unit),
+                }
+            )
+        late = report.dead_letters.get("late", 0)
+        if late:
+            self.late_log.log_step(self.table.name, dict(enumerate(readable)), count=late)
+        log_dead_letters(log, self.table.name, report.dead_letters)
+
+    def _report(self, report: StepReport) -> None:
+        now_ms = int(time.time() * 1000)
+        if self.metrics is not None:
+            for col, value in report.waterlines.items():
+                self.metrics.set_waterline(self.table.name, col, value, self._units[col], now_ms)
+            self.metrics.add_input(self.table.name, self.table.topic, report.records_in)
+            for reason, n in report.dead_letters.items():
+                self.metrics.add_dead_letters(self.table.name, reason, n)
+            for view in self.plan.output_views:
+                assert view.output is not None
+                self.metrics.add_output(
+                    view.name, view.output.topic, report.outputs.get(view.name, 0)
+                )
+                source_col = self.plan.view_time_source.get(view.name)
+                if source_col is not None and self._units[source_col] == "ms":
+                    self.metrics.set_output_waterline(view.name, report.waterlines.get(source_col))
+            self.metrics.observe_step(report.seconds)
+        log.info(
+            "step",
+            table=self.table.name,
+            batch=report.batch_id,
+            step=report.step,
+            accepted=report.accepted,
+            dead_letters=report.dead_letters,
+            outputs=report.outputs,
+            seconds=round(report.seconds, 3),
+            waterlines={
+                c: format_time_value(v, self._units[c]) for c, v in report.waterlines.items()
+            },
+        )
+        if self.on_step is not None:
+            self.on_step(report)
