@@ -48,11 +48,24 @@ and its numbers are summed. A callable gets ``(query_id, query_name)``."""
 _log = get_logger("tidemark.listener")
 
 
-def parse_end_offsets(offset_json: str | None) -> dict[str, dict[str, int]]:
-    """Read a source progress ``endOffset`` of the shape :data:`EndOffsets`, else ``{}``.
+def _partition_offsets(partitions: Any) -> dict[str, int]:
+    if not isinstance(partitions, dict):
+        return {}
+    return {
+        str(p): int(o) for p, o in partitions.items()
+        if str(p).isdigit() and isinstance(o, int) and not isinstance(o, bool)
+    }
 
-    Other sources (Spark's rate source, the JVM Kafka source's ``{"topic": {"0": 5}}`` has the
-    same shape) may report other shapes; anything that does not fit is ignored, not an error.
+
+def parse_end_offsets(
+    offset_json: str | None, topic: str | None = None,
+) -> dict[str, dict[str, int]]:
+    """Read a source progress ``endOffset`` into :data:`EndOffsets`; ``{}`` when it does not fit.
+
+    Two shapes are understood: Tidemark's Kafka source, ``{"partitions": {"<p>": next},
+    "step": n, ...}`` (one topic per source: pass ``topic``), and the per-topic shape
+    ``{"<topic>": {"<p>": next}}`` of Spark's JVM Kafka source. Anything else (a rate
+    source's offsets, say) is ignored, not an error.
     """
     if not offset_json:
         return {}
@@ -62,16 +75,14 @@ def parse_end_offsets(offset_json: str | None) -> dict[str, dict[str, int]]:
         return {}
     if not isinstance(parsed, dict):
         return {}
+    if "partitions" in parsed:
+        own = _partition_offsets(parsed["partitions"])
+        return {topic: own} if topic is not None and own else {}
     offsets: dict[str, dict[str, int]] = {}
-    for topic, partitions in parsed.items():
-        if not isinstance(partitions, dict):
-            continue
-        numeric = {
-            str(p): int(o) for p, o in partitions.items()
-            if str(p).lstrip("-").isdigit() and isinstance(o, int) and not isinstance(o, bool)
-        }
+    for name, partitions in parsed.items():
+        numeric = _partition_offsets(partitions)
         if numeric:
-            offsets[str(topic)] = numeric
+            offsets[str(name)] = numeric
     return offsets
 
 
@@ -139,9 +150,13 @@ class TidemarkQueryListener(StreamingQueryListener):
 
     On each progress event: state rows and bytes per view (``numRowsTotal``,
     ``memoryUsedBytes`` of ``progress.stateOperators``), the step duration
-    (``durationMs['triggerExecution']``), and, when a lag probe is given, input lag from the
-    sources' ``endOffset``. Started/terminated events set ``tidemark_query_up``. Register it
-    with ``spark.streams.addListener`` *before* starting the queries so no start is missed.
+    (``durationMs['triggerExecution']``, the whole step: planning, offset log, batch, commit),
+    and, when a lag probe is given, input lag from the sources' ``endOffset``; the topic of a
+    query whose source reports only partitions comes from ``query_topics`` (keyed by query id
+    or name). Started/terminated events set ``tidemark_query_up``. Register it with
+    ``spark.streams.addListener`` *before* starting the queries so no start is missed.
+    ``observe_step_duration=False`` leaves the step histogram to the caller (so a
+    ``foreachBatch`` that times steps itself does not count each step twice).
     """
 
     def __init__(
@@ -149,10 +164,14 @@ class TidemarkQueryListener(StreamingQueryListener):
         metrics: TidemarkMetrics,
         state_views: StateViews | None = None,
         lag_probe: InputLagProbe | None = None,
+        query_topics: Mapping[str, str] | None = None,
+        observe_step_duration: bool = True,
     ) -> None:
         self._metrics = metrics
         self._state_views = state_views if state_views is not None else {}
         self._lag_probe = lag_probe
+        self._query_topics = dict(query_topics or {})
+        self._observe_steps = observe_step_duration
         self._lock = threading.Lock()
         self._names: dict[str, str] = {}
         self._running: dict[str, bool] = {}
@@ -186,7 +205,7 @@ class TidemarkQueryListener(StreamingQueryListener):
             repeated = self._last_batch.get(query_id) == progress.batchId
             self._last_batch[query_id] = progress.batchId
         trigger_ms = progress.durationMs.get("triggerExecution")
-        if trigger_ms is not None and not repeated:
+        if self._observe_steps and trigger_ms is not None and not repeated:
             self._metrics.observe_step(trigger_ms / 1000.0)
         views = self._views_of(query_id, progress.name)
         state: dict[str, tuple[int, int]] = {}
@@ -204,9 +223,10 @@ class TidemarkQueryListener(StreamingQueryListener):
                 operators=len(progress.stateOperators), mapped=len(views),
             )
         if self._lag_probe is not None:
+            topic = self._query_topics.get(query_id) or self._query_topics.get(progress.name or "")
             offsets: dict[str, dict[str, int]] = {}
             for source in progress.sources:
-                offsets.update(parse_end_offsets(source.endOffset))
+                offsets.update(parse_end_offsets(source.endOffset, topic))
             if offsets:
                 self._lag_probe.observe(offsets)
 

@@ -139,3 +139,15 @@ def test_end_offsets_of_the_tidemark_source_shape_are_parsed_and_others_ignored(
     assert parse_end_offsets("not json") == {}
     assert parse_end_offsets(None) == {}
     assert parse_end_offsets('{"t": {"0": "x", "1": 3, "x": 4}}') == {"t": {"1": 3}}
+
+
+def test_end_offsets_of_tidemark_kafka_source_need_the_query_topic() -> None:
+    own = json.dumps({"partitions": {"0": 12, "1": 9}, "step": 4, "wall_clock_ms": 1})
+    assert parse_end_offsets(own, "purchases") == {"purchases": {"0": 12, "1": 9}}
+    assert parse_end_offsets(own) == {}
+
+
+def test_step_duration_can_be_left_to_the_caller() -> None:
+    m = TidemarkMetrics()
+    TidemarkQueryListener(m, observe_step_duration=False).onQueryProgress(progress(0, 90, []))
+    assert value(m, "tidemark_step_duration_seconds_count") == 0
