@@ -1,0 +1,484 @@
+"""The DDL shell of a program (SPEC L1-L5): what surrounds the SELECT of each view.
+
+Grammar (case-insensitive keywords; ``[]`` optional)::
+
+    CREATE TABLE name ( column type [NOT NULL | NULL] [LATENESS lateness] , ... )
+        [WITH ( 'key' = value , ... )]
+    CREATE [LOCAL] VIEW name [WITH ( 'key' = value , ... )] AS select [EMIT emit]
+    LATENESS view.column lateness
+    lateness := INTERVAL 'n' unit | INTERVAL n unit | n          (n a non-negative integer)
+    emit     := STREAM | [STREAM] AFTER WATERMARK [AND AFTER DELAY INTERVAL ...]
+              | [STREAM] AFTER DELAY INTERVAL ...
+
+The parser is a small cursor over :class:`~app.program.lexer.Token` s; every error carries the
+position of the token it stopped at (SPEC L7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from app.circuit.functions import TIME_UNITS_MS
+from app.circuit.ir import Position, SqlType
+from app.program.lexer import CompileFailure, SourceText, Statement, Token
+
+__all__ = [
+    "ColumnDecl",
+    "EmitDecl",
+    "IntervalDecl",
+    "LatenessDecl",
+    "OptionDecl",
+    "TableDecl",
+    "ViewDecl",
+    "parse_interval_tokens",
+    "parse_statement",
+    "parse_type",
+]
+
+TYPE_NAMES = ("BOOLEAN, INT, BIGINT, REAL, DOUBLE, DECIMAL(p, s), VARCHAR, DATE, TIMESTAMP, "
+              "VARBINARY")
+
+
+@dataclass(frozen=True)
+class IntervalDecl:
+    """A LATENESS / delay / window amount: ``ms`` for an INTERVAL, ``integer`` for a number."""
+
+    kind: Literal["interval", "integer"]
+    amount: int
+    position: Position
+    text: str
+
+
+@dataclass(frozen=True)
+class OptionDecl:
+    key: str
+    position: Position
+    value: str | IntervalDecl
+    value_position: Position
+
+
+@dataclass(frozen=True)
+class ColumnDecl:
+    name: str
+    type: SqlType
+    lateness: IntervalDecl | None
+    position: Position
+    lateness_position: Position | None = None
+
+
+@dataclass(frozen=True)
+class TableDecl:
+    name: str
+    position: Position
+    columns: tuple[ColumnDecl, ...]
+    options: tuple[OptionDecl, ...]
+
+
+@dataclass(frozen=True)
+class EmitDecl:
+    stream: bool
+    after_watermark: bool
+    delay: IntervalDecl | None
+    position: Position
+
+
+@dataclass(frozen=True)
+class ViewDecl:
+    name: str
+    position: Position
+    local: bool
+    options: tuple[OptionDecl, ...]
+    query_tokens: tuple[Token, ...]
+    emit: EmitDecl | None
+
+
+@dataclass(frozen=True)
+class LatenessDecl:
+    view: str
+    column: str
+    position: Position
+    column_position: Position
+    amount: IntervalDecl
+
+
+Decl = TableDecl | ViewDecl | LatenessDecl
+
+
+def identifier(token: Token) -> str:
+    """SPEC L1: identifiers are case-insensitive (lower-cased) unless quoted."""
+    return token.text if token.kind == "qident" else token.text.lower()
+
+
+@dataclass
+class _Cursor:
+    source: SourceText
+    tokens: tuple[Token, ...]
+    index: int = 0
+    end_offset: int = field(default=0)
+
+    def peek(self, ahead: int = 0) -> Token | None:
+        i = self.index + ahead
+        return self.tokens[i] if i < len(self.tokens) else None
+
+    def next(self, what: str) -> Token:
+        token = self.peek()
+        if token is None:
+            raise CompileFailure(self.source.position(self.end_offset),
+                                 f"unexpected end of statement: expected {what}")
+        self.index += 1
+        return token
+
+    def pos(self, token: Token | None = None) -> Position:
+        if token is None:
+            token = self.peek()
+        if token is None:
+            return self.source.position(self.end_offset)
+        return self.source.position(token.start)
+
+    def expect_word(self, *words: str) -> Token:
+        token = self.next(" or ".join(words))
+        if not token.is_word(*words):
+            raise CompileFailure(self.pos(token), f"expected {' or '.join(words)}, found "
+                                 f"{_show(token)}")
+        return token
+
+    def expect_punct(self, symbol: str) -> Token:
+        token = self.next(f"'{symbol}'")
+        if not token.is_punct(symbol):
+            raise CompileFailure(self.pos(token), f"expected '{symbol}', found {_show(token)}")
+        return token
+
+    def accept_word(self, *words: str) -> Token | None:
+        token = self.peek()
+        if token is not None and token.is_word(*words):
+            self.index += 1
+            return token
+        return None
+
+    def accept_punct(self, symbol: str) -> Token | None:
+        token = self.peek()
+        if token is not None and token.is_punct(symbol):
+            self.index += 1
+            return token
+        return None
+
+    def name(self, what: str) -> Token:
+        token = self.next(what)
+        if token.kind not in ("word", "qident"):
+            raise CompileFailure(self.pos(token), f"expected {what}, found {_show(token)}")
+        return token
+
+
+def _show(token: Token) -> str:
+    if token.kind == "string":
+        return f"'{token.text}'"
+    if token.kind == "qident":
+        return f'"{token.text}"'
+    return token.text
+
+
+def parse_statement(source: SourceText, statement: Statement) -> Decl:
+    """Parse one statement's shell; raises :class:`CompileFailure` on the first error."""
+    cursor = _Cursor(source, statement.tokens, end_offset=statement.end)
+    first = cursor.next("a statement")
+    if first.is_word("CREATE"):
+        if cursor.accept_word("TABLE"):
+            return _table(cursor, first)
+        local = cursor.accept_word("LOCAL") is not None
+        if cursor.accept_word("VIEW"):
+            return _view(cursor, first, local)
+        token = cursor.peek()
+        if token is not None and token.is_word("MATERIALIZED", "OR", "FUNCTION", "TYPE",
+                                               "INDEX", "TEMPORARY"):
+            raise CompileFailure(cursor.pos(token), f"unsupported: CREATE {token.text.upper()}",
+                                 "a program has CREATE TABLE, CREATE [LOCAL] VIEW and LATENESS "
+                                 "statements")
+        raise CompileFailure(cursor.pos(), "expected TABLE, VIEW or LOCAL VIEW after CREATE")
+    if first.is_word("LATENESS"):
+        return _lateness_statement(cursor, first)
+    if first.is_word("SELECT", "INSERT", "DELETE", "UPDATE", "DROP", "ALTER"):
+        raise CompileFailure(cursor.pos(first), f"unsupported statement {first.text.upper()}",
+                             "wrap a query in CREATE VIEW name AS SELECT ...")
+    raise CompileFailure(cursor.pos(first), f"unexpected {_show(first)}: a statement starts "
+                         "with CREATE TABLE, CREATE [LOCAL] VIEW or LATENESS")
+
+
+def _table(cursor: _Cursor, create: Token) -> TableDecl:
+    name = cursor.name("a table name")
+    cursor.expect_punct("(")
+    columns: list[ColumnDecl] = []
+    while True:
+        token = cursor.peek()
+        if token is not None and token.is_word("PRIMARY", "FOREIGN", "CONSTRAINT", "UNIQUE",
+                                               "CHECK", "WATERMARK"):
+            raise CompileFailure(cursor.pos(token), f"unsupported: table constraint "
+                                 f"{token.text.upper()}",
+                                 "declare event time with LATENESS on a column"
+                                 if token.is_word("WATERMARK") else None)
+        columns.append(_column(cursor))
+        if cursor.accept_punct(","):
+            continue
+        cursor.expect_punct(")")
+        break
+    options: tuple[OptionDecl, ...] = ()
+    if cursor.accept_word("WITH"):
+        options = _options(cursor)
+    _expect_end(cursor)
+    return TableDecl(identifier(name), cursor.pos(name), tuple(columns), options)
+
+
+def _expect_end(cursor: _Cursor) -> None:
+    token = cursor.peek()
+    if token is not None:
+        raise CompileFailure(cursor.pos(token), f"unexpected {_show(token)}: expected ';'")
+
+
+def parse_type(cursor: _Cursor) -> SqlType:
+    token = cursor.name("a type")
+    word = token.text.upper()
+    position = cursor.pos(token)
+    if word in ("BOOLEAN", "BOOL"):
+        return SqlType("BOOLEAN")
+    if word in ("INT", "INTEGER"):
+        return SqlType("INT")
+    if word == "BIGINT":
+        return SqlType("BIGINT")
+    if word in ("REAL", "FLOAT"):
+        return SqlType("REAL")
+    if word == "DOUBLE":
+        cursor.accept_word("PRECISION")
+        return SqlType("DOUBLE")
+    if word in ("DECIMAL", "NUMERIC", "DEC"):
+        precision, scale = 10, 0
+        if cursor.accept_punct("("):
+            precision = _small_int(cursor, "a DECIMAL precision")
+            if cursor.accept_punct(","):
+                scale = _small_int(cursor, "a DECIMAL scale")
+            cursor.expect_punct(")")
+        if not 1 <= precision <= 38 or scale > precision:
+            raise CompileFailure(position, f"bad DECIMAL({precision}, {scale})",
+                                 "precision is 1 to 38 and scale at most the precision")
+        return SqlType("DECIMAL", True, precision, scale)
+    if word in ("VARCHAR", "STRING", "TEXT", "CHAR"):
+        if word == "CHAR":
+            cursor.expect_word("VARYING")
+        _optional_length(cursor)
+        return SqlType("VARCHAR")
+    if word == "DATE":
+        return SqlType("DATE")
+    if word == "TIMESTAMP":
+        if cursor.accept_punct("("):
+            digits = _small_int(cursor, "a TIMESTAMP precision")
+            cursor.expect_punct(")")
+            if digits != 3:
+                raise CompileFailure(position, f"TIMESTAMP({digits}) is not supported: "
+                                     "timestamps have millisecond precision",
+                                     "write TIMESTAMP or TIMESTAMP(3)")
+        if cursor.accept_word("WITHOUT"):
+            cursor.expect_word("TIME")
+            cursor.expect_word("ZONE")
+        return SqlType("TIMESTAMP")
+    if word in ("VARBINARY", "BYTES", "BINARY"):
+        if word == "BINARY":
+            cursor.expect_word("VARYING")
+        _optional_length(cursor)
+        return SqlType("VARBINARY")
+    raise CompileFailure(position, f"unknown type {token.text}", f"use one of {TYPE_NAMES}")
+
+
+def _optional_length(cursor: _Cursor) -> None:
+    if cursor.accept_punct("("):
+        _small_int(cursor, "a length")
+        cursor.expect_punct(")")
+
+
+def _small_int(cursor: _Cursor, what: str) -> int:
+    token = cursor.next(what)
+    if token.kind != "number" or not token.text.isdigit():
+        raise CompileFailure(cursor.pos(token), f"expected {what}, found {_show(token)}")
+    return int(token.text)
+
+
+def _column(cursor: _Cursor) -> ColumnDecl:
+    name = cursor.name("a column name")
+    sql_type = parse_type(cursor)
+    nullable = True
+    lateness: IntervalDecl | None = None
+    lateness_position: Position | None = None
+    while True:
+        token = cursor.peek()
+        if token is None or token.is_punct(",", ")"):
+            break
+        if cursor.accept_word("NOT"):
+            cursor.expect_word("NULL")
+            nullable = False
+        elif cursor.accept_word("NULL"):
+            nullable = True
+        elif token.is_word("LATENESS"):
+            cursor.index += 1
+            lateness_position = cursor.pos(token)
+            lateness = _lateness_amount(cursor)
+        elif token.is_word("PRIMARY", "DEFAULT", "UNIQUE", "REFERENCES", "CHECK"):
+            raise CompileFailure(cursor.pos(token), f"unsupported column constraint "
+                                 f"{token.text.upper()}")
+        else:
+            raise CompileFailure(cursor.pos(token), f"unexpected {_show(token)} in the "
+                                 f"definition of column {identifier(name)}",
+                                 "a column is: name type [NOT NULL] [LATENESS INTERVAL 'n' "
+                                 "unit]")
+    return ColumnDecl(identifier(name), sql_type.with_nullable(nullable), lateness,
+                      cursor.pos(name), lateness_position)
+
+
+def _lateness_amount(cursor: _Cursor) -> IntervalDecl:
+    token = cursor.peek()
+    if token is not None and token.kind == "number":
+        cursor.index += 1
+        if not token.text.isdigit():
+            raise CompileFailure(cursor.pos(token), f"bad LATENESS {token.text}: expected a "
+                                 "non-negative integer or an INTERVAL")
+        return IntervalDecl("integer", int(token.text), cursor.pos(token), token.text)
+    return parse_interval_tokens(cursor)
+
+
+def parse_interval_tokens(cursor: _Cursor) -> IntervalDecl:
+    """``INTERVAL 'n' unit`` or ``INTERVAL n unit`` to milliseconds (units MILLISECOND,
+    SECOND, MINUTE, HOUR, DAY, singular or plural)."""
+    start = cursor.peek()
+    if start is None or not start.is_word("INTERVAL"):
+        raise CompileFailure(cursor.pos(start), "expected INTERVAL 'n' unit",
+                             "write e.g. INTERVAL '1' HOUR")
+    cursor.index += 1
+    position = cursor.pos(start)
+    amount = cursor.next("an interval amount")
+    unit = cursor.peek()
+    text = amount.text.strip()
+    if amount.kind == "string" and " " in text and unit is not None and not unit.is_word(
+            *_UNIT_WORDS):
+        number, _, unit_text = text.partition(" ")
+        return _interval(position, number, unit_text.strip(), f"INTERVAL '{text}'")
+    if amount.kind not in ("string", "number"):
+        raise CompileFailure(cursor.pos(amount), f"bad INTERVAL: expected a quoted amount, "
+                             f"found {_show(amount)}", "write e.g. INTERVAL '1' HOUR")
+    if unit is None or unit.kind != "word":
+        raise CompileFailure(cursor.pos(unit) if unit else position,
+                             "bad INTERVAL: missing unit",
+                             f"add a unit: {', '.join(TIME_UNITS_MS)}")
+    cursor.index += 1
+    if cursor.peek() is not None and cursor.peek().is_word("TO"):  # type: ignore[union-attr]
+        raise CompileFailure(cursor.pos(), "unsupported: INTERVAL ... TO ... ranges",
+                             "write a single unit, e.g. INTERVAL '90' MINUTE")
+    return _interval(position, text, unit.text, f"INTERVAL '{text}' {unit.text.upper()}")
+
+
+_UNIT_WORDS = tuple(TIME_UNITS_MS) + tuple(u + "S" for u in TIME_UNITS_MS)
+
+
+def interval_ms(number: str, unit: str) -> int | str:
+    """The interval in ms, or a message saying what is wrong with it."""
+    upper = unit.upper()
+    if upper.endswith("S") and upper[:-1] in TIME_UNITS_MS:
+        upper = upper[:-1]
+    if upper not in TIME_UNITS_MS:
+        return f"unknown INTERVAL unit {unit}"
+    if not number.isdigit():
+        return f"bad INTERVAL amount '{number}': expected a non-negative integer"
+    return int(number) * TIME_UNITS_MS[upper]
+
+
+def _interval(position: Position, number: str, unit: str, text: str) -> IntervalDecl:
+    result = interval_ms(number, unit)
+    if isinstance(result, str):
+        raise CompileFailure(position, result,
+                             f"write e.g. INTERVAL '1' HOUR; units: {', '.join(TIME_UNITS_MS)}")
+    return IntervalDecl("interval", result, position, text)
+
+
+def _options(cursor: _Cursor) -> tuple[OptionDecl, ...]:
+    cursor.expect_punct("(")
+    options: list[OptionDecl] = []
+    while True:
+        key = cursor.next("an option name")
+        if key.kind != "string":
+            raise CompileFailure(cursor.pos(key), f"expected a quoted option name like "
+                                 f"'topic', found {_show(key)}")
+        cursor.expect_punct("=")
+        value_token = cursor.peek()
+        value_position = cursor.pos(value_token)
+        value: str | IntervalDecl
+        if value_token is not None and value_token.is_word("INTERVAL"):
+            value = parse_interval_tokens(cursor)
+        else:
+            token = cursor.next("an option value")
+            if token.kind != "string":
+                raise CompileFailure(cursor.pos(token), f"expected a quoted option value, "
+                                     f"found {_show(token)}")
+            value = token.text
+        options.append(OptionDecl(key.text.lower(), cursor.pos(key), value, value_position))
+        if cursor.accept_punct(","):
+            continue
+        cursor.expect_punct(")")
+        return tuple(options)
+
+
+def _view(cursor: _Cursor, create: Token, local: bool) -> ViewDecl:
+    name = cursor.name("a view name")
+    options: tuple[OptionDecl, ...] = ()
+    if cursor.accept_word("WITH"):
+        options = _options(cursor)
+    cursor.expect_word("AS")
+    rest = cursor.tokens[cursor.index:]
+    if not rest:
+        raise CompileFailure(cursor.pos(), "expected a SELECT after AS")
+    depth = 0
+    emit_index = None
+    for i, token in enumerate(rest):
+        if token.is_punct("("):
+            depth += 1
+        elif token.is_punct(")"):
+            depth -= 1
+        elif depth == 0 and token.is_word("EMIT"):
+            emit_index = i
+            break
+    query = rest if emit_index is None else rest[:emit_index]
+    emit = None
+    if emit_index is not None:
+        cursor.index += emit_index
+        emit = _emit(cursor)
+    if not query:
+        raise CompileFailure(cursor.pos(rest[0]), "expected a SELECT after AS")
+    return ViewDecl(identifier(name), cursor.pos(name), local, options, tuple(query), emit)
+
+
+def _emit(cursor: _Cursor) -> EmitDecl:
+    emit = cursor.expect_word("EMIT")
+    stream = cursor.accept_word("STREAM") is not None
+    after_watermark = False
+    delay = None
+    if cursor.accept_word("AFTER"):
+        if cursor.accept_word("WATERMARK"):
+            after_watermark = True
+            if cursor.accept_word("AND"):
+                cursor.expect_word("AFTER")
+                cursor.expect_word("DELAY")
+                delay = parse_interval_tokens(cursor)
+        else:
+            cursor.expect_word("DELAY", "WATERMARK")
+            delay = parse_interval_tokens(cursor)
+    elif not stream:
+        raise CompileFailure(cursor.pos(), "bad EMIT clause",
+                             "write EMIT STREAM, EMIT AFTER WATERMARK, EMIT STREAM AFTER "
+                             "WATERMARK or EMIT [STREAM] AFTER DELAY INTERVAL 'n' unit")
+    _expect_end(cursor)
+    return EmitDecl(stream, after_watermark, delay, cursor.pos(emit))
+
+
+def _lateness_statement(cursor: _Cursor, first: Token) -> LatenessDecl:
+    view = cursor.name("a view name")
+    cursor.expect_punct(".")
+    column = cursor.name("a column name")
+    amount = _lateness_amount(cursor)
+    _expect_end(cursor)
+    return LatenessDecl(identifier(view), identifier(column), cursor.pos(first),
+                        cursor.pos(column), amount)

@@ -1,0 +1,1067 @@
+"""A view's SELECT to the operator pipeline of the IR (SPEC L3, L4, S10).
+
+The pipeline is always ``[Window] [Filter(WHERE)] [Aggregate] [Filter(HAVING)] Project``.
+After an :class:`~app.circuit.ir.Aggregate`, HAVING and the SELECT list refer to the
+Aggregate's output names: the GROUP BY keys (the column's name for a plain column, else
+``_key<i>``) then the aggregates (``_agg<i>``); the final Project gives the user's names.
+
+sqlglot parses the SELECT. The window table function in FROM
+(``TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), size [, offset]))``) is read from the tokens first and
+replaced, in a copy of the text of the same length, by a placeholder table name, so that every
+line and column sqlglot reports is the file's own (SPEC L7).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from app.circuit import functions as fn
+from app.circuit.ir import (
+    AggCall,
+    Aggregate,
+    Call,
+    Case,
+    Cast,
+    Column,
+    ColumnRef,
+    Expr,
+    Filter,
+    Literal_,
+    Operator,
+    Position,
+    Project,
+    SqlType,
+    TimeAttribute,
+    Window,
+)
+from app.program.ddl import _Cursor, parse_interval_tokens
+from app.program.lexer import CompileFailure, SourceText, Token
+
+__all__ = ["PlannedQuery", "Relation", "plan_query"]
+
+_PLACEHOLDER = "__tvf__"
+_BOOL = SqlType("BOOLEAN", nullable=False)
+
+
+@dataclass(frozen=True)
+class Relation:
+    """What a view can read (a table or an earlier view) as the compiler sees it."""
+
+    name: str
+    columns: tuple[Column, ...]
+    time_attributes: tuple[TimeAttribute, ...]
+    insert_only: bool
+    kind: Literal["table", "view"]
+
+    def time_attribute(self, column: str) -> TimeAttribute | None:
+        for attr in self.time_attributes:
+            if attr.column == column:
+                return attr
+        return None
+
+
+@dataclass
+class PlannedQuery:
+    source: str
+    operators: list[Operator]
+    columns: list[Column]
+    key: tuple[str, ...]
+    time_attributes: tuple[TimeAttribute, ...]
+    aggregate: bool
+    window: Window | None
+    #: (output name or Aggregate key name, its time attribute) of the key that bounds state
+    window_key: tuple[str, TimeAttribute] | None
+    group_position: Position | None
+    key_names: tuple[str, ...] = ()
+    key_selected: dict[str, str] = field(default_factory=dict)
+    time_key: tuple[str, TimeAttribute] | None = None
+
+
+@dataclass(frozen=True)
+class _Tvf:
+    kind: str
+    table: str
+    table_position: Position
+    column: str
+    column_position: Position
+    amounts: tuple[tuple[int, str, Position], ...]  # (amount, 'interval'|'integer', position)
+    position: Position
+    start: int
+    end: int
+
+
+def _matching(tokens: Sequence[Token], open_index: int) -> int:
+    depth = 0
+    for i in range(open_index, len(tokens)):
+        if tokens[i].is_punct("("):
+            depth += 1
+        elif tokens[i].is_punct(")"):
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _find_tvf(source: SourceText, tokens: Sequence[Token]) -> _Tvf | None:
+    for i, token in enumerate(tokens):
+        if not (token.kind == "word" and i + 1 < len(tokens) and tokens[i + 1].is_punct("(")):
+            continue
+        word = token.text.upper()
+        if word not in ("TUMBLE", "HOP", "SESSION", "CUMULATE"):
+            continue
+        if word in ("SESSION", "CUMULATE"):
+            raise CompileFailure(source.position(token.start),
+                                 f"unsupported: {word} windows (only TUMBLE and HOP for now)")
+        close = _matching(tokens, i + 1)
+        if close < 0:
+            raise CompileFailure(source.position(token.start), f"unclosed {word}(")
+        start_index, end_index = i, close
+        if i >= 2 and tokens[i - 1].is_punct("(") and tokens[i - 2].is_word("TABLE"):
+            outer = _matching(tokens, i - 1)
+            if outer < 0:
+                raise CompileFailure(source.position(tokens[i - 2].start), "unclosed TABLE(")
+            start_index, end_index = i - 2, outer
+        args = _split_args(tokens[i + 2:close])
+        return _tvf_args(source, word, token, args, tokens[start_index].start,
+                         tokens[end_index].end)
+    return None
+
+
+def _split_args(tokens: Sequence[Token]) -> list[list[Token]]:
+    args: list[list[Token]] = [[]]
+    depth = 0
+    for token in tokens:
+        if token.is_punct("("):
+            depth += 1
+        elif token.is_punct(")"):
+            depth -= 1
+        if depth == 0 and token.is_punct(","):
+            args.append([])
+        else:
+            args[-1].append(token)
+    # Calcite's named arguments (data => ..., timecol => ...) are read positionally.
+    return [a[2:] if len(a) > 2 and a[1].is_punct("=>") else a for a in args]
+
+
+def _tvf_args(source: SourceText, word: str, token: Token, args: list[list[Token]],
+              start: int, end: int) -> _Tvf:
+    position = source.position(token.start)
+    needed = 4 if word == "TUMBLE" else 5
+    usage = ("TABLE(TUMBLE(TABLE t, DESCRIPTOR(col), INTERVAL '1' MINUTE [, offset]))"
+             if word == "TUMBLE" else
+             "TABLE(HOP(TABLE t, DESCRIPTOR(col), slide, size [, offset]))")
+    if not (needed - 1 <= len(args) <= needed) or any(not a for a in args):
+        raise CompileFailure(position, f"{word} takes {needed - 1} or {needed} arguments",
+                             f"write {usage}")
+    table_tokens = [t for t in args[0] if not t.is_punct("(", ")")]
+    if len(table_tokens) != 2 or not table_tokens[0].is_word("TABLE") or table_tokens[1].kind \
+            not in ("word", "qident"):
+        raise CompileFailure(source.position(args[0][0].start),
+                             f"the first argument of {word} must be TABLE name",
+                             f"write {usage}")
+    desc = args[1]
+    if not (len(desc) == 4 and desc[0].is_word("DESCRIPTOR") and desc[1].is_punct("(")
+            and desc[2].kind in ("word", "qident") and desc[3].is_punct(")")):
+        raise CompileFailure(source.position(desc[0].start),
+                             f"the second argument of {word} must be DESCRIPTOR(column)",
+                             f"write {usage}")
+    amounts: list[tuple[int, str, Position]] = []
+    for arg in args[2:]:
+        cursor = _Cursor(source, tuple(arg), end_offset=arg[-1].end)
+        first = arg[0]
+        if first.kind == "number":
+            if len(arg) != 1 or not first.text.isdigit():
+                raise CompileFailure(source.position(first.start),
+                                     f"bad {word} size {first.text}: expected a non-negative "
+                                     "integer or an INTERVAL")
+            amounts.append((int(first.text), "integer", source.position(first.start)))
+            continue
+        interval = parse_interval_tokens(cursor)
+        if cursor.peek() is not None:
+            raise CompileFailure(cursor.pos(), f"unexpected {cursor.peek().text} in "  # type: ignore[union-attr]
+                                 f"{word} arguments", f"write {usage}")
+        amounts.append((interval.amount, "interval", interval.position))
+    table_token = table_tokens[1]
+    name = table_token.text if table_token.kind == "qident" else table_token.text.lower()
+    column = desc[2].text if desc[2].kind == "qident" else desc[2].text.lower()
+    return _Tvf(word, name, source.position(table_token.start), column,
+                source.position(desc[2].start), tuple(amounts), position, start, end)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Scope:
+    """The columns an expression can name, and under which qualifiers."""
+
+    columns: dict[str, Column]
+    qualifiers: set[str]
+
+
+class _Translator:
+    """sqlglot expressions to IR expressions, type-checked through the function catalog."""
+
+    def __init__(self, source: SourceText, scope: _Scope, fallback: Position,
+                 aggregates: list[tuple[str, AggCall]] | None = None,
+                 clause: str = "SELECT") -> None:
+        self.source = source
+        self.scope = scope
+        self.fallback = fallback
+        self.aggregates = aggregates
+        self.clause = clause
+        self.refs: list[tuple[str, Position]] = []
+        self._untyped_nulls: set[int] = set()
+        self._intervals: set[int] = set()
+        self._in_aggregate = False
+
+    # -- positions ------------------------------------------------------------------------
+
+    def pos(self, node: exp.Expression) -> Position:
+        starts = [n.meta["start"] for n in node.walk() if n.meta and "start" in n.meta]
+        if not starts:
+            return self.fallback
+        return self.source.position(min(starts))
+
+    def func_pos(self, node: exp.Expression) -> Position:
+        """Where a function call's name starts: scan back from its first argument."""
+        starts = [n.meta["start"] for n in node.walk() if n.meta and "start" in n.meta]
+        if not starts:
+            return self.fallback
+        text = self.source.text
+        i = min(starts) - 1
+        while i >= 0 and text[i].isspace():
+            i -= 1
+        if i >= 0 and text[i] == "(":
+            i -= 1
+            while i >= 0 and text[i].isspace():
+                i -= 1
+            end = i
+            while i >= 0 and (text[i].isalnum() or text[i] == "_"):
+                i -= 1
+            if end > i:
+                return self.source.position(i + 1)
+        return self.source.position(min(starts))
+
+    def fail(self, node: exp.Expression, message: str, fix: str | None = None) -> CompileFailure:
+        return CompileFailure(self.pos(node), message, fix)
+
+    # -- entry ----------------------------------------------------------------------------
+
+    def translate(self, node: exp.Expression) -> Expr:
+        result = self._translate(node)
+        if id(result) in self._intervals:
+            raise self.fail(node, "an INTERVAL can only be added to or subtracted from a "
+                            "TIMESTAMP")
+        return result
+
+    def _call(self, name: str, args: Sequence[Expr], node: exp.Expression,
+              position: Position | None = None) -> Call:
+        args = self._type_nulls(list(args))
+        try:
+            result = fn.result_type(name, [a.type for a in args])
+        except fn.FunctionTypeError as exc:
+            raise CompileFailure(position or self.pos(node), exc.message, exc.fix) from exc
+        return Call(name, tuple(args), result)
+
+    def _type_nulls(self, args: list[Expr]) -> list[Expr]:
+        typed = [a for a in args if id(a) not in self._untyped_nulls]
+        if len(typed) == len(args):
+            return args
+        target = typed[0].type.with_nullable(True) if typed else SqlType("VARCHAR")
+        return [Literal_(None, target) if id(a) in self._untyped_nulls else a for a in args]
+
+    # -- the translation ------------------------------------------------------------------
+
+    def _translate(self, node: exp.Expression) -> Expr:  # noqa: C901 - one dispatch table
+        if isinstance(node, exp.Paren):
+            return self._translate(node.this)
+        if isinstance(node, exp.Column):
+            return self._column(node)
+        if isinstance(node, exp.Literal):
+            return self._literal(node)
+        if isinstance(node, exp.Boolean):
+            return Literal_(bool(node.this), _BOOL)
+        if isinstance(node, exp.Null):
+            literal = Literal_(None, SqlType("VARCHAR"))
+            self._untyped_nulls.add(id(literal))
+            return literal
+        if isinstance(node, exp.Interval):
+            return self._interval(node)
+        handler = _BINARY.get(type(node))
+        if handler is not None:
+            return self._binary(handler, node)
+        if isinstance(node, (exp.And, exp.Or)):
+            name = "AND" if isinstance(node, exp.And) else "OR"
+            return self._call(name, [self.translate(node.this),
+                                     self.translate(node.expression)], node)
+        if isinstance(node, exp.Not):
+            inner = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
+            if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
+                return self._call("IS NOT NULL", [self.translate(inner.this)], node)
+            return self._call("NOT", [self.translate(node.this)], node)
+        if isinstance(node, exp.Neg):
+            return self._call("-", [self.translate(node.this)], node)
+        if isinstance(node, exp.Is):
+            if isinstance(node.expression, exp.Null):
+                return self._call("IS NULL", [self.translate(node.this)], node)
+            raise self.fail(node, f"unsupported: {node.sql()}", "use = TRUE or IS NULL")
+        if isinstance(node, exp.Like):
+            like = self._call("LIKE", [self.translate(node.this),
+                                       self.translate(node.expression)], node)
+            if node.args.get("escape") is not None:
+                raise self.fail(node, "unsupported: LIKE ... ESCAPE",
+                                "the escape character is backslash")
+            return self._call("NOT", [like], node) if node.args.get("negate") else like
+        if isinstance(node, exp.Escape):
+            raise self.fail(node, "unsupported: LIKE ... ESCAPE",
+                            "the escape character is backslash")
+        if isinstance(node, exp.Between):
+            value = self.translate(node.this)
+            low = self.translate(node.args["low"])
+            high = self.translate(node.args["high"])
+            return self._call("AND", [self._call(">=", [value, low], node),
+                                      self._call("<=", [value, high], node)], node)
+        if isinstance(node, exp.In):
+            if node.args.get("query") is not None:
+                raise self.fail(node, "unsupported: subquery in IN",
+                                "list the values: x IN (1, 2, 3)")
+            return self._call("IN", [self.translate(node.this)]
+                              + [self.translate(e) for e in node.expressions], node)
+        if isinstance(node, exp.DPipe):
+            return self._call("CONCAT", [self.translate(node.this),
+                                         self.translate(node.expression)], node)
+        if isinstance(node, (exp.Cast, exp.TryCast)):
+            return self._cast(node)
+        if isinstance(node, exp.Case):
+            return self._case(node)
+        if isinstance(node, exp.Window):
+            raise self.fail(node, "unsupported: window function OVER (...)",
+                            "aggregate per window with GROUP BY window_start, window_end of a "
+                            "TUMBLE or HOP")
+        if isinstance(node, (exp.Subquery, exp.Select, exp.Exists)):
+            raise self.fail(node, "unsupported: subquery",
+                            "compute it in an earlier view and read that view")
+        if isinstance(node, exp.AggFunc) or isinstance(node, exp.ArgMax | exp.ArgMin):
+            return self._aggregate(node)
+        if isinstance(node, exp.Func):
+            return self._function(node)
+        if isinstance(node, exp.Star):
+            raise self.fail(node, "* is only allowed alone in the SELECT list or in COUNT(*)")
+        raise self.fail(node, f"unsupported SQL: {node.sql()}")
+
+    def _column(self, node: exp.Column) -> Expr:
+        parts = node.parts
+        if len(parts) > 2:
+            raise self.fail(node, f"unsupported column reference {node.sql()}")
+        name = _ident(parts[-1])
+        if len(parts) == 2:
+            qualifier = _ident(parts[0])
+            if qualifier not in self.scope.qualifiers:
+                raise self.fail(node, f"unknown table or view {qualifier} in {node.sql()}",
+                                "qualify columns with the name of the relation in FROM")
+        column = self.scope.columns.get(name)
+        if column is None:
+            close = difflib.get_close_matches(name, list(self.scope.columns), n=1)
+            fix = f"did you mean {close[0]}?" if close else (
+                "available columns: " + ", ".join(self.scope.columns))
+            raise self.fail(node, f"unknown column {name}", fix)
+        self.refs.append((name, self.pos(node)))
+        return ColumnRef(name, column.type)
+
+    def _literal(self, node: exp.Literal) -> Expr:
+        text = str(node.this)
+        if node.is_string:
+            return Literal_(text, SqlType("VARCHAR", nullable=False))
+        if "e" in text.lower():
+            return Literal_(float(text), SqlType("DOUBLE", nullable=False))
+        if "." in text:
+            value = Decimal(text)
+            digits = value.as_tuple()
+            scale = max(-int(digits.exponent), 0)
+            precision = max(len(digits.digits), scale + 1)
+            if precision > 38:
+                raise self.fail(node, f"numeric literal {text} has more than 38 digits")
+            return Literal_(value, SqlType("DECIMAL", False, precision, scale))
+        number = int(text)
+        if -(2**31) <= number < 2**31:
+            return Literal_(number, SqlType("INT", nullable=False))
+        if -(2**63) <= number < 2**63:
+            return Literal_(number, SqlType("BIGINT", nullable=False))
+        raise self.fail(node, f"integer literal {text} is out of the BIGINT range")
+
+    def _interval(self, node: exp.Interval) -> Expr:
+        from app.program.ddl import interval_ms
+
+        unit = node.args.get("unit")
+        amount = node.this
+        if unit is None or amount is None:
+            raise self.fail(node, f"bad INTERVAL {node.sql()}", "write e.g. INTERVAL '1' HOUR")
+        result = interval_ms(str(amount.name if isinstance(amount, exp.Literal) else amount),
+                             unit.name)
+        if isinstance(result, str):
+            raise self.fail(node, result, "write e.g. INTERVAL '1' HOUR; units: "
+                            + ", ".join(fn.TIME_UNITS_MS))
+        literal = Literal_(result, SqlType("BIGINT", nullable=False))
+        self._intervals.add(id(literal))
+        return literal
+
+    def _binary(self, name: str, node: exp.Expression) -> Expr:
+        left = self._translate(node.this)
+        right = self._translate(node.expression)
+        left_interval = id(left) in self._intervals
+        right_interval = id(right) in self._intervals
+        if left_interval or right_interval:
+            ok = name in ("+", "-") and (
+                (right_interval and not left_interval and left.type.name == "TIMESTAMP")
+                or (name == "+" and left_interval and not right_interval
+                    and right.type.name == "TIMESTAMP"))
+            if not ok:
+                raise self.fail(node, "an INTERVAL can only be added to or subtracted from a "
+                                "TIMESTAMP", "write e.g. date_time + INTERVAL '1' HOUR")
+        elif name in ("+", "-") and "TIMESTAMP" in (left.type.name, right.type.name):
+            other = right if left.type.name == "TIMESTAMP" else left
+            if other.type.name != "TIMESTAMP" or name == "+":
+                raise self.fail(node, f"cannot apply {name} to {left.type.name} and "
+                                f"{right.type.name}",
+                                "add or subtract an INTERVAL, e.g. date_time + INTERVAL '1' HOUR")
+            raise self.fail(node, "unsupported: subtracting two TIMESTAMPs",
+                            "compare them, or subtract UNIX_MILLIS(a) - UNIX_MILLIS(b)")
+        return self._call(name, [left, right], node)
+
+    def _cast(self, node: exp.Cast) -> Expr:
+        target = self.sql_type(node.args["to"], node)
+        inner = self._translate(node.this)
+        if id(inner) in self._untyped_nulls:
+            return Literal_(None, target)
+        if id(inner) in self._intervals:
+            raise self.fail(node, "cannot CAST an INTERVAL")
+        if not fn.can_cast(inner.type, target):
+            raise self.fail(node, f"cannot CAST {inner.type.name} to {target.name}")
+        target = target.with_nullable(True) if (
+            inner.type.nullable or inner.type.name != target.name) else target
+        if target.name in ("INT", "BIGINT", "DECIMAL", "REAL", "DOUBLE", "VARCHAR", "BOOLEAN") \
+                and inner.type.name in ("INT", "BIGINT") and target.name in ("BIGINT", "DOUBLE",
+                                                                              "VARCHAR"):
+            # Widening casts of integers cannot fail.
+            target = target.with_nullable(inner.type.nullable)
+        if isinstance(inner, Literal_) and inner.type.name == "VARCHAR" and target.name in (
+                "TIMESTAMP", "DATE"):
+            value = fn.cast_value(inner.value, inner.type, target)
+            if value is None:
+                raise self.fail(node, f"bad {target.name} literal '{inner.value}'",
+                                "write e.g. TIMESTAMP '2024-01-01 10:00:00' or DATE "
+                                "'2024-01-01'")
+            return Literal_(value, target.with_nullable(False))
+        return Cast(inner, target)
+
+    def sql_type(self, data_type: exp.DataType, node: exp.Expression) -> SqlType:
+        kind = data_type.this
+        params = [p.this for p in data_type.expressions]
+        names = {
+            exp.DataType.Type.BOOLEAN: "BOOLEAN", exp.DataType.Type.INT: "INT",
+            exp.DataType.Type.BIGINT: "BIGINT", exp.DataType.Type.FLOAT: "REAL",
+            exp.DataType.Type.DOUBLE: "DOUBLE", exp.DataType.Type.VARCHAR: "VARCHAR",
+            exp.DataType.Type.TEXT: "VARCHAR", exp.DataType.Type.DATE: "DATE",
+            exp.DataType.Type.TIMESTAMP: "TIMESTAMP", exp.DataType.Type.VARBINARY: "VARBINARY",
+            exp.DataType.Type.DECIMAL: "DECIMAL",
+        }
+        name = names.get(kind)
+        if name is None:
+            shown = data_type.sql()
+            raise self.fail(node, f"unknown type {shown} in CAST",
+                            "use one of BOOLEAN, INT, BIGINT, REAL, DOUBLE, DECIMAL(p, s), "
+                            "VARCHAR, DATE, TIMESTAMP, VARBINARY")
+        if name == "DECIMAL":
+            values = [int(str(p.this)) if isinstance(p, exp.Literal) else -1 for p in params]
+            precision = values[0] if values else 10
+            scale = values[1] if len(values) > 1 else 0
+            if not 1 <= precision <= 38 or not 0 <= scale <= precision:
+                raise self.fail(node, f"bad DECIMAL({precision}, {scale})",
+                                "precision is 1 to 38 and scale at most the precision")
+            return SqlType("DECIMAL", True, precision, scale)
+        if name == "TIMESTAMP" and params:
+            digits = str(params[0].this) if isinstance(params[0], exp.Literal) else "?"
+            if digits != "3":
+                raise self.fail(node, f"TIMESTAMP({digits}) is not supported: timestamps "
+                                "have millisecond precision", "write TIMESTAMP")
+        return SqlType(name)  # type: ignore[arg-type]
+
+    def _case(self, node: exp.Case) -> Expr:
+        operand = node.this
+        whens: list[tuple[Expr, Expr]] = []
+        for branch in node.args.get("ifs") or []:
+            condition = self.translate(branch.this)
+            if operand is not None:
+                condition = self._call("=", [self.translate(operand), condition], branch)
+            if condition.type.name != "BOOLEAN":
+                raise self.fail(branch.this, f"CASE WHEN needs a BOOLEAN condition, not "
+                                f"{condition.type.name}")
+            whens.append((condition, self.translate(branch.args["true"])))
+        default = node.args.get("default")
+        else_ = self.translate(default) if default is not None else None
+        values = [v for _, v in whens] + ([else_] if else_ is not None else [])
+        typed = self._type_nulls(values)
+        result = typed[0].type
+        for value in typed[1:]:
+            unified = fn.common_type(result, value.type)
+            if unified is None:
+                raise self.fail(node, f"CASE branches have incompatible types {result.name} "
+                                f"and {value.type.name}", "CAST them to one type")
+            result = unified
+        if else_ is None:
+            result = result.with_nullable(True)
+        whens = [(c, v) for (c, _), v in zip(whens, typed, strict=False)]
+        if else_ is not None:
+            else_ = typed[-1]
+        return Case(tuple(whens), else_, result)
+
+    def _aggregate(self, node: exp.Expression) -> Expr:
+        name = _AGGREGATES.get(type(node))
+        if name is None:
+            raise CompileFailure(self.func_pos(node), f"unsupported aggregate function "
+                                 f"{node.key.upper()}",
+                                 "use COUNT, SUM, MIN, MAX, AVG, ARG_MAX or ARG_MIN")
+        if self.aggregates is None:
+            raise CompileFailure(self.func_pos(node), f"aggregate function {name} is not "
+                                 f"allowed in {self.clause}",
+                                 "filter groups with HAVING" if self.clause == "WHERE" else None)
+        if self._in_aggregate:
+            raise CompileFailure(self.func_pos(node), "aggregate functions cannot be nested")
+        self._in_aggregate = True
+        try:
+            distinct = False
+            raw: list[exp.Expression] = []
+            this = node.this
+            if isinstance(this, exp.Distinct):
+                distinct = True
+                raw = list(this.expressions)
+            elif isinstance(this, exp.Star):
+                raw = []
+            elif this is not None:
+                raw = [this]
+            if node.args.get("expression") is not None:
+                raw.append(node.args["expression"])
+            raw.extend(e for e in node.expressions if not isinstance(this, exp.Distinct))
+            if name == "COUNT" and isinstance(this, exp.Star):
+                call_args: tuple[Expr, ...] = ()
+            else:
+                if name == "COUNT" and len(raw) != 1:
+                    raise CompileFailure(self.func_pos(node), "COUNT takes one argument or *")
+                call_args = tuple(self.translate(a) for a in raw)
+            if distinct and name != "COUNT":
+                raise CompileFailure(self.func_pos(node), f"unsupported: {name}(DISTINCT ...)",
+                                     "only COUNT(DISTINCT x) is supported")
+            try:
+                result = fn.aggregate_type(name, [a.type for a in call_args], distinct)
+            except fn.FunctionTypeError as exc:
+                raise CompileFailure(self.func_pos(node), exc.message, exc.fix) from exc
+        finally:
+            self._in_aggregate = False
+        call = AggCall(name, call_args, distinct, result)
+        for agg_name, existing in self.aggregates:
+            if existing == call:
+                return ColumnRef(agg_name, result)
+        agg_name = f"_agg{len(self.aggregates)}"
+        self.aggregates.append((agg_name, call))
+        return ColumnRef(agg_name, result)
+
+    def _function(self, node: exp.Expression) -> Expr:
+        position = self.func_pos(node)
+        if isinstance(node, exp.Extract):
+            unit = node.this.name.upper()
+            if unit not in ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND"):
+                raise CompileFailure(position, f"unsupported: EXTRACT({unit} ...)",
+                                     "EXTRACT YEAR, MONTH, DAY, HOUR, MINUTE or SECOND")
+            return self._call(unit, [self.translate(node.expression)], node, position)
+        if isinstance(node, (exp.Floor, exp.Ceil)) and node.args.get("to") is not None:
+            if isinstance(node, exp.Ceil):
+                raise CompileFailure(position, "unsupported: CEIL(ts TO unit)",
+                                     "use FLOOR(ts TO unit) + INTERVAL")
+            return self._trunc(node.args["to"].name, node.this, node, position)
+        if isinstance(node, (exp.DateTrunc, exp.TimestampTrunc)):
+            unit = node.args.get("unit")
+            unit_name = unit.name if unit is not None else ""
+            return self._trunc(unit_name, node.this, node, position)
+        if isinstance(node, exp.Round):
+            value = self.translate(node.this)
+            digits_node = node.args.get("decimals")
+            if digits_node is None:
+                return self._round(value, 0, node, position)
+            digits = self.translate(digits_node)
+            if not isinstance(digits, Literal_) or not isinstance(digits.value, int) \
+                    or digits.value < 0:
+                raise CompileFailure(position, "ROUND's digits must be a non-negative integer "
+                                     "literal")
+            return self._round(value, digits.value, node, position)
+        if isinstance(node, exp.Trim):
+            if node.args.get("position") or node.args.get("expression") is not None:
+                raise CompileFailure(position, "unsupported: TRIM with LEADING/TRAILING or "
+                                     "characters", "TRIM(x) removes spaces at both ends")
+        if isinstance(node, exp.Anonymous):
+            name = str(node.this).upper()
+            name = {"LENGTH": "CHAR_LENGTH", "CEILING": "CEIL", "CHARACTER_LENGTH":
+                    "CHAR_LENGTH"}.get(name, name)
+            if name not in _ANONYMOUS_OK:
+                raise CompileFailure(position, f"unknown function {name}",
+                                     "see docs/language.md for the supported functions")
+            args = [self.translate(a) for a in node.expressions]
+            return self._call(name, args, node, position)
+        catalog_name = _FUNCTIONS.get(type(node))
+        if catalog_name is None:
+            raise CompileFailure(position, f"unsupported function {node.key.upper()}",
+                                 "see docs/language.md for the supported functions")
+        raw = [node.this] if node.this is not None and isinstance(node.this, exp.Expression) \
+            else []
+        for key in ("expression", "start", "length"):
+            if node.args.get(key) is not None:
+                raw.append(node.args[key])
+        raw.extend(node.expressions)
+        args = [self.translate(a) for a in raw]
+        return self._call(catalog_name, args, node, position)
+
+    def _trunc(self, unit: str, value_node: exp.Expression, node: exp.Expression,
+               position: Position) -> Expr:
+        upper = unit.upper().strip("'")
+        if upper.endswith("S") and upper[:-1] in ("SECOND", "MINUTE", "HOUR", "DAY", "MONTH",
+                                                  "YEAR"):
+            upper = upper[:-1]
+        if upper not in ("SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "YEAR"):
+            raise CompileFailure(position, f"unsupported truncation unit {unit}",
+                                 "use SECOND, MINUTE, HOUR, DAY, MONTH or YEAR")
+        value = self.translate(value_node)
+        return self._call("DATE_TRUNC", [Literal_(upper, SqlType("VARCHAR", nullable=False)),
+                                         value], node, position)
+
+    def _round(self, value: Expr, digits: int, node: exp.Expression,
+               position: Position) -> Expr:
+        call = self._call("ROUND", [value, Literal_(digits, SqlType("INT", nullable=False))],
+                          node, position)
+        if value.type.name == "DECIMAL":
+            return Call("ROUND", call.args, fn.round_decimal_type(value.type, digits))
+        return call
+
+
+_BINARY: dict[type, str] = {
+    exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%",
+    exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
+}
+
+_AGGREGATES: dict[type, str] = {
+    exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG",
+    exp.ArgMax: "ARG_MAX", exp.ArgMin: "ARG_MIN",
+}
+
+_FUNCTIONS: dict[type, str] = {
+    exp.Coalesce: "COALESCE", exp.Nullif: "NULLIF", exp.Abs: "ABS", exp.Floor: "FLOOR",
+    exp.Ceil: "CEIL", exp.Upper: "UPPER", exp.Lower: "LOWER", exp.Trim: "TRIM",
+    exp.Length: "CHAR_LENGTH", exp.Substring: "SUBSTRING", exp.Concat: "CONCAT",
+    exp.Year: "YEAR", exp.Month: "MONTH", exp.Day: "DAY", exp.Hour: "HOUR",
+    exp.Minute: "MINUTE", exp.Second: "SECOND",
+}
+
+_ANONYMOUS_OK = {"TIMESTAMP_MILLIS", "UNIX_MILLIS", "CHAR_LENGTH", "HOUR", "MINUTE", "SECOND",
+                 "YEAR", "MONTH", "DAY", "UPPER", "LOWER", "TRIM", "CONCAT", "ABS", "FLOOR",
+                 "CEIL", "COALESCE", "NULLIF", "SUBSTRING"}
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _parse_select(source: SourceText, tokens: Sequence[Token], tvf: _Tvf | None) -> exp.Select:
+    start, end = tokens[0].start, tokens[-1].end
+    replacements = ((tvf.start, tvf.end, _PLACEHOLDER),) if tvf else ()
+    text = source.blank_except(start, end, replacements)
+    try:
+        parsed = sqlglot.parse_one(text)
+    except ParseError as exc:
+        info = exc.errors[0] if exc.errors else {}
+        line, col = int(info.get("line") or 1), int(info.get("col") or 1)
+        highlight = str(info.get("highlight") or "")
+        offset = source.offset(line, col - max(len(highlight), 1) + 1)
+        description = str(info.get("description") or "syntax error")
+        found = f" near '{highlight}'" if highlight else ""
+        raise CompileFailure(source.position(offset), f"syntax error{found}: {description}",
+                             None) from exc
+    except TokenError as exc:
+        raise CompileFailure(source.position(start), f"syntax error: {exc}") from exc
+    if isinstance(parsed, (exp.Union, exp.Intersect, exp.Except)):
+        word = type(parsed).__name__.upper()
+        token = next((t for t in tokens if t.is_word(word)), tokens[0])
+        raise CompileFailure(source.position(token.start), f"unsupported: {word}",
+                             "write one view per query")
+    if not isinstance(parsed, exp.Select):
+        raise CompileFailure(source.position(start), "expected a SELECT query after AS")
+    return parsed
+
+
+def _unsupported_clauses(source: SourceText, tokens: Sequence[Token], select: exp.Select) -> None:
+    def at(word: str, default: Token) -> Position:
+        token = next((t for t in tokens if t.is_word(word)), default)
+        return source.position(token.start)
+
+    checks: list[tuple[str, str, str, str | None]] = [
+        ("with", "WITH", "unsupported: WITH (common table expressions)",
+         "define the inner query as a LOCAL VIEW"),
+        ("joins", "JOIN", "unsupported: JOIN", "joins are not supported yet; a view reads "
+         "one table or view"),
+        ("order", "ORDER", "unsupported: ORDER BY (a view is an unordered relation)",
+         "remove ORDER BY"),
+        ("limit", "LIMIT", "unsupported: LIMIT", "remove LIMIT"),
+        ("offset", "OFFSET", "unsupported: OFFSET", "remove OFFSET"),
+        ("distinct", "DISTINCT", "unsupported: SELECT DISTINCT",
+         "GROUP BY the selected columns instead"),
+        ("qualify", "QUALIFY", "unsupported: QUALIFY", None),
+        ("windows", "WINDOW", "unsupported: WINDOW clause", None),
+        ("laterals", "LATERAL", "unsupported: LATERAL", None),
+        ("pivots", "PIVOT", "unsupported: PIVOT", None),
+    ]
+    for key, word, message, fix in checks:
+        if select.args.get(key):
+            raise CompileFailure(at(word, tokens[0]), message, fix)
+    from_ = select.args.get("from_") or select.args.get("from")
+    if from_ is None:
+        raise CompileFailure(source.position(tokens[0].start),
+                             "a view reads FROM one table or view", "add FROM <table>")
+    if not isinstance(from_.this, exp.Table):
+        raise CompileFailure(at("FROM", tokens[0]), "unsupported: subquery in FROM",
+                             "compute it in an earlier view and read that view")
+    if len(from_.expressions) > 0:
+        raise CompileFailure(at("FROM", tokens[0]), "unsupported: several relations in FROM "
+                             "(a join)", "a view reads one table or view")
+    group = select.args.get("group")
+    if group is not None and any(group.args.get(k) for k in ("rollup", "cube",
+                                                             "grouping_sets")):
+        raise CompileFailure(at("GROUP", tokens[0]), "unsupported: ROLLUP, CUBE or GROUPING "
+                             "SETS")
+
+
+def _window_columns(tvf: _Tvf, relation: Relation, source: SourceText,
+                    ) -> tuple[Window, SqlType, TimeAttribute]:
+    column = next((c for c in relation.columns if c.name == tvf.column), None)
+    if column is None:
+        raise CompileFailure(tvf.column_position, f"unknown column {tvf.column} in "
+                             f"{relation.name}", "available columns: "
+                             + ", ".join(c.name for c in relation.columns))
+    attr = relation.time_attribute(tvf.column)
+    if attr is None:
+        raise CompileFailure(tvf.column_position,
+                             f"column {tvf.column} is not a time attribute: add LATENESS to "
+                             f"{relation.name}.{tvf.column} or window on a column that has it")
+    unit = "interval" if column.type.name == "TIMESTAMP" else "integer"
+    for amount, kind, position in tvf.amounts:
+        if kind != unit:
+            wanted = ("an INTERVAL like INTERVAL '1' MINUTE" if unit == "interval"
+                      else "an integer (the column is " + column.type.name + ")")
+            raise CompileFailure(position, f"bad {tvf.kind} argument: {tvf.column} is "
+                                 f"{column.type.name}", f"use {wanted}")
+        del amount
+    amounts = [a for a, _, _ in tvf.amounts]
+    if tvf.kind == "TUMBLE":
+        size, slide = amounts[0], amounts[0]
+        offset = amounts[1] if len(amounts) > 1 else 0
+        size_position = tvf.amounts[0][2]
+        if size <= 0:
+            raise CompileFailure(size_position, "TUMBLE size must be positive")
+    else:
+        slide, size = amounts[0], amounts[1]
+        offset = amounts[2] if len(amounts) > 2 else 0
+        if slide <= 0 or size <= 0:
+            raise CompileFailure(tvf.amounts[0][2], "HOP slide and size must be positive")
+        if slide > size:
+            raise CompileFailure(tvf.amounts[0][2], f"HOP slide {_amount(slide, unit)} is larger "
+                                 f"than its size {_amount(size, unit)}: some rows would fall in "
+                                 "no window", "use a slide at most the size (argument order: "
+                                 "HOP(TABLE t, DESCRIPTOR(c), slide, size))")
+        if size % slide != 0:
+            raise CompileFailure(tvf.amounts[1][2], f"HOP size {_amount(size, unit)} is not a "
+                                 f"multiple of its slide {_amount(slide, unit)}",
+                                 "make the size a whole number of slides")
+    if not 0 <= offset < slide:
+        raise CompileFailure(tvf.amounts[-1][2], f"{tvf.kind} offset must be at least 0 and "
+                             f"less than the {'size' if tvf.kind == 'TUMBLE' else 'slide'}")
+    window = Window(tvf.kind, tvf.column, size, slide, offset)  # type: ignore[arg-type]
+    bound_type = column.type.with_nullable(False)
+    return window, bound_type, attr
+
+
+def _amount(value: int, unit: str) -> str:
+    if unit != "interval":
+        return str(value)
+    for name, ms in sorted(fn.TIME_UNITS_MS.items(), key=lambda kv: -kv[1]):
+        if value % ms == 0:
+            return f"{value // ms} {name}"
+    return f"{value} ms"
+
+
+_AttrKind = Literal["forwarded", "window_start", "window_end", "view_lateness"]
+
+
+def _ident(node: Any) -> str:
+    """SPEC L1: identifiers are lower-cased unless quoted."""
+    text = str(node.this)
+    return text if node.args.get("quoted") else text.lower()
+
+
+def _derived(attr: TimeAttribute, column: str, kind: _AttrKind | None = None) -> TimeAttribute:
+    """The time attribute of a column that carries ``attr``'s waterline under a new name."""
+    new_kind = kind or ("forwarded" if attr.kind == "view_lateness" else attr.kind)
+    return TimeAttribute(column, attr.table, attr.source_column, new_kind)
+
+
+def _output_name(item: exp.Expression, index: int, translator: _Translator) -> str:
+    if isinstance(item, exp.Alias):
+        return _ident(item.args["alias"])
+    if isinstance(item, exp.Column):
+        return _ident(item.parts[-1])
+    raise CompileFailure(translator.pos(item), f"the SELECT expression {item.sql()} needs a "
+                         "name", f"add AS <name>, e.g. {item.sql()} AS c{index}")
+
+
+def _replace(expr: Expr, mapping: Callable[[Expr], Expr | None]) -> Expr:
+    replaced = mapping(expr)
+    if replaced is not None:
+        return replaced
+    if isinstance(expr, Call):
+        return Call(expr.fn, tuple(_replace(a, mapping) for a in expr.args), expr.type)
+    if isinstance(expr, Cast):
+        return Cast(_replace(expr.expr, mapping), expr.type)
+    if isinstance(expr, Case):
+        return Case(tuple((_replace(c, mapping), _replace(v, mapping)) for c, v in expr.whens),
+                    _replace(expr.else_, mapping) if expr.else_ is not None else None,
+                    expr.type)
+    return expr
+
+
+def _column_refs(expr: Expr) -> list[str]:
+    if isinstance(expr, ColumnRef):
+        return [expr.name]
+    if isinstance(expr, Call):
+        return [n for a in expr.args for n in _column_refs(a)]
+    if isinstance(expr, Cast):
+        return _column_refs(expr.expr)
+    if isinstance(expr, Case):
+        names = [n for c, v in expr.whens for n in _column_refs(c) + _column_refs(v)]
+        return names + (_column_refs(expr.else_) if expr.else_ is not None else [])
+    return []
+
+
+def plan_query(source: SourceText, tokens: Sequence[Token], relations: dict[str, Relation],
+               view_name: str) -> PlannedQuery:
+    """Plan one view's SELECT over the relations defined before it (SPEC L3, L4, S10)."""
+    first = tokens[0]
+    if not first.is_word("SELECT"):
+        if first.is_punct("(") or first.is_word("WITH", "VALUES", "TABLE"):
+            raise CompileFailure(source.position(first.start), "unsupported: the query of a "
+                                 "view must be a plain SELECT", "write AS SELECT ... FROM ...")
+        raise CompileFailure(source.position(first.start), f"expected SELECT after AS, found "
+                             f"{first.text}")
+    tvf = _find_tvf(source, tokens)
+    select = _parse_select(source, tokens, tvf)
+    _unsupported_clauses(source, tokens, select)
+    fallback = source.position(first.start)
+
+    from_ = select.args.get("from_") or select.args.get("from")
+    assert from_ is not None
+    table = from_.this
+    alias = table.alias_or_name
+    table_name = table.name if table.this.quoted else table.name.lower()
+    table_position = source.position(table.this.meta.get("start", first.start))
+    window: Window | None = None
+    if tvf is not None:
+        if table_name != _PLACEHOLDER:
+            raise CompileFailure(tvf.position, f"{tvf.kind} must be the relation in FROM")
+        table_name = tvf.table
+        table_position = tvf.table_position
+    if table_name == view_name:
+        raise CompileFailure(table_position, f"view {view_name} cannot read itself")
+    relation = relations.get(table_name)
+    if relation is None:
+        close = difflib.get_close_matches(table_name, list(relations), n=1)
+        fix = (f"did you mean {close[0]}?" if close else
+               "tables and views must be created before the views that read them")
+        raise CompileFailure(table_position, f"unknown table or view {table_name}", fix)
+    if not relation.insert_only:
+        raise CompileFailure(table_position, f"unsupported: view {view_name} reads view "
+                             f"{relation.name}, whose rows are updated (it aggregates without "
+                             "EMIT AFTER WATERMARK)",
+                             f"add EMIT AFTER WATERMARK to {relation.name}, or read its input "
+                             "directly")
+
+    columns: dict[str, Column] = {c.name: c for c in relation.columns}
+    time_attrs: dict[str, TimeAttribute] = {a.column: a for a in relation.time_attributes}
+    operators: list[Operator] = []
+    if tvf is not None:
+        window, bound_type, attr = _window_columns(tvf, relation, source)
+        bounds: tuple[tuple[str, _AttrKind], ...] = (("window_start", "window_start"),
+                                                      ("window_end", "window_end"))
+        for bound, bound_kind in bounds:
+            if bound in columns:
+                raise CompileFailure(tvf.position, f"{relation.name} already has a column "
+                                     f"{bound}", "rename it in an earlier view")
+            columns[bound] = Column(bound, bound_type)
+            time_attrs[bound] = _derived(attr, bound, bound_kind)
+        operators.append(window)
+    qualifiers = {relation.name, alias.lower() if alias else relation.name}
+    if tvf is not None:
+        qualifiers.add(_PLACEHOLDER)
+    if table.alias:
+        qualifiers = {table.alias if table.args["alias"].this.quoted else table.alias.lower()}
+    scope = _Scope(columns, qualifiers)
+
+    where = select.args.get("where")
+    if where is not None:
+        translator = _Translator(source, scope, fallback, None, "WHERE")
+        predicate = translator.translate(where.this)
+        if predicate.type.name != "BOOLEAN":
+            raise CompileFailure(translator.pos(where.this), f"WHERE needs a BOOLEAN "
+                                 f"condition, not {predicate.type.name}",
+                                 "compare the value, e.g. WHERE x <> 0")
+        operators.append(Filter(predicate))
+
+    items = list(select.expressions)
+    if len(items) == 1 and isinstance(items[0], exp.Star):
+        items = [exp.Column(this=exp.Identifier(this=c, quoted=True)) for c in columns]
+    elif any(isinstance(i, exp.Star) for i in items):
+        star = next(i for i in items if isinstance(i, exp.Star))
+        raise CompileFailure(_Translator(source, scope, fallback).pos(star) if star.meta
+                             else fallback, "* must be alone in the SELECT list",
+                             "list the columns")
+    group = select.args.get("group")
+    having = select.args.get("having")
+    aggregates: list[tuple[str, AggCall]] = []
+    select_translator = _Translator(source, scope, fallback, aggregates, "SELECT")
+    names: list[str] = []
+    exprs: list[Expr] = []
+    positions: list[Position] = []
+    for index, item in enumerate(items):
+        name = _output_name(item, index, select_translator)
+        node = item.this if isinstance(item, exp.Alias) else item
+        positions.append(select_translator.pos(item))
+        if name in names:
+            raise CompileFailure(select_translator.pos(item), f"duplicate column name {name} "
+                                 f"in view {view_name}", "give each column its own name with AS")
+        names.append(name)
+        exprs.append(select_translator.translate(node))
+    having_expr: Expr | None = None
+    having_translator = _Translator(source, scope, fallback, aggregates, "HAVING")
+    if having is not None:
+        having_expr = having_translator.translate(having.this)
+        if having_expr.type.name != "BOOLEAN":
+            raise CompileFailure(having_translator.pos(having.this), "HAVING needs a BOOLEAN "
+                                 f"condition, not {having_expr.type.name}")
+
+    is_aggregate = group is not None or bool(aggregates)
+    if not is_aggregate:
+        if having is not None:
+            raise CompileFailure(having_translator.pos(having.this), "HAVING without GROUP BY "
+                                 "or aggregates", "use WHERE")
+        outputs = tuple(zip(names, exprs, strict=True))
+        operators.append(Project(outputs))
+        out_attrs = tuple(_derived(time_attrs[e.name], n) for n, e in outputs
+                          if isinstance(e, ColumnRef) and e.name in time_attrs)
+        return PlannedQuery(relation.name, operators,
+                            [Column(n, e.type) for n, e in outputs], (), out_attrs, False,
+                            window, None, None)
+
+    # -- aggregation ----------------------------------------------------------------------
+    group_translator = _Translator(source, scope, fallback, None, "GROUP BY")
+    keys: list[tuple[str, Expr]] = []
+    group_items = list(group.expressions) if group is not None else []
+    group_position = group_translator.pos(group) if group is not None else fallback
+    if group is not None:
+        token = next((t for t in tokens if t.is_word("GROUP")), None)
+        if token is not None:
+            group_position = source.position(token.start)
+    for i, item in enumerate(group_items):
+        if isinstance(item, exp.Literal) and not item.is_string:
+            raise CompileFailure(group_translator.pos(item), "unsupported: GROUP BY position",
+                                 "GROUP BY the column or expression itself")
+        if isinstance(item, exp.Column) and len(item.parts) == 1:
+            key_name = _ident(item.parts[0])
+            if key_name not in columns and key_name in names:
+                # GROUP BY a SELECT alias (as PostgreSQL and Spark allow): group by its
+                # expression, which must not contain aggregates.
+                aliased = exprs[names.index(key_name)]
+                if any(n.startswith("_agg") for n in _column_refs(aliased)):
+                    raise CompileFailure(group_translator.pos(item), f"cannot GROUP BY "
+                                         f"{key_name}: it is an aggregate")
+                keys.append((key_name if key_name not in columns else f"_key{i}", aliased))
+                continue
+        expr = group_translator.translate(item)
+        key_name = expr.name if isinstance(expr, ColumnRef) else f"_key{i}"
+        if any(k == expr for _, k in keys):
+            continue
+        keys.append((key_name, expr))
+    key_names = [k for k, _ in keys]
+
+    def to_post(expr: Expr) -> Expr | None:
+        for key_name, key_expr in keys:
+            if expr == key_expr:
+                return ColumnRef(key_name, key_expr.type)
+        return None
+
+    agg_names = {n for n, _ in aggregates}
+    post_exprs: list[Expr] = []
+    for index, (expr, translator_refs) in enumerate(zip(exprs, [select_translator.refs]
+                                                        * len(exprs), strict=True)):
+        post = _replace(expr, to_post)
+        for ref in _column_refs(post):
+            if ref not in agg_names and ref not in key_names:
+                where_at = next((p for n, p in translator_refs if n == ref), positions[index])
+                raise CompileFailure(where_at, f"column {ref} must appear in GROUP BY or be "
+                                     "used in an aggregate function",
+                                     f"add {ref} to GROUP BY or aggregate it, e.g. MAX({ref})")
+        post_exprs.append(post)
+    post_having: Expr | None = None
+    if having_expr is not None:
+        post_having = _replace(having_expr, to_post)
+        for ref in _column_refs(post_having):
+            if ref not in agg_names and ref not in key_names:
+                where_at = next((p for n, p in having_translator.refs if n == ref), fallback)
+                raise CompileFailure(where_at, f"column {ref} in HAVING must appear in GROUP "
+                                     "BY or be used in an aggregate function")
+
+    operators.append(Aggregate(tuple(keys), tuple(aggregates)))
+    if post_having is not None:
+        operators.append(Filter(post_having))
+    outputs = tuple(zip(names, post_exprs, strict=True))
+    operators.append(Project(outputs))
+
+    key_time: dict[str, TimeAttribute] = {}
+    for key_name, key_expr in keys:
+        if isinstance(key_expr, ColumnRef) and key_expr.name in time_attrs:
+            key_time[key_name] = time_attrs[key_expr.name]
+    selected: dict[str, str] = {}
+    for out_name, expr in outputs:
+        if isinstance(expr, ColumnRef) and expr.name in key_names and expr.name not in selected:
+            selected[expr.name] = out_name
+    out_attrs = tuple(_derived(key_time[e.name], n) for n, e in outputs
+                      if isinstance(e, ColumnRef) and e.name in key_time)
+    view_key = tuple(selected[k] for k in key_names if k in selected)
+    window_key: tuple[str, TimeAttribute] | None = None
+    time_key: tuple[str, TimeAttribute] | None = None
+    for wanted in ("window_end", "window_start"):
+        for key_name, attr in key_time.items():
+            if attr.kind == wanted and window_key is None:
+                window_key = (selected.get(key_name, key_name), attr)
+    for key_name, attr in key_time.items():
+        if time_key is None:
+            time_key = (selected.get(key_name, key_name), attr)
+    planned = PlannedQuery(relation.name, operators,
+                           [Column(n, e.type) for n, e in outputs], view_key, out_attrs, True,
+                           window, window_key, group_position, tuple(key_names), selected,
+                           time_key)
+    return planned
+
+
+def literal_value(expr: Expr) -> Any:
+    return expr.value if isinstance(expr, Literal_) else None
