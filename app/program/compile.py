@@ -326,12 +326,9 @@ class _Compiler:
                                      f"{decl.name}.{item.column}")
             amount = _lateness_amount(decl.name, item.column, column.type.name, False,
                                       item.amount, item.position, table=False)
-            if column.type.nullable:
-                self.warnings.append(Diagnostic(
-                    "warning", item.position,
-                    f"{decl.name}.{item.column} is nullable: rows where it is NULL are never "
-                    "late and do not move its waterline",
-                    "make the column NOT NULL, e.g. filter NULLs with WHERE"))
+            # A decoding CAST is nullable (a malformed string gives NULL). SPEC L2 asks for
+            # NOT NULL columns; on views we accept nullable ones with SQL's own answer: a NULL
+            # is never below the waterline (not late) and never moves it (docs/language.md).
             result.append(ViewLateness(decl.name, item.column, amount, item.position))
             attrs = [a for a in attrs if a.column != item.column]
             attrs.append(TimeAttribute(item.column, decl.name, item.column, "view_lateness"))
