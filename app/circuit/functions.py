@@ -1107,7 +1107,8 @@ def result_type(fn: str, arg_types: Sequence[SqlType]) -> SqlType:
         expected = (str(entry.min_args) if entry.max_args == entry.min_args
                     else f"{entry.min_args} or more" if entry.max_args is None
                     else f"{entry.min_args} to {entry.max_args}")
-        raise FunctionTypeError(f"{fn} takes {expected} arguments, not {n}")
+        plural = "" if expected == "1" else "s"
+        raise FunctionTypeError(f"{fn} takes {expected} argument{plural}, not {n}")
     return entry.type_rule(arg_types)
 
 

@@ -14,6 +14,7 @@ line and column sqlglot reports is the file's own (SPEC L7).
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -688,6 +689,11 @@ def _parse_select(source: SourceText, tokens: Sequence[Token], tvf: _Tvf | None)
         highlight = str(info.get("highlight") or "")
         offset = source.offset(line, col - max(len(highlight), 1) + 1)
         description = str(info.get("description") or "syntax error")
+        missing = re.match(r"Required keyword: '(\w+)' missing for <class '[\w.]*\.(\w+)'>",
+                           description)
+        if missing:
+            description = (f"{missing[2].upper()} is missing its {missing[1]} argument "
+                           "(wrong number of arguments)")
         found = f" near '{highlight}'" if highlight else ""
         raise CompileFailure(source.position(offset), f"syntax error{found}: {description}",
                              None) from exc
