@@ -8,7 +8,7 @@ Times are written as ``"8:07"`` on 2024-01-01 UTC and turned into epoch ms by :f
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -34,7 +34,7 @@ from app.circuit.ir import (
     ViewLateness,
     Window,
 )
-from app.circuit.reference import OutputRecord, StepResult
+from app.circuit.reference import OutputRecord, Punctuation, StepInput, StepResult
 
 HERE = Position("test.sql", 1, 1)
 DAY = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
@@ -188,3 +188,36 @@ def materialize(results: Iterable[StepResult], view: str) -> dict[tuple[Any, ...
         else:
             table[key] = dict(record.value)
     return table
+
+
+# ---------------------------------------------------------------------------------------------
+# Seed 001's data set (paper section 4), as steps. Each line is one step at its processing
+# time; "WM -> x" is a punctuation with bound x + LATENESS_MS, which puts the waterline at x.
+
+LATENESS_MS = 10 * MINUTE_MS
+
+DATA_SET: list[tuple[str, tuple[Any, ...]]] = [
+    ("8:07", ("wm", "8:05")),
+    ("8:08", ("insert", "8:07", 2, "A")),
+    ("8:12", ("insert", "8:11", 3, "B")),
+    ("8:13", ("insert", "8:05", 4, "C")),
+    ("8:14", ("wm", "8:08")),
+    ("8:15", ("insert", "8:09", 5, "D")),
+    ("8:16", ("wm", "8:12")),
+    ("8:17", ("insert", "8:13", 1, "E")),
+    ("8:18", ("insert", "8:17", 6, "F")),
+    ("8:21", ("wm", "8:20")),
+]
+
+
+def paper_steps(table: str = "bid", price: Callable[[int], Any] = money) -> list[StepInput]:
+    steps = []
+    for ptime, event in DATA_SET:
+        if event[0] == "wm":
+            bound = at(event[1]) + LATENESS_MS
+            steps.append(StepInput({}, at(ptime), punctuations={table: [Punctuation(bound)]}))
+        else:
+            _, bidtime, amount, item = event
+            row = {"bidtime": at(bidtime), "price": price(amount), "item": item}
+            steps.append(StepInput({table: [row]}, at(ptime)))
+    return steps

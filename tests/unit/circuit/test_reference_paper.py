@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 from circuit_builders import (
+    DATA_SET,
+    LATENESS_MS,
     MINUTE_MS,
     MONEY,
     TIMESTAMP,
@@ -35,6 +37,7 @@ from circuit_builders import (
     make_view,
     materialize,
     money,
+    paper_steps,
     ref,
     tumble,
     values,
@@ -42,10 +45,9 @@ from circuit_builders import (
 )
 
 from app.circuit.ir import Column, EmitPolicy, SqlType, TimeAttribute, View
-from app.circuit.reference import Punctuation, Reference, StepInput, StepResult
+from app.circuit.reference import Reference, StepResult
 from app.circuit.windows import hop_starts, tumble_start
 
-LATENESS_MS = 10 * MINUTE_MS
 TIMESTAMP_NULL = TIMESTAMP.with_nullable(True)
 SUM_MONEY = SqlType("DECIMAL", True, 20, 2)  # SUM(DECIMAL(10, 2)), Spark's rule
 
@@ -54,34 +56,6 @@ BID = make_table(
     [Column("bidtime", TIMESTAMP), Column("price", MONEY), Column("item", VARCHAR)],
     lateness={"bidtime": LATENESS_MS},
 )
-
-# (processing time, ('insert', bidtime, price, item) | ('wm', watermark)): section 4's data set.
-DATA_SET: list[tuple[str, tuple[Any, ...]]] = [
-    ("8:07", ("wm", "8:05")),
-    ("8:08", ("insert", "8:07", 2, "A")),
-    ("8:12", ("insert", "8:11", 3, "B")),
-    ("8:13", ("insert", "8:05", 4, "C")),
-    ("8:14", ("wm", "8:08")),
-    ("8:15", ("insert", "8:09", 5, "D")),
-    ("8:16", ("wm", "8:12")),
-    ("8:17", ("insert", "8:13", 1, "E")),
-    ("8:18", ("insert", "8:17", 6, "F")),
-    ("8:21", ("wm", "8:20")),
-]
-
-
-def paper_steps() -> list[StepInput]:
-    steps = []
-    for ptime, event in DATA_SET:
-        if event[0] == "wm":
-            bound = at(event[1]) + LATENESS_MS
-            steps.append(StepInput({}, at(ptime), punctuations={"bid": [Punctuation(bound)]}))
-        else:
-            _, bidtime, price, item = event
-            row = {"bidtime": at(bidtime), "price": money(price), "item": item}
-            steps.append(StepInput({"bid": [row]}, at(ptime)))
-    return steps
-
 
 def run(view: View) -> list[StepResult]:
     reference = Reference(circuit([BID], [view]))
