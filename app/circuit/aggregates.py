@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections import Counter
-from decimal import Decimal
+from decimal import Context, Decimal, localcontext
 from typing import Any
 
 from app.circuit.ir import AggCall, SqlType
@@ -121,7 +121,9 @@ class Average(_Values):
         total, count = _exact_sum(inputs), len(inputs)
         name = self.result_type.name
         if name == "DECIMAL":
-            return conform(Decimal(total) / count, self.result_type)
+            with localcontext(Context(prec=100)):  # exact enough for DECIMAL(38) sums
+                exact = Decimal(total) / count
+            return conform(exact, self.result_type)
         if name in ("INT", "BIGINT"):
             if isinstance(total, int):
                 quotient = abs(total) // count
