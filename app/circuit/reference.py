@@ -577,6 +577,7 @@ class Reference:
 
     def step(self, step: StepInput) -> StepResult:
         """Run one step (S1): gate every table, update every view, emit, free state."""
+        self._check(step)
         dead: list[DeadLetter] = []
         deltas: dict[str, list[_Change]] = {}
         for table in self.circuit.tables:
@@ -611,6 +612,20 @@ class Reference:
             outputs=outputs,
             state_rows={name: len(rt.groups) for name, rt in self.views.items()},
         )
+
+    def _check(self, step: StepInput) -> None:
+        """A step naming an unknown table or column is a mistake in the test, never ignored."""
+        tables = {t.name: t for t in self.circuit.tables}
+        for name in [*step.rows, *step.punctuations]:
+            if name not in tables:
+                raise ValueError(f"step names table {name!r}, not in the program {sorted(tables)}")
+        for name, marks in step.punctuations.items():
+            columns = {lt.column for lt in tables[name].lateness}
+            for mark in marks:
+                if mark.column is not None and mark.column not in columns:
+                    raise ValueError(
+                        f"punctuation targets {name}.{mark.column}, which has no LATENESS"
+                    )
 
     def _gate_table(self, table: Table, step: StepInput, dead: list[DeadLetter]) -> list[_Change]:
         """S2/S5/S7 for one table, in the contract's order: invalid, future, late."""

@@ -21,7 +21,8 @@ EXPLAIN_DIR = ROOT / "docs" / "explain"
 
 
 @pytest.mark.parametrize("program", PIPELINES, ids=[p.stem for p in PIPELINES])
-def test_explain_text_matches_committed_docs(program: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_explain_text_matches_committed_docs(program: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     circuit = compile_program(Path("pipelines") / program.name)
     text = explain_text(circuit)

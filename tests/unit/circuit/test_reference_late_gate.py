@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from circuit_builders import (
     BIGINT,
     BIGINT_NULL,
@@ -43,6 +44,7 @@ from app.circuit.ir import (
 from app.circuit.reference import (
     DeadLetter,
     Punctuation,
+    Reference,
     StepInput,
     StepResult,
     evaluate,
@@ -389,3 +391,12 @@ def test_s8_filter_with_null_predicate_drops_the_row() -> None:
             {"date_time": at("10:02"), "credit_card": 3, "amount": None}]
     results = evaluate(circuit([PURCHASE], [view]), steps(rows))
     assert values(results, "big") == [purchase("10:01", amount=6)]
+
+
+def test_s1_a_step_naming_an_unknown_table_or_column_is_refused() -> None:
+    reference = Reference(circuit([PURCHASE], []))
+    with pytest.raises(ValueError, match="purchases"):
+        reference.step(StepInput({"purchases": [purchase("10:00")]}))
+    with pytest.raises(ValueError, match="no LATENESS"):
+        reference.step(StepInput({}, punctuations={
+            "purchase": [Punctuation(0, column="credit_card")]}))
