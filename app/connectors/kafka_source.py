@@ -45,6 +45,7 @@ __all__ = [
     "source_schema",
     "spark_type",
     "store_waterlines",
+    "topic_end_offsets",
 ]
 
 #: Columns the source adds after the table's own (all nullable).
@@ -184,6 +185,18 @@ def _consumer(conf: Mapping[str, str]) -> Any:
     return consumer
 
 
+def topic_end_offsets(conf: Mapping[str, str], topic: str) -> dict[int, int]:
+    """The current end (high watermark) of every partition of ``topic``."""
+    from confluent_kafka import TopicPartition
+
+    consumer = _consumer(conf)
+    metadata = consumer.list_topics(topic, timeout=30)
+    return {
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
+        for p in sorted(metadata.topics[topic].partitions)
+    }
+
+
 @dataclass
 class KafkaPartitionSlice(InputPartition):  # type: ignore[misc]
     """One Kafka partition's offsets [start, end) of one step, with the step's waterlines."""
@@ -214,6 +227,12 @@ class KafkaStreamReader(DataSourceStreamReader):  # type: ignore[misc]
         self.kafka_conf: dict[str, str] = json.loads(options["kafka"])
         self.state_dir = options["state_dir"]
         self.max_records = int(options.get("max_records_per_step", "200000"))
+        # ``tidemark run --once``: never read past the end offsets seen at start.
+        self.stop_at: dict[int, int] | None = (
+            {int(p): int(o) for p, o in json.loads(options["stop_at"]).items()}
+            if options.get("stop_at")
+            else None
+        )
         self._admin: Any = None
 
     def _partition_ends(self) -> dict[int, tuple[int, int]]:
@@ -234,6 +253,8 @@ class KafkaStreamReader(DataSourceStreamReader):  # type: ignore[misc]
             low, high = consumer.get_watermark_offsets(
                 TopicPartition(self.spec.topic, p), timeout=30, cached=False
             )
+            if self.stop_at is not None:
+                high = min(high, self.stop_at.get(p, 0))
             ends[p] = (low, high)
         return ends
 
@@ -265,14 +286,14 @@ class KafkaStreamReader(DataSourceStreamReader):  # type: ignore[misc]
         end: dict[str, int] = {}
         remaining = budget
         # Share the budget across partitions in proportion to what each has waiting.
-        for p, (low, _high) in sorted(ends.items()):
+        for p, (low, _) in sorted(ends.items()):
             begin = max(current.get(p, low), low)
             share = available[p] if budget == total else (available[p] * budget) // total
             share = min(share, remaining)
             end[str(p)] = begin + share
             remaining -= share
         if remaining > 0:
-            for p, (low, _high) in sorted(ends.items()):
+            for p in sorted(ends):
                 begin_end = end[str(p)]
                 extra = min(remaining, ends[p][1] - begin_end)
                 end[str(p)] = begin_end + extra

@@ -134,6 +134,7 @@ def plan_table(
     kafka_conf: Mapping[str, str],
     state_dir: str,
     max_records_per_step: int,
+    stop_at: Mapping[int, int] | None = None,
 ) -> TablePlan:
     spec = source_spec(table)
     source = (
@@ -142,6 +143,7 @@ def plan_table(
         .option("kafka", json.dumps(dict(kafka_conf)))
         .option("state_dir", state_dir)
         .option("max_records_per_step", str(max_records_per_step))
+        .option("stop_at", json.dumps({str(p): o for p, o in stop_at.items()}) if stop_at else "")
         .load()
     )
     columns = [c.name for c in table.columns]

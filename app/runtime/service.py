@@ -1,12 +1,14 @@
 """Run a compiled circuit on Spark: one streaming query per table, until stopped.
 
-``once=True`` processes everything available and stops (Spark's availableNow trigger), then a
+``once=True`` processes everything available and stops (the end offsets seen at
+start are the target; Python sources cannot use Spark's availableNow trigger), then a
 later call continues from the checkpoint: backfills and tests use it to control steps.
 SIGTERM (Kubernetes stopping the pod) lets the step in flight finish, then stops cleanly.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
@@ -22,6 +24,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from app.circuit.ir import Circuit
 from app.errors import KafkaError
+from app.connectors.kafka_source import topic_end_offsets
 from app.runtime.plan import check_supported, plan_table
 from app.runtime.session import spark_session
 from app.runtime.step_sink import StepMetrics, StepReport, StepSink
@@ -89,8 +92,9 @@ class Service:
     queries: list[StreamingQuery] = field(default_factory=list)
     spark: SparkSession | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
+    _targets: dict[str, dict[int, int]] = field(default_factory=dict)
 
-    def start(self, once: bool = False) -> None:
+    def start(self, once: bool = False, listener: Any = None) -> None:
         check_supported(self.circuit)
         ensure_topics(self.circuit, self.kafka_conf)
         started = time.monotonic()
@@ -98,9 +102,13 @@ class Service:
         log.info(
             "spark.started", master=self.spark_master, seconds=round(time.monotonic() - started, 1)
         )
+        if listener is not None:
+            self.spark.streams.addListener(listener)
+        self._targets = {}
         for table in self.circuit.tables:
             base = self.checkpoint / table.name
             state_dir = str(base / "tidemark")
+            stop_at = topic_end_offsets(self.kafka_conf, table.topic) if once else None
             plan = plan_table(
                 self.spark,
                 self.circuit,
@@ -108,21 +116,37 @@ class Service:
                 self.kafka_conf,
                 state_dir,
                 self.max_records_per_step,
+                stop_at,
             )
             sink = StepSink(plan, self.kafka_conf, state_dir, self.metrics, self.on_step)
-            writer = (
+            interval = 0 if once else self.trigger_interval_ms
+            query = (
                 plan.frame.writeStream.foreachBatch(sink)
                 .queryName(f"tidemark-{table.name}")
                 .option("checkpointLocation", str(base / "spark"))
                 .outputMode("append")
+                .trigger(processingTime=f"{interval} milliseconds")
+                .start()
             )
-            writer = (
-                writer.trigger(availableNow=True)
-                if once
-                else writer.trigger(processingTime=f"{self.trigger_interval_ms} milliseconds")
-            )
-            self.queries.append(writer.start())
+            self.queries.append(query)
+            if stop_at is not None:
+                self._targets[query.id] = stop_at
             log.info("query.started", table=table.name, topic=table.topic, checkpoint=str(base))
+
+    def query_topics(self) -> dict[str, str]:
+        """Query name -> input topic, for the input-lag probe."""
+        return {f"tidemark-{t.name}": t.topic for t in self.circuit.tables}
+
+    def state_views(self) -> dict[str, list[str | None]]:
+        """Query name -> the view of each stateful operator, in plan order."""
+        return {
+            f"tidemark-{t.name}": [
+                v.name
+                for v in self.circuit.views
+                if not v.is_stateless and self.circuit.root_table(v.name).name == t.name
+            ]
+            for t in self.circuit.tables
+        }
 
     def request_stop(self, *_: Any) -> None:
         """Signal handler: finish the step in flight, then stop (SIGTERM, SIGINT)."""
@@ -140,7 +164,7 @@ class Service:
         """Block until every query ends (``once``), a stop is requested, or the timeout."""
         deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
         while not self._stopping.is_set():
-            if all(not q.isActive for q in self.queries):
+            if all(not q.isActive or self._caught_up(q) for q in self.queries):
                 break
             for q in self.queries:
                 if q.exception() is not None:
@@ -150,6 +174,31 @@ class Service:
                 break
             time.sleep(0.2)
         self.stop()
+
+    def _caught_up(self, query: StreamingQuery) -> bool:
+        """``--once``: the query committed the end offsets seen at start and is idle (Spark
+        has also run the no-data step that evicts state once the waterline moved)."""
+        target = self._targets.get(query.id)
+        if target is None:
+            return False
+        status = query.status
+        if status.get("isTriggerActive") or status.get("isDataAvailable"):
+            return False
+        progress = query.lastProgress
+        if not target or not any(target.values()):
+            return progress is not None
+        if progress is None:
+            return False
+        end = progress["sources"][0].get("endOffset")
+        if not end:
+            return False
+        done = json.loads(end) if isinstance(end, str) else end
+        reached = {int(p): int(o) for p, o in done.get("partitions", {}).items()}
+        if any(reached.get(p, 0) < o for p, o in target.items()):
+            return False
+        # Wait out the no-data step Spark runs right after a watermark move.
+        time.sleep(0.3)
+        return not query.status.get("isTriggerActive") and query.lastProgress == progress
 
     def stop(self, drain_seconds: float = 120) -> None:
         """Let each query finish the step in flight, then stop it."""

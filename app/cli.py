@@ -1,0 +1,217 @@
+"""The ``tidemark`` command: one ``compile_program()`` -> ``run()`` path (STYLE habit 1).
+
+Every user error (a broken program, bad configuration, an unreachable broker, a missing topic)
+is a :class:`~app.errors.TidemarkError` and is printed as one clear message with exit code 2,
+never a stack trace. A program is compiled and checked before Spark starts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from app.errors import ProgramError, TidemarkError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="tidemark",
+    help="Streaming SQL over Kafka with LATENESS, waterlines and dead letters, on Spark.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _fail(exc: TidemarkError) -> None:
+    if isinstance(exc, ProgramError):
+        for diagnostic in exc.diagnostics:
+            typer.echo(str(diagnostic), err=True)
+        count = sum(1 for d in exc.diagnostics if d.severity == "error")
+        typer.echo(f"tidemark: the program was rejected ({count} error(s))", err=True)
+    else:
+        typer.echo(f"tidemark: error: {exc}", err=True)
+    raise typer.Exit(2)
+
+
+def _compile(program: Path) -> Any:
+    from app.program.compile import compile_program
+
+    if not program.is_file():
+        raise TidemarkError(f"program file {program} does not exist")
+    started = time.monotonic()
+    circuit = compile_program(program)
+    from app.observability.logging import get_logger
+
+    log = get_logger("tidemark.cli")
+    for warning in circuit.warnings:
+        typer.echo(str(warning), err=True)
+    log.info(
+        "program.compiled",
+        program=str(program),
+        tables=len(circuit.tables),
+        views=len(circuit.views),
+        seconds=round(time.monotonic() - started, 3),
+    )
+    return circuit
+
+
+@app.command()
+def explain(
+    program: Annotated[Path, typer.Argument(help="The SQL program file.")],
+    format: Annotated[str, typer.Option("--format", help="text or json")] = "text",
+) -> None:
+    """Print the compiled circuit: waterlines, what is late, state and when it is freed."""
+    from app.circuit.explain import explain_json, explain_text
+    from app.observability.logging import configure_logging
+
+    configure_logging("console", "warning")
+    try:
+        circuit = _compile(program)
+    except TidemarkError as exc:
+        _fail(exc)
+    if format == "json":
+        typer.echo(json.dumps(explain_json(circuit), indent=2, sort_keys=False))
+    elif format == "text":
+        typer.echo(explain_text(circuit), nl=False)
+    else:
+        _fail(TidemarkError(f"--format must be text or json, not {format!r}"))
+
+
+@app.command()
+def run(
+    program: Annotated[Path | None, typer.Argument(help="The SQL program file.")] = None,
+    bootstrap_servers: Annotated[str | None, typer.Option(help="Kafka bootstrap servers.")] = None,
+    checkpoint: Annotated[Path | None, typer.Option(help="Checkpoint directory.")] = None,
+    once: Annotated[
+        bool, typer.Option("--once", help="Process everything available now, then stop.")
+    ] = False,
+    spark_master: Annotated[str | None, typer.Option(help="Spark master URL.")] = None,
+    metrics_port: Annotated[int | None, typer.Option(help="Port of /metrics, /healthz.")] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML config file.")] = None,
+    max_records_per_step: Annotated[int | None, typer.Option(help="Records per step.")] = None,
+) -> None:
+    """Run a program: read its tables' topics, write its views and dead letters."""
+    from app.config import load_settings
+    from app.observability.logging import configure_logging
+
+    try:
+        settings = load_settings(
+            config,
+            program=program,
+            bootstrap_servers=bootstrap_servers,
+            checkpoint=checkpoint,
+            spark_master=spark_master,
+            metrics_port=metrics_port,
+            max_records_per_step=max_records_per_step,
+        )
+        configure_logging(settings.log_format, settings.log_level)
+        if settings.program is None:
+            raise TidemarkError("no program: give PROGRAM or set TIDEMARK_PROGRAM")
+        circuit = _compile(settings.program)
+        _run(circuit, settings, once)
+    except TidemarkError as exc:
+        _fail(exc)
+
+
+def _run(circuit: Any, settings: Any, once: bool) -> None:
+    from app import __version__
+    from app.observability.listener import InputLagProbe, TidemarkQueryListener
+    from app.observability.logging import get_logger
+    from app.observability.metrics import TidemarkMetrics
+    from app.observability.server import BrokerReachability, MetricsServer, Readiness
+    from app.runtime.service import Service
+
+    log = get_logger("tidemark.cli")
+    kafka_conf = settings.kafka_config()
+    metrics = TidemarkMetrics()
+    metrics.set_build_info(__version__, str(settings.program))
+    service = Service(
+        circuit,
+        kafka_conf,
+        settings.checkpoint,
+        settings.spark_master,
+        settings.trigger_interval_ms,
+        settings.max_records_per_step,
+        settings.shuffle_partitions,
+        metrics,
+    )
+    listener = TidemarkQueryListener(
+        metrics,
+        service.state_views(),
+        InputLagProbe(metrics, kafka_conf),
+        service.query_topics(),
+        observe_step_duration=False,
+    )
+    server = MetricsServer(
+        metrics.registry,
+        Readiness(listener.queries_running, BrokerReachability(kafka_conf)),
+        port=settings.metrics_port,
+    ).start()
+    service.install_signal_handlers()
+    try:
+        service.start(once=once, listener=listener)
+        log.info("service.running", once=once, metrics_port=server.port)
+        service.wait()
+    finally:
+        service.shutdown()
+        server.stop()
+    log.info("service.stopped")
+
+
+@app.command()
+def punctuate(
+    topic: Annotated[str, typer.Option(help="The input topic of the quiet table.")],
+    bound: Annotated[str, typer.Option(help="Time bound: ISO-8601 or epoch milliseconds.")],
+    column: Annotated[str | None, typer.Option(help="Only this LATENESS column.")] = None,
+    partition: Annotated[int | None, typer.Option(help="Partition (default: all).")] = None,
+    bootstrap_servers: Annotated[str | None, typer.Option(help="Kafka bootstrap servers.")] = None,
+) -> None:
+    """Send a punctuation (SPEC S4): moves a quiet table's waterline like a row would."""
+    from app.config import load_settings
+    from app.connectors.late_gate import BOUND_HEADER, parse_bound
+    from app.connectors.punctuation import send_punctuation
+
+    try:
+        settings = load_settings(None, bootstrap_servers=bootstrap_servers)
+        try:
+            parse_bound(bound)
+        except ValueError as exc:
+            raise TidemarkError(f"--bound {bound!r} is not ISO-8601 or epoch ms: {exc}") from exc
+        header = f"{BOUND_HEADER}.{column}" if column else BOUND_HEADER
+        sent = send_punctuation(settings.kafka_config(), topic, header, bound, partition)
+        typer.echo(f"sent {header}={bound} to {topic} partition(s) {sent}")
+    except TidemarkError as exc:
+        _fail(exc)
+
+
+@app.command()
+def demo(
+    duration_seconds: Annotated[int, typer.Option(help="How long to generate events.")] = 45,
+    rate: Annotated[int, typer.Option(help="Events per second.")] = 200,
+    late_fraction: Annotated[float, typer.Option(help="Share of events sent late.")] = 0.03,
+    seed: Annotated[int, typer.Option(help="Random seed of the generator.")] = 7,
+) -> None:
+    """Start a local Kafka broker, generate out-of-order purchases and run purchases.sql."""
+    from app.demo import run_demo
+    from app.observability.logging import configure_logging
+
+    configure_logging("console", "warning")
+    try:
+        ok = run_demo(duration_seconds, rate, late_fraction, seed)
+    except TidemarkError as exc:
+        _fail(exc)
+    raise typer.Exit(0 if ok else 1)
+
+
+def main() -> None:
+    app(prog_name="tidemark")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""Send punctuation records (SPEC S4): a null value with a ``tidemark.bound`` header.
+
+A quiet producer's table would otherwise never advance its waterline, so its windows would
+never close. A punctuation goes to every partition by default, since each step's waterline
+is the maximum over all partitions read in that step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from app.errors import KafkaError
+
+__all__ = ["send_punctuation"]
+
+
+def send_punctuation(
+    conf: Mapping[str, str], topic: str, header: str, bound: str, partition: int | None = None
+) -> list[int]:
+    from confluent_kafka import Producer
+
+    producer = Producer({**conf, "acks": "all", "log_level": 3})
+    metadata = producer.list_topics(topic, timeout=15)
+    info = metadata.topics.get(topic)
+    if info is None or info.error is not None:
+        raise KafkaError(f"topic {topic} does not exist")
+    partitions = sorted(info.partitions) if partition is None else [partition]
+    errors: list[str] = []
+    for p in partitions:
+        producer.produce(
+            topic,
+            value=None,
+            key=None,
+            partition=p,
+            headers=[(header, bound.encode())],
+            on_delivery=lambda err, _m: errors.append(str(err)) if err else None,
+        )
+    if producer.flush(30) or errors:
+        raise KafkaError(f"punctuation to {topic} not acknowledged: {errors[:3]}")
+    return partitions
