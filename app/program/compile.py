@@ -114,6 +114,7 @@ class _Compiler:
                        if name in table_names else "LATENESS view.column names a view")
                 self.error(CompileFailure(items[0].position, f"unknown view {name} in LATENESS",
                                           fix))
+        failed: set[str] = set()
         for decl in decls:
             try:
                 if isinstance(decl, TableDecl):
@@ -121,7 +122,12 @@ class _Compiler:
                 elif isinstance(decl, ViewDecl):
                     self._view(decl, view_lateness.get(decl.name, []))
             except CompileFailure as failure:
-                self.error(failure)
+                if isinstance(decl, (TableDecl, ViewDecl)):
+                    failed.add(decl.name)
+                # A view over a relation that already failed would only repeat that error.
+                if not any(failure.message == f"unknown table or view {name}"
+                           for name in failed):
+                    self.error(failure)
         if self.errors:
             raise ProgramError(sorted(self.errors, key=lambda d: (d.position.line,
                                                                  d.position.column)))

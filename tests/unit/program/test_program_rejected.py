@@ -63,3 +63,13 @@ def test_l7_errors_of_several_statements_are_reported_together() -> None:
 def test_l7_missing_file_is_a_program_error() -> None:
     with pytest.raises(ProgramError, match="cannot read the program"):
         compile_program("does/not/exist.sql")
+
+
+def test_l7_a_failed_table_does_not_cascade_into_its_views() -> None:
+    text = (
+        "CREATE TABLE t (ts TIMESTAMP LATENESS INTERVAL '1' HOUR) WITH ('topic' = 't');\n"
+        "CREATE VIEW a AS SELECT ts FROM t;\n"
+    )
+    with pytest.raises(ProgramError) as info:
+        compile_program("p.sql", text)
+    assert [d.message for d in info.value.diagnostics] == ["LATENESS on nullable column t.ts"]
