@@ -155,11 +155,18 @@ class PrometheusServer:
         promql: str,
         until: Callable[[list[dict[str, Any]]], bool] = bool,
         timeout_seconds: float = 60,
+        alive: Callable[[], bool] = lambda: True,
     ) -> list[dict[str, Any]]:
-        """Poll ``promql`` until ``until(result)`` holds; fails the test with the last result."""
+        """Poll ``promql`` until ``until(result)`` holds; fails the test with the last result.
+
+        ``alive`` is checked on every poll, so a scraped process that died fails the test at
+        once instead of after the timeout.
+        """
         deadline = time.monotonic() + timeout_seconds
         result: list[dict[str, Any]] = []
         while time.monotonic() < deadline:
+            if not alive():
+                pytest.fail(f"the scraped process ended while waiting for {promql!r}")
             result = self.query(promql)
             if until(result):
                 return result
