@@ -933,7 +933,8 @@ def plan_query(source: SourceText, tokens: Sequence[Token], relations: dict[str,
                                  "compare the value, e.g. WHERE x <> 0")
         operators.append(Filter(predicate))
 
-    items = list(select.expressions)
+    items = [exp.Star() if isinstance(i, exp.Column) and isinstance(i.this, exp.Star) else i
+             for i in select.expressions]  # t.* is * (there is one relation)
     if len(items) == 1 and isinstance(items[0], exp.Star):
         items = [exp.Column(this=exp.Identifier(this=c, quoted=True)) for c in columns]
     elif any(isinstance(i, exp.Star) for i in items):
