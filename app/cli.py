@@ -8,7 +8,6 @@ never a stack trace. A program is compiled and checked before Spark starts.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -214,4 +213,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -52,7 +52,8 @@ class KafkaSecurity(BaseSettings):
         if self.security_protocol.startswith("SASL"):
             if not (self.sasl_mechanism and self.sasl_username and self.sasl_password):
                 raise ConfigError(
-                    f"security protocol {self.security_protocol} needs TIDEMARK_KAFKA_SASL_MECHANISM,"
+                    f"security protocol {self.security_protocol} needs"
+                    " TIDEMARK_KAFKA_SASL_MECHANISM,"
                     " TIDEMARK_KAFKA_SASL_USERNAME and TIDEMARK_KAFKA_SASL_PASSWORD"
                 )
             conf["sasl.mechanism"] = self.sasl_mechanism

@@ -23,53 +23,14 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 from app.connectors.avro_codec import AvroCodec
+from app.connectors.topic_reader import read_topic
 from app.local_kafka import LocalKafka
 from app.runtime.step_sink import StepReport
 
-__all__ = ["read_topic", "run_demo"]
+__all__ = ["run_demo"]
 
 PROGRAM = Path(__file__).resolve().parent.parent / "pipelines" / "purchases.sql"
 HOUR_MS = 3_600_000
-
-
-def read_topic(conf: dict[str, str], topic: str, timeout_seconds: float = 30) -> list[Any]:
-    """Every record of ``topic`` from the beginning to its current end (read_committed)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            **conf,
-            "group.id": "tidemark-demo-check",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "log_level": 3,
-        }
-    )
-    try:
-        metadata = consumer.list_topics(topic, timeout=10)
-        partitions = sorted(metadata.topics[topic].partitions)
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in partitions
-        }
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        records: list[Any] = []
-        done = {p for p, end in ends.items() if end == 0}
-        deadline = time.monotonic() + timeout_seconds
-        while len(done) < len(partitions) and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, timeout=0.5):
-                if msg.error() is not None:
-                    continue
-                records.append(msg)
-                if msg.offset() >= ends[msg.partition()] - 1:
-                    done.add(msg.partition())
-            for p in partitions:
-                position = consumer.position([TopicPartition(topic, p)])[0].offset
-                if position >= ends[p]:
-                    done.add(p)
-        return records
-    finally:
-        consumer.close()
 
 
 class _Generator:
@@ -131,7 +92,7 @@ def _warm_up(generator: _Generator, service: Any, timeout_seconds: float = 180) 
 
 
 def run_demo(duration_seconds: int, rate: int, late_fraction: float, seed: int) -> bool:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     from app.program.compile import compile_program
     from app.runtime.service import Service

@@ -15,7 +15,7 @@ INT/BIGINT), so the waterline formula of SPEC S3 is one subtraction for every ty
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 __all__ = [
     "AggCall",
@@ -146,7 +146,7 @@ class Case:
     type: SqlType
 
 
-Expr = Union[ColumnRef, Literal_, Call, Cast, Case]
+Expr = ColumnRef | Literal_ | Call | Cast | Case
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,7 +199,7 @@ class Aggregate:
     aggregates: tuple[tuple[str, AggCall], ...]
 
 
-Operator = Union[Filter, Project, Window, Aggregate]
+Operator = Filter | Project | Window | Aggregate
 
 
 # ---------------------------------------------------------------------------------------------

@@ -171,7 +171,8 @@ def _consumer(conf: Mapping[str, str]) -> Any:
         consumer = Consumer(
             {
                 **conf,
-                "group.id": "tidemark-source",  # required by librdkafka; offsets are never committed
+                # librdkafka needs a group.id; offsets are never committed (Spark keeps them).
+                "group.id": "tidemark-source",
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "auto.offset.reset": "earliest",
@@ -187,18 +188,21 @@ def _consumer(conf: Mapping[str, str]) -> Any:
 
 def topic_end_offsets(conf: Mapping[str, str], topic: str) -> dict[int, int]:
     """The current end (high watermark) of every partition of ``topic``."""
-    from confluent_kafka import TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 
-    consumer = _consumer(conf)
-    metadata = consumer.list_topics(topic, timeout=30)
-    return {
-        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
-        for p in sorted(metadata.topics[topic].partitions)
-    }
+    consumer = Consumer({**conf, "group.id": "tidemark-end-offsets", "log_level": 3})
+    try:
+        metadata = consumer.list_topics(topic, timeout=30)
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in sorted(metadata.topics[topic].partitions)
+        }
+    finally:
+        consumer.close()
 
 
 @dataclass
-class KafkaPartitionSlice(InputPartition):  # type: ignore[misc]
+class KafkaPartitionSlice(InputPartition):
     """One Kafka partition's offsets [start, end) of one step, with the step's waterlines."""
 
     partition: int
@@ -221,7 +225,7 @@ class KafkaPartitionSlice(InputPartition):  # type: ignore[misc]
         self.step, self.wall_clock_ms, self.waterlines = step, wall_clock_ms, waterlines
 
 
-class KafkaStreamReader(DataSourceStreamReader):  # type: ignore[misc]
+class KafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.spec = SourceSpec.from_json(json.loads(options["spec"]))
         self.kafka_conf: dict[str, str] = json.loads(options["kafka"])
@@ -452,7 +456,7 @@ def _to_batch(
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-class KafkaSource(DataSource):  # type: ignore[misc]
+class KafkaSource(DataSource):
     """``spark.readStream.format("tidemark-kafka")`` with options ``spec`` (SourceSpec JSON),
     ``kafka`` (librdkafka settings JSON), ``state_dir`` and ``max_records_per_step``."""
 

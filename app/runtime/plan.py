@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -50,7 +50,10 @@ def _kind(t: SqlType) -> str:
     }[t.name]
 
 
-def time_unit(t: SqlType) -> str:
+TimeUnit = Literal["ms", "integer"]
+
+
+def time_unit(t: SqlType) -> TimeUnit:
     """'ms' for TIMESTAMP waterlines, 'integer' for INT/BIGINT ones."""
     return "ms" if t.name == "TIMESTAMP" else "integer"
 
@@ -122,8 +125,7 @@ def view_frame(view: View, inputs: Mapping[str, DataFrame], table: Table) -> Dat
         elif isinstance(op, Aggregate):
             from app.runtime.aggregate import aggregate_frame
 
-            df = aggregate_frame(df, view, op, table)
-            return df
+            return aggregate_frame(df, view, op, table)
     return df
 
 

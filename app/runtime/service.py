@@ -20,11 +20,11 @@ from typing import Any
 
 import structlog
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from app.circuit.ir import Circuit
-from app.errors import KafkaError
 from app.connectors.kafka_source import topic_end_offsets
+from app.errors import KafkaError
 from app.runtime.plan import check_supported, plan_table
 from app.runtime.session import spark_session
 from app.runtime.step_sink import StepMetrics, StepReport, StepSink
@@ -37,7 +37,7 @@ log = structlog.get_logger("tidemark.service")
 def ensure_topics(circuit: Circuit, kafka_conf: Mapping[str, str], timeout: float = 30) -> None:
     """Input topics must exist (a clear error otherwise); output and dead-letter topics are
     created when missing, with as many partitions as their table's input topic."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({**kafka_conf, "log_level": 3})
     try:

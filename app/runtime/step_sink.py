@@ -29,7 +29,7 @@ from app.circuit.ir import Table
 from app.connectors.kafka_sink import SUMMARY_SCHEMA, format_time_value, produce_partition
 from app.connectors.kafka_source import load_waterlines, store_waterlines
 from app.observability.logging import LateRowLog, log_dead_letters
-from app.runtime.plan import TablePlan, table_units, time_unit
+from app.runtime.plan import TablePlan, TimeUnit, table_units, time_unit
 
 __all__ = ["StepReport", "StepSink"]
 
@@ -40,7 +40,7 @@ class StepMetrics(Protocol):
     """What the sink reports to (app.observability.metrics.TidemarkMetrics)."""
 
     def set_waterline(
-        self, table: str, column: str, value: int | None, unit: str, now_ms: int
+        self, table: str, column: str, value: int | None, unit: TimeUnit, now_ms: int
     ) -> None: ...
     def add_input(self, table: str, topic: str, n: int) -> None: ...
     def add_dead_letters(self, table: str, reason: str, n: int) -> None: ...

@@ -1,0 +1,47 @@
+# Tidemark: the two commands of the README quick start, and the checks they build on.
+# Needs only Python 3.11, Java 17 and Maven on the machine; everything else is installed here.
+
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+DEMO_SECONDS ?= 45
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint typecheck setup kafka tools clean
+
+# The virtual environment, reinstalled only when pyproject.toml changes.
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing Tidemark and its dependencies into $(VENV) (first run only)..."
+	@$(BIN)/pip install --quiet --upgrade pip
+	@$(BIN)/pip install --quiet -e '.[dev]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+setup: $(STAMP) kafka
+
+kafka:
+	@bash scripts/fetch-kafka.sh
+
+tools:
+	@bash scripts/install-prometheus.sh
+	@bash scripts/install-k8s-tools.sh
+
+# The example pipeline end to end: local Kafka broker, local Spark, generated events.
+demo: setup
+	@$(BIN)/tidemark demo --duration-seconds $(DEMO_SECONDS)
+
+# Unit and property tests first (fast), then the end-to-end tests (real broker and Spark).
+test: setup tools
+	@bash scripts/run-tests.sh $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	@$(BIN)/ruff check app tests loadtests
+	@$(BIN)/mypy app
+
+typecheck: $(STAMP)
+	@$(BIN)/mypy app
+
+clean:
+	rm -rf $(VENV) .cache var .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,52 @@
+"""Read a whole topic as a consumer of Tidemark's output would (read_committed).
+
+Used by the demo's summary and by the end-to-end tests to check what really reached Kafka.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+__all__ = ["read_topic"]
+
+
+def read_topic(conf: dict[str, str], topic: str, timeout_seconds: float = 30) -> list[Any]:
+    """Every record of ``topic`` from the beginning to its current end (read_committed)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            **conf,
+            "group.id": "tidemark-topic-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "log_level": 3,
+        }
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=10)
+        partitions = sorted(metadata.topics[topic].partitions)
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in partitions
+        }
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        records: list[Any] = []
+        done = {p for p, end in ends.items() if end == 0}
+        deadline = time.monotonic() + timeout_seconds
+        while len(done) < len(partitions) and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=0.5):
+                if msg.error() is not None:
+                    continue
+                records.append(msg)
+                partition, offset = msg.partition(), msg.offset()
+                if partition is not None and offset is not None and offset >= ends[partition] - 1:
+                    done.add(partition)
+            for p in partitions:
+                position = consumer.position([TopicPartition(topic, p)])[0].offset
+                if position >= ends[p]:
+                    done.add(p)
+        return records
+    finally:
+        consumer.close()

@@ -1,0 +1,97 @@
+"""Fixtures shared by every test package: the one Kafka broker fixture and Spark.
+
+The broker is, in order: the cluster in ``KAFKA_BOOTSTRAP_SERVERS`` when set; else a
+testcontainers Kafka when a Docker engine answers; else the local KRaft broker started from
+the jars that ``scripts/fetch-kafka.sh`` fetched. Never a mock. One broker serves the whole
+session; tests isolate themselves with unique topic names (``unique_topic``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Broker:
+    """What a test needs of a broker, whichever kind it is."""
+
+    bootstrap_servers: str
+    kind: str
+    extra: dict[str, str] = field(default_factory=dict)
+    local: Any = None
+
+    def client_config(self) -> dict[str, str]:
+        return dict(self.extra)
+
+    def conf(self) -> dict[str, str]:
+        return {"bootstrap.servers": self.bootstrap_servers, **self.extra}
+
+    def create_topic(self, name: str, partitions: int = 1) -> str:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({**self.conf(), "log_level": 3})
+        admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+        return name
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker  # type: ignore[import-untyped]
+
+        docker.from_env(timeout=3).ping()
+        return True
+    except Exception:  # noqa: BLE001 - any failure means "no Docker here"
+        return False
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[Broker]:
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        yield Broker(external, "external")
+        return
+    if _docker_answers():
+        from testcontainers.kafka import KafkaContainer  # type: ignore[import-untyped]
+
+        with KafkaContainer() as container:
+            yield Broker(container.get_bootstrap_server(), "testcontainers")
+        return
+    subprocess.run(["bash", str(ROOT / "scripts" / "fetch-kafka.sh")], check=True)
+    from app.local_kafka import LocalKafka
+
+    broker = LocalKafka().start()
+    try:
+        yield Broker(broker.bootstrap_servers, "local", local=broker)
+    finally:
+        broker.cleanup()
+
+
+@pytest.fixture
+def unique_topic(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """``unique_topic("purchases")`` -> a topic name no other test uses."""
+    tag = uuid.uuid4().hex[:8]
+
+    def make(base: str) -> str:
+        return f"{request.node.name[:40]}.{base}.{tag}".replace("[", "-").replace("]", "")
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local Spark session for the test run (starting one costs several seconds)."""
+    from app.runtime.session import spark_session
+
+    session = spark_session("local[2]", shuffle_partitions=2)
+    yield session
+    session.stop()
