@@ -224,6 +224,20 @@ def test_part_m_monitoring_objects_ship_the_observability_files(k8s_tools: K8sTo
             assert json.loads(cm["data"][path.name]) == json.loads(path.read_text())
 
 
+def test_s15_checkpoint_without_persistence_is_scratch_in_local_mode(k8s_tools: K8sTools) -> None:
+    """persistence.enabled=false: no claim; the checkpoint sits in the pod's work emptyDir."""
+    docs = _docs(_render(k8s_tools, None, "checkpoint.persistence.enabled=false"))
+    sts = _one(docs, "StatefulSet")
+    assert "volumeClaimTemplates" not in sts["spec"]
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert mounts["/var/lib/tidemark"] == "work"
+    assert "/var/lib/tidemark/checkpoint" not in mounts
+    result = _helm(k8s_tools, "template", "tm", str(CHART), "--set", "spark.mode=kubernetes",
+                   "--set", "checkpoint.persistence.enabled=false")
+    assert result.returncode != 0 and "shared volume" in result.stderr
+
+
 def test_issue8_default_values_leave_crds_off(k8s_tools: K8sTools) -> None:
     kinds = [d["kind"] for d in _docs(_render(k8s_tools, None))]
     assert not set(CRDS) & set(kinds)

@@ -57,9 +57,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default (printf "%s-program" (include "tidemark.fullname" .)) .Values.program.existingConfigMap }}
 {{- end }}
 
-{{/* The claim holding the checkpoint, "" when the checkpoint is an object-store URI. */}}
+{{/* The claim holding the checkpoint, "" when persistence is off (an emptyDir, local mode only). */}}
 {{- define "tidemark.checkpointClaim" -}}
-{{- if and (not .Values.checkpoint.uri) .Values.checkpoint.persistence.enabled }}
+{{- if .Values.checkpoint.persistence.enabled }}
 {{- if .Values.checkpoint.persistence.existingClaim }}
 {{- .Values.checkpoint.persistence.existingClaim }}
 {{- else }}
@@ -69,7 +69,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{- define "tidemark.checkpoint" -}}
-{{- default .Values.checkpoint.mountPath .Values.checkpoint.uri }}
+{{- .Values.checkpoint.mountPath }}
 {{- end }}
 
 {{/* Settings the chart refuses, with the reason, before anything is applied. */}}
@@ -86,9 +86,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and (not .Values.program.existingConfigMap) (not .Values.program.inline) }}
 {{- fail "set program.inline (the SQL text) or program.existingConfigMap" }}
 {{- end }}
-{{- if and (eq .Values.spark.mode "kubernetes") (not .Values.checkpoint.uri) }}
+{{- if eq .Values.spark.mode "kubernetes" }}
 {{- if not .Values.checkpoint.persistence.enabled }}
-{{- fail "spark.mode=kubernetes needs a shared checkpoint: checkpoint.uri or checkpoint.persistence" }}
+{{- fail "spark.mode=kubernetes needs the checkpoint on a shared volume: checkpoint.persistence" }}
 {{- end }}
 {{- if and (not .Values.checkpoint.persistence.existingClaim) (not (has "ReadWriteMany" .Values.checkpoint.persistence.accessModes)) }}
 {{- fail "spark.mode=kubernetes: executors write state into the checkpoint, so its volume must be ReadWriteMany (checkpoint.persistence.accessModes) or an existingClaim that is" }}
