@@ -11,6 +11,7 @@ endpoints, graceful shutdown, secrets only by reference.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -114,7 +115,8 @@ def test_issue8_executor_pod_template_is_a_valid_pod(k8s_tools: K8sTools) -> Non
     }
     claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"]
               if "persistentVolumeClaim" in v]
-    assert claims == ["checkpoint-tm-tidemark-0"]
+    assert claims == ["checkpoint-tm-tidemark-0"]  # the driver's claim: one shared checkpoint
+    assert env["TIDEMARK_CHECKPOINT"]["value"] == "/var/lib/tidemark/checkpoint/v1"
 
 
 def test_s15_one_driver_per_checkpoint_with_probes_and_graceful_shutdown(
@@ -134,7 +136,7 @@ def test_s15_one_driver_per_checkpoint_with_probes_and_graceful_shutdown(
     assert container["startupProbe"]["httpGet"]["path"] == "/healthz"
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["TIDEMARK_METRICS_PORT"] == str(ports["metrics"])
-    assert env["TIDEMARK_CHECKPOINT"] == "/var/lib/tidemark/checkpoint"
+    assert env["TIDEMARK_CHECKPOINT"] == "/var/lib/tidemark/checkpoint/v1"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert {"/tmp", "/var/lib/tidemark", "/var/lib/tidemark/checkpoint"} <= mounts
@@ -254,6 +256,7 @@ def test_issue8_default_values_leave_crds_off(k8s_tools: K8sTools) -> None:
         (("kafka.securityProtocol=SSL",), "kafka.tls.existingSecret"),
         (("spark.mode=kubernetes",), "ReadWriteMany"),
         (("program.inline=",), "program.inline"),
+        (("checkpoint.name=../other",), "checkpoint.name"),
     ],
 )
 def test_issue8_chart_refuses_inconsistent_values(
@@ -279,3 +282,25 @@ def test_issue8_chart_env_names_are_settings(k8s_tools: K8sTools) -> None:
         container = _one(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
         names = {e["name"] for e in container["env"] if e["name"].startswith("TIDEMARK_")}
         assert names <= known, (mode, names - known)
+
+
+@pytest.mark.parametrize("mode", list(VALUES))
+def test_issue8_notes_render(k8s_tools: K8sTools, mode: str, tmp_path: Path) -> None:
+    """NOTES.txt renders (helm template skips it and `helm install` needs a cluster): a copy of
+    the chart renders it through `tpl` into a ConfigMap, with the same values and context."""
+    chart = tmp_path / "tidemark"
+    shutil.copytree(CHART, chart)
+    (chart / "notes-under-test.txt").write_text((CHART / "templates" / "NOTES.txt").read_text())
+    (chart / "templates" / "zz-notes.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n"
+        '  notes: {{ tpl (.Files.Get "notes-under-test.txt") . | quote }}\n'
+    )
+    args = ["template", "tm", str(chart), "--namespace", "streaming",
+            "--show-only", "templates/zz-notes.yaml"]
+    result = _helm(k8s_tools, *args, values=VALUES[mode])
+    assert result.returncode == 0, result.stderr
+    notes = yaml.safe_load(result.stdout)["data"]["notes"]
+    assert "kubectl -n streaming logs -f tm-tidemark-0" in notes
+    assert "/var/lib/tidemark/checkpoint/v1" in notes
+    if mode == "kubernetes":
+        assert "3 executor pods named tm-tidemark-exec-*" in notes

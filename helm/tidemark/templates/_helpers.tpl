@@ -69,11 +69,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{- define "tidemark.checkpoint" -}}
-{{- .Values.checkpoint.mountPath }}
+{{- printf "%s/%s" (trimSuffix "/" .Values.checkpoint.mountPath) .Values.checkpoint.name }}
 {{- end }}
 
 {{/* Settings the chart refuses, with the reason, before anything is applied. */}}
 {{- define "tidemark.validate" -}}
+{{- if not (regexMatch "^[A-Za-z0-9][A-Za-z0-9._-]*$" (toString .Values.checkpoint.name)) }}
+{{- fail "checkpoint.name must be a plain directory name (letters, digits, . _ -)" }}
+{{- end }}
 {{- if not (has .Values.spark.mode (list "local" "kubernetes")) }}
 {{- fail (printf "spark.mode must be local or kubernetes, not %q" .Values.spark.mode) }}
 {{- end }}
