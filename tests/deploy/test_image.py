@@ -81,6 +81,26 @@ def test_issue8_entrypoint_executor_mode_needs_the_driver() -> None:
     assert "SPARK_DRIVER_URL" in result.stderr
 
 
+def test_issue8_entrypoint_executor_mode_starts_spark_executor_and_dials_the_driver() -> None:
+    """With the variables Spark on Kubernetes sets, the entrypoint starts the real
+    KubernetesExecutorBackend from the wheel's jars, which dials the driver URL it was given
+    (here a closed loopback port, so it exits non-zero after trying)."""
+    result = _entrypoint(
+        "executor",
+        SPARK_DRIVER_URL="spark://CoarseGrainedScheduler@127.0.0.1:1",
+        SPARK_EXECUTOR_ID="1",
+        SPARK_EXECUTOR_POD_IP="127.0.0.1",
+        SPARK_APPLICATION_ID="app-test",
+        SPARK_EXECUTOR_MEMORY="512m",
+        SPARK_EXECUTOR_POD_NAME="tm-tidemark-exec-1",
+        SPARK_JAVA_OPT_0="-Dspark.driver.port=1",
+        SPARK_LOCAL_IP="127.0.0.1",
+    )
+    assert result.returncode != 0
+    assert "KubernetesExecutorBackend: Started daemon" in result.stderr
+    assert "Failed to connect to /127.0.0.1:1" in result.stderr
+
+
 def test_issue8_image_defaults_are_settings() -> None:
     """Every TIDEMARK_* variable the Dockerfile sets names a field of app.config.Settings."""
     from app.config import Settings
