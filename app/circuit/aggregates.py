@@ -39,6 +39,8 @@ __all__ = [
     "Extreme",
     "Sum",
     "accumulator_for",
+    "average_result",
+    "sum_result",
 ]
 
 
@@ -108,7 +110,7 @@ class Sum(_Values):
         inputs = self._inputs()
         if not inputs:
             return None
-        return conform(_exact_sum(inputs), self.result_type)
+        return sum_result(_exact_sum(inputs), self.result_type)
 
 
 class Average(_Values):
@@ -118,20 +120,7 @@ class Average(_Values):
         inputs = self._inputs()
         if not inputs:
             return None
-        total, count = _exact_sum(inputs), len(inputs)
-        name = self.result_type.name
-        if name == "DECIMAL":
-            with localcontext(Context(prec=100)):  # exact enough for DECIMAL(38) sums
-                exact = Decimal(total) / count
-            return conform(exact, self.result_type)
-        if name in ("INT", "BIGINT"):
-            if isinstance(total, int):
-                quotient = abs(total) // count
-                return quotient if total >= 0 else -quotient
-            return int(total / count)
-        if isinstance(total, Decimal):
-            return float(total / count)
-        return total / count
+        return average_result(_exact_sum(inputs), len(inputs), self.result_type)
 
 
 class Extreme(_Values):
@@ -196,6 +185,29 @@ class _Desc:
 
     def __hash__(self) -> int:
         return hash(self.value)
+
+
+def sum_result(total: Any, result_type: SqlType) -> Any:
+    """SUM's value from the exact total of its inputs (shared with the Spark runtime)."""
+    return conform(total, result_type)
+
+
+def average_result(total: Any, count: int, result_type: SqlType) -> Any:
+    """AVG's value from the exact total and count of its inputs, converted once to the result
+    type (shared with the Spark runtime so both round alike)."""
+    name = result_type.name
+    if name == "DECIMAL":
+        with localcontext(Context(prec=100)):  # exact enough for DECIMAL(38) sums
+            exact = Decimal(total) / count
+        return conform(exact, result_type)
+    if name in ("INT", "BIGINT"):
+        if isinstance(total, int):
+            quotient = abs(total) // count
+            return quotient if total >= 0 else -quotient
+        return int(total / count)
+    if isinstance(total, Decimal):
+        return float(total / count)
+    return total / count
 
 
 def _exact_sum(values: list[Any]) -> Any:

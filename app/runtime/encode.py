@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from app.connectors.avro_codec import AvroCodec
 
-__all__ = ["ViewEncoding", "encode_view_rows"]
+__all__ = ["ViewEncoding", "encode_record", "encode_view_rows"]
 
 
 class ViewEncoding:
@@ -34,6 +34,27 @@ class ViewEncoding:
         self.view, self.topic, self.format = view, topic, fmt
         self.columns, self.key_columns = list(columns), list(key_columns)
         self.value_schema, self.key_schema = dict(value_schema), key_schema
+        self._codecs: tuple[AvroCodec, AvroCodec | None] | None = None
+
+    @property
+    def value_codec(self) -> AvroCodec:
+        return self._codec_pair()[0]
+
+    @property
+    def key_codec(self) -> AvroCodec | None:
+        return self._codec_pair()[1]
+
+    def _codec_pair(self) -> tuple[AvroCodec, AvroCodec | None]:
+        # Built lazily on the executor: parsed fastavro schemas are not worth pickling.
+        if self._codecs is None:
+            self._codecs = (
+                AvroCodec(self.value_schema),
+                AvroCodec(self.key_schema) if self.key_schema else None,
+            )
+        return self._codecs
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_codecs": None}
 
 
 def _plain_columns(batch: pa.RecordBatch) -> dict[str, list[Any]]:
@@ -48,31 +69,39 @@ def _plain_columns(batch: pa.RecordBatch) -> dict[str, list[Any]]:
     return out
 
 
+def encode_record(
+    enc: ViewEncoding, row: Mapping[str, Any], ptime_ms: int | None
+) -> tuple[bytes | None, bytes | None]:
+    """One row (circuit values, plus ``_undo``/``_ver``/``_delete``) as Kafka key and value."""
+    record = {c: row[c] for c in enc.columns}
+    if enc.format == "changelog":
+        record["undo"] = bool(row.get("_undo") or False)
+        record["ptime"] = ptime_ms
+        record["ver"] = int(row.get("_ver") or 0)
+    key = (
+        enc.key_codec.encode({c: row[c] for c in enc.key_columns})
+        if enc.key_codec is not None
+        else None
+    )
+    if row.get("_delete") and enc.format == "upsert":
+        return key, None
+    return key, enc.value_codec.encode(record)
+
+
 def encode_view_rows(
     batches: Iterator[pa.RecordBatch], enc: ViewEncoding
 ) -> Iterator[pa.RecordBatch]:
-    """Rows of the view (plus ``_ptime``, ``_undo``, ``_ver`` when present) to sink rows."""
-    value_codec = AvroCodec(enc.value_schema)
-    key_codec = AvroCodec(enc.key_schema) if enc.key_schema else None
-    changelog = enc.format == "changelog"
+    """A stateless view's rows (plus the step's ``_ptime``) to sink rows."""
     for batch in batches:
         cols = _plain_columns(batch)
         n = batch.num_rows
         keys: list[bytes | None] = []
         values: list[bytes | None] = []
         for i in range(n):
-            record = {c: cols[c][i] for c in enc.columns}
-            deleted = bool(cols["_delete"][i]) if "_delete" in cols else False
-            if changelog:
-                record["undo"] = bool(cols["_undo"][i]) if "_undo" in cols else False
-                record["ptime"] = cols["_ptime"][i]
-                record["ver"] = int(cols["_ver"][i]) if "_ver" in cols else 0
-            keys.append(
-                key_codec.encode({c: cols[c][i] for c in enc.key_columns}) if key_codec else None
-            )
-            values.append(
-                None if deleted and enc.format == "upsert" else value_codec.encode(record)
-            )
+            row = {c: v[i] for c, v in cols.items()}
+            key, value = encode_record(enc, row, row.get("_ptime"))
+            keys.append(key)
+            values.append(value)
         yield pa.RecordBatch.from_pydict(
             {
                 "kind": pa.array(["output"] * n, pa.string()),

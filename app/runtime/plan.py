@@ -29,6 +29,7 @@ from app.connectors.kafka_sink import SINK_SCHEMA
 from app.connectors.kafka_source import KafkaSource
 from app.connectors.late_gate import SourceColumn, SourceSpec
 from app.errors import ProgramError, TidemarkError
+from app.runtime.aggregate import aggregate_branch
 from app.runtime.encode import ViewEncoding, encode_view_rows
 
 __all__ = ["TablePlan", "plan_table", "source_spec", "time_unit"]
@@ -123,9 +124,7 @@ def view_frame(view: View, inputs: Mapping[str, DataFrame], table: Table) -> Dat
         elif isinstance(op, Window):
             df = _window(df, op, table)
         elif isinstance(op, Aggregate):
-            from app.runtime.aggregate import aggregate_frame
-
-            return aggregate_frame(df, view, op, table)
+            return df  # the rows entering the aggregate: see aggregate_branch
     return df
 
 
@@ -163,13 +162,22 @@ def plan_table(
             accepted = accepted.withColumn(
                 "_event_time", F.expr(f"timestamp_millis(`{first.column}`)")
             ).withWatermark("_event_time", f"{first.amount} milliseconds")
-    rows = accepted.filter(F.col("_kind") == "ok").select(*columns)
+    # Arrival coordinates ride along for ARG_MAX/ARG_MIN ties (earliest row wins).
+    rows = accepted.filter(F.col("_kind") == "ok").select(
+        *columns, "_step", "_partition", "_offset"
+    )
     frames: dict[str, DataFrame] = {table.name: rows}
     branches: list[DataFrame] = []
     time_source: dict[str, str | None] = {}
+    aggregates: list[tuple[View, DataFrame]] = []
     for view in views:
         frames[view.name] = view_frame(view, frames, table)
         if view.output is None:
+            continue
+        attr = next((a for a in view.time_attributes if a.table == table.name), None)
+        time_source[view.name] = attr.source_column if attr else None
+        if not view.is_stateless:
+            aggregates.append((view, frames[view.name]))
             continue
         out = view.output
         enc = ViewEncoding(
@@ -181,14 +189,13 @@ def plan_table(
             out.value_schema,
             out.key_schema,
         )
-        encoded = (
+        branches.append(
             frames[view.name]
             .withColumn("_ptime", F.current_timestamp())
             .mapInArrow(partial(encode_view_rows, enc=enc), SINK_SCHEMA)
         )
-        branches.append(encoded)
-        attr = next((a for a in view.time_attributes if a.table == table.name), None)
-        time_source[view.name] = attr.source_column if attr else None
+    if aggregates:
+        branches.append(aggregate_branch(aggregates, table.lateness[0].column))
     dead = source.filter(~F.col("_kind").isin("ok", "probe")).select(
         F.lit("dead_letter").alias("kind"),
         F.lit(table.name).alias("rel"),
@@ -244,25 +251,42 @@ def plan_table(
 
 def check_supported(circuit: Circuit) -> None:
     """Fail before Spark starts on what this runtime cannot run yet (named, never mis-run)."""
-    problems = []
-    for view in circuit.views:
-        if view.lateness:
-            problems.append(view)
-    if problems:
-        from app.circuit.ir import Diagnostic
+    from app.circuit.ir import Diagnostic
 
-        raise ProgramError(
-            [
-                Diagnostic(
-                    "error",
-                    v.position,
-                    f"view {v.name}: LATENESS on view columns is not supported by the Spark "
-                    "runtime yet",
-                    "declare LATENESS on the table column instead",
-                )
-                for v in problems
-            ]
+    problems: list[Diagnostic] = []
+
+    def reject(view: View, what: str, fix: str) -> None:
+        problems.append(
+            Diagnostic(
+                "error",
+                view.position,
+                f"view {view.name}: {what} is not supported by the Spark runtime yet",
+                fix,
+            )
         )
+
+    for view in circuit.views:
+        table = circuit.root_table(view.name)
+        if view.lateness:
+            reject(view, "LATENESS on view columns", "declare LATENESS on the table column")
+        if view.emit.delay_ms is not None:
+            reject(view, "EMIT ... AFTER DELAY", "use EMIT STREAM or EMIT AFTER WATERMARK")
+        if view.source != table.name and not circuit.view(view.source).is_stateless:
+            reject(view, "reading an aggregate view", "aggregate the table directly")
+        for op in view.operators:
+            if (
+                isinstance(op, Window)
+                and not view.is_stateless
+                and (not table.lateness or op.time_column != table.lateness[0].column)
+            ):
+                reject(
+                    view,
+                    f"a window on {op.time_column} (state is freed by the waterline "
+                    f"of the first LATENESS column of {table.name})",
+                    "window on the first LATENESS column of the table",
+                )
+    if problems:
+        raise ProgramError(problems)
 
 
 def table_units(table: Table) -> dict[str, Any]:

@@ -1,0 +1,402 @@
+"""Aggregate views on Spark: per-group state in Spark's state store, emitted per EMIT (S11-S13).
+
+Spark allows one ``applyInPandasWithState`` per query, so all aggregate views of a table share
+one operator: rows of every view are projected to ``(_view, _key, _args)`` (the GROUP BY key and
+the aggregate arguments as JSON), grouped by ``(_view, _key)``, and the operator writes each
+view's records already encoded for Kafka (S13), with ``ptime`` = the step's batch time. Its state (one small pickled record per group: compact accumulators, the last emitted
+row and the changelog version) lives in Spark's state store, the RocksDB provider, so it is
+checkpointed with the offsets and partitioned by key across executors.
+
+Completeness (S11) rides on Spark's event-time timeout: a windowed group sets its timeout to
+``window_end - 1``, which fires once the watermark (= the table's waterline, which the source's
+probe rows feed into ``withWatermark``) reaches ``window_end``. Spark evaluates timeouts with
+the watermark the step started with, so a final row is written in the step right after the one
+that completed its window (S12 allows this); its state is removed right then.
+
+HAVING and the SELECT list after the aggregate are evaluated with the same scalar functions as
+the reference evaluator (:mod:`app.circuit.functions`), and SUM/AVG go through the same result
+functions, so the two agree by construction on everything but the arithmetic of the state.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import pickle
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+
+from app.circuit.aggregates import average_result, sum_result
+from app.circuit.functions import arg_type, evaluate, to_spark_sql
+from app.circuit.ir import (
+    AggCall,
+    Aggregate,
+    ColumnRef,
+    Filter,
+    Operator,
+    Project,
+    SqlType,
+    View,
+    Window,
+)
+from app.connectors.kafka_sink import SINK_SCHEMA
+from app.runtime.encode import ViewEncoding, encode_record
+
+__all__ = ["aggregate_branch"]
+
+_SEQ = ("_step", "_partition", "_offset")
+
+
+# --- compact accumulators (insert-only: tables only insert, S2) ---------------------------------
+
+
+class _Acc:
+    """One aggregate call's running state; picklable, small, exact."""
+
+    def __init__(self, call: AggCall) -> None:
+        self.fn = call.fn.upper()
+        self.distinct = call.distinct
+        self.type = call.type
+        self.count = 0
+        self.total: Any = None
+        self.best: Any = None  # MIN/MAX value, or ARG (by, seq, value)
+        self.values: set[Any] | None = set() if call.distinct else None
+
+    def add(self, args: tuple[Any, ...], seq: tuple[int, int, int]) -> None:
+        if self.fn == "COUNT" and not args:
+            self.count += 1
+            return
+        if self.fn in ("ARG_MAX", "ARG_MIN"):
+            value, by = args
+            if by is None:
+                return
+            if self.best is None:
+                self.best = (by, seq, value)
+                return
+            best_by, best_seq, _ = self.best
+            better = by > best_by if self.fn == "ARG_MAX" else by < best_by
+            if better or (by == best_by and seq < best_seq):
+                self.best = (by, seq, value)
+            return
+        value = args[0]
+        if value is None:
+            return
+        if self.values is not None:
+            self.values.add(value)
+            return
+        self._fold(value)
+
+    def _fold(self, value: Any) -> None:
+        self.count += 1
+        if self.fn in ("SUM", "AVG"):
+            exact = Fraction(value) if isinstance(value, float) else value
+            self.total = exact if self.total is None else self.total + exact
+        elif self.fn in ("MIN", "MAX"):
+            if self.best is None or (value > self.best if self.fn == "MAX" else value < self.best):
+                self.best = value
+
+    def result(self) -> Any:
+        if self.values is not None:  # DISTINCT: fold the distinct values afresh
+            folded = _Acc.__new__(_Acc)
+            folded.__dict__.update(self.__dict__, values=None, count=0, total=None, best=None)
+            for value in self.values:
+                folded._fold(value)
+            return folded.result()
+        if self.fn == "COUNT":
+            return self.count
+        if self.fn in ("MIN", "MAX"):
+            return self.best
+        if self.fn in ("ARG_MAX", "ARG_MIN"):
+            return None if self.best is None else sum_result(self.best[2], self.type)
+        if self.count == 0:
+            return None
+        total = float(self.total) if isinstance(self.total, Fraction) else self.total
+        if self.fn == "SUM":
+            return sum_result(total, self.type)
+        return average_result(total, self.count, self.type)
+
+
+@dataclass
+class _Group:
+    accumulators: list[_Acc]
+    emitted: dict[str, Any] | None = None
+    version: int = 0
+    window_end: int | None = None
+
+
+# --- the operator ---------------------------------------------------------------------------
+
+
+def _to_python(value: Any, kind: str) -> Any:
+    """A pandas cell as the circuit's value: NaN/NaT/None -> None, numpy -> Python."""
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    if value is pd.NaT:
+        return None
+    if kind in ("INT", "BIGINT", "TIMESTAMP", "DATE"):
+        return int(value)
+    if kind in ("REAL", "DOUBLE"):
+        return float(value)
+    if kind == "BOOLEAN":
+        return bool(value)
+    if kind == "DECIMAL":
+        return value if isinstance(value, Decimal) else Decimal(str(value))
+    if kind == "VARBINARY":
+        return bytes(value)
+    return value
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the per-group function needs of one view (pickled to the executors)."""
+
+    view: View
+    aggregate: Aggregate
+    post: tuple[Operator, ...]
+    key_kinds: tuple[str, ...]
+    arg_kinds: tuple[tuple[str, ...], ...]
+    window_key: int | None  # index of the window_start/window_end key
+    window_size: int  # added to window_start keys to get the end
+    key_is_start: bool
+    encoding: ViewEncoding
+
+    def output_columns(self) -> list[str]:
+        return [c.name for c in self.view.columns]
+
+
+def _finish(plan: _Plan, key: tuple[Any, ...], group: _Group) -> dict[str, Any] | None:
+    """The group's output row after HAVING and the SELECT list, or None if HAVING fails."""
+    row: dict[str, Any] = {name: key[i] for i, (name, _) in enumerate(plan.aggregate.keys)}
+    for (name, _), acc in zip(plan.aggregate.aggregates, group.accumulators, strict=True):
+        row[name] = acc.result()
+    for op in plan.post:
+        if isinstance(op, Filter):
+            if evaluate(op.predicate, row) is not True:
+                return None
+        elif isinstance(op, Project):
+            row = {name: evaluate(expr, row) for name, expr in op.outputs}
+    return {name: row.get(name) for name in plan.output_columns()}
+
+
+def _emit_rows(
+    plan: _Plan, group: _Group, current: dict[str, Any] | None, final: bool
+) -> list[dict[str, Any]]:
+    """S12: the records of one group in one step, in version order."""
+    emit = plan.view.emit
+    out: list[dict[str, Any]] = []
+    if emit.after_watermark:
+        if final and current is not None:
+            out.append({**current, "_undo": False, "_ver": 0, "_delete": False})
+        return out
+    if final or current == group.emitted:
+        return out
+    if emit.stream:
+        if group.emitted is not None:
+            out.append({**group.emitted, "_undo": True, "_ver": group.version, "_delete": False})
+            group.version += 1
+        if current is not None:
+            out.append({**current, "_undo": False, "_ver": group.version, "_delete": False})
+            group.version += 1
+    elif current is None:
+        assert group.emitted is not None
+        out.append({**group.emitted, "_undo": False, "_ver": 0, "_delete": True})
+    else:
+        out.append({**current, "_undo": False, "_ver": 0, "_delete": False})
+    group.emitted = current
+    return out
+
+
+def _json_value(value: Any, kind: str) -> Any:
+    if value is not None and kind == "VARBINARY":
+        value = base64.b64decode(value)
+    return _to_python(value, kind)
+
+
+def _decode_values(text: str, kinds: Sequence[str]) -> tuple[Any, ...]:
+    """The JSON the Spark side built (see :func:`_json_of`) back to circuit values."""
+    data = json.loads(text)
+    return tuple(_json_value(data.get(str(i)), kind) for i, kind in enumerate(kinds))
+
+
+def _process(
+    plans: Sequence[_Plan], key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+) -> Iterator[pd.DataFrame]:
+    plan = plans[int(key[0])]
+    group_key = _decode_values(str(key[1]), plan.key_kinds)
+    if state.hasTimedOut:
+        group: _Group = pickle.loads(state.get[0])  # noqa: S301 - our own state
+        rows = _emit_rows(plan, group, _finish(plan, group_key, group), final=True)
+        state.remove()
+        yield _sink_frame(plan, rows, state.getCurrentProcessingTimeMs())
+        return
+    if state.exists:
+        group = pickle.loads(state.get[0])  # noqa: S301 - our own state
+    else:
+        group = _Group([_Acc(call) for _, call in plan.aggregate.aggregates])
+        if plan.window_key is not None and group_key[plan.window_key] is not None:
+            bound = int(group_key[plan.window_key])
+            group.window_end = bound + plan.window_size if plan.key_is_start else bound
+    for frame in frames:
+        rows_args = frame["_args"].tolist()
+        seqs = zip(*(frame[c].tolist() for c in _SEQ), strict=True)
+        for args_text, seq in zip(rows_args, seqs, strict=True):
+            args = json.loads(args_text)
+            order = (int(seq[0]), int(seq[1]), int(seq[2]))
+            for i, acc in enumerate(group.accumulators):
+                values = args.get(str(i), {})
+                kinds = plan.arg_kinds[i]
+                acc.add(
+                    tuple(_json_value(values.get(str(j)), kinds[j]) for j in range(len(kinds))),
+                    order,
+                )
+    rows = _emit_rows(plan, group, _finish(plan, group_key, group), final=False)
+    state.update((pickle.dumps(group),))
+    if group.window_end is not None:
+        state.setTimeoutTimestamp(group.window_end - 1)
+    yield _sink_frame(plan, rows, state.getCurrentProcessingTimeMs())
+
+
+def _sink_frame(plan: _Plan, rows: list[dict[str, Any]], ptime_ms: int) -> pd.DataFrame:
+    """The group's records encoded for Kafka, as rows of SINK_SCHEMA."""
+    enc = plan.encoding
+    keys, values = [], []
+    for row in rows:
+        key, value = encode_record(enc, row, ptime_ms)
+        keys.append(key)
+        values.append(value)
+    n = len(rows)
+    return pd.DataFrame(
+        {
+            "kind": pd.Series(["output"] * n, dtype=object),
+            "rel": pd.Series([enc.view] * n, dtype=object),
+            "topic": pd.Series([enc.topic] * n, dtype=object),
+            "key": pd.Series(keys, dtype=object),
+            "value": pd.Series(values, dtype=object),
+            **{c: pd.Series([None] * n, dtype=object) for c in _NULL_SINK_COLUMNS},
+        }
+    )
+
+
+_NULL_SINK_COLUMNS = (
+    "headers",
+    "reason",
+    "message",
+    "src_partition",
+    "src_offset",
+    "late_column",
+    "late_value",
+    "late_waterline",
+    "step",
+)
+
+
+def _window_key(view: View, aggregate: Aggregate) -> tuple[int | None, int, bool]:
+    size = next((op.size for op in view.operators if isinstance(op, Window)), 0)
+    for index, (_, expr) in enumerate(aggregate.keys):
+        if isinstance(expr, ColumnRef) and expr.name in ("window_end", "window_start") and size:
+            return index, size, expr.name == "window_start"
+    return None, 0, False
+
+
+def _json_fields(exprs: Sequence[Any]) -> str:
+    """``'0', e0, '1', e1, ...`` for ``named_struct``, in the circuit's representation:
+    TIMESTAMP as epoch ms, DATE as days, DECIMAL as exact text (JSON numbers would be floats)."""
+    parts = []
+    for i, expr in enumerate(exprs):
+        t = _type_of(expr)
+        sql = to_spark_sql(expr)
+        if t.name == "TIMESTAMP":
+            sql = f"unix_millis({sql})"
+        elif t.name == "DATE":
+            sql = f"unix_date({sql})"
+        elif t.name == "DECIMAL":
+            sql = f"cast({sql} as string)"
+        parts.append(f"'{i}', {sql}")
+    return ", ".join(parts)
+
+
+def _json_of(exprs: Sequence[Any]) -> str:
+    fields = _json_fields(exprs)
+    return f"to_json(named_struct({fields}))" if fields else "'{}'"
+
+
+def aggregate_branch(inputs: Sequence[tuple[View, DataFrame]], event_time: str) -> DataFrame:
+    """The Kafka records (SINK_SCHEMA) of every aggregate output view of one table.
+
+    ``event_time`` is the table column carrying Spark's watermark: it stays in the projection
+    because Spark's event-time timeout needs the watermarked column in its input."""
+    plans: list[_Plan] = []
+    projected: DataFrame | None = None
+    for index, (view, df) in enumerate(inputs):
+        aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
+        position = view.operators.index(aggregate)
+        out = view.output
+        assert out is not None
+        window_key, size, key_is_start = _window_key(view, aggregate)
+        plans.append(
+            _Plan(
+                view,
+                aggregate,
+                tuple(view.operators[position + 1 :]),
+                tuple(_type_of(e).name for _, e in aggregate.keys),
+                tuple(
+                    tuple(_type_of(a).name for a in call.args) for _, call in aggregate.aggregates
+                ),
+                window_key,
+                size,
+                key_is_start,
+                ViewEncoding(
+                    view.name,
+                    out.topic,
+                    out.format,
+                    [c.name for c in view.columns],
+                    out.key_columns,
+                    out.value_schema,
+                    out.key_schema,
+                ),
+            )
+        )
+        nested = [
+            f"'{i}', named_struct({_json_fields(call.args)})"
+            for i, (_, call) in enumerate(aggregate.aggregates)
+            if call.args
+        ]
+        args_sql = f"to_json(named_struct({', '.join(nested)}))" if nested else "'{}'"
+        frame = df.select(
+            F.lit(index).alias("_view"),
+            F.expr(_json_of([e for _, e in aggregate.keys])).alias("_key"),
+            F.expr(args_sql).alias("_args_raw"),
+            *[F.col(c) for c in _SEQ],
+            F.col(event_time),
+        )
+        projected = frame if projected is None else projected.unionByName(frame)
+    assert projected is not None
+    timeout = (
+        GroupStateTimeout.EventTimeTimeout
+        if any(p.window_key is not None for p in plans)
+        else GroupStateTimeout.NoTimeout
+    )
+    frozen = tuple(plans)
+
+    def run(
+        key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+    ) -> Iterator[pd.DataFrame]:
+        return _process(frozen, key, frames, state)
+
+    return (
+        projected.withColumnRenamed("_args_raw", "_args")
+        .groupBy("_view", "_key")
+        .applyInPandasWithState(run, SINK_SCHEMA, "acc binary", "append", timeout)
+    )
+
+
+def _type_of(expr: Any) -> SqlType:
+    return arg_type(expr)
