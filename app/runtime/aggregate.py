@@ -3,9 +3,10 @@
 Spark allows one ``applyInPandasWithState`` per query, so all aggregate views of a table share
 one operator: rows of every view are projected to ``(_view, _key, _args)`` (the GROUP BY key and
 the aggregate arguments as JSON), grouped by ``(_view, _key)``, and the operator writes each
-view's records already encoded for Kafka (S13), with ``ptime`` = the step's batch time. Its state (one small pickled record per group: compact accumulators, the last emitted
-row and the changelog version) lives in Spark's state store, the RocksDB provider, so it is
-checkpointed with the offsets and partitioned by key across executors.
+view's records already encoded for Kafka (S13), with ``ptime`` = the step's batch time. Its
+state (one small pickled record per group: compact accumulators, the last emitted row and the
+changelog version) lives in Spark's state store, the RocksDB provider, so it is checkpointed
+with the offsets and partitioned by key across executors.
 
 Completeness (S11) rides on Spark's event-time timeout: a windowed group sets its timeout to
 ``window_end - 1``, which fires once the watermark (= the table's waterline, which the source's
