@@ -130,6 +130,12 @@ def _run(circuit: Any, settings: Any, once: bool) -> None:
     kafka_conf = settings.kafka_config()
     metrics = TidemarkMetrics()
     metrics.set_build_info(__version__, str(settings.program))
+    # Counters exist at zero from the start, so rate() and the alerts see the first change.
+    for table in circuit.tables:
+        metrics.declare_table(table.name, table.topic)
+    for view in circuit.views:
+        if view.output is not None:
+            metrics.declare_output(view.name, view.output.topic)
     service = Service(
         circuit,
         kafka_conf,
