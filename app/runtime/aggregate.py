@@ -354,15 +354,7 @@ def aggregate_branch(inputs: Sequence[tuple[View, DataFrame]], event_time: str) 
                 window_key,
                 size,
                 key_is_start,
-                ViewEncoding(
-                    view.name,
-                    out.topic,
-                    out.format,
-                    [c.name for c in view.columns],
-                    out.key_columns,
-                    out.value_schema,
-                    out.key_schema,
-                ),
+                ViewEncoding.for_view(view),
             )
         )
         nested = [

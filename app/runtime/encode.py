@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from app.circuit.ir import View
 from app.connectors.avro_codec import AvroCodec
 
 __all__ = ["ViewEncoding", "encode_record", "encode_view_rows"]
@@ -35,6 +36,22 @@ class ViewEncoding:
         self.columns, self.key_columns = list(columns), list(key_columns)
         self.value_schema, self.key_schema = dict(value_schema), key_schema
         self._codecs: tuple[AvroCodec, AvroCodec | None] | None = None
+
+    @classmethod
+    def for_view(cls, view: View) -> ViewEncoding:
+        """The encoding of an output view (SPEC S13), from its IR."""
+        out = view.output
+        if out is None:
+            raise ValueError(f"view {view.name} has no output topic")
+        return cls(
+            view.name,
+            out.topic,
+            out.format,
+            [c.name for c in view.columns],
+            out.key_columns,
+            out.value_schema,
+            out.key_schema,
+        )
 
     @property
     def value_codec(self) -> AvroCodec:

@@ -179,16 +179,7 @@ def plan_table(
         if not view.is_stateless:
             aggregates.append((view, frames[view.name]))
             continue
-        out = view.output
-        enc = ViewEncoding(
-            view.name,
-            out.topic,
-            out.format,
-            [c.name for c in view.columns],
-            out.key_columns,
-            out.value_schema,
-            out.key_schema,
-        )
+        enc = ViewEncoding.for_view(view)
         branches.append(
             frames[view.name]
             .withColumn("_ptime", F.current_timestamp())
