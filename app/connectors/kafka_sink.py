@@ -1,28 +1,49 @@
-"""The Kafka sink: writes one step's output changes and dead letters, reports what it wrote.
+"""The Kafka sink: writes one step's output changes and dead letters, exactly once (SPEC S15).
 
 Every row reaching the sink has the :data:`SINK_SCHEMA` shape: a ``topic`` per row (so one
 query writes every output view and the dead-letter topic), the key and value bytes, headers,
 and for dead letters the source coordinates and the late-gate details from which the SPEC S6
-headers are built here. :func:`produce_partition` runs on the executors inside ``mapInArrow``;
-it flushes before returning and fails the task on any delivery error, so a step is only
-committed once all its records are acknowledged (``acks=all``, idempotent producer).
+headers are built here. :func:`produce_partition` runs on the executors inside ``mapInArrow``.
+
+Exactly once (S15): each Spark task of a step writes its records in one Kafka transaction whose
+``transactional.id`` names the sink (one per checkpoint and table query) and the task's
+partition index, so a zombie writer of the same task -- a crashed run's, or a retried
+attempt's -- is fenced and its open transaction aborted by ``init_transactions``. In the same
+transaction the task commits a *step marker*: a consumer-group offset (group = the
+transactional.id) equal to ``batch_id + 1`` on partition 0 of the table's dead-letter topic,
+carrying the task's counts as offset metadata. A replayed step (Spark re-runs the last batch
+after a crash between the Kafka commit and its own commit log) finds its marker and writes
+nothing, returning the counts it stored, so read_committed consumers see every record once.
+This relies on the step's task partitions being the same on replay: the union's partitions
+are the source slices (fixed by the offsets in Spark's offset log) and the aggregate's shuffle
+partitions (fixed by the checkpoint; adaptive execution is off), and each partition's rows are
+a function of the replayed input and state; see docs/reliability.md.
+
+Without ``exactly_once`` (a broker without transactions) the producer is idempotent with
+``acks=all`` and a replay is byte-identical, so consumers can de-duplicate.
 It yields one summary row per (kind, relation, topic, reason) so the driver can count without
 touching the records again, plus the first late rows' details for the S6 log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
 
+from app.errors import KafkaError
+
 __all__ = [
     "LATE_DETAIL_CAP",
     "SINK_SCHEMA",
     "SUMMARY_SCHEMA",
+    "StepMarker",
     "format_time_value",
     "produce_partition",
 ]
@@ -51,25 +72,62 @@ def format_time_value(value: int | None, unit: str) -> str:
     return str(value)
 
 
+_SUMMARY_ARROW = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("rel", pa.string()),
+        ("topic", pa.string()),
+        ("reason", pa.string()),
+        ("n", pa.int64()),
+        ("detail", pa.string()),
+    ]
+)
+
+#: How long a task keeps retrying a transaction the broker could not take (a broker restart).
+TRANSACTION_RETRY_SECONDS = 240.0
+
+
+@dataclass(frozen=True)
+class StepMarker:
+    """Where a task's step marker lives: see the module docstring (S15).
+
+    ``sink_id`` is unique per checkpoint and table query (the step sink keeps it in the
+    checkpoint), ``anchor_topic`` an existing topic the marker offset is committed on.
+    """
+
+    sink_id: str
+    batch_id: int
+    anchor_topic: str
+
+    def transactional_id(self, task: int) -> str:
+        return f"tidemark-{self.sink_id}-{task}"
+
+
 def _producer(conf: Mapping[str, str]) -> Any:
     from confluent_kafka import Producer
 
     key = json.dumps(conf, sort_keys=True)
     producer = _PRODUCERS.get(key)
     if producer is None:
-        producer = Producer(
-            {
-                **conf,
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": 5,
-                "batch.num.messages": 10000,
-                "message.max.bytes": 10485760,
-                "log_level": 3,
-            }
-        )
+        producer = Producer({**conf, **_PRODUCER_SETTINGS, "enable.idempotence": True})
         _PRODUCERS[key] = producer
     return producer
+
+
+_PRODUCER_SETTINGS: dict[str, Any] = {
+    "acks": "all",
+    "linger.ms": 5,
+    "batch.num.messages": 10000,
+    "message.max.bytes": 10485760,
+    "log_level": 3,
+}
+
+
+def _task_id() -> int:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else 0
 
 
 def produce_partition(
@@ -77,19 +135,16 @@ def produce_partition(
     conf: Mapping[str, str],
     tables: Mapping[str, Mapping[str, Any]],
     view_headers: Mapping[str, list[tuple[str, bytes]]],
+    marker: StepMarker | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Write rows of :data:`SINK_SCHEMA` to Kafka; yield :data:`SUMMARY_SCHEMA` rows.
 
     ``tables``: table -> {"topic": source topic, "units": {column: 'ms'|'integer'}}.
     ``view_headers``: view -> extra headers for its records (S14 ``tidemark.waterline``).
+    ``marker``: write in one transaction with a step marker (exactly once, S15); None: an
+    idempotent producer (at least once, byte-identical replays).
     """
-    producer = _producer(conf)
-    errors: list[str] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(str(err))
-
+    records: list[tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]]]] = []
     counts: dict[tuple[str, str, str, str], int] = {}
     late_details: list[dict[str, Any]] = []
     for batch in batches:
@@ -112,15 +167,21 @@ def produce_partition(
                     )
             else:
                 headers.extend(view_headers.get(rel, ()))
-            _produce(producer, topic, row["key"], row["value"], headers, on_delivery)
+            records.append((topic, row["key"], row["value"], headers))
             counts[(kind, rel, topic, reason)] = counts.get((kind, rel, topic, reason), 0) + 1
-    remaining = producer.flush(120)
-    if remaining or errors:
-        raise RuntimeError(f"Kafka did not acknowledge {remaining} records; errors: {errors[:5]}")
     summary = [
         {"kind": k, "rel": r, "topic": t, "reason": reason, "n": n, "detail": None}
         for (k, r, t, reason), n in counts.items()
     ]
+    if records:
+        if marker is None:
+            _write_idempotent(conf, records)
+        else:
+            stored = _write_transaction(conf, records, marker, _task_id(), summary)
+            if stored is not None:
+                # A replayed step: its records are already committed; report what was written.
+                yield pa.RecordBatch.from_pylist(stored, schema=_SUMMARY_ARROW)
+                return
     if late_details:
         summary.append(
             {
@@ -132,19 +193,104 @@ def produce_partition(
                 "detail": json.dumps(late_details),
             }
         )
-    yield pa.RecordBatch.from_pylist(
-        summary,
-        schema=pa.schema(
-            [
-                ("kind", pa.string()),
-                ("rel", pa.string()),
-                ("topic", pa.string()),
-                ("reason", pa.string()),
-                ("n", pa.int64()),
-                ("detail", pa.string()),
-            ]
-        ),
-    )
+    yield pa.RecordBatch.from_pylist(summary, schema=_SUMMARY_ARROW)
+
+
+_Record = tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]]]
+
+
+def _write_idempotent(conf: Mapping[str, str], records: list[_Record]) -> None:
+    producer = _producer(conf)
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    for topic, key, value, headers in records:
+        _produce(producer, topic, key, value, headers, on_delivery)
+    remaining = producer.flush(120)
+    if remaining or errors:
+        raise KafkaError(f"Kafka did not acknowledge {remaining} records; errors: {errors[:5]}")
+
+
+def _write_transaction(
+    conf: Mapping[str, str],
+    records: list[_Record],
+    marker: StepMarker,
+    task: int,
+    summary: list[dict[str, Any]],
+) -> list[dict[str, Any]] | None:
+    """Write ``records`` and the step marker in one transaction; None when written now, the
+    stored summary when the marker says this (sink, batch, task) was committed before."""
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+    tid = marker.transactional_id(task)
+    anchor = TopicPartition(marker.anchor_topic, 0)
+    deadline = time.monotonic() + TRANSACTION_RETRY_SECONDS
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    while True:
+        producer = Producer(
+            {
+                **conf,
+                **_PRODUCER_SETTINGS,
+                "transactional.id": tid,
+                "transaction.timeout.ms": 120000,
+            }
+        )
+        group = Consumer(
+            {
+                **conf,
+                "group.id": tid,
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "log_level": 3,
+            }
+        )
+        try:
+            # Fences any earlier writer of this task and aborts its open transaction, so the
+            # committed marker read next is final.
+            producer.init_transactions(60)
+            done = group.committed([anchor], timeout=60)[0]
+            if done.offset is not None and done.offset > marker.batch_id:
+                stored: list[dict[str, Any]] = json.loads(done.metadata or "[]")
+                return stored
+            producer.begin_transaction()
+            errors.clear()
+            for topic, key, value, headers in records:
+                _produce(producer, topic, key, value, headers, on_delivery)
+            remaining = producer.flush(120)
+            if remaining or errors:
+                raise KafkaError(
+                    f"Kafka did not acknowledge {remaining} records; errors: {errors[:5]}"
+                )
+            offset = TopicPartition(
+                marker.anchor_topic,
+                0,
+                marker.batch_id + 1,
+                metadata=json.dumps(summary, separators=(",", ":")),
+            )
+            producer.send_offsets_to_transaction([offset], group.consumer_group_metadata(), 60)
+            producer.commit_transaction(120)
+            return None
+        except (KafkaException, KafkaError) as exc:
+            error = exc.args[0] if exc.args and hasattr(exc.args[0], "fatal") else None
+            fatal = error is not None and error.fatal() and not error.retriable()
+            if not fatal:
+                with contextlib.suppress(KafkaException):
+                    producer.abort_transaction(30)
+            if fatal or time.monotonic() > deadline:
+                raise KafkaError(
+                    f"transaction {tid} of step batch {marker.batch_id} failed: {exc}"
+                ) from exc
+            time.sleep(1.0)  # the broker is restarting or the coordinator moved: try again
+        finally:
+            group.close()
 
 
 def _produce(

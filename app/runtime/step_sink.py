@@ -6,7 +6,9 @@ It runs on the driver once per micro-batch (= step, SPEC S1):
    ``w(t) = max(w(t-1), max(D(t)) - L)`` (S3), stored under the step number so the next step's
    late gate (and a replay of this one) sees exactly w(t-1) (S5);
 2. writes the output changes (with the S14 ``tidemark.waterline`` header of each view) and the
-   dead letters (S6) through :func:`produce_partition` on the executors;
+   dead letters (S6) through :func:`produce_partition` on the executors, one Kafka transaction
+   per task with a step marker keyed by Spark's ``batch_id``, which a replay of the batch after
+   a crash reuses, so the replay writes nothing twice (S15);
 3. updates the metrics and logs dead letters: late rows in powers of ten per table (S6).
 
 The batch is persisted for the two passes so the source is read once per step.
@@ -16,9 +18,11 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
@@ -26,12 +30,17 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from app.circuit.ir import Table
-from app.connectors.kafka_sink import SUMMARY_SCHEMA, format_time_value, produce_partition
+from app.connectors.kafka_sink import (
+    SUMMARY_SCHEMA,
+    StepMarker,
+    format_time_value,
+    produce_partition,
+)
 from app.connectors.kafka_source import load_waterlines, store_waterlines
 from app.observability.logging import LateRowLog, log_dead_letters
 from app.runtime.plan import TablePlan, TimeUnit, table_units, time_unit
 
-__all__ = ["StepReport", "StepSink"]
+__all__ = ["StepReport", "StepSink", "sink_identity"]
 
 log = structlog.get_logger("tidemark.step")
 
@@ -67,6 +76,24 @@ class StepReport:
         return self.accepted + sum(self.dead_letters.values())
 
 
+def sink_identity(state_dir: str) -> str:
+    """The sink's id, created once per checkpoint and kept in it (S15).
+
+    It names the Kafka transactions and step markers, so a restart from the checkpoint fences
+    the crashed run's writers and finds its markers, while two services on two checkpoints
+    (or two tests on one broker) never share a marker.
+    """
+    path = Path(state_dir) / "sink-id"
+    if path.is_file():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    identity = uuid.uuid4().hex[:16]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(identity)
+    tmp.replace(path)
+    return identity
+
+
 class StepSink:
     def __init__(
         self,
@@ -75,8 +102,11 @@ class StepSink:
         state_dir: str,
         metrics: StepMetrics | None = None,
         on_step: Callable[[StepReport], None] | None = None,
+        exactly_once: bool = True,
     ) -> None:
         self.plan = plan
+        self.exactly_once = exactly_once
+        self.sink_id = sink_identity(state_dir)
         self.table: Table = plan.table
         self.kafka_conf = dict(kafka_conf)
         self.state_dir = state_dir
@@ -139,6 +169,11 @@ class StepSink:
             conf=self.kafka_conf,
             tables={self.table.name: table_units(self.table)},
             view_headers=view_headers,
+            marker=(
+                StepMarker(self.sink_id, batch_id, self.table.dead_letter_topic)
+                if self.exactly_once
+                else None
+            ),
         )
         summary = (
             batch.filter(F.col("kind") != "probe").mapInArrow(produce, SUMMARY_SCHEMA).collect()
