@@ -145,6 +145,8 @@ def _run(circuit: Any, settings: Any, once: bool) -> None:
         settings.max_records_per_step,
         settings.shuffle_partitions,
         metrics,
+        wait_for_topics_seconds=settings.wait_for_topics_seconds,
+        exactly_once=settings.exactly_once,
     )
     listener = TidemarkQueryListener(
         metrics,

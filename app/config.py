@@ -110,6 +110,8 @@ class Settings(BaseSettings):
     trigger_interval: str = "1s"
     max_records_per_step: int = Field(default=200_000, gt=0)
     shuffle_partitions: int = Field(default=4, gt=0)
+    wait_for_topics_seconds: float = Field(default=0, ge=0)
+    exactly_once: bool = True
     kafka: KafkaSecurity = Field(default_factory=KafkaSecurity)
 
     @field_validator("trigger_interval")

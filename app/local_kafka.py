@@ -22,7 +22,7 @@ import structlog
 
 from app.errors import KafkaError
 
-__all__ = ["LocalKafka", "kafka_libs_dir"]
+__all__ = ["LocalKafka", "TlsFiles", "kafka_libs_dir", "make_tls_files", "sasl_ssl_kafka"]
 
 log = structlog.get_logger(__name__)
 
@@ -54,6 +54,13 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _redact(text: str) -> str:
+    """Storage-tool output may echo ``--add-scram`` passwords: never show them."""
+    import re
+
+    return re.sub(r"password=[^,\]\s]*", "password=**********", text)
+
+
 @dataclass
 class LocalKafka:
     """One KRaft broker in a temporary directory; ``start()``/``stop()`` or a ``with`` block.
@@ -67,6 +74,12 @@ class LocalKafka:
     listener_name: str = "PLAINTEXT"
     startup_timeout_seconds: float = 90.0
     bootstrap_servers: str = ""
+    #: Client settings beyond bootstrap.servers (security protocol, SASL, TLS files).
+    client_settings: dict[str, str] = field(default_factory=dict)
+    #: Extra ``kafka-storage format`` arguments, e.g. ``--add-scram`` for SCRAM users.
+    format_arguments: list[str] = field(default_factory=list)
+    port: int = 0
+    controller_port: int = 0
     _process: subprocess.Popen[bytes] | None = None
     _owns_workdir: bool = False
 
@@ -90,7 +103,10 @@ class LocalKafka:
             self._owns_workdir = True
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(exist_ok=True)
-        port, controller_port = _free_port(), _free_port()
+        # A restart keeps the ports, so clients reconnect to the same bootstrap servers.
+        self.port = self.port or _free_port()
+        self.controller_port = self.controller_port or _free_port()
+        port, controller_port = self.port, self.controller_port
         self.bootstrap_servers = f"127.0.0.1:{port}"
         props = {
             "process.roles": "broker,controller",
@@ -143,6 +159,7 @@ class LocalKafka:
                 "-c",
                 str(config),
                 "--ignore-formatted",
+                *self.format_arguments,
             ],
             capture_output=True,
             text=True,
@@ -150,7 +167,9 @@ class LocalKafka:
             check=False,
         )
         if fmt.returncode != 0:
-            raise KafkaError(f"formatting the local broker's storage failed: {fmt.stderr[-2000:]}")
+            raise KafkaError(
+                f"formatting the local broker's storage failed: {_redact(fmt.stderr[-2000:])}"
+            )
         stdout = open(self.log_dir / "stdout.log", "wb")  # noqa: SIM115 - closed by the process
         self._process = subprocess.Popen(
             [*jvm, "kafka.Kafka", str(config)],
@@ -190,7 +209,13 @@ class LocalKafka:
 
     def client_config(self) -> dict[str, str]:
         """Client settings beyond bootstrap.servers (none for the plaintext broker)."""
-        return {}
+        return dict(self.client_settings)
+
+    def restart(self, down_seconds: float = 0.0) -> None:
+        """Stop the broker and start it again on the same data and ports (a broker fault)."""
+        self.stop()
+        time.sleep(down_seconds)
+        self.start()
 
     def tail_log(self, lines: int = 40) -> str:
         path = self.log_dir / "server.log"
@@ -221,3 +246,105 @@ class LocalKafka:
 
     def __exit__(self, *exc: object) -> None:
         self.cleanup()
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files of a throwaway certificate authority, the broker and one client (mTLS)."""
+
+    ca: Path
+    broker_keystore: Path  # private key + certificate, the broker's PEM keystore
+    client_certificate: Path
+    client_key: Path
+
+
+def make_tls_files(directory: Path) -> TlsFiles:
+    """A CA, a broker certificate for 127.0.0.1/localhost and a client certificate, made with
+    the system's ``openssl`` for the security tests (never for production use)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise KafkaError("openssl is not on PATH: it makes the test certificates")
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def run(*args: str) -> None:
+        result = subprocess.run(
+            [openssl, *args], cwd=directory, capture_output=True, text=True, check=False
+        )
+        if result.returncode != 0:
+            raise KafkaError(f"openssl {args[0]} failed: {result.stderr[-1000:]}")
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+        "-days", "2", "-subj", "/CN=tidemark-test-ca")
+    (directory / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    for name in ("broker", "client"):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
+            f"{name}.csr", "-subj", f"/CN={name}")
+        extra = ["-extfile", "san.ext"] if name == "broker" else []
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", *extra)
+    # Kafka's PEM keystore wants a PKCS#8 key followed by the certificate.
+    run("pkcs8", "-topk8", "-nocrypt", "-in", "broker.key", "-out", "broker.p8")
+    keystore = directory / "broker-keystore.pem"
+    keystore.write_text(
+        (directory / "broker.p8").read_text() + (directory / "broker.pem").read_text()
+    )
+    return TlsFiles(
+        directory / "ca.pem", keystore, directory / "client.pem", directory / "client.key"
+    )
+
+
+def sasl_ssl_kafka(
+    workdir: Path,
+    tls: TlsFiles,
+    users: dict[str, str],
+    require_client_certificate: bool = False,
+) -> LocalKafka:
+    """A broker whose only listener for clients is SASL_SSL, with PLAIN and SCRAM-SHA-512.
+
+    ``users`` (name -> password) are PLAIN users (in the listener's JAAS settings) and SCRAM
+    users (created by ``kafka-storage format --add-scram``). With
+    ``require_client_certificate`` the listener also demands a client certificate (mTLS).
+    The broker talks to itself over the same listener as the user ``admin``.
+    """
+    admin_password = uuid.uuid4().hex
+    everyone = {"admin": admin_password, **users}
+    plain_users = " ".join(f'user_{n}="{p}"' for n, p in everyone.items())
+    props = {
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="admin" password="{admin_password}" {plain_users};'
+        ),
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        ),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(tls.broker_keystore),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(tls.ca),
+        "ssl.client.auth": "required" if require_client_certificate else "none",
+        "ssl.endpoint.identification.algorithm": "",
+    }
+    client = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "admin",
+        "sasl.password": admin_password,
+        "ssl.ca.location": str(tls.ca),
+    }
+    if require_client_certificate:
+        client["ssl.certificate.location"] = str(tls.client_certificate)
+        client["ssl.key.location"] = str(tls.client_key)
+    scram = [
+        arg
+        for name, password in everyone.items()
+        for arg in ("--add-scram", f"SCRAM-SHA-512=[name={name},password={password}]")
+    ]
+    return LocalKafka(
+        workdir=workdir,
+        extra_properties=props,
+        listener_name="SASL_SSL",
+        client_settings=client,
+        format_arguments=scram,
+    )

@@ -180,6 +180,8 @@ def produce_partition(
             stored = _write_transaction(conf, records, marker, _task_id(), summary)
             if stored is not None:
                 # A replayed step: its records are already committed; report what was written.
+                replayed = {"kind": "replayed", "rel": None, "topic": None, "reason": None}
+                stored.append({**replayed, "n": 1, "detail": None})
                 yield pa.RecordBatch.from_pylist(stored, schema=_SUMMARY_ARROW)
                 return
     if late_details:

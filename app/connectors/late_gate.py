@@ -4,8 +4,12 @@ SPEC S2/S4/S5/S7 in one pure function over one record, so the Kafka source, the 
 reference comparison share it. A record is exactly one of:
 
 - ``punctuation``: null value with a ``tidemark.bound`` header (S4): no row, moves waterlines;
-- ``malformed``: cannot be decoded with the table's schema (S7);
-- ``invalid``: decoded, but NULL in a NOT NULL column (S7);
+- ``malformed``: cannot be decoded with the table's schema (S7): garbage bytes, a record written
+  with another schema (bytes left over or missing), a value of another Avro type;
+- ``invalid``: NULL in a NOT NULL column -- decoded, or written by a producer whose schema has
+  the column nullable (the bytes fit the table's schema with every column made nullable) -- or
+  a value outside its column's SQL type (an INT beyond 32 bits, a TIMESTAMP outside years
+  1-9999, a DECIMAL with too many digits), which Spark could not hold (S7);
 - ``future``: a TIMESTAMP LATENESS value more than ``max_future_ms`` ahead of the step's wall
   clock (S7; the wall clock is recorded in the step's offsets, so a replay judges alike);
 - ``late``: some LATENESS column below its waterline w(t-1) (S5; equal is on time);
@@ -20,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from app.connectors.avro_codec import AvroCodec
@@ -28,6 +33,46 @@ from app.errors import SerializationError
 __all__ = ["BOUND_HEADER", "GateVerdict", "LateGate", "SourceColumn", "SourceSpec"]
 
 BOUND_HEADER = "tidemark.bound"
+
+_INT32 = (-(2**31), 2**31 - 1)
+#: Spark's TIMESTAMP and DATE range (0001-01-01 .. 9999-12-31), in epoch ms and days.
+_TIMESTAMP_MS = (-62_135_596_800_000, 253_402_300_799_999)
+_DATE_DAYS = (-719_162, 2_932_896)
+
+
+def nullable_schema(
+    schema: Mapping[str, Any], only: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """The record schema with non-null fields (all, or ``only`` these) made ``["null", T]``: how
+    a producer that declares a NOT NULL column nullable writes it (its nulls are ``invalid``)."""
+    fields = []
+    for f in schema.get("fields", ()):
+        kind = f["type"]
+        if (only is None or f["name"] in only) and not (
+            isinstance(kind, list) and "null" in kind
+        ):
+            kind = ["null", *(kind if isinstance(kind, list) else [kind])]
+        fields.append({**f, "type": kind})
+    return {**schema, "fields": fields}
+
+
+def _out_of_range(kind: str, value: Any) -> str | None:
+    """Why ``value`` cannot be held by a column of ``kind`` (None when it can)."""
+    if kind == "int32" and not _INT32[0] <= value <= _INT32[1]:
+        return "outside the 32-bit range of INT"
+    if kind == "timestamp" and not _TIMESTAMP_MS[0] <= value <= _TIMESTAMP_MS[1]:
+        return "outside the TIMESTAMP range (years 1 to 9999)"
+    if kind == "date" and not _DATE_DAYS[0] <= value <= _DATE_DAYS[1]:
+        return "outside the DATE range (years 1 to 9999)"
+    if kind.startswith("decimal(") and isinstance(value, Decimal):
+        precision, scale = (int(x) for x in kind[8:-1].split(","))
+        if not value.is_finite():
+            return "not a finite DECIMAL"
+        digits = value.as_tuple()
+        exponent = int(digits.exponent)
+        if -exponent > scale or len(digits.digits) + exponent + scale > precision:
+            return f"more digits than DECIMAL({precision}, {scale}) holds"
+    return None
 
 
 @dataclass(frozen=True)
@@ -112,6 +157,17 @@ class LateGate:
         self.waterlines = dict(waterlines)
         self.wall_clock_ms = wall_clock_ms
         self._required = [c.name for c in spec.columns if not c.nullable]
+        # Writers that made every NOT NULL column nullable, or just one of them.
+        self._nullable_codecs = [AvroCodec(nullable_schema(spec.avro_schema))] + (
+            [AvroCodec(nullable_schema(spec.avro_schema, [n])) for n in self._required]
+            if len(self._required) > 1
+            else []
+        )
+        self._ranged = [
+            (c.name, c.kind)
+            for c in spec.columns
+            if c.kind in ("int32", "timestamp", "date") or c.kind.startswith("decimal(")
+        ]
         self._timestamp_cols = {c.name for c in spec.columns if c.kind == "timestamp"}
         self._future_cols = [c for c, _ in spec.lateness if c in self._timestamp_cols]
 
@@ -123,12 +179,16 @@ class LateGate:
         try:
             row = self.codec.decode(value)
         except SerializationError as exc:
-            return GateVerdict("malformed", message=str(exc))
+            return self._undecodable(value, exc)
         for name in self._required:
             if row.get(name) is None:
                 return GateVerdict(
-                    "invalid", row, f"column {name} is NOT NULL but the record has null"
+                    "invalid", None, f"column {name} is NOT NULL but the record has null"
                 )
+        for name, kind in self._ranged:
+            problem = None if row.get(name) is None else _out_of_range(kind, row[name])
+            if problem is not None:
+                return GateVerdict("invalid", None, f"column {name} = {row[name]} is {problem}")
         if self.spec.max_future_ms is not None:
             limit = self.wall_clock_ms + self.spec.max_future_ms
             for name in self._future_cols:
@@ -153,6 +213,28 @@ class LateGate:
                     waterline=mark,
                 )
         return GateVerdict("ok", row)
+
+    def _undecodable(self, value: bytes, exc: SerializationError) -> GateVerdict:
+        """Malformed, unless the bytes are a record whose writer made a NOT NULL column
+        nullable and sent a null there (then invalid, naming the column)."""
+        for codec in self._nullable_codecs:
+            try:
+                loose = codec.decode(value)
+            except SerializationError:
+                loose = None
+            if loose is not None:
+                nulls = [name for name in self._required if loose.get(name) is None]
+                if nulls:
+                    return GateVerdict(
+                        "invalid",
+                        None,
+                        f"column {', '.join(nulls)} is NOT NULL but the record has null "
+                        "(written with a schema where it is nullable)",
+                    )
+        return GateVerdict(
+            "malformed",
+            message=f"not a record of table {self.spec.table}'s Avro schema: {exc}",
+        )
 
     def _punctuation(self, headers: Sequence[tuple[str, bytes | None]] | None) -> GateVerdict:
         bounds: dict[str, int] = {}

@@ -34,26 +34,42 @@ __all__ = ["Service", "ensure_topics"]
 log = structlog.get_logger("tidemark.service")
 
 
-def ensure_topics(circuit: Circuit, kafka_conf: Mapping[str, str], timeout: float = 30) -> None:
-    """Input topics must exist (a clear error otherwise); output and dead-letter topics are
+def ensure_topics(
+    circuit: Circuit,
+    kafka_conf: Mapping[str, str],
+    timeout: float = 30,
+    wait_for_topics_seconds: float = 0,
+) -> None:
+    """Input topics must exist (a clear error otherwise, after waiting up to
+    ``wait_for_topics_seconds`` for them to appear); output and dead-letter topics are
     created when missing, with as many partitions as their table's input topic."""
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({**kafka_conf, "log_level": 3})
-    try:
-        metadata = admin.list_topics(timeout=timeout)
-    except Exception as exc:
-        raise KafkaError(
-            f"cannot reach the Kafka cluster at {kafka_conf.get('bootstrap.servers')}: {exc}"
-        ) from exc
-    existing = metadata.topics
-    missing_inputs = [t for t in circuit.tables if t.topic not in existing]
-    if missing_inputs:
-        raise KafkaError(
-            "input topic(s) missing: "
-            + ", ".join(f"{t.topic} (table {t.name})" for t in missing_inputs)
-            + ": create them, or fix 'topic' in the program"
-        )
+    deadline = time.monotonic() + wait_for_topics_seconds
+    while True:
+        try:
+            metadata = admin.list_topics(timeout=timeout)
+        except Exception as exc:
+            raise KafkaError(
+                f"cannot reach the Kafka cluster at {kafka_conf.get('bootstrap.servers')}: {exc}"
+            ) from exc
+        existing = metadata.topics
+        missing_inputs = [t for t in circuit.tables if t.topic not in existing]
+        if not missing_inputs:
+            break
+        if time.monotonic() >= deadline:
+            waited = (
+                f" (waited {wait_for_topics_seconds:g} s)" if wait_for_topics_seconds else ""
+            )
+            raise KafkaError(
+                "input topic(s) missing: "
+                + ", ".join(f"{t.topic} (table {t.name})" for t in missing_inputs)
+                + f"{waited}: create them, fix 'topic' in the program, or set "
+                "TIDEMARK_WAIT_FOR_TOPICS_SECONDS to wait for them"
+            )
+        log.info("topics.waiting", missing=[t.topic for t in missing_inputs])
+        time.sleep(min(2.0, max(0.1, deadline - time.monotonic())))
     wanted: dict[str, int] = {}
     for table in circuit.tables:
         partitions = len(existing[table.topic].partitions)
@@ -89,6 +105,8 @@ class Service:
     shuffle_partitions: int = 4
     metrics: StepMetrics | None = None
     on_step: Callable[[StepReport], None] | None = None
+    wait_for_topics_seconds: float = 0
+    exactly_once: bool = True
     queries: list[StreamingQuery] = field(default_factory=list)
     spark: SparkSession | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
@@ -96,7 +114,9 @@ class Service:
 
     def start(self, once: bool = False, listener: Any = None) -> None:
         check_supported(self.circuit)
-        ensure_topics(self.circuit, self.kafka_conf)
+        ensure_topics(
+            self.circuit, self.kafka_conf, wait_for_topics_seconds=self.wait_for_topics_seconds
+        )
         started = time.monotonic()
         self.spark = spark_session(self.spark_master, self.shuffle_partitions)
         log.info(
@@ -118,7 +138,9 @@ class Service:
                 self.max_records_per_step,
                 stop_at,
             )
-            sink = StepSink(plan, self.kafka_conf, state_dir, self.metrics, self.on_step)
+            sink = StepSink(
+                plan, self.kafka_conf, state_dir, self.metrics, self.on_step, self.exactly_once
+            )
             interval = 0 if once else self.trigger_interval_ms
             query = (
                 plan.frame.writeStream.foreachBatch(sink)

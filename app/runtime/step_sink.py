@@ -70,6 +70,8 @@ class StepReport:
     outputs: dict[str, int] = field(default_factory=dict)
     waterlines: dict[str, int | None] = field(default_factory=dict)
     seconds: float = 0.0
+    #: Tasks of a replayed batch whose records a crashed run had committed (written once, S15).
+    replayed_tasks: int = 0
 
     @property
     def records_in(self) -> int:
@@ -187,6 +189,8 @@ class StepSink:
                 ) + int(row["n"])
             elif row["kind"] == "output":
                 report.outputs[row["rel"]] = report.outputs.get(row["rel"], 0) + int(row["n"])
+            elif row["kind"] == "replayed":
+                report.replayed_tasks += int(row["n"])
             elif row["kind"] == "late_detail":
                 late_details.extend(json.loads(row["detail"]))
         report.accepted = sum(int(json.loads(bytes(r["value"]))["_accepted"]) for r in probes)
@@ -239,6 +243,7 @@ class StepSink:
             accepted=report.accepted,
             dead_letters=report.dead_letters,
             outputs=report.outputs,
+            replayed_tasks=report.replayed_tasks,
             seconds=round(report.seconds, 3),
             waterlines={
                 c: format_time_value(v, self._units[c]) for c, v in report.waterlines.items()
