@@ -46,8 +46,24 @@ class KafkaSecurity(BaseSettings):
     ssl_certificate_location: str | None = None
     ssl_key_location: str | None = None
     ssl_key_password: SecretStr | None = None
+    #: Mounted secrets (a Kubernetes Secret volume): the password is the file's content.
+    sasl_password_file: Path | None = None
+    ssl_key_password_file: Path | None = None
+
+    def _secrets_from_files(self) -> None:
+        for name in ("sasl_password", "ssl_key_password"):
+            path: Path | None = getattr(self, f"{name}_file")
+            if path is None or getattr(self, name) is not None:
+                continue
+            try:
+                setattr(self, name, SecretStr(path.read_text().strip()))
+            except OSError as exc:
+                raise ConfigError(
+                    f"TIDEMARK_KAFKA_{name.upper()}_FILE {path}: {exc.strerror}"
+                ) from exc
 
     def client_config(self) -> dict[str, str]:
+        self._secrets_from_files()
         conf: dict[str, str] = {"security.protocol": self.security_protocol}
         if self.security_protocol.startswith("SASL"):
             if not (self.sasl_mechanism and self.sasl_username and self.sasl_password):
@@ -55,6 +71,7 @@ class KafkaSecurity(BaseSettings):
                     f"security protocol {self.security_protocol} needs"
                     " TIDEMARK_KAFKA_SASL_MECHANISM,"
                     " TIDEMARK_KAFKA_SASL_USERNAME and TIDEMARK_KAFKA_SASL_PASSWORD"
+                    " (or TIDEMARK_KAFKA_SASL_PASSWORD_FILE)"
                 )
             conf["sasl.mechanism"] = self.sasl_mechanism
             conf["sasl.username"] = self.sasl_username
