@@ -9,14 +9,17 @@ Kafka ─▶ source (decode + LateGate) ─┬─▶ ok rows ─▶ views ─▶
 ```
 
 Dead letters are one branch per table, so they are written once however many views read the
-table (S6). Views run over the accepted rows only (S5, S8).
+table (S6). Views run over the accepted rows only (S5, S8). A view with its own LATENESS (L2,
+the decoding case) adds a second gate on its rows (:mod:`app.runtime.view_gate`): its late
+rows join the table's dead letters, its probe the table's probe, and its waterline is kept
+in the table's waterline files under ``"<view>.<column>"``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal
 
@@ -24,13 +27,25 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from app.circuit.functions import to_spark_sql
-from app.circuit.ir import Aggregate, Circuit, Filter, Project, SqlType, Table, View, Window
+from app.circuit.ir import (
+    Aggregate,
+    Circuit,
+    Column,
+    Filter,
+    Lateness,
+    Project,
+    SqlType,
+    Table,
+    View,
+    Window,
+)
 from app.connectors.kafka_sink import SINK_SCHEMA
 from app.connectors.kafka_source import KafkaSource
 from app.connectors.late_gate import SourceColumn, SourceSpec
 from app.errors import ProgramError, TidemarkError
 from app.runtime.aggregate import aggregate_branch
 from app.runtime.encode import ViewEncoding, encode_view_rows
+from app.runtime.view_gate import ORIGIN_COLUMNS, ViewGateSpec, gated_view, waterline_key
 
 __all__ = ["TablePlan", "plan_table", "source_spec", "time_unit"]
 
@@ -73,25 +88,26 @@ def source_spec(table: Table) -> SourceSpec:
 
 @dataclass(frozen=True)
 class TablePlan:
-    """One table's streaming query: its sink rows and what the step sink must know."""
+    """One table's streaming query: its sink rows and what the step sink must know.
+
+    ``table`` is the table as its step sink keeps time: its own LATENESS columns, then one
+    per LATENESS column of its views, named ``"<view>.<column>"`` (SPEC L2), so the sink
+    computes, stores and reports the views' waterlines with the table's (S3, S14)."""
 
     table: Table
     frame: DataFrame
     output_views: tuple[View, ...]
-    view_time_source: Mapping[str, str | None]  # output view -> table column of its waterline
+    view_time_source: Mapping[str, str | None]  # output view -> waterline key of S14
 
 
 def _ms(column: str) -> str:
     return f"unix_millis(`{column}`)"
 
 
-def _window(df: DataFrame, op: Window, table: Table) -> DataFrame:
+def _window(df: DataFrame, op: Window) -> DataFrame:
     """SPEC S9 on the time column: TUMBLE start = floor((c - offset)/size)*size + offset."""
-    is_ts = (
-        table.column(op.time_column).type.name == "TIMESTAMP"
-        if any(c.name == op.time_column for c in table.columns)
-        else True
-    )
+    # The input's own type: a view may decode a table column of the same name (L2).
+    is_ts = dict(df.dtypes).get(op.time_column, "timestamp") == "timestamp"
     c = _ms(op.time_column) if is_ts else f"`{op.time_column}`"
     first = f"(floor(({c} - {op.offset}) / {op.slide}) * {op.slide} + {op.offset})"
     if op.kind == "TUMBLE":
@@ -120,9 +136,12 @@ def view_frame(view: View, inputs: Mapping[str, DataFrame], table: Table) -> Dat
         if isinstance(op, Filter):
             df = df.filter(F.expr(to_spark_sql(op.predicate)))
         elif isinstance(op, Project):
-            df = df.select(*[F.expr(to_spark_sql(e)).alias(n) for n, e in op.outputs])
+            names = {n for n, _ in op.outputs}
+            # Arrival coordinates (ARG ties) and the original record (view gate) ride along.
+            carried = [c for c in ORIGIN_COLUMNS if c in df.columns and c not in names]
+            df = df.select(*[F.expr(to_spark_sql(e)).alias(n) for n, e in op.outputs], *carried)
         elif isinstance(op, Window):
-            df = _window(df, op, table)
+            df = _window(df, op)
         elif isinstance(op, Aggregate):
             return df  # the rows entering the aggregate: see aggregate_branch
     return df
@@ -149,9 +168,9 @@ def plan_table(
     )
     columns = [c.name for c in table.columns]
     views = [v for v in circuit.views if circuit.root_table(v.name).name == table.name]
-    needs_watermark = any(not v.is_stateless for v in views)
+    owners = {watermark_owner(circuit, v.name) for v in views if not v.is_stateless}
     accepted = source.filter(F.col("_kind").isin("ok", "probe"))
-    if needs_watermark:
+    if table.name in owners:
         if not table.lateness:
             raise TidemarkError(f"table {table.name} has stateful views but no LATENESS column")
         first = table.lateness[0]
@@ -162,20 +181,33 @@ def plan_table(
             accepted = accepted.withColumn(
                 "_event_time", F.expr(f"timestamp_millis(`{first.column}`)")
             ).withWatermark("_event_time", f"{first.amount} milliseconds")
-    # Arrival coordinates ride along for ARG_MAX/ARG_MIN ties (earliest row wins).
-    rows = accepted.filter(F.col("_kind") == "ok").select(
-        *columns, "_step", "_partition", "_offset"
-    )
+    # Arrival coordinates ride along for ARG_MAX/ARG_MIN ties (earliest row wins); the
+    # original record too when a view gate may have to write it back as a dead letter (L2).
+    gated_views = [v for v in views if v.lateness]
+    carried = ORIGIN_COLUMNS if gated_views else ("_step", "_partition", "_offset")
+    rows = accepted.filter(F.col("_kind") == "ok").select(*columns, *carried)
     frames: dict[str, DataFrame] = {table.name: rows}
     branches: list[DataFrame] = []
     time_source: dict[str, str | None] = {}
     aggregates: list[tuple[View, DataFrame]] = []
+    event_time = table.lateness[0].column if table.lateness else None
     for view in views:
         frames[view.name] = view_frame(view, frames, table)
+        if view.lateness:
+            gate = gated_view(
+                frames[view.name],
+                view_gate_spec(view, state_dir),
+                table.name,
+                table.dead_letter_topic,
+                watermark=view.name in owners,
+            )
+            frames[view.name] = gate.rows
+            branches += [gate.dead_letters, gate.probe]
+            if view.name in owners:
+                event_time = gate.event_time
         if view.output is None:
             continue
-        attr = next((a for a in view.time_attributes if a.table == table.name), None)
-        time_source[view.name] = attr.source_column if attr else None
+        time_source[view.name] = _time_key(circuit, view, table)
         if not view.is_stateless:
             aggregates.append((view, frames[view.name]))
             continue
@@ -186,7 +218,8 @@ def plan_table(
             .mapInArrow(partial(encode_view_rows, enc=enc), SINK_SCHEMA)
         )
     if aggregates:
-        branches.append(aggregate_branch(aggregates, table.lateness[0].column))
+        assert event_time is not None
+        branches.append(aggregate_branch(aggregates, event_time))
     dead = source.filter(~F.col("_kind").isin("ok", "probe")).select(
         F.lit("dead_letter").alias("kind"),
         F.lit(table.name).alias("rel"),
@@ -237,7 +270,64 @@ def plan_table(
     frame = dead.unionByName(probe)
     for branch in branches:
         frame = frame.unionByName(branch)
-    return TablePlan(table, frame, tuple(v for v in views if v.output is not None), time_source)
+    return TablePlan(
+        sink_table(table, gated_views),
+        frame,
+        tuple(v for v in views if v.output is not None),
+        time_source,
+    )
+
+
+def watermark_owner(circuit: Circuit, relation: str) -> str:
+    """The relation whose waterline frees the state of ``relation``'s input rows: the nearest
+    view with its own LATENESS upstream of it (L2), else its table."""
+    current = circuit.view(relation).source
+    while True:
+        try:
+            circuit.table(current)
+            return current
+        except KeyError:
+            view = circuit.view(current)
+            if view.lateness:
+                return view.name
+            current = view.source
+
+
+def view_gate_spec(view: View, state_dir: str) -> ViewGateSpec:
+    types = {c.name: c.type for c in view.columns}
+    return ViewGateSpec(
+        view.name,
+        state_dir,
+        tuple((x.column, x.amount, time_unit(types[x.column])) for x in view.lateness),
+    )
+
+
+def sink_table(table: Table, gated_views: list[View]) -> Table:
+    """The table with each view LATENESS column as a ``"<view>.<column>"`` LATENESS column:
+    what the step sink computes, stores and reports waterlines for (see :class:`TablePlan`)."""
+    if not gated_views:
+        return table
+    columns = list(table.columns)
+    lateness = list(table.lateness)
+    for view in gated_views:
+        types = {c.name: c.type for c in view.columns}
+        for x in view.lateness:
+            key = waterline_key(view.name, x.column)
+            columns.append(Column(key, types[x.column]))
+            lateness.append(Lateness(key, x.amount))
+    return replace(table, columns=tuple(columns), lateness=tuple(lateness))
+
+
+def _time_key(circuit: Circuit, view: View, table: Table) -> str | None:
+    """S14: the waterline key of the view's first time attribute (a table LATENESS column, or
+    ``"<view>.<column>"`` for a view's own LATENESS), as the reference evaluator picks it."""
+    for attr in view.time_attributes:
+        if attr.table == table.name:
+            return attr.source_column
+        owner = circuit.view(attr.table) if attr.table in {v.name for v in circuit.views} else None
+        if owner is not None and any(x.column == attr.source_column for x in owner.lateness):
+            return waterline_key(owner.name, attr.source_column)
+    return None
 
 
 def check_supported(circuit: Circuit) -> None:
@@ -258,24 +348,43 @@ def check_supported(circuit: Circuit) -> None:
 
     for view in circuit.views:
         table = circuit.root_table(view.name)
-        if view.lateness:
-            reject(view, "LATENESS on view columns", "declare LATENESS on the table column")
+        if view.lateness and not view.is_stateless:
+            reject(view, "LATENESS on an aggregate view's column", "declare it on its input")
         if view.emit.delay_ms is not None:
             reject(view, "EMIT ... AFTER DELAY", "use EMIT STREAM or EMIT AFTER WATERMARK")
         if view.source != table.name and not circuit.view(view.source).is_stateless:
             reject(view, "reading an aggregate view", "aggregate the table directly")
+        if view.is_stateless:
+            continue
+        owner = watermark_owner(circuit, view.name)
+        if owner == table.name:
+            first = table.lateness[0].column if table.lateness else None
+        else:
+            first = circuit.view(owner).lateness[0].column
         for op in view.operators:
-            if (
-                isinstance(op, Window)
-                and not view.is_stateless
-                and (not table.lateness or op.time_column != table.lateness[0].column)
-            ):
+            if isinstance(op, Window) and op.time_column != first:
                 reject(
                     view,
                     f"a window on {op.time_column} (state is freed by the waterline "
-                    f"of the first LATENESS column of {table.name})",
-                    "window on the first LATENESS column of the table",
+                    f"of the first LATENESS column of {owner})",
+                    f"window on the first LATENESS column of {owner}",
                 )
+    for table in circuit.tables:
+        owners = sorted(
+            {
+                watermark_owner(circuit, v.name)
+                for v in circuit.views
+                if not v.is_stateless and circuit.root_table(v.name).name == table.name
+            }
+        )
+        if len(owners) > 1:
+            # One streaming query per table, and Spark keeps one watermark per query.
+            reject(
+                next(v for v in circuit.views if circuit.root_table(v.name).name == table.name),
+                f"aggregate views of {table.name} freed by different waterlines "
+                f"({', '.join(owners)})",
+                "aggregate over one time source per table",
+            )
     if problems:
         raise ProgramError(problems)
 

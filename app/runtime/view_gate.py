@@ -1,0 +1,274 @@
+"""The view gate: LATENESS on a view column (SPEC L2, the decoding case) on Spark.
+
+When the event time arrives as text, LATENESS goes on the decoded column of a (local) view.
+That view's rows then get their own late gate, exactly S3/S5 over the view's rows of a step
+(docs/semantics.md, "LATENESS on a view column"):
+
+- the view's waterline is ``w(t) = max(w(t-1), max of the step's view rows - L)``, late rows
+  included, NULLs (a failed CAST) ignored;
+- a view row is late iff its value is below ``w(t-1)``; it becomes a dead letter of the
+  **root table** with the original Kafka key, value and headers (the table frame carries
+  ``_key``/``_value``/``_headers``/``_partition``/``_offset`` as far as this gate), and
+  ``tidemark.late.column = "<view>.<column>"``.
+
+The view's waterline lives next to the table's, in the table's waterline files, under the
+key ``"<view>.<column>"`` (:func:`waterline_key`), so one file per step still holds everything
+the step started with and a replayed step judges alike (S15). The gate runs inside
+``mapInArrow`` on the executors and reads w(t-1) from those files for the rows' ``_step``
+(the checkpoint directory must therefore be visible to the executors, as it is in local mode
+and with the chart's checkpoint volume). Each partition appends one ``probe`` row whose view
+columns hold the partition's maxima; the step sink turns them into w(t) like the table's
+probes, and the probe also flows through Spark's ``withWatermark`` so aggregate state over the
+view is freed by the view's waterline (S11).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from app.connectors.kafka_source import load_waterlines
+
+__all__ = [
+    "ORIGIN_COLUMNS",
+    "ViewGateSpec",
+    "gate_view_rows",
+    "gated_view",
+    "waterline_key",
+]
+
+#: What a table row carries to the view gate so a late view row can be written back unchanged.
+ORIGIN_COLUMNS = ("_key", "_value", "_headers", "_partition", "_offset", "_step")
+
+#: Columns the gate adds: the verdict and the S6 details of a late row.
+_GATE_FIELDS = (
+    ("_vkind", StringType()),  # ok | late | probe
+    ("_vmessage", StringType()),
+    ("_vlate_column", StringType()),
+    ("_vlate_value", LongType()),
+    ("_vlate_waterline", LongType()),
+    ("_vaccepted", LongType()),  # probe only: minus the partition's late view rows
+)
+
+Unit = Literal["ms", "integer"]
+
+
+def waterline_key(view: str, column: str) -> str:
+    """The key of a view column's waterline in the table's waterline files."""
+    return f"{view}.{column}"
+
+
+@dataclass(frozen=True)
+class ViewGateSpec:
+    """One view with LATENESS: its columns ``(column, lateness, unit)`` in declaration order."""
+
+    view: str
+    state_dir: str
+    columns: tuple[tuple[str, int, Unit], ...]
+
+
+def _values_ms(column: pa.Array, unit: Unit) -> list[int | None]:
+    """The column as the waterline's unit: epoch ms for TIMESTAMP, the integer otherwise."""
+    if unit == "ms":
+        micros = pc.cast(column, pa.timestamp("us", tz="UTC")).cast(pa.int64())
+        return [None if v is None else int(v) // 1000 for v in micros.to_pylist()]
+    return [None if v is None else int(v) for v in column.to_pylist()]
+
+
+def gate_view_rows(
+    batches: Iterator[pa.RecordBatch], spec: ViewGateSpec
+) -> Iterator[pa.RecordBatch]:
+    """Classify one partition's view rows against w(t-1); then one probe row per step."""
+    marks: dict[int, dict[str, int | None]] = {}
+    maxima: dict[int, dict[str, int | None]] = {}
+    late_rows: dict[int, int] = {}
+    schema: pa.Schema | None = None
+    for batch in batches:
+        schema = _out_schema(batch.schema)
+        if batch.num_rows == 0:
+            continue
+        steps = batch.column("_step").to_pylist()
+        values = {c: _values_ms(batch.column(c), unit) for c, _, unit in spec.columns}
+        kinds: list[str] = []
+        messages: list[str | None] = []
+        late_cols: list[str | None] = []
+        late_values: list[int | None] = []
+        late_marks: list[int | None] = []
+        for i, step in enumerate(steps):
+            if step not in marks:
+                marks[step] = load_waterlines(spec.state_dir, int(step))
+                maxima[step] = {c: None for c, _, _ in spec.columns}
+                late_rows[step] = 0
+            verdict: tuple[str, int, int] | None = None
+            for col, _, _ in spec.columns:
+                value, mark = values[col][i], marks[step].get(waterline_key(spec.view, col))
+                if verdict is None and value is not None and mark is not None and value < mark:
+                    verdict = (col, value, mark)
+                top = maxima[step][col]
+                if value is not None and (top is None or value > top):
+                    maxima[step][col] = value
+            if verdict is None:
+                kinds.append("ok")
+                messages.append(None)
+                late_cols.append(None)
+                late_values.append(None)
+                late_marks.append(None)
+                continue
+            col, value, mark = verdict
+            late_rows[step] += 1
+            kinds.append("late")
+            messages.append(
+                f"column {spec.view}.{col} = {value} is below the waterline {mark} "
+                f"of view {spec.view}"
+            )
+            late_cols.append(waterline_key(spec.view, col))
+            late_values.append(value)
+            late_marks.append(mark)
+        extra = [
+            pa.array(kinds, pa.string()),
+            pa.array(messages, pa.string()),
+            pa.array(late_cols, pa.string()),
+            pa.array(late_values, pa.int64()),
+            pa.array(late_marks, pa.int64()),
+            pa.nulls(batch.num_rows, pa.int64()),
+        ]
+        yield pa.RecordBatch.from_arrays([*batch.columns, *extra], schema=schema)
+    if schema is None:
+        return
+    for step, tops in maxima.items():
+        if all(v is None for v in tops.values()) and not late_rows[step]:
+            continue
+        yield _probe(schema, spec, step, tops, late_rows[step])
+
+
+def _out_schema(schema: pa.Schema) -> pa.Schema:
+    fields = [pa.field(f.name, f.type) for f in schema]
+    fields += [
+        pa.field(name, pa.string() if isinstance(t, StringType) else pa.int64())
+        for name, t in _GATE_FIELDS
+    ]
+    return pa.schema(fields)
+
+
+def _probe(
+    schema: pa.Schema, spec: ViewGateSpec, step: int, tops: dict[str, int | None], late: int
+) -> pa.RecordBatch:
+    """A row whose view columns are the step's maxima (the step sink and withWatermark read
+    them); ``_vaccepted`` takes the late view rows back out of the table's accepted count."""
+    units = {c: unit for c, _, unit in spec.columns}
+    arrays: list[pa.Array] = []
+    for field in schema:
+        if field.name in tops:
+            top = tops[field.name]
+            if units[field.name] == "ms":
+                micros = None if top is None else top * 1000
+                arrays.append(pa.array([micros], pa.int64()).cast(field.type))
+            else:
+                arrays.append(pa.array([top], field.type))
+        elif field.name == "_step":
+            arrays.append(pa.array([step], field.type))
+        elif field.name == "_vkind":
+            arrays.append(pa.array(["probe"], pa.string()))
+        elif field.name == "_vaccepted":
+            arrays.append(pa.array([-late], pa.int64()))
+        else:
+            arrays.append(pa.nulls(1, field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+@dataclass(frozen=True)
+class GatedView:
+    """The three branches of a gated view: accepted rows, dead letters, probe (SINK rows)."""
+
+    rows: DataFrame
+    dead_letters: DataFrame
+    probe: DataFrame
+    event_time: str | None  # the watermarked column, when a watermark was asked for
+
+
+def gated_view(
+    frame: DataFrame,
+    spec: ViewGateSpec,
+    table: str,
+    dead_letter_topic: str,
+    watermark: bool,
+) -> GatedView:
+    """Gate ``frame`` (the view's rows with :data:`ORIGIN_COLUMNS`) and split the verdicts.
+
+    With ``watermark``, Spark's watermark follows the view's first LATENESS column (the probe
+    rows carry its maxima through ``withWatermark`` before they are filtered out), one
+    millisecond behind the view's waterline: Spark's event-time timeout (``window_end - 1``)
+    then fires once ``w > window_end``, so a window whose end equals the waterline exactly is
+    finalized by the next step that moves the waterline (S12 allows writing later)."""
+    out = StructType(
+        [StructField(f.name, f.dataType, True) for f in frame.schema.fields]
+        + [StructField(name, t, True) for name, t in _GATE_FIELDS]
+    )
+    gated = frame.mapInArrow(lambda it: gate_view_rows(it, spec), out)
+    event_time: str | None = None
+    if watermark:
+        column, amount, unit = spec.columns[0]
+        if unit == "ms":
+            event_time = column
+        else:
+            event_time = "_event_time"
+            gated = gated.withColumn(event_time, F.expr(f"timestamp_millis(`{column}`)"))
+        # Spark drops a stateful operator's input rows with event time <= its watermark, but
+        # a row equal to the waterline is on time (S5): one millisecond more of delay keeps it.
+        gated = gated.withWatermark(event_time, f"{amount + 1} milliseconds")
+    gate_columns = [name for name, _ in _GATE_FIELDS]
+    rows = gated.filter(F.col("_vkind") == "ok").drop(
+        *gate_columns, *(c for c in ORIGIN_COLUMNS if c not in ("_step", "_partition", "_offset"))
+    )
+    dead = gated.filter(F.col("_vkind") == "late").select(
+        F.lit("dead_letter").alias("kind"),
+        F.lit(table).alias("rel"),
+        F.lit(dead_letter_topic).alias("topic"),
+        F.col("_key").alias("key"),
+        F.col("_value").alias("value"),
+        F.col("_headers").alias("headers"),
+        F.lit("late").alias("reason"),
+        F.col("_vmessage").alias("message"),
+        F.col("_partition").alias("src_partition"),
+        F.col("_offset").alias("src_offset"),
+        F.col("_vlate_column").alias("late_column"),
+        F.col("_vlate_value").alias("late_value"),
+        F.col("_vlate_waterline").alias("late_waterline"),
+        F.col("_step").alias("step"),
+    )
+    maxima = ", ".join(
+        f"'{waterline_key(spec.view, c)}', "
+        + (f"unix_millis(`{c}`)" if unit == "ms" else f"cast(`{c}` as bigint)")
+        for c, _, unit in spec.columns
+    )
+    probe = gated.filter(F.col("_vkind") == "probe").select(
+        F.lit("probe").alias("kind"),
+        F.lit(table).alias("rel"),
+        F.lit(None).cast("string").alias("topic"),
+        F.lit(None).cast("binary").alias("key"),
+        F.expr(f"cast(to_json(named_struct({maxima}, '_accepted', _vaccepted)) as binary)").alias(
+            "value"
+        ),
+        F.lit(None).cast("array<struct<key:string,value:binary>>").alias("headers"),
+        *[F.lit(None).cast(t).alias(n) for n, t in _NULL_PROBE_COLUMNS],
+        F.col("_step").alias("step"),
+    )
+    return GatedView(rows, dead, probe, event_time)
+
+
+_NULL_PROBE_COLUMNS: Sequence[tuple[str, str]] = (
+    ("reason", "string"),
+    ("message", "string"),
+    ("src_partition", "int"),
+    ("src_offset", "bigint"),
+    ("late_column", "string"),
+    ("late_value", "bigint"),
+    ("late_waterline", "bigint"),
+)
