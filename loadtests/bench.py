@@ -1,0 +1,279 @@
+"""The side-by-side benchmark of issue 7: ``python -m loadtests.bench --workload a``.
+
+1. Pre-produce N events of the workload to a fresh topic (loadtests.generator).
+2. The limit: raw confluent-kafka consume rate and fastavro decode rate of that topic.
+3. Tidemark, then the peer (plain Spark + JVM Kafka connector + spark-avro), each in its own
+   process (loadtests.side) over the same topic until every event is processed: throughput =
+   N / seconds; CPU seconds of the whole process tree (driver JVM + Python workers) per million.
+4. ``--latency``: each side runs continuously while the generator produces at a fraction of
+   the side's measured throughput; the probe (loadtests.latency) reports p50/p99.
+Writes ``loadtests/results/<workload>-<stamp>.json`` and a plot ``docs/img/perf-<w>.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from loadtests.generator import EventShape, produce
+from loadtests.workloads import WORKLOADS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class TreeCpu:
+    """CPU seconds of a process and all its descendants, sampled while it runs (a child that
+    exits between samples loses at most one interval of its time)."""
+
+    def __init__(self, pid: int, interval: float = 0.5) -> None:
+        self.pid, self.interval = pid, interval
+        self.seen: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        try:
+            root = psutil.Process(self.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return
+        for p in procs:
+            try:
+                t = p.cpu_times()
+                self.seen[p.pid] = max(self.seen.get(p.pid, 0.0), t.user + t.system)
+            except psutil.NoSuchProcess:
+                continue
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            time.sleep(self.interval)
+
+    def stop(self) -> float:
+        self._sample()
+        self._stop.set()
+        self._thread.join()
+        return sum(self.seen.values())
+
+
+def broker() -> tuple[str, Any]:
+    import os
+
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        return external, None
+    subprocess.run(["bash", str(ROOT / "scripts" / "fetch-kafka.sh")], check=True)
+    from app.local_kafka import LocalKafka
+
+    local = LocalKafka().start()
+    return local.bootstrap_servers, local
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+
+
+def shape_of(workload: str, schema: dict[str, Any], **over: Any) -> EventShape:
+    w = WORKLOADS[workload]
+    keys = over.pop("keys", w.keys)
+    return EventShape(schema, keys=keys, lateness_ms=w.lateness_ms, **over)
+
+
+def input_schema(workload: str) -> dict[str, Any]:
+    from app.program.compile import compile_program
+
+    with tempfile.TemporaryDirectory() as tmp:
+        program = Path(tmp) / "p.sql"
+        program.write_text(WORKLOADS[workload].program.format(topic="t", out="o"))
+        schema: dict[str, Any] = compile_program(program).tables[0].avro_schema
+        return schema
+
+
+def limit(bootstrap: str, topic: str, count: int, schema: dict[str, Any]) -> dict[str, float]:
+    """Raw consume rate (confluent-kafka, one consumer, all partitions) and fastavro decode
+    rate of the same records: what any Python reader of this topic is bounded by."""
+    from confluent_kafka import Consumer
+
+    from app.connectors.avro_codec import AvroCodec
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"limit-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52428800,
+            "max.partition.fetch.bytes": 10485760,
+            "log_level": 3,
+        }
+    )
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    started = time.monotonic()
+    first: float | None = None
+    while len(values) < count:
+        for m in consumer.consume(10_000, 1.0):
+            if m.error() is None:
+                first = first or time.monotonic()
+                values.append(m.value())
+        if time.monotonic() - started > 300:
+            break
+    consume_s = time.monotonic() - (first or started)
+    consumer.close()
+    codec = AvroCodec(schema)
+    started = time.monotonic()
+    for v in values:
+        codec.decode(v)
+    decode_s = time.monotonic() - started
+    return {
+        "consume_per_s": len(values) / consume_s,
+        "decode_per_s": len(values) / decode_s,
+        "consume_and_decode_per_s": len(values) / (consume_s + decode_s),
+    }
+
+
+def run_side(spec: dict[str, Any]) -> dict[str, Any]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loadtests.side", json.dumps(spec)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    cpu = TreeCpu(proc.pid)
+    out, _ = proc.communicate()
+    cpu_s = cpu.stop()
+    line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
+    if proc.returncode != 0 or line is None:
+        raise RuntimeError(f"{spec['side']} failed (rc {proc.returncode}): {out[-2000:]}")
+    result: dict[str, Any] = json.loads(line[7:])
+    result["cpu_s_total"] = cpu_s  # includes JVM start-up: see cpu_s_per_m below
+    return result
+
+
+def throughput(
+    bootstrap: str,
+    workload: str,
+    events: int,
+    partitions: int,
+    masters: list[str],
+    sides: list[str],
+    work: Path,
+) -> dict[str, Any]:
+    schema = input_schema(workload)
+    topic = f"bench.{workload}.{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, partitions)
+    produce_s = produce({"bootstrap.servers": bootstrap}, topic, shape_of(workload, schema), events)
+    out: dict[str, Any] = {
+        "topic": topic,
+        "events": events,
+        "partitions": partitions,
+        "produce_per_s": events / produce_s,
+        "limit": limit(bootstrap, topic, events, schema),
+        "runs": [],
+    }
+    for master in masters:
+        for side in sides:
+            spec = {
+                "side": side,
+                "workload": workload,
+                "bootstrap": bootstrap,
+                "topic": topic,
+                "out": f"{topic}.{side}.{master.strip('local[]')}.out",
+                "master": master,
+                "shuffle_partitions": 2,
+                "max_records_per_step": 200_000,
+                "work_dir": str(Path(tempfile.mkdtemp(dir=work))),
+            }
+            create_topic(bootstrap, spec["out"], partitions)
+            r = run_side(spec)
+            r.update(side=side, master=master, events_per_s=events / r["seconds"])
+            state = r["state"]
+            r["state_bytes_per_row"] = state["bytes"] / state["rows"] if state["rows"] else None
+            print(json.dumps(r), flush=True)
+            out["runs"].append(r)
+    return out
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [r for t in result["throughput"] for r in t["runs"]]
+    labels = [f"{r['side']}\n{r['master']}\n{r.get('partitions', '')}p" for r in runs]
+    fig, ax = plt.subplots(figsize=(max(6, len(runs) * 1.3), 4))
+    colors = ["#1f77b4" if r["side"] == "tidemark" else "#ff7f0e" for r in runs]
+    ax.bar(labels, [r["events_per_s"] for r in runs], color=colors)
+    lim = result["throughput"][0]["limit"]["consume_and_decode_per_s"]
+    ax.axhline(lim, color="gray", linestyle="--", label="limit: consume + fastavro decode (1 core)")
+    ax.set_ylabel("events/s processed")
+    ax.set_title(f"workload {result['workload']}: {WORKLOADS[result['workload']].title}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Tidemark vs plain Spark, side by side")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), required=True)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, nargs="+", default=[2])
+    parser.add_argument("--masters", nargs="+", default=["local[2]"])
+    parser.add_argument("--sides", nargs="+", default=["tidemark", "peer"])
+    parser.add_argument("--latency", action="store_true", help="also the 50%%-load latency run")
+    parser.add_argument("--out", type=Path, default=ROOT / "loadtests" / "results")
+    parser.add_argument("--plot", type=Path, default=None)
+    args = parser.parse_args()
+    if "peer" in args.sides:
+        subprocess.run(["bash", str(ROOT / "scripts" / "fetch-spark-peer.sh")], check=True)
+    bootstrap, local = broker()
+    result: dict[str, Any] = {
+        "workload": args.workload,
+        "cpus": psutil.cpu_count(),
+        "load_avg_start": list(psutil.getloadavg()),
+        "throughput": [],
+    }
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+            for partitions in args.partitions:
+                t = throughput(
+                    bootstrap, args.workload, args.events, partitions, args.masters,
+                    args.sides, Path(tmp),
+                )
+                for r in t["runs"]:
+                    r["partitions"] = partitions
+                    r["cpu_s_per_m"] = r["cpu_s_total"] / args.events * 1e6
+                result["throughput"].append(t)
+            if args.latency:
+                from loadtests.latency import latency_runs
+
+                result["latency"] = latency_runs(bootstrap, args.workload, result, Path(tmp))
+    finally:
+        if local is not None:
+            local.cleanup()
+    result["load_avg_end"] = list(psutil.getloadavg())
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"{args.workload}-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    path.write_text(json.dumps(result, indent=1))
+    plot(result, args.plot or ROOT / "docs" / "img" / f"perf-{args.workload}.png")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""One side of a benchmark in its own process (so its JVM and Python workers can be measured
+alone): ``python -m loadtests.side SPEC_JSON`` runs Tidemark or the peer over a pre-produced
+topic until every event is processed and prints one JSON line: seconds and state figures.
+The Spark session starts before the clock does; both sides pay their query start-up."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from loadtests.workloads import WORKLOADS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _state(progress: list[dict[str, Any]]) -> dict[str, int]:
+    """Largest state seen: memoryUsedBytes and numRowsTotal of the stateful operators."""
+    best = {"bytes": 0, "rows": 0}
+    for p in progress:
+        ops = p.get("stateOperators") or []
+        rows = sum(int(o.get("numRowsTotal", 0)) for o in ops)
+        if rows > best["rows"]:
+            best = {"bytes": sum(int(o.get("memoryUsedBytes", 0)) for o in ops), "rows": rows}
+    return best
+
+
+def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    from app.program.compile import compile_program
+    from app.runtime.service import Service
+    from app.runtime.session import spark_session
+
+    w = WORKLOADS[spec["workload"]]
+    work = Path(spec["work_dir"])
+    program = work / "program.sql"
+    program.write_text(w.program.format(topic=spec["topic"], out=spec["out"]))
+    circuit = compile_program(program)
+    progress: list[dict[str, Any]] = []
+
+    class Progress(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:
+            return None
+
+        def onQueryProgress(self, event: Any) -> None:
+            progress.append(json.loads(event.progress.json))
+
+        def onQueryIdle(self, event: Any) -> None:
+            return None
+
+        def onQueryTerminated(self, event: Any) -> None:
+            return None
+
+    spark_session(spec["master"], spec["shuffle_partitions"])
+    service = Service(
+        circuit,
+        {"bootstrap.servers": spec["bootstrap"]},
+        work / "ck",
+        spark_master=spec["master"],
+        shuffle_partitions=spec["shuffle_partitions"],
+        max_records_per_step=spec["max_records_per_step"],
+        trigger_interval_ms=0,
+    )
+    started = time.monotonic()
+    service.start(once=spec.get("once", True), listener=Progress())
+    service.wait(timeout_seconds=spec.get("timeout", 1800))
+    seconds = time.monotonic() - started
+    service.shutdown()
+    return {"seconds": seconds, "state": _state(progress), "steps": len(progress)}
+
+
+def run_peer(spec: dict[str, Any]) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro, to_avro
+
+    from app.program.compile import compile_program
+    from app.runtime.session import spark_session
+
+    w = WORKLOADS[spec["workload"]]
+    work = Path(spec["work_dir"])
+    program = work / "program.sql"
+    program.write_text(w.program.format(topic=spec["topic"], out=spec["out"]))
+    in_schema = json.dumps(compile_program(program).tables[0].avro_schema)
+    spark = spark_session(spec["master"], spec["shuffle_partitions"], app_name="spark-peer")
+    source = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", spec["bootstrap"])
+        .option("subscribe", spec["topic"])
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(spec["max_records_per_step"]))
+        .load()
+    )
+    rows = source.select(from_avro("value", in_schema).alias("r")).select("r.*")
+    out = w.peer(rows).select(
+        to_avro(F.struct("*"), w.peer_out_schema).alias("value")
+    )
+    writer = (
+        out.writeStream.format("kafka")
+        .option("kafka.bootstrap.servers", spec["bootstrap"])
+        .option("topic", spec["out"])
+        .option("checkpointLocation", str(work / "ck"))
+        .outputMode("append")
+    )
+    once = spec.get("once", True)
+    writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime="0 seconds")
+    started = time.monotonic()
+    query = writer.start()
+    query.awaitTermination(spec.get("timeout", 1800))
+    if query.isActive:
+        query.stop()
+    seconds = time.monotonic() - started
+    progress = [json.loads(p.json) for p in query.recentProgress]
+    spark.stop()
+    return {"seconds": seconds, "state": _state(progress), "steps": len(progress)}
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    if spec["side"] == "peer":
+        os.environ["PYSPARK_SUBMIT_ARGS"] = (
+            "--jars " + ",".join(sorted(glob.glob(str(ROOT / ".cache/spark-peer/*.jar"))))
+            + " pyspark-shell"
+        )
+        result = run_peer(spec)
+    else:
+        result = run_tidemark(spec)
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""The three workloads of issue 7, each as a Tidemark program and as the plain Spark job a user
+would write instead (JVM Kafka source, from_avro, withWatermark, groupBy(window).agg, to_avro,
+Kafka sink). Same input bytes, same output rows for accepted events; the peer drops late events
+silently (its watermark) or, stateless, does not notice them, where Tidemark routes them (S5)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["WORKLOADS", "Workload"]
+
+_CLICKS = """
+CREATE TABLE clicks (
+    ts   TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND,
+    usr  VARCHAR   NOT NULL,
+    n    INT       NOT NULL
+) WITH ('topic' = '{topic}');
+"""
+
+_BIDS = """
+CREATE TABLE bid (
+    bidtime TIMESTAMP NOT NULL LATENESS INTERVAL '4' MINUTE,
+    price   BIGINT    NOT NULL,
+    item    VARCHAR   NOT NULL
+) WITH ('topic' = '{topic}');
+"""
+
+
+def _record(name: str, fields: list[tuple[str, str]]) -> str:
+    return json.dumps(
+        {"type": "record", "name": name, "fields": [{"name": n, "type": t} for n, t in fields]}
+    )
+
+
+def _peer_a(df: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return df.filter("n > 500").select(F.expr("unix_millis(ts)").alias("ts"), "usr", "n")
+
+
+def _peer_b(df: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return (
+        df.withWatermark("ts", "10 seconds")
+        .groupBy(F.window("ts", "1 minute"), "usr")
+        .agg(F.count("*").alias("c"), F.sum("n").alias("s"), F.max("n").alias("m"))
+        .select(
+            F.expr("unix_millis(window.start)").alias("window_start"),
+            F.expr("unix_millis(window.end)").alias("window_end"),
+            "usr",
+            "c",
+            "s",
+            "m",
+        )
+    )
+
+
+def _peer_c(df: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return (
+        df.withWatermark("bidtime", "4 minutes")
+        .groupBy(F.window("bidtime", "10 minutes"))
+        .agg(
+            F.max_by(F.struct("bidtime", "item"), "price").alias("top"),
+            F.max("price").alias("price"),
+        )
+        .select(
+            F.expr("unix_millis(window.start)").alias("wstart"),
+            F.expr("unix_millis(window.end)").alias("wend"),
+            F.expr("unix_millis(top.bidtime)").alias("bidtime"),
+            "price",
+            F.col("top.item").alias("item"),
+        )
+    )
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    title: str
+    program: str  # format fields: topic, out
+    lateness_ms: int
+    peer: Callable[[Any], Any]
+    peer_out_schema: str  # Avro schema of the peer's output value (to_avro)
+    time_field: str  # output field whose value (+ lateness when windowed) marks output due time
+    windowed: bool
+    keys: int = 10_000
+
+
+WORKLOADS: dict[str, Workload] = {
+    "a": Workload(
+        "a",
+        "decode + late gate + filter view (stateless)",
+        _CLICKS
+        + "CREATE VIEW big WITH ('topic' = '{out}', 'format' = 'append') AS\n"
+        "SELECT ts, usr, n FROM clicks WHERE n > 500;\n",
+        10_000,
+        _peer_a,
+        _record("big", [("ts", "long"), ("usr", "string"), ("n", "int")]),
+        "ts",
+        False,
+    ),
+    "b": Workload(
+        "b",
+        "TUMBLE 1 min over 10k keys, COUNT/SUM/MAX, EMIT AFTER WATERMARK",
+        _CLICKS
+        + "CREATE VIEW per_user WITH ('topic' = '{out}', 'format' = 'append') AS\n"
+        "SELECT window_start, window_end, usr, COUNT(*) AS c, SUM(n) AS s, MAX(n) AS m\n"
+        "FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE))\n"
+        "GROUP BY window_start, window_end, usr\nEMIT AFTER WATERMARK;\n",
+        10_000,
+        _peer_b,
+        _record(
+            "per_user",
+            [
+                ("window_start", "long"),
+                ("window_end", "long"),
+                ("usr", "string"),
+                ("c", "long"),
+                ("s", "long"),
+                ("m", "int"),
+            ],
+        ),
+        "window_end",
+        True,
+    ),
+    "c": Workload(
+        "c",
+        "NEXMark Q7: ARG_MAX per 10-minute window",
+        _BIDS
+        + "CREATE VIEW max_bid WITH ('topic' = '{out}', 'format' = 'append') AS\n"
+        "SELECT window_start AS wstart, window_end AS wend, ARG_MAX(bidtime, price) AS bidtime,\n"
+        "       MAX(price) AS price, ARG_MAX(item, price) AS item\n"
+        "FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(bidtime), INTERVAL '10' MINUTE))\n"
+        "GROUP BY window_start, window_end\nEMIT AFTER WATERMARK;\n",
+        240_000,
+        _peer_c,
+        _record(
+            "max_bid",
+            [
+                ("wstart", "long"),
+                ("wend", "long"),
+                ("bidtime", "long"),
+                ("price", "long"),
+                ("item", "string"),
+            ],
+        ),
+        "wend",
+        True,
+    ),
+}
