@@ -193,7 +193,7 @@ def throughput(
                 "workload": workload,
                 "bootstrap": bootstrap,
                 "topic": topic,
-                "out": f"{topic}.{side}.{master.strip('local[]')}.out",
+                "out": f"{topic}.{side}.{master[6:-1]}.out",
                 "master": master,
                 "shuffle_partitions": 2,
                 "max_records_per_step": 200_000,
@@ -253,8 +253,13 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
             for partitions in args.partitions:
                 t = throughput(
-                    bootstrap, args.workload, args.events, partitions, args.masters,
-                    args.sides, Path(tmp),
+                    bootstrap,
+                    args.workload,
+                    args.events,
+                    partitions,
+                    args.masters,
+                    args.sides,
+                    Path(tmp),
                 )
                 for r in t["runs"]:
                     r["partitions"] = partitions

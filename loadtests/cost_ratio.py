@@ -64,9 +64,17 @@ def produce(conf: dict[str, str], topic: str, events: int, users: int, seed: int
     """``events`` clicks, 200/s of event time, out of order by up to 5 s (none late)."""
     from confluent_kafka import Producer
 
-    codec = AvroCodec({"type": "record", "name": "clicks", "fields": [
-        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "usr", "type": "long"}, {"name": "n", "type": "long"}]})
+    codec = AvroCodec(
+        {
+            "type": "record",
+            "name": "clicks",
+            "fields": [
+                {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+                {"name": "usr", "type": "long"},
+                {"name": "n", "type": "long"},
+            ],
+        }
+    )
     rng = random.Random(seed)
     producer = Producer({**conf, "linger.ms": 20, "batch.num.messages": 10000, "log_level": 3})
     for i in range(events):
@@ -98,13 +106,15 @@ def wait_done(query: Any, target: dict[int, int], timeout: float = 1800) -> None
     raise TimeoutError("the plain Spark query did not finish")
 
 
-def run_tidemark(conf: dict[str, str], topics: dict[str, str], work: Path,
-                 max_records: int) -> float:
+def run_tidemark(
+    conf: dict[str, str], topics: dict[str, str], work: Path, max_records: int
+) -> float:
     program = work / "cost.sql"
     program.write_text(PROGRAM.format(topic=topics["in"], out=topics["out"]))
     circuit = compile_program(program)
-    service = Service(circuit, conf, work / "ck-tidemark", shuffle_partitions=2,
-                      max_records_per_step=max_records)
+    service = Service(
+        circuit, conf, work / "ck-tidemark", shuffle_partitions=2, max_records_per_step=max_records
+    )
     started = time.monotonic()
     service.start(once=True)
     service.wait(timeout_seconds=1800)
@@ -169,8 +179,9 @@ def main() -> None:
 
         tag = f"cost.{int(time.time())}"
         topics = {"in": f"{tag}.in", "out": f"{tag}.out"}
-        AdminClient({**conf, "log_level": 3}).create_topics(
-            [NewTopic(topics["in"], 2, 1)])[topics["in"]].result(30)
+        AdminClient({**conf, "log_level": 3}).create_topics([NewTopic(topics["in"], 2, 1)])[
+            topics["in"]
+        ].result(30)
         produce(conf, topics["in"], args.events, args.users, args.seed)
         work = Path(tempfile.mkdtemp(prefix="tidemark-cost-"))
         tidemark = run_tidemark(conf, topics, work, args.max_records_per_step)

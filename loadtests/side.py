@@ -96,9 +96,7 @@ def run_peer(spec: dict[str, Any]) -> dict[str, Any]:
         .load()
     )
     rows = source.select(from_avro("value", in_schema).alias("r")).select("r.*")
-    out = w.peer(rows).select(
-        to_avro(F.struct("*"), w.peer_out_schema).alias("value")
-    )
+    out = w.peer(rows).select(to_avro(F.struct("*"), w.peer_out_schema).alias("value"))
     writer = (
         out.writeStream.format("kafka")
         .option("kafka.bootstrap.servers", spec["bootstrap"])
@@ -107,7 +105,9 @@ def run_peer(spec: dict[str, Any]) -> dict[str, Any]:
         .outputMode("append")
     )
     once = spec.get("once", True)
-    writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime="0 seconds")
+    writer = (
+        writer.trigger(availableNow=True) if once else writer.trigger(processingTime="0 seconds")
+    )
     started = time.monotonic()
     query = writer.start()
     query.awaitTermination(spec.get("timeout", 1800))
@@ -123,7 +123,8 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     if spec["side"] == "peer":
         os.environ["PYSPARK_SUBMIT_ARGS"] = (
-            "--jars " + ",".join(sorted(glob.glob(str(ROOT / ".cache/spark-peer/*.jar"))))
+            "--jars "
+            + ",".join(sorted(glob.glob(str(ROOT / ".cache/spark-peer/*.jar"))))
             + " pyspark-shell"
         )
         result = run_peer(spec)

@@ -62,13 +62,27 @@ SELECT sid, COUNT(*) AS c, SUM(n) AS s FROM tg GROUP BY sid;
 )
 
 
-def feed(conf: dict[str, str], topics: list[str], rate: int, session_events: int,
-         stop: threading.Event, sent: list[int]) -> None:
+def feed(
+    conf: dict[str, str],
+    topics: list[str],
+    rate: int,
+    session_events: int,
+    stop: threading.Event,
+    sent: list[int],
+) -> None:
     from confluent_kafka import Producer
 
-    codec = AvroCodec({"type": "record", "name": "ev", "fields": [
-        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "sid", "type": "long"}, {"name": "n", "type": "long"}]})
+    codec = AvroCodec(
+        {
+            "type": "record",
+            "name": "ev",
+            "fields": [
+                {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+                {"name": "sid", "type": "long"},
+                {"name": "n", "type": "long"},
+            ],
+        }
+    )
     producer = Producer({**conf, "linger.ms": 50, "log_level": 3})
     rng = random.Random(11)
     started = time.monotonic()
@@ -79,8 +93,9 @@ def feed(conf: dict[str, str], topics: list[str], rate: int, session_events: int
             now_ms = int(time.time() * 1000)
             live = max(1, i // session_events)
             sid = rng.randint(max(0, live - 20), live)  # the ~20 most recent sessions
-            value = codec.encode({"ts": now_ms - rng.randint(0, 2000), "sid": sid,
-                                  "n": rng.randint(0, 9)})
+            value = codec.encode(
+                {"ts": now_ms - rng.randint(0, 2000), "sid": sid, "n": rng.randint(0, 9)}
+            )
             for topic in topics:
                 producer.produce(topic, value=value, partition=i % 2)
             i += 1
@@ -147,11 +162,14 @@ def main() -> None:
         program = work / "state.sql"
         program.write_text(PROGRAM.format(**topics))
         circuit = compile_program(program)
-        service = Service(circuit, conf, work / "ck", shuffle_partitions=2,
-                          trigger_interval_ms=2000)
+        service = Service(
+            circuit, conf, work / "ck", shuffle_partitions=2, trigger_interval_ms=2000
+        )
         sent = [0]
-        feeder = threading.Thread(target=feed, args=(conf, [topics["tw"], topics["tg"]],
-                                                     args.rate, args.session_events, stop, sent))
+        feeder = threading.Thread(
+            target=feed,
+            args=(conf, [topics["tw"], topics["tg"]], args.rate, args.session_events, stop, sent),
+        )
         feeder.start()
         service.start()
         by_table = {q.name: q for q in service.queries}
@@ -178,14 +196,21 @@ def main() -> None:
         samples = [s for s in samples if s["tumble"] is not None and s["unwindowed"] is not None]
         plot(samples, args.out_png, args.minutes)
         half = [s for s in samples if s["seconds"] >= args.minutes * 30]
-        print(json.dumps({
-            "minutes": args.minutes, "events": sent[0], "rate": args.rate,
-            "tumble_second_half_min": min(s["tumble"] for s in half),
-            "tumble_second_half_max": max(s["tumble"] for s in half),
-            "unwindowed_at_half": half[0]["unwindowed"],
-            "unwindowed_final": samples[-1]["unwindowed"],
-            "png": str(args.out_png),
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "minutes": args.minutes,
+                    "events": sent[0],
+                    "rate": args.rate,
+                    "tumble_second_half_min": min(s["tumble"] for s in half),
+                    "tumble_second_half_max": max(s["tumble"] for s in half),
+                    "unwindowed_at_half": half[0]["unwindowed"],
+                    "unwindowed_final": samples[-1]["unwindowed"],
+                    "png": str(args.out_png),
+                },
+                indent=2,
+            )
+        )
     finally:
         stop.set()
         if broker is not None:

@@ -96,8 +96,7 @@ WORKLOADS: dict[str, Workload] = {
     "a": Workload(
         "a",
         "decode + late gate + filter view (stateless)",
-        _CLICKS
-        + "CREATE VIEW big WITH ('topic' = '{out}', 'format' = 'append') AS\n"
+        _CLICKS + "CREATE VIEW big WITH ('topic' = '{out}', 'format' = 'append') AS\n"
         "SELECT ts, usr, n FROM clicks WHERE n > 500;\n",
         10_000,
         _peer_a,
@@ -108,8 +107,7 @@ WORKLOADS: dict[str, Workload] = {
     "b": Workload(
         "b",
         "TUMBLE 1 min over 10k keys, COUNT/SUM/MAX, EMIT AFTER WATERMARK",
-        _CLICKS
-        + "CREATE VIEW per_user WITH ('topic' = '{out}', 'format' = 'append') AS\n"
+        _CLICKS + "CREATE VIEW per_user WITH ('topic' = '{out}', 'format' = 'append') AS\n"
         "SELECT window_start, window_end, usr, COUNT(*) AS c, SUM(n) AS s, MAX(n) AS m\n"
         "FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE))\n"
         "GROUP BY window_start, window_end, usr\nEMIT AFTER WATERMARK;\n",
@@ -132,8 +130,7 @@ WORKLOADS: dict[str, Workload] = {
     "c": Workload(
         "c",
         "NEXMark Q7: ARG_MAX per 10-minute window",
-        _BIDS
-        + "CREATE VIEW max_bid WITH ('topic' = '{out}', 'format' = 'append') AS\n"
+        _BIDS + "CREATE VIEW max_bid WITH ('topic' = '{out}', 'format' = 'append') AS\n"
         "SELECT window_start AS wstart, window_end AS wend, ARG_MAX(bidtime, price) AS bidtime,\n"
         "       MAX(price) AS price, ARG_MAX(item, price) AS item\n"
         "FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(bidtime), INTERVAL '10' MINUTE))\n"
