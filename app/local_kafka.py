@@ -323,7 +323,9 @@ def sasl_ssl_kafka(
         "ssl.keystore.location": str(tls.broker_keystore),
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(tls.ca),
-        "ssl.client.auth": "required" if require_client_certificate else "none",
+        "listener.name.sasl_ssl.ssl.client.auth": (
+            "required" if require_client_certificate else "none"
+        ),
         "ssl.endpoint.identification.algorithm": "",
     }
     client = {
