@@ -878,6 +878,12 @@ def plan_query(source: SourceText, tokens: Sequence[Token], relations: dict[str,
     from_ = select.args.get("from_") or select.args.get("from")
     assert from_ is not None
     table = from_.this
+    if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
+        raise CompileFailure(
+            source.position(table.meta.get("start", first.start)) if table.meta.get("start")
+            is not None else fallback if tvf is None else tvf.position,
+            "FROM must name a table, a view or TABLE(TUMBLE(...)) / TABLE(HOP(...))",
+        )
     alias = table.alias_or_name
     table_name = table.name if table.this.quoted else table.name.lower()
     table_position = source.position(table.this.meta.get("start", first.start))

@@ -223,23 +223,13 @@ def test_fuzzed_record_bytes_are_verdicts_never_exceptions_s7(tmp_path: Path) ->
     _decoding_property(tmp_path, _examples(400))
 
 
-KNOWN_COMPILER_BUG = pytest.mark.xfail(
-    raises=AttributeError,
-    strict=False,
-    reason="found by this fuzzer: 'FROM f(TUMBLE(...))' raises AttributeError in "
-    "app/program/query.py (table.this.quoted on an Anonymous node); owner: the program part",
-)
-
-
-@KNOWN_COMPILER_BUG
 def test_fuzzed_program_text_is_accepted_or_a_program_error_l7(tmp_path: Path) -> None:
     _compiler_property(tmp_path, _examples(150))
 
 
-@pytest.mark.xfail(raises=AttributeError, strict=True, reason=KNOWN_COMPILER_BUG.kwargs["reason"])
 def test_fuzz_finding_a_function_call_around_tumble_is_a_program_error_l7(tmp_path: Path) -> None:
-    """The compiler crash the fuzzer found, pinned: fix it and this test XPASSes (then drop
-    the xfail marks)."""
+    """The compiler crash the fuzzer found ('FROM f(TUMBLE(...))' raised AttributeError),
+    kept as a regression test."""
     text = (
         "CREATE TABLE purchase (\n    date_time TIMESTAMP NOT NULL LATENESS INTERVAL '1' HOUR,\n"
         "    note VARCHAR\n) WITH ('topic' = 'purchases');\nCREATE VIEW v AS\n"
@@ -252,7 +242,6 @@ def test_fuzz_finding_a_function_call_around_tumble_is_a_program_error_l7(tmp_pa
 
 
 @pytest.mark.slow
-@KNOWN_COMPILER_BUG
 def test_long_fuzz_run_of_decoding_and_compiling_s7_l7(tmp_path: Path) -> None:
     """The few-minute run of docs/reliability.md."""
     _decoding_property(tmp_path, _examples(20_000))
