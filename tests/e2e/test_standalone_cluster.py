@@ -5,8 +5,9 @@ writes the same outputs and dead letters as in local mode.
 Each mode runs the real CLI, ``tidemark run --once``, in its own process, twice: once over a
 first step of purchases, once over a second step holding rows below the waterline the first
 step left (SPEC S3, S5, S6). Both modes read the same input topic and write to their own output
-topics; the test compares the append view's rows and the dead letters. The workers' work
-directories show executors ran there.
+topics; the test compares the append view's rows, the windowed view's final value per key
+(S9, S12 upsert) and the dead letters, as a read_committed consumer sees them. The workers'
+work directories show the executors ran there.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from decimal import Decimal
@@ -25,7 +25,9 @@ from typing import Any
 
 import fastavro
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
+
+from app.connectors.topic_reader import read_topic
 
 pytestmark = pytest.mark.e2e
 
@@ -42,6 +44,10 @@ CREATE TABLE purchase (
 CREATE VIEW large_purchase WITH ('topic' = '{out}.large', 'format' = 'append') AS
 SELECT date_time, credit_card, amount FROM purchase WHERE amount >= 100;
 
+CREATE VIEW per_minute WITH ('topic' = '{out}.per_minute') AS
+SELECT window_start, window_end, COUNT(*) AS purchases, SUM(amount) AS total
+FROM TABLE(TUMBLE(TABLE purchase, DESCRIPTOR(date_time), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end;
 """
 
 
@@ -50,27 +56,6 @@ def _avro(date_time_ms: int, card: int, amount: str) -> bytes:
     fastavro.schemaless_writer(out, SCHEMA, {
         "date_time": date_time_ms, "credit_card": card, "amount": Decimal(amount)})
     return out.getvalue()
-
-
-def _read_all(conf: dict[str, str], topic: str) -> list[Any]:
-    consumer = Consumer({**conf, "group.id": f"t-{uuid.uuid4()}", "enable.auto.commit": False})
-    try:
-        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
-        if metadata.error is not None:
-            return []
-        partitions = list(metadata.partitions)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in partitions}
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        records: list[Any] = []
-        deadline = time.monotonic() + 60
-        while sum(ends.values()) > len(records) and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                records.append(msg)
-        return records
-    finally:
-        consumer.close()
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +80,8 @@ def _run_once(program: Path, bootstrap: str, checkpoint: Path, master: str, log:
         "TIDEMARK_LOG_FORMAT": "json",
         # Executors on the workers connect back to the driver: keep everything on loopback.
         "SPARK_LOCAL_IP": "127.0.0.1",
+        # One state partition per worker core: fewer Python tasks per step, same results.
+        "TIDEMARK_SHUFFLE_PARTITIONS": "2",
     }
     with log.open("ab") as stderr:
         result = subprocess.run(
@@ -107,14 +94,17 @@ def _run_once(program: Path, bootstrap: str, checkpoint: Path, master: str, log:
 
 
 def _outputs(conf: dict[str, str], out: str) -> dict[str, Any]:
-    """The Avro bytes each mode wrote: the append view's rows and the dead letters."""
-    large = sorted(m.value() for m in _read_all(conf, f"{out}.large"))
-    dead = sorted((m.key() or b"", m.value()) for m in _read_all(conf, f"{out}.dlq"))
-    return {"large": large, "dead": dead}
+    """The Avro bytes each mode wrote: append rows, final upsert value per key, dead letters."""
+    large = sorted(m.value() for m in read_topic(conf, f"{out}.large"))
+    final: dict[bytes, bytes | None] = {}
+    for msg in read_topic(conf, f"{out}.per_minute"):
+        final[msg.key()] = msg.value()  # upsert: the last record per key is the group's value
+    dead = sorted((m.key() or b"", m.value()) for m in read_topic(conf, f"{out}.dlq"))
+    return {"large": large, "per_minute": final, "dead": dead}
 
 
 @pytest.mark.timeout(1800)
-def test_issue8_standalone_cluster_gives_local_mode_outputs_s3_s5_s6(
+def test_issue8_standalone_cluster_gives_local_mode_outputs_s3_s5_s9(
     kafka: Any, standalone_cluster: tuple[str, Path], tmp_path: Path
 ) -> None:
     master, state = standalone_cluster
@@ -152,6 +142,7 @@ def test_issue8_standalone_cluster_gives_local_mode_outputs_s3_s5_s6(
     cluster = _outputs(conf, outs["cluster"])
     assert len(local["large"]) == 20 + 10, "step 1's 20 large rows and step 2's 10 on-time ones"
     assert len(local["dead"]) == 5, "the five rows below the waterline, dead-lettered once"
+    assert len(local["per_minute"]) >= 10
     assert cluster == local
 
     # The executors ran on the workers: each worker has an executor directory of a finished app.
