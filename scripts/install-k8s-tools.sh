@@ -33,16 +33,27 @@ if ! command -v go >/dev/null 2>&1; then
     exit 2
 fi
 
-# helm prints e.g. "v3.21.4+g1234abc" for `helm version --short`; go-installed builds
-# carry the version only through -ldflags, so we stamp it the way helm's Makefile does.
+# go-installed builds carry versions only through -ldflags, so we stamp them the way helm's
+# Makefile does: its own version, and the Kubernetes version it assumes when no cluster is asked
+# (`helm template`/`lint` would otherwise default to 1.20 and refuse the chart's kubeVersion).
+# HELM_K8S_MINOR follows the k8s.io/client-go minor version helm's go.mod pins (v0.36 -> 1.36).
+HELM_K8S_MINOR="36"
 helm_bin="$GOBIN/helm"
-if [[ -x "$helm_bin" ]] && "$helm_bin" version --short 2>/dev/null | grep -q "^${HELM_VERSION}"; then
+helm_stamp="$GOBIN/.helm-${HELM_VERSION}-k8s1.${HELM_K8S_MINOR}"
+if [[ -x "$helm_bin" && -f "$helm_stamp" ]] \
+    && "$helm_bin" version --short 2>/dev/null | grep -q "^${HELM_VERSION}"; then
     say "helm ${HELM_VERSION} already built"
 else
     say "building helm ${HELM_VERSION} with go install (first run takes minutes)..."
-    go install \
-        -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}" \
+    rm -f "$GOBIN"/.helm-*
+    go install -ldflags "-s -w \
+        -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION} \
+        -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 \
+        -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=${HELM_K8S_MINOR} \
+        -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
+        -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=${HELM_K8S_MINOR}" \
         "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
+    touch "$helm_stamp"
 fi
 
 # kubeconform has no version stamp without ldflags either; main.version is what -v prints.
