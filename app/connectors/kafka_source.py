@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -225,6 +225,74 @@ class KafkaPartitionSlice(InputPartition):
         self.step, self.wall_clock_ms, self.waterlines = step, wall_clock_ms, waterlines
 
 
+class SliceCache:
+    """Decoded slices of recent steps on the local disk, as Arrow IPC files.
+
+    One step's plan reads the source once per branch (dead letters, probe, each view, the
+    aggregates): Spark re-runs the scan for each branch of the union. Without this, every
+    branch would consume the same Kafka offsets and decode the same Avro again. The first
+    reader of a slice writes it here; the others read the file. A slice is a pure function of
+    (offsets, step, waterlines, wall clock), all fixed by the offset log, so a cached slice is
+    exactly what a fresh read would give, on replay too. Files of older steps are removed.
+    """
+
+    KEEP_STEPS = 3
+
+    def __init__(self, state_dir: str) -> None:
+        import hashlib
+        import tempfile
+
+        tag = hashlib.sha1(os.path.abspath(state_dir).encode()).hexdigest()[:16]  # noqa: S324
+        self.directory = Path(tempfile.gettempdir()) / "tidemark-slices" / tag
+
+    def _path(self, part: KafkaPartitionSlice) -> Path:
+        import hashlib
+
+        # Everything the gate's verdicts depend on is in the name, so a stale file of a
+        # deleted checkpoint or another run can never be taken for this slice.
+        inputs = json.dumps([part.waterlines, part.wall_clock_ms], sort_keys=True)
+        digest = hashlib.sha1(inputs.encode()).hexdigest()[:12]  # noqa: S324
+        return self.directory / (
+            f"{part.step}-{part.partition}-{part.start}-{part.end}-{digest}.arrow"
+        )
+
+    def read(self, part: KafkaPartitionSlice,
+             decode: Callable[[], Iterator[pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
+        path = self._path(part)
+        try:
+            cached = pa.ipc.open_file(pa.BufferReader(path.read_bytes()))
+            batches = [cached.get_batch(i) for i in range(cached.num_record_batches)]
+        except (FileNotFoundError, pa.ArrowInvalid, OSError):
+            batches = None
+        if batches is not None:
+            yield from batches
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        writer = None
+        try:
+            for batch in decode():
+                if writer is None:
+                    writer = pa.ipc.new_file(str(tmp), batch.schema)
+                writer.write_batch(batch)
+                yield batch
+            if writer is not None:
+                writer.close()
+                writer = None
+                os.replace(tmp, path)
+        finally:
+            if writer is not None:
+                writer.close()
+            tmp.unlink(missing_ok=True)
+        self._forget_before(part.step - self.KEEP_STEPS)
+
+    def _forget_before(self, step: int) -> None:
+        for old in self.directory.glob("*.arrow"):
+            head = old.name.split("-", 1)[0]
+            if head.isdigit() and int(head) < step:
+                old.unlink(missing_ok=True)
+
+
 class KafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.spec = SourceSpec.from_json(json.loads(options["spec"]))
@@ -331,7 +399,9 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaPartitionSlice)
-        return read_slice(self.spec, self.kafka_conf, partition)
+        return SliceCache(self.state_dir).read(
+            partition, lambda: read_slice(self.spec, self.kafka_conf, partition)
+        )
 
     def commit(self, end: dict[str, Any]) -> None:
         return None
