@@ -45,7 +45,13 @@ from app.connectors.late_gate import SourceColumn, SourceSpec
 from app.errors import ProgramError, TidemarkError
 from app.runtime.aggregate import aggregate_branch
 from app.runtime.encode import ViewEncoding, encode_view_rows
-from app.runtime.view_gate import ORIGIN_COLUMNS, ViewGateSpec, gated_view, waterline_key
+from app.runtime.view_gate import (
+    ORIGIN_COLUMNS,
+    ViewGateSpec,
+    gated_view,
+    kind_is,
+    waterline_key,
+)
 
 __all__ = ["TablePlan", "plan_table", "source_spec", "time_unit"]
 
@@ -170,14 +176,17 @@ def plan_table(
     views = [v for v in circuit.views if circuit.root_table(v.name).name == table.name]
     owners = {watermark_owner(circuit, v.name) for v in views if not v.is_stateless}
     accepted = source.filter(F.col("_kind").isin("ok", "probe"))
+    watermarked: str | None = None
     if table.name in owners:
         if not table.lateness:
             raise TidemarkError(f"table {table.name} has stateful views but no LATENESS column")
         first = table.lateness[0]
         col_type = table.column(first.column).type
         if col_type.name == "TIMESTAMP":
+            watermarked = first.column
             accepted = accepted.withWatermark(first.column, f"{first.amount} milliseconds")
         else:
+            watermarked = "_event_time"
             accepted = accepted.withColumn(
                 "_event_time", F.expr(f"timestamp_millis(`{first.column}`)")
             ).withWatermark("_event_time", f"{first.amount} milliseconds")
@@ -185,7 +194,7 @@ def plan_table(
     # original record too when a view gate may have to write it back as a dead letter (L2).
     gated_views = [v for v in views if v.lateness]
     carried = ORIGIN_COLUMNS if gated_views else ("_step", "_partition", "_offset")
-    rows = accepted.filter(F.col("_kind") == "ok").select(*columns, *carried)
+    rows = accepted.filter(kind_is("_kind", "ok", watermarked)).select(*columns, *carried)
     frames: dict[str, DataFrame] = {table.name: rows}
     branches: list[DataFrame] = []
     time_source: dict[str, str | None] = {}

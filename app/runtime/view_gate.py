@@ -30,7 +30,7 @@ from typing import Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -41,6 +41,7 @@ __all__ = [
     "ViewGateSpec",
     "gate_view_rows",
     "gated_view",
+    "kind_is",
     "waterline_key",
 ]
 
@@ -183,6 +184,19 @@ def _probe(
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def kind_is(kind_column: str, kind: str, watermarked: str | None) -> Column:
+    """``kind_column = kind``, kept *above* ``withWatermark`` by Spark's optimizer.
+
+    The probe rows must reach the watermark node before this filter drops them (ADR 0001):
+    they carry the step's maxima, punctuation bounds included (S4), and on a step with only
+    punctuation they are all that can move Spark's watermark and close a quiet table's
+    windows. Spark pushes a filter below ``EventTimeWatermark`` unless it references the
+    event-time column, so the predicate names it (``_kind`` is never NULL: same result)."""
+    if watermarked is None:
+        return F.col(kind_column) == kind
+    return F.coalesce(F.col(kind_column), F.col(watermarked).cast("string")) == kind
+
+
 @dataclass(frozen=True)
 class GatedView:
     """The three branches of a gated view: accepted rows, dead letters, probe (SINK rows)."""
@@ -203,10 +217,7 @@ def gated_view(
     """Gate ``frame`` (the view's rows with :data:`ORIGIN_COLUMNS`) and split the verdicts.
 
     With ``watermark``, Spark's watermark follows the view's first LATENESS column (the probe
-    rows carry its maxima through ``withWatermark`` before they are filtered out), one
-    millisecond behind the view's waterline: Spark's event-time timeout (``window_end - 1``)
-    then fires once ``w > window_end``, so a window whose end equals the waterline exactly is
-    finalized by the next step that moves the waterline (S12 allows writing later)."""
+    rows carry its maxima through ``withWatermark`` before they are filtered out)."""
     out = StructType(
         [StructField(f.name, f.dataType, True) for f in frame.schema.fields]
         + [StructField(name, t, True) for name, t in _GATE_FIELDS]
@@ -220,11 +231,9 @@ def gated_view(
         else:
             event_time = "_event_time"
             gated = gated.withColumn(event_time, F.expr(f"timestamp_millis(`{column}`)"))
-        # Spark drops a stateful operator's input rows with event time <= its watermark, but
-        # a row equal to the waterline is on time (S5): one millisecond more of delay keeps it.
-        gated = gated.withWatermark(event_time, f"{amount + 1} milliseconds")
+        gated = gated.withWatermark(event_time, f"{amount} milliseconds")
     gate_columns = [name for name, _ in _GATE_FIELDS]
-    rows = gated.filter(F.col("_vkind") == "ok").drop(
+    rows = gated.filter(kind_is("_vkind", "ok", event_time)).drop(
         *gate_columns, *(c for c in ORIGIN_COLUMNS if c not in ("_step", "_partition", "_offset"))
     )
     dead = gated.filter(F.col("_vkind") == "late").select(
