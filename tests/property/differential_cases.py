@@ -1,0 +1,244 @@
+"""Generated programs and steps for the Spark-vs-reference differential tests (issue 4).
+
+One :class:`Scenario` is a program of two tables and many generated aggregate views (the
+*cases*), plus the steps fed to both runtimes. Everything derives from one integer seed through
+:class:`random.Random`, so a failure is reproduced from the seed printed with it.
+
+What the generator aims at (SPEC S3-S13):
+
+- out-of-order rows, and rows below the waterline (late, S5), including rows *equal* to the
+  waterline (on time by S5, the boundary a runtime gets wrong first);
+- HOP windows of 1-4 slides (the compiler requires whole slides), TUMBLE windows with an
+  offset (S9);
+- NULLs in every nullable column (COUNT(x), SUM, MIN/MAX, ARG_MAX/ARG_MIN skip them);
+- a few keys and many keys (``u`` has 40 values);
+- WHERE before and HAVING after the aggregate, every EMIT form the Spark runtime runs and every
+  format the compiler accepts for it (L5, L6);
+- punctuations (S4) and malformed records (S7) between the rows.
+
+DOUBLE values are multiples of 0.25 so SUM is exact in binary; AVG is compared with a relative
+tolerance.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+BASE_MS = 1_700_000_000_000
+S = 1000
+
+#: The aggregate calls a case draws from (SPEC L3), as SQL over the tables' columns.
+AGGREGATES = (
+    "COUNT(*)",
+    "COUNT(x)",
+    "COUNT(DISTINCT k)",
+    "COUNT(DISTINCT x)",
+    "SUM(x)",
+    "SUM(d)",
+    "MIN(x)",
+    "MAX(x)",
+    "MIN(k)",
+    "MAX(d)",
+    "MAX(ts)",
+    "AVG(x)",
+    "AVG(d)",
+    "ARG_MAX(k, x)",
+    "ARG_MIN(ts, d)",
+    "ARG_MAX(u, d)",
+    "ARG_MIN(x, u)",
+)
+WHERES = (None, None, "x > 0", "x IS NOT NULL", "k <> 'b'", "d < 2.5 OR x IS NULL")
+HAVINGS = (None, None, None, "COUNT(*) >= 2", "SUM(x) > 3", "MAX(x) IS NOT NULL")
+WINDOWED_KEYS = (
+    ("window_start", "window_end", "k"),
+    ("window_end", "k"),
+    ("window_start", "u"),
+    ("window_end",),
+    ("window_start", "window_end", "k", "u"),
+)
+UNWINDOWED_KEYS = (("k",), ("u",))
+#: (EMIT clause, formats the compiler accepts for it: L5/L6)
+WINDOWED_EMITS = (
+    ("", ("upsert", "changelog")),
+    ("EMIT STREAM", ("changelog", "upsert")),
+    ("EMIT AFTER WATERMARK", ("upsert", "changelog", "append")),
+    ("EMIT STREAM AFTER WATERMARK", ("changelog", "upsert")),
+)
+UNWINDOWED_EMITS = (("", ("upsert", "changelog")), ("EMIT STREAM", ("changelog",)))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One generated view: its name, table and CREATE VIEW text (topic left as ``{topic}``)."""
+
+    name: str
+    table: str
+    sql: str
+    emit: str
+    fmt: str
+
+
+@dataclass
+class Step:
+    """One step's input per table, in (partition, offset) order per partition.
+
+    Each record is ``(partition, kind, payload)``: kind ``row`` (payload a row dict with
+    TIMESTAMP as epoch ms), ``malformed`` (payload bytes) or ``punctuation`` (bound, epoch ms).
+    """
+
+    records: dict[str, list[tuple[int, str, Any]]] = field(default_factory=dict)
+
+
+@dataclass
+class Scenario:
+    seed: int
+    lateness_s: dict[str, int]
+    cases: list[Case]
+    steps: list[Step]
+    stateless: dict[str, str]
+
+    def program(self, topics: dict[str, str]) -> str:
+        """The program text; ``topics`` maps table names, ``<table>.dlq`` and view names."""
+        parts = []
+        for table, lateness in self.lateness_s.items():
+            parts.append(
+                f"CREATE TABLE {table} (\n"
+                f"    ts TIMESTAMP NOT NULL LATENESS INTERVAL '{lateness}' SECOND,\n"
+                f"    k  VARCHAR,\n    u  BIGINT NOT NULL,\n    x  BIGINT,\n    d  DOUBLE\n"
+                f") WITH ('topic' = '{topics[table]}', "
+                f"'dead_letter' = '{topics[table + '.dlq']}');"
+            )
+        for name, sql in self.stateless.items():
+            parts.append(sql.format(topic=topics[name]))
+        for case in self.cases:
+            parts.append(case.sql.format(topic=topics[case.name]))
+        return "\n\n".join(parts) + "\n"
+
+    def describe(self) -> str:
+        """Seed, program and steps, printed when a comparison fails."""
+        lines = [f"seed={self.seed}", self.program({n: n for n in self._topic_names()})]
+        for index, step in enumerate(self.steps, 1):
+            lines.append(f"-- step {index}")
+            for table, records in step.records.items():
+                for partition, kind, payload in records:
+                    shown = payload
+                    if kind == "row":
+                        shown = {**payload, "ts": (payload["ts"] - BASE_MS) / S}
+                    elif kind == "punctuation":
+                        shown = (payload - BASE_MS) / S
+                    lines.append(f"   {table} p{partition} {kind} {shown}")
+        return "\n".join(lines)
+
+    def _topic_names(self) -> list[str]:
+        return [
+            *self.lateness_s,
+            *(t + ".dlq" for t in self.lateness_s),
+            *self.stateless,
+            *(c.name for c in self.cases),
+        ]
+
+    def topic_names(self) -> list[str]:
+        return self._topic_names()
+
+
+def _case(rng: random.Random, name: str, table: str) -> Case:
+    windowed = rng.random() < 0.85
+    if windowed:
+        if rng.random() < 0.5:
+            size = rng.choice((3, 5, 10))
+            offset = rng.choice((0, 0, 2))
+            tvf = f"TUMBLE(TABLE {table}, DESCRIPTOR(ts), INTERVAL '{size}' SECOND"
+            tvf += f", INTERVAL '{offset}' SECOND)" if offset else ")"
+        else:
+            slide = rng.choice((2, 3, 5))
+            size = slide * rng.choice((1, 2, 3, 4))
+            tvf = (
+                f"HOP(TABLE {table}, DESCRIPTOR(ts), INTERVAL '{slide}' SECOND, "
+                f"INTERVAL '{size}' SECOND)"
+            )
+        source = f"TABLE({tvf})"
+        keys = rng.choice(WINDOWED_KEYS)
+        emit, formats = rng.choice(WINDOWED_EMITS)
+    else:
+        source = table
+        keys = rng.choice(UNWINDOWED_KEYS)
+        emit, formats = rng.choice(UNWINDOWED_EMITS)
+    fmt = rng.choice(formats)
+    calls = rng.sample(AGGREGATES, rng.randint(2, 6))
+    select = [*keys, *(f"{call} AS a{i}" for i, call in enumerate(calls))]
+    where = rng.choice(WHERES)
+    having = rng.choice(HAVINGS)
+    sql = (
+        f"CREATE VIEW {name} WITH ('topic' = '{{topic}}', 'format' = '{fmt}') AS\n"
+        f"SELECT {', '.join(select)}\nFROM {source}\n"
+        + (f"WHERE {where}\n" if where else "")
+        + f"GROUP BY {', '.join(keys)}"
+        + (f"\nHAVING {having}" if having else "")
+        + (f"\n{emit}" if emit else "")
+        + ";"
+    )
+    return Case(name, table, sql, emit or "default", fmt)
+
+
+def _row(rng: random.Random, ts_s: int) -> dict[str, Any]:
+    return {
+        "ts": BASE_MS + ts_s * S,
+        "k": rng.choice((None, "a", "b", "c", "a")),
+        "u": rng.randrange(40),
+        "x": None if rng.random() < 0.2 else rng.randint(-3, 9),
+        "d": None if rng.random() < 0.2 else rng.randint(-8, 20) * 0.25,
+    }
+
+
+MALFORMED = b"\x02not avro\xff"
+
+
+def generate(seed: int, cases: int, steps: int = 5, rows_per_step: int = 24,
+             punctuations: bool = True) -> Scenario:
+    """A scenario of ``cases`` generated views over two tables ``ev_a``/``ev_b``."""
+    rng = random.Random(seed)
+    lateness = {"ev_a": rng.choice((0, 2, 4)), "ev_b": rng.choice((3, 6, 10))}
+    tables = list(lateness)
+    generated = [_case(rng, f"v{i:03d}", tables[i % 2]) for i in range(cases)]
+    stateless = {
+        f"s_{t}": (
+            f"CREATE VIEW s_{t} WITH ('topic' = '{{topic}}', 'format' = 'append') AS\n"
+            f"SELECT ts, k, u, x * 2 AS x2 FROM {t} WHERE x > 4;"
+        )
+        for t in tables
+    }
+    scenario_steps = []
+    now = {t: rng.randint(0, 10) for t in tables}
+    top = {t: -(10**9) for t in tables}
+    for _ in range(steps):
+        step = Step()
+        for t in tables:
+            now[t] += rng.randint(1, 9)
+            records: list[tuple[int, str, Any]] = []
+            for _ in range(rng.randint(rows_per_step // 2, rows_per_step)):
+                roll = rng.random()
+                if roll < 0.1 and top[t] > -(10**9):
+                    # exactly the waterline the step starts with (on time, S5) or just below
+                    ts = top[t] - lateness[t] - rng.choice((0, 0, 1))
+                elif roll < 0.25:
+                    ts = now[t] - rng.randint(lateness[t] + 1, lateness[t] + 15)  # likely late
+                else:
+                    ts = now[t] + rng.randint(-4, 3)  # out of order around "now"
+                records.append((rng.randrange(2), "row", _row(rng, ts)))
+            if rng.random() < 0.3:
+                records.insert(rng.randrange(len(records) + 1), (rng.randrange(2), "malformed",
+                                                                   MALFORMED))
+            if rng.random() < 0.3 and punctuations:
+                bound = BASE_MS + (now[t] + rng.randint(0, 6)) * S
+                records.insert(rng.randrange(len(records) + 1),
+                               (rng.randrange(2), "punctuation", bound))
+            step.records[t] = records
+            for _, kind, payload in records:
+                if kind == "row":
+                    top[t] = max(top[t], (payload["ts"] - BASE_MS) // S)
+                elif kind == "punctuation":
+                    top[t] = max(top[t], (payload - BASE_MS) // S)
+        scenario_steps.append(step)
+    return Scenario(seed, lateness, generated, scenario_steps, stateless)
