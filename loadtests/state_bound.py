@@ -33,7 +33,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# Run as a script, Python puts loadtests/ first on sys.path, where other load tests' modules
+# (profile.py) shadow the standard library: put the project root there instead.
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path[0] = str(ROOT)
+else:
+    sys.path.insert(0, str(ROOT))
 
 from app.connectors.avro_codec import AvroCodec  # noqa: E402
 from app.program.compile import compile_program  # noqa: E402
@@ -150,6 +155,7 @@ def main() -> None:
         bootstrap = broker.bootstrap_servers
     conf = {"bootstrap.servers": bootstrap}
     stop = threading.Event()
+    service: Service | None = None
     try:
         from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -213,6 +219,8 @@ def main() -> None:
         )
     finally:
         stop.set()
+        if service is not None:
+            service.shutdown()  # stop Spark before the broker it reads goes away
         if broker is not None:
             broker.cleanup()
 
