@@ -32,7 +32,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
 from app.connectors.late_gate import GateVerdict, LateGate, SourceSpec
@@ -350,11 +350,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         total = sum(available.values())
         if total == 0:
             return start
-        budget = (
-            total
-            if isinstance(limit, ReadAllAvailable)
-            else min(total, getattr(limit, "maxRows", total))
-        )
+        budget = min(total, limit.max_rows) if isinstance(limit, ReadMaxRows) else total
         end: dict[str, int] = {}
         remaining = budget
         # Share the budget across partitions in proportion to what each has waiting.

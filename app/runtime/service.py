@@ -59,9 +59,7 @@ def ensure_topics(
         if not missing_inputs:
             break
         if time.monotonic() >= deadline:
-            waited = (
-                f" (waited {wait_for_topics_seconds:g} s)" if wait_for_topics_seconds else ""
-            )
+            waited = f" (waited {wait_for_topics_seconds:g} s)" if wait_for_topics_seconds else ""
             raise KafkaError(
                 "input topic(s) missing: "
                 + ", ".join(f"{t.topic} (table {t.name})" for t in missing_inputs)
@@ -218,9 +216,19 @@ class Service:
         reached = {int(p): int(o) for p, o in done.get("partitions", {}).items()}
         if any(reached.get(p, 0) < o for p, o in target.items()):
             return False
-        # Wait out the no-data step Spark runs right after a watermark move.
-        time.sleep(0.3)
-        return not query.status.get("isTriggerActive") and query.lastProgress == progress
+        # Wait out the no-data step Spark runs right after a watermark move (it evicts state and
+        # writes AFTER WATERMARK rows): done only when Spark has looked for work and found none,
+        # twice, with no new progress in between.
+        for _ in range(2):
+            time.sleep(0.5)
+            status = query.status
+            if (
+                status.get("isTriggerActive")
+                or query.lastProgress != progress
+                or status.get("message") != "Waiting for data to arrive"
+            ):
+                return False
+        return True
 
     def stop(self, drain_seconds: float = 120) -> None:
         """Let each query finish the step in flight, then stop it."""

@@ -42,7 +42,6 @@ def spark_session(
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "20000")
         .config("spark.python.worker.reuse", "true")
         .config("spark.sql.adaptive.enabled", "false")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
     )
     if local_dir is not None:
