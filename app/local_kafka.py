@@ -80,6 +80,7 @@ class LocalKafka:
     format_arguments: list[str] = field(default_factory=list)
     port: int = 0
     controller_port: int = 0
+    cluster_id: str = ""
     _process: subprocess.Popen[bytes] | None = None
     _owns_workdir: bool = False
 
@@ -147,7 +148,9 @@ class LocalKafka:
             "-cp",
             classpath,
         ]
-        cluster_id = uuid.uuid4().hex[:22]
+        # A restart (same workdir) must format with the id the data was formatted with.
+        self.cluster_id = self.cluster_id or uuid.uuid4().hex[:22]
+        cluster_id = self.cluster_id
         started = time.monotonic()
         fmt = subprocess.run(
             [
