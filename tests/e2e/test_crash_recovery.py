@@ -82,11 +82,15 @@ class Run:
             start_new_session=True,
         )
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         assert self.process.stderr is not None
         for line in self.process.stderr:
+            text = line.decode(errors="replace").rstrip()
+            if "rror" in text or "xception" in text or not text.startswith(("{", " ", "+", ":")):
+                self.lines = [*self.lines[-80:], text[:600]]
             try:
                 self.events.put(json.loads(line))
             except ValueError:
@@ -96,7 +100,10 @@ class Run:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None and self.events.empty():
-                raise AssertionError(f"tidemark run exited with {self.process.returncode}")
+                tail = "\n".join(self.lines[-40:])
+                raise AssertionError(
+                    f"tidemark run exited with {self.process.returncode}; its log ends:\n{tail}"
+                )
             try:
                 event = self.events.get(timeout=0.5)
             except queue.Empty:
