@@ -24,6 +24,6 @@ stage "unit and property tests" $bin/pytest -q -p no:cacheprovider -m "not slow 
 stage "deployment checks" $bin/pytest -q -p no:cacheprovider -m "not slow and not e2e" \
   tests/deploy "$@"
 stage "end-to-end tests (real Kafka broker, Spark, Prometheus)" $bin/pytest -q \
-  -p no:cacheprovider -m "e2e and not slow" tests/e2e tests/deploy "$@"
+  -p no:cacheprovider -m "e2e and not slow" tests/e2e tests/deploy tests/property "$@"
 echo "make test took $(( $(date +%s) - started ))s"
 exit $status

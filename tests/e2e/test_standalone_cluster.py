@@ -29,7 +29,7 @@ from confluent_kafka import Producer
 
 from app.connectors.topic_reader import read_topic
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = fastavro.parse_schema(json.loads((ROOT / "schemas" / "purchase.avsc").read_text()))
