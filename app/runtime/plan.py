@@ -355,6 +355,17 @@ def check_supported(circuit: Circuit) -> None:
             )
         )
 
+    for table in circuit.tables:
+        if table.format != "avro":
+            problems.append(
+                Diagnostic(
+                    "error",
+                    table.position,
+                    f"table {table.name}: format '{table.format}' is not read by the Spark runtime "
+                    "yet (its records would be decoded as plain Avro)",
+                    "produce schemaless Avro values and declare 'format' = 'avro'",
+                )
+            )
     for view in circuit.views:
         table = circuit.root_table(view.name)
         if view.lateness and not view.is_stateless:
