@@ -27,9 +27,11 @@ touching the records again, plus the first late rows' details for the S6 log.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import time
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -216,6 +218,36 @@ def _write_idempotent(conf: Mapping[str, str], records: list[_Record]) -> None:
         raise KafkaError(f"Kafka did not acknowledge {remaining} records; errors: {errors[:5]}")
 
 
+#: Brokers cap offset-commit metadata at 4096 bytes by default (offset.metadata.max.bytes).
+_METADATA_LIMIT = 4000
+
+
+def _encode_summary(summary: list[dict[str, Any]]) -> str:
+    """The task's counts as step-marker metadata, small enough for the broker's limit.
+
+    Rows become ``[kind, rel, topic, reason, n]`` lists, zlib-compressed when long (topic names
+    repeat), so a task writing to a hundred topics still fits. Past the limit only the counts
+    per kind are kept: a replay then reports coarser counts, never different records."""
+    rows = [[r["kind"], r["rel"], r["topic"], r["reason"], r["n"]] for r in summary]
+    text = json.dumps(rows, separators=(",", ":"))
+    if len(text) > 1000:
+        text = "z:" + base64.b64encode(zlib.compress(text.encode(), 9)).decode()
+    if len(text) <= _METADATA_LIMIT:
+        return text
+    totals: dict[str, int] = {}
+    for row in summary:
+        totals[row["kind"]] = totals.get(row["kind"], 0) + int(row["n"])
+    return json.dumps([[kind, None, None, None, n] for kind, n in totals.items()])
+
+
+def _decode_summary(text: str) -> list[dict[str, Any]]:
+    if text.startswith("z:"):
+        text = zlib.decompress(base64.b64decode(text[2:])).decode()
+    rows = json.loads(text or "[]")
+    return [{"kind": k, "rel": r, "topic": t, "reason": reason, "n": n, "detail": None}
+            for k, r, t, reason, n in rows]
+
+
 def _write_transaction(
     conf: Mapping[str, str],
     records: list[_Record],
@@ -260,8 +292,7 @@ def _write_transaction(
             producer.init_transactions(60)
             done = group.committed([anchor], timeout=60)[0]
             if done.offset is not None and done.offset > marker.batch_id:
-                stored: list[dict[str, Any]] = json.loads(done.metadata or "[]")
-                return stored
+                return _decode_summary(done.metadata or "")
             producer.begin_transaction()
             errors.clear()
             for topic, key, value, headers in records:
@@ -275,7 +306,7 @@ def _write_transaction(
                 marker.anchor_topic,
                 0,
                 marker.batch_id + 1,
-                metadata=json.dumps(summary, separators=(",", ":")),
+                metadata=_encode_summary(summary),
             )
             producer.send_offsets_to_transaction([offset], group.consumer_group_metadata(), 60)
             producer.commit_transaction(120)
