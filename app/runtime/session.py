@@ -32,6 +32,9 @@ def spark_session(
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
+        # The source's `kafka` option carries the client settings, SASL password included:
+        # redact it (and anything named like a secret) wherever Spark prints a plan.
+        .config("spark.sql.redaction.options.regex", "(?i)url|kafka|password|secret|token")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config(
