@@ -308,6 +308,22 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._admin: Any = None
 
     def _partition_ends(self) -> dict[int, tuple[int, int]]:
+        """Low and high offsets per partition, riding out a broker restart or a leader change
+        (NOT_LEADER_FOR_PARTITION, transport errors) for up to ``retry_seconds``."""
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + self.retry_seconds
+        while True:
+            try:
+                return self._partition_ends_once()
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
+
+    retry_seconds = 240.0
+
+    def _partition_ends_once(self) -> dict[int, tuple[int, int]]:
         consumer = _consumer(self.kafka_conf)
         from confluent_kafka import TopicPartition
 
@@ -406,6 +422,18 @@ class KafkaStreamReader(DataSourceStreamReader):
         return None
 
 
+def _permanent_codes() -> frozenset[int]:
+    from confluent_kafka import KafkaError as Code
+
+    return frozenset({
+        Code.OFFSET_OUT_OF_RANGE, Code.TOPIC_AUTHORIZATION_FAILED,
+        Code.UNKNOWN_TOPIC_OR_PART, Code._UNKNOWN_PARTITION, Code._AUTHENTICATION,
+    })
+
+
+_PERMANENT = _permanent_codes()
+
+
 def _fetch(conf: Mapping[str, str], topic: str, part: KafkaPartitionSlice) -> Iterator[Any]:
     """The messages of [start, end) of one partition, in offset order."""
     if part.end <= part.start:
@@ -431,8 +459,11 @@ def _fetch(conf: Mapping[str, str], topic: str, part: KafkaPartitionSlice) -> It
                 continue
             idle_since = None
             for msg in messages:
-                if msg.error() is not None:
-                    raise KafkaException(msg.error())
+                error = msg.error()
+                if error is not None:
+                    if error.fatal() or error.code() in _PERMANENT:
+                        raise KafkaException(error)
+                    continue  # transient (a broker restart, a leader change): the client retries
                 if msg.offset() > last:
                     return
                 yield msg
