@@ -45,6 +45,7 @@ from app.connectors.late_gate import SourceColumn, SourceSpec
 from app.errors import ProgramError, TidemarkError
 from app.runtime.aggregate import aggregate_branch
 from app.runtime.encode import ViewEncoding, encode_view_rows
+from app.runtime.sink_rows import dead_letter_rows, probe_rows
 from app.runtime.view_gate import (
     ORIGIN_COLUMNS,
     ViewGateSpec,
@@ -229,52 +230,27 @@ def plan_table(
     if aggregates:
         assert event_time is not None
         branches.append(aggregate_branch(aggregates, event_time))
-    dead = source.filter(~F.col("_kind").isin("ok", "probe")).select(
-        F.lit("dead_letter").alias("kind"),
-        F.lit(table.name).alias("rel"),
-        F.lit(table.dead_letter_topic).alias("topic"),
-        F.col("_key").alias("key"),
-        F.col("_value").alias("value"),
-        F.col("_headers").alias("headers"),
-        F.col("_kind").alias("reason"),
-        F.col("_message").alias("message"),
-        F.col("_partition").alias("src_partition"),
-        F.col("_offset").alias("src_offset"),
-        F.col("_late_column").alias("late_column"),
-        F.col("_late_value").alias("late_value"),
-        F.col("_late_waterline").alias("late_waterline"),
-        F.col("_step").alias("step"),
+    dead = dead_letter_rows(
+        source.filter(~F.col("_kind").isin("ok", "probe")),
+        table.name,
+        table.dead_letter_topic,
+        reason=F.col("_kind"),
+        message="_message",
+        late=("_late_column", "_late_value", "_late_waterline"),
     )
-    maxima = ", ".join(
-        f"'{x.column}', "
-        + (
-            _ms(x.column)
-            if time_unit(table.column(x.column).type) == "ms"
-            else f"cast(`{x.column}` as bigint)"
-        )
-        for x in table.lateness
-    )
-    maxima = ", ".join(filter(None, [maxima, "'_accepted', _accepted"]))
-    probe = source.filter(F.col("_kind") == "probe").select(
-        F.lit("probe").alias("kind"),
-        F.lit(table.name).alias("rel"),
-        F.lit(None).cast("string").alias("topic"),
-        F.lit(None).cast("binary").alias("key"),
-        F.expr(f"cast(to_json(named_struct({maxima})) as binary)").alias("value"),
-        F.lit(None).cast("array<struct<key:string,value:binary>>").alias("headers"),
-        *[
-            F.lit(None).cast(t).alias(n)
-            for n, t in (
-                ("reason", "string"),
-                ("message", "string"),
-                ("src_partition", "int"),
-                ("src_offset", "bigint"),
-                ("late_column", "string"),
-                ("late_value", "bigint"),
-                ("late_waterline", "bigint"),
+    probe = probe_rows(
+        source.filter(F.col("_kind") == "probe"),
+        table.name,
+        [
+            (
+                x.column,
+                _ms(x.column)
+                if time_unit(table.column(x.column).type) == "ms"
+                else f"cast(`{x.column}` as bigint)",
             )
+            for x in table.lateness
         ],
-        F.col("_step").alias("step"),
+        "_accepted",
     )
     frame = dead.unionByName(probe)
     for branch in branches:

@@ -24,7 +24,7 @@ view is freed by the view's waterline (S11).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from app.connectors.kafka_source import load_waterlines
+from app.runtime.sink_rows import dead_letter_rows, probe_rows
 
 __all__ = [
     "ORIGIN_COLUMNS",
@@ -236,48 +237,24 @@ def gated_view(
     rows = gated.filter(kind_is("_vkind", "ok", event_time)).drop(
         *gate_columns, *(c for c in ORIGIN_COLUMNS if c not in ("_step", "_partition", "_offset"))
     )
-    dead = gated.filter(F.col("_vkind") == "late").select(
-        F.lit("dead_letter").alias("kind"),
-        F.lit(table).alias("rel"),
-        F.lit(dead_letter_topic).alias("topic"),
-        F.col("_key").alias("key"),
-        F.col("_value").alias("value"),
-        F.col("_headers").alias("headers"),
-        F.lit("late").alias("reason"),
-        F.col("_vmessage").alias("message"),
-        F.col("_partition").alias("src_partition"),
-        F.col("_offset").alias("src_offset"),
-        F.col("_vlate_column").alias("late_column"),
-        F.col("_vlate_value").alias("late_value"),
-        F.col("_vlate_waterline").alias("late_waterline"),
-        F.col("_step").alias("step"),
+    dead = dead_letter_rows(
+        gated.filter(F.col("_vkind") == "late"),
+        table,
+        dead_letter_topic,
+        reason=F.lit("late"),
+        message="_vmessage",
+        late=("_vlate_column", "_vlate_value", "_vlate_waterline"),
     )
-    maxima = ", ".join(
-        f"'{waterline_key(spec.view, c)}', "
-        + (f"unix_millis(`{c}`)" if unit == "ms" else f"cast(`{c}` as bigint)")
-        for c, _, unit in spec.columns
-    )
-    probe = gated.filter(F.col("_vkind") == "probe").select(
-        F.lit("probe").alias("kind"),
-        F.lit(table).alias("rel"),
-        F.lit(None).cast("string").alias("topic"),
-        F.lit(None).cast("binary").alias("key"),
-        F.expr(f"cast(to_json(named_struct({maxima}, '_accepted', _vaccepted)) as binary)").alias(
-            "value"
-        ),
-        F.lit(None).cast("array<struct<key:string,value:binary>>").alias("headers"),
-        *[F.lit(None).cast(t).alias(n) for n, t in _NULL_PROBE_COLUMNS],
-        F.col("_step").alias("step"),
+    probe = probe_rows(
+        gated.filter(F.col("_vkind") == "probe"),
+        table,
+        [
+            (
+                waterline_key(spec.view, c),
+                f"unix_millis(`{c}`)" if unit == "ms" else f"cast(`{c}` as bigint)",
+            )
+            for c, _, unit in spec.columns
+        ],
+        "_vaccepted",
     )
     return GatedView(rows, dead, probe, event_time)
-
-
-_NULL_PROBE_COLUMNS: Sequence[tuple[str, str]] = (
-    ("reason", "string"),
-    ("message", "string"),
-    ("src_partition", "int"),
-    ("src_offset", "bigint"),
-    ("late_column", "string"),
-    ("late_value", "bigint"),
-    ("late_waterline", "bigint"),
-)
