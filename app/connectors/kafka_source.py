@@ -286,6 +286,12 @@ class SliceCache:
             tmp.unlink(missing_ok=True)
         self._forget_before(part.step - self.KEEP_STEPS)
 
+    def clear(self) -> None:
+        """Remove this query's cached slices (the service calls it when its queries stop)."""
+        import shutil
+
+        shutil.rmtree(self.directory, ignore_errors=True)
+
     def _forget_before(self, step: int) -> None:
         for old in self.directory.glob("*.arrow"):
             head = old.name.split("-", 1)[0]

@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from app.circuit.ir import Circuit
-from app.connectors.kafka_source import topic_end_offsets
+from app.connectors.kafka_source import SliceCache, topic_end_offsets
 from app.errors import KafkaError
 from app.runtime.plan import check_supported, plan_table
 from app.runtime.session import spark_session
@@ -240,6 +240,9 @@ class Service:
                 q.stop()
         errors = [q.exception() for q in self.queries if q.exception() is not None]
         self.queries.clear()
+        for table in self.circuit.tables:
+            # The decoded slices only serve the branches of a running step (local disk).
+            SliceCache(str(self.checkpoint / table.name / "tidemark")).clear()
         if errors:
             raise errors[0]  # type: ignore[misc]
 
