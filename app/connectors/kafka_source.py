@@ -21,12 +21,16 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamReader,
@@ -35,12 +39,14 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
+from app.connectors.avro_columns import ColumnarDecoder, FieldColumn
 from app.connectors.late_gate import GateVerdict, LateGate, SourceSpec
 
 __all__ = [
     "META_COLUMNS",
     "KafkaSource",
     "arrow_type",
+    "decode_slice",
     "load_waterlines",
     "source_schema",
     "spark_type",
@@ -256,8 +262,9 @@ class SliceCache:
             f"{part.step}-{part.partition}-{part.start}-{part.end}-{digest}.arrow"
         )
 
-    def read(self, part: KafkaPartitionSlice,
-             decode: Callable[[], Iterator[pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
+    def read(
+        self, part: KafkaPartitionSlice, decode: Callable[[], Iterator[pa.RecordBatch]]
+    ) -> Iterator[pa.RecordBatch]:
         path = self._path(part)
         try:
             cached = pa.ipc.open_file(pa.BufferReader(path.read_bytes()))
@@ -431,20 +438,26 @@ class KafkaStreamReader(DataSourceStreamReader):
 def _permanent_codes() -> frozenset[int]:
     from confluent_kafka import KafkaError as Code
 
-    return frozenset({
-        Code.OFFSET_OUT_OF_RANGE, Code.TOPIC_AUTHORIZATION_FAILED,
-        Code.UNKNOWN_TOPIC_OR_PART, Code._UNKNOWN_PARTITION, Code._AUTHENTICATION,
-    })
+    return frozenset(
+        {
+            Code.OFFSET_OUT_OF_RANGE,
+            Code.TOPIC_AUTHORIZATION_FAILED,
+            Code.UNKNOWN_TOPIC_OR_PART,
+            Code._UNKNOWN_PARTITION,
+            Code._AUTHENTICATION,
+        }
+    )
 
 
 _PERMANENT = _permanent_codes()
 
 
-def _fetch(conf: Mapping[str, str], topic: str, part: KafkaPartitionSlice) -> Iterator[Any]:
-    """The messages of [start, end) of one partition, in offset order."""
+def _fetch(conf: Mapping[str, str], topic: str, part: KafkaPartitionSlice) -> Iterator[list[Any]]:
+    """The messages of [start, end) of one partition, in offset order, in the lists the
+    consumer returns them (a message at a time would cost Python calls per record)."""
     if part.end <= part.start:
         return
-    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka import KafkaException, Message, TopicPartition
 
     consumer = _consumer(conf)
     consumer.assign([TopicPartition(topic, part.partition, part.start)])
@@ -464,6 +477,10 @@ def _fetch(conf: Mapping[str, str], topic: str, part: KafkaPartitionSlice) -> It
                     )
                 continue
             idle_since = None
+            if not any(map(Message.error, messages)) and messages[-1].offset() < last:
+                yield messages  # the common case: all good, all before the slice's end
+                continue
+            batch, done = [], False
             for msg in messages:
                 error = msg.error()
                 if error is not None:
@@ -471,10 +488,15 @@ def _fetch(conf: Mapping[str, str], topic: str, part: KafkaPartitionSlice) -> It
                         raise KafkaException(error)
                     continue  # transient (a broker restart, a leader change): the client retries
                 if msg.offset() > last:
-                    return
-                yield msg
+                    done = True
+                    break
+                batch.append(msg)
                 if msg.offset() == last:
-                    return
+                    done = True
+                    break
+            yield batch
+            if done:
+                return
     finally:
         consumer.unassign()
 
@@ -483,38 +505,204 @@ def read_slice(
     spec: SourceSpec, conf: Mapping[str, str], part: KafkaPartitionSlice
 ) -> Iterator[pa.RecordBatch]:
     """Decode and gate one slice; yields Arrow batches, then one probe row."""
-    gate = LateGate(spec, part.waterlines, part.wall_clock_ms)
-    schema = _arrow_schema(spec)
-    names = [c.name for c in spec.columns]
-    lateness_cols = [c for c, _ in spec.lateness]
-    maxima: dict[str, int | None] = dict.fromkeys(lateness_cols)
-    buffer: list[tuple[GateVerdict, Any]] = []
-    accepted = 0
+    return decode_slice(spec, part, chain.from_iterable(_fetch(conf, spec.topic, part)))
 
-    def note(col: str, value: int) -> None:
-        current = maxima[col]
-        if current is None or value > current:
-            maxima[col] = value
 
-    for msg in _fetch(conf, spec.topic, part):
-        verdict = gate.classify(msg.value(), msg.headers())
-        if verdict.kind in ("ok", "late"):
-            assert verdict.row is not None
-            accepted += verdict.kind == "ok"
-            for col in lateness_cols:
-                note(col, verdict.row[col])
-        elif verdict.kind == "punctuation":
-            assert verdict.bounds is not None
-            for col, bound in verdict.bounds.items():
-                note(col, bound)
-            continue
-        buffer.append((verdict, msg))
-        if len(buffer) >= _BATCH_ROWS:
-            yield _to_batch(schema, names, buffer, part, None)
-            buffer = []
-    probe = GateVerdict("probe", row=dict(maxima))
-    buffer.append((probe, None))
-    yield _to_batch(schema, names, buffer, part, accepted)
+def decode_slice(
+    spec: SourceSpec, part: KafkaPartitionSlice, messages: Iterable[Any], columnar: bool = True
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``messages`` (confluent-kafka messages of one slice, in offset order):
+    Arrow batches of up to ``_BATCH_ROWS`` rows (punctuation inserts none), then a batch
+    with the probe row: the per-column maxima of the slice's ``ok`` and ``late`` rows and
+    punctuation, and the number of ``ok`` rows (S3, S4). ``columnar=False`` takes the
+    per-record path for every chunk: the reference the tests hold the columnar one to."""
+    reader = _SliceReader(spec, part)
+    if not columnar:
+        reader.decoder = None
+    stream = iter(messages)
+    while chunk := list(islice(stream, _BATCH_ROWS)):
+        batch = reader.read(chunk)
+        if batch.num_rows:
+            yield batch
+    yield reader.probe()
+
+
+#: ``_kind`` values, in the order of their codes in :meth:`_SliceReader._columnar`.
+_KINDS = ("ok", "late", "malformed", "invalid", "future", "punctuation")
+
+
+class _SliceReader:
+    """Turns chunks of one slice's messages into Arrow batches, keeping the probe's figures.
+
+    Two paths give the same rows (tests/unit/connectors/test_columnar_source.py compares
+    them): the columnar one (issue 7) decodes a whole chunk with numpy
+    (:class:`ColumnarDecoder`), lets :meth:`LateGate.accepts` pass the plain ``ok`` rows per
+    column and asks :meth:`LateGate.classify` only about the others (late, bad, punctuation),
+    so the verdicts and messages are the gate's own; the per-record one classifies every
+    message. The per-record path serves schemas the decoder does not read (decimals, nested
+    types) and the rare chunk with a value only fastavro's own reading accepts."""
+
+    def __init__(self, spec: SourceSpec, part: KafkaPartitionSlice) -> None:
+        self.spec, self.part = spec, part
+        self.gate = LateGate(spec, part.waterlines, part.wall_clock_ms)
+        self.schema = _arrow_schema(spec)
+        self.names = [c.name for c in spec.columns]
+        self.maxima: dict[str, int | None] = dict.fromkeys(c for c, _ in spec.lateness)
+        self.accepted = 0
+        decoder = ColumnarDecoder(spec.avro_schema)
+        self.decoder = decoder if decoder.supported and _columnar_kinds(spec, decoder) else None
+
+    def _note(self, col: str, value: int | None) -> None:
+        current = self.maxima[col]
+        if value is not None and (current is None or value > current):
+            self.maxima[col] = value
+
+    def read(self, chunk: list[Any]) -> pa.RecordBatch:
+        if self.decoder is not None:
+            batch = self._columnar(chunk)
+            if batch is not None:
+                return batch
+        return self._per_record(chunk)
+
+    def probe(self) -> pa.RecordBatch:
+        probe = GateVerdict("probe", row=dict(self.maxima))
+        return _to_batch(self.schema, self.names, [(probe, None)], self.part, self.accepted)
+
+    def _per_record(self, chunk: list[Any]) -> pa.RecordBatch:
+        items: list[tuple[GateVerdict, Any]] = []
+        for msg in chunk:
+            verdict = self.gate.classify(msg.value(), msg.headers())
+            if verdict.kind in ("ok", "late"):
+                assert verdict.row is not None
+                self.accepted += verdict.kind == "ok"
+                for col in self.maxima:
+                    self._note(col, verdict.row[col])
+            elif verdict.kind == "punctuation":
+                assert verdict.bounds is not None
+                for col, bound in verdict.bounds.items():
+                    self._note(col, bound)
+                continue
+            items.append((verdict, msg))
+        return _to_batch(self.schema, self.names, items, self.part, None)
+
+    def _columnar(self, chunk: list[Any]) -> pa.RecordBatch | None:
+        """The chunk's batch, or None when a value needs the per-record path (a value the
+        decoder refused but fastavro reads as a row)."""
+        from confluent_kafka import Message
+
+        assert self.decoder is not None
+        values: list[bytes | None] = list(map(Message.value, chunk))
+        decoded = self.decoder.decode(values, self.names)
+        ok = self.gate.accepts(decoded)
+        count = len(chunk)
+        codes = np.zeros(count, np.int8)
+        dead = np.zeros(count, np.bool_)  # rows without table values (bad input, punctuation)
+        messages: list[str | None] = [None] * count
+        late_columns: list[str | None] = [None] * count
+        late_values: list[Any] = [None] * count
+        late_marks: list[Any] = [None] * count
+        bounds: list[Mapping[str, int]] = []
+        for i in np.flatnonzero(~ok).tolist():
+            verdict = self.gate.classify(values[i], chunk[i].headers())
+            if verdict.row is not None and not decoded.clean[i]:
+                return None
+            codes[i] = _KINDS.index(verdict.kind)
+            dead[i] = verdict.row is None
+            messages[i] = verdict.message or None
+            late_columns[i], late_values[i] = verdict.column, verdict.value
+            late_marks[i] = verdict.waterline
+            if verdict.bounds is not None:
+                bounds.append(verdict.bounds)
+        well_formed = codes <= 1  # ok or late (S3)
+        for col in self.maxima:
+            rows = decoded.fields[col].numbers()[well_formed]
+            self._note(col, int(rows.max()) if len(rows) else None)
+        for found in bounds:
+            for col, bound in found.items():
+                self._note(col, bound)
+        self.accepted += int(np.count_nonzero(codes == 0))
+        columns = [
+            _table_column(self.schema.field(name).type, decoded.fields[name], dead)
+            for name in self.names
+        ]
+        columns += [
+            pa.array(_KINDS, pa.string()).take(pa.array(codes)),
+            pa.array(messages, pa.string()),
+            pa.array(late_columns, pa.string()),
+            pa.array(late_values, pa.int64()),
+            pa.array(late_marks, pa.int64()),
+            pa.array(list(map(Message.key, chunk)), pa.binary()),
+            pa.array(values, pa.binary()),
+            _headers_column(chunk, self.schema.field("_headers").type),
+            pa.array(np.full(count, self.part.partition, np.int32)),
+            pa.array(list(map(Message.offset, chunk)), pa.int64()),
+            pa.array(np.full(count, self.part.step, np.int64)),
+            pa.nulls(count, pa.int64()),
+        ]
+        batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
+        punctuation = codes == _KINDS.index("punctuation")
+        return batch.filter(pa.array(~punctuation)) if punctuation.any() else batch
+
+
+#: The Avro type a column must have for the columnar path (what record_schema writes).
+_AVRO_OF_KIND = {
+    "bool": "boolean",
+    "int32": "int",
+    "int64": "long",
+    "float32": "float",
+    "float64": "double",
+    "string": "string",
+    "binary": "bytes",
+    "date": "int",
+    "timestamp": "long",
+}
+
+
+def _columnar_kinds(spec: SourceSpec, decoder: ColumnarDecoder) -> bool:
+    """Every table column is a field whose Avro type the columnar arrays are built for."""
+    avro = {name: next(b for b in branches if b != "null") for name, branches in decoder.fields}
+    return all(avro.get(c.name) == _AVRO_OF_KIND.get(c.kind) for c in spec.columns)
+
+
+def _table_column(kind: pa.DataType, field: FieldColumn, dead: npt.NDArray[np.bool_]) -> pa.Array:
+    """One table column as Arrow, null where the field is null or the row has no values."""
+    null = field.null | dead
+    if field.array is not None:
+        if not dead.any():
+            return field.array
+        return pc.if_else(pa.array(dead), pa.scalar(None, field.array.type), field.array)
+    values = np.where(null, 0, field.numbers())  # masked slots stay in range for the casts
+    if pa.types.is_timestamp(kind):
+        return pa.array(values, pa.int64(), mask=null).cast(pa.timestamp("ms")).cast(kind)
+    if pa.types.is_date32(kind):
+        return pa.array(values.astype(np.int32), pa.int32(), mask=null).cast(pa.date32())
+    if pa.types.is_int32(kind):
+        return pa.array(values.astype(np.int32), kind, mask=null)
+    if pa.types.is_float32(kind):
+        with np.errstate(invalid="ignore"):
+            return pa.array(values.astype(np.float32), kind, mask=null)
+    return pa.array(values, kind, mask=null)
+
+
+def _headers_column(chunk: list[Any], kind: pa.DataType) -> pa.Array:
+    """Each message's headers as a list of (key, value) structs; an empty list when none."""
+    from confluent_kafka import Message
+
+    every: list[Any] = list(map(Message.headers, chunk))
+    offsets = np.zeros(len(every) + 1, np.int32)
+    keys: list[str] = []
+    values: list[bytes | None] = []
+    if any(every):
+        for i, found in enumerate(every):
+            for key, value in found or ():
+                keys.append(key)
+                values.append(value)
+            offsets[i + 1] = len(keys)
+    items = pa.StructArray.from_arrays(
+        [pa.array(keys, pa.string()), pa.array(values, pa.binary())],
+        fields=list(kind.value_type),
+    )
+    return pa.ListArray.from_arrays(pa.array(offsets), items, type=kind)
 
 
 def _to_batch(
@@ -555,7 +743,10 @@ def _to_batch(
     columns.append(pa.array([part.partition] * len(items), pa.int32()))
     columns.append(pa.array([m.offset() if m is not None else None for _, m in items], pa.int64()))
     columns.append(pa.array([part.step] * len(items), pa.int64()))
-    columns.append(pa.array([None] * (len(items) - 1) + [accepted], pa.int64()))
+    probe_column: list[int | None] = [None] * len(items)
+    if items:
+        probe_column[-1] = accepted
+    columns.append(pa.array(probe_column, pa.int64()))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 

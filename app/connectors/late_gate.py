@@ -25,10 +25,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
 
 from app.connectors.avro_codec import AvroCodec
 from app.errors import SerializationError
+
+if TYPE_CHECKING:
+    from app.connectors.avro_columns import DecodedColumns
 
 __all__ = ["BOUND_HEADER", "GateVerdict", "LateGate", "SourceColumn", "SourceSpec"]
 
@@ -38,19 +44,17 @@ _INT32 = (-(2**31), 2**31 - 1)
 #: Spark's TIMESTAMP and DATE range (0001-01-01 .. 9999-12-31), in epoch ms and days.
 _TIMESTAMP_MS = (-62_135_596_800_000, 253_402_300_799_999)
 _DATE_DAYS = (-719_162, 2_932_896)
+_INT_RANGES = {"int32": _INT32, "timestamp": _TIMESTAMP_MS, "date": _DATE_DAYS}
+_INT64 = (-(2**63), 2**63 - 1)
 
 
-def nullable_schema(
-    schema: Mapping[str, Any], only: Sequence[str] | None = None
-) -> dict[str, Any]:
+def nullable_schema(schema: Mapping[str, Any], only: Sequence[str] | None = None) -> dict[str, Any]:
     """The record schema with non-null fields (all, or ``only`` these) made ``["null", T]``: how
     a producer that declares a NOT NULL column nullable writes it (its nulls are ``invalid``)."""
     fields = []
     for f in schema.get("fields", ()):
         kind = f["type"]
-        if (only is None or f["name"] in only) and not (
-            isinstance(kind, list) and "null" in kind
-        ):
+        if (only is None or f["name"] in only) and not (isinstance(kind, list) and "null" in kind):
             kind = ["null", *(kind if isinstance(kind, list) else [kind])]
         fields.append({**f, "type": kind})
     return {**schema, "fields": fields}
@@ -73,6 +77,26 @@ def _out_of_range(kind: str, value: Any) -> str | None:
         if -exponent > scale or len(digits.digits) + exponent + scale > precision:
             return f"more digits than DECIMAL({precision}, {scale}) holds"
     return None
+
+
+def _above(values: npt.NDArray[Any], bound: int) -> npt.NDArray[np.bool_]:
+    """``values > bound`` for int64 values and any Python int bound (no overflow)."""
+    if bound >= _INT64[1]:
+        return np.zeros(len(values), np.bool_)
+    if bound < _INT64[0]:
+        return np.ones(len(values), np.bool_)
+    result: npt.NDArray[np.bool_] = values > bound
+    return result
+
+
+def _below(values: npt.NDArray[Any], bound: int) -> npt.NDArray[np.bool_]:
+    """``values < bound`` for int64 values and any Python int bound (no overflow)."""
+    if bound <= _INT64[0]:
+        return np.zeros(len(values), np.bool_)
+    if bound > _INT64[1]:
+        return np.ones(len(values), np.bool_)
+    result: npt.NDArray[np.bool_] = values < bound
+    return result
 
 
 @dataclass(frozen=True)
@@ -213,6 +237,33 @@ class LateGate:
                     waterline=mark,
                 )
         return GateVerdict("ok", row)
+
+    def accepts(self, decoded: DecodedColumns) -> npt.NDArray[np.bool_]:
+        """Which rows of a decoded chunk :meth:`classify` would call ``ok``, for the columnar
+        path (issue 7): decoded exactly, no NULL in a NOT NULL column, every value in its
+        column's range, not in the future, not late. The same checks as ``classify``, made
+        per column; a row it does not accept goes through ``classify`` for its verdict and
+        message, so this may only ever be stricter, never looser."""
+        ok = decoded.clean.copy()
+        fields = decoded.fields
+        for name in self._required:
+            ok &= ~fields[name].null
+        for name, kind in self._ranged:
+            if kind not in _INT_RANGES:
+                raise ValueError(f"column {name} ({kind}) has no columnar range check")
+            low, high = _INT_RANGES[kind]
+            column = fields[name]
+            values = column.numbers()
+            ok &= column.null | ((values >= low) & (values <= high))
+        if self.spec.max_future_ms is not None:
+            limit = self.wall_clock_ms + self.spec.max_future_ms
+            for name in self._future_cols:
+                ok &= ~_above(fields[name].numbers(), limit)
+        for name, _ in self.spec.lateness:
+            mark = self.waterlines.get(name)
+            if mark is not None:
+                ok &= ~_below(fields[name].numbers(), mark)
+        return ok
 
     def _undecodable(self, value: bytes, exc: SerializationError) -> GateVerdict:
         """Malformed, unless the bytes are a record whose writer made a NOT NULL column
