@@ -14,6 +14,15 @@ probe rows feed into ``withWatermark``) reaches ``window_end``. Spark evaluates 
 the watermark the step started with, so a final row is written in the step right after the one
 that completed its window (S12 allows this); its state is removed right then.
 
+``EMIT [STREAM] AFTER DELAY`` needs processing-time timers, and Spark takes one timeout kind per
+operator, so a table with an AFTER DELAY view runs its operator with ``ProcessingTimeTimeout``
+instead (:func:`_process_polled`): a group with a held change times out in the first step whose
+batch time is ``>=`` the change's batch time + d (S12), and windowed groups of every view of
+that table, which have no event-time timer in this mode, are called again every step and read
+Spark's watermark until their window is complete (S11). That costs one Python call per live
+windowed group per step, only on such tables; and Spark then runs a step every trigger interval
+even without input (the no-data steps that write held changes when no input comes).
+
 HAVING and the SELECT list after the aggregate are evaluated with the same scalar functions as
 the reference evaluator (:mod:`app.circuit.functions`), and SUM/AVG go through the same result
 functions, so the two agree by construction on everything but the arithmetic of the state.
@@ -51,7 +60,7 @@ from app.circuit.ir import (
 from app.connectors.kafka_sink import SINK_SCHEMA
 from app.runtime.encode import ViewEncoding, encode_record
 
-__all__ = ["aggregate_branch"]
+__all__ = ["aggregate_branch", "polls_every_step"]
 
 _SEQ = ("_step", "_partition", "_offset")
 
@@ -131,6 +140,8 @@ class _Group:
     emitted: dict[str, Any] | None = None
     version: int = 0
     window_end: int | None = None
+    #: AFTER DELAY: batch time of the step of the first change not written yet (None: none).
+    pending_since: int | None = None
 
 
 # --- the operator ---------------------------------------------------------------------------
@@ -203,6 +214,14 @@ def _emit_rows(
         return out
     if final or current == group.emitted:
         return out
+    return _change_rows(plan, group, current)
+
+
+def _change_rows(
+    plan: _Plan, group: _Group, current: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """The records taking the group from its last written row to ``current``, per format."""
+    out: list[dict[str, Any]] = []
     if plan.encoding.format == "changelog":
         if group.emitted is not None:
             out.append({**group.emitted, "_undo": True, "_ver": group.version, "_delete": False})
@@ -242,13 +261,28 @@ def _process(
         state.remove()
         yield _sink_frame(plan, rows, state.getCurrentProcessingTimeMs())
         return
+    group = _load_group(plan, group_key, state)
+    _fold(plan, group, frames)
+    rows = _emit_rows(plan, group, _finish(plan, group_key, group), final=False)
+    state.update((pickle.dumps(group),))
+    if group.window_end is not None:
+        state.setTimeoutTimestamp(group.window_end - 1)
+    yield _sink_frame(plan, rows, state.getCurrentProcessingTimeMs())
+
+
+def _load_group(plan: _Plan, group_key: tuple[Any, ...], state: GroupState) -> _Group:
+    """The group's state, or a new group (its window end read from its key)."""
     if state.exists:
-        group = pickle.loads(state.get[0])  # noqa: S301 - our own state
-    else:
-        group = _Group([_Acc(call) for _, call in plan.aggregate.aggregates])
-        if plan.window_key is not None and group_key[plan.window_key] is not None:
-            bound = int(group_key[plan.window_key])
-            group.window_end = bound + plan.window_size if plan.key_is_start else bound
+        return pickle.loads(state.get[0])  # type: ignore[no-any-return]  # noqa: S301 - ours
+    group = _Group([_Acc(call) for _, call in plan.aggregate.aggregates])
+    if plan.window_key is not None and group_key[plan.window_key] is not None:
+        bound = int(group_key[plan.window_key])
+        group.window_end = bound + plan.window_size if plan.key_is_start else bound
+    return group
+
+
+def _fold(plan: _Plan, group: _Group, frames: Iterator[pd.DataFrame]) -> None:
+    """Add the step's rows of the group to its accumulators."""
     for frame in frames:
         rows_args = frame["_args"].tolist()
         seqs = zip(*(frame[c].tolist() for c in _SEQ), strict=True)
@@ -262,11 +296,78 @@ def _process(
                     tuple(_json_value(values.get(str(j)), kinds[j]) for j in range(len(kinds))),
                     order,
                 )
-    rows = _emit_rows(plan, group, _finish(plan, group_key, group), final=False)
-    state.update((pickle.dumps(group),))
-    if group.window_end is not None:
-        state.setTimeoutTimestamp(group.window_end - 1)
-    yield _sink_frame(plan, rows, state.getCurrentProcessingTimeMs())
+
+
+def _process_polled(
+    plans: Sequence[_Plan], key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+) -> Iterator[pd.DataFrame]:
+    """The operator under ``ProcessingTimeTimeout`` (a table with an AFTER DELAY view).
+
+    Called with the group's rows, or with none when its timeout fired (a held change is due, or
+    a windowed group polls Spark's watermark). Every call decides what :mod:`app.circuit.reference`
+    decides for the group in that step, with ``now`` = the step's batch time and completeness
+    from the watermark the step started with (as the event-time path: a final row comes one step
+    after the step that completed the window). The state is always written back or removed: a
+    call that does neither would leave the previous timeout in the state store."""
+    plan = plans[int(key[0])]
+    group_key = _decode_values(str(key[1]), plan.key_kinds)
+    now = state.getCurrentProcessingTimeMs()
+    group = _load_group(plan, group_key, state)
+    if not state.hasTimedOut:
+        _fold(plan, group, frames)
+    complete = group.window_end is not None and state.getCurrentWatermarkMs() >= group.window_end
+    rows = _polled_rows(plan, group, _finish(plan, group_key, group), complete, now)
+    if complete and group.pending_since is None:
+        state.remove()  # S11: complete and nothing left to write
+    else:
+        state.update((pickle.dumps(group),))
+        wake = _next_call(plan, group, complete, now)
+        if wake is not None:
+            state.setTimeoutDuration(wake - now)
+    yield _sink_frame(plan, rows, now)
+
+
+def _polled_rows(
+    plan: _Plan, group: _Group, current: dict[str, Any] | None, complete: bool, now: int
+) -> list[dict[str, Any]]:
+    """S12 for one group in one step, every EMIT form, as the reference's ``_group_records``.
+
+    AFTER DELAY d: a change with nothing held starts the hold at ``now``; the coalesced change
+    (last written row -> current) is written in the first step with ``now >= since + d``, or,
+    with AFTER WATERMARK too, in the step that sees the window complete, after which the group
+    is removed. Without AFTER DELAY the records are the event-time path's."""
+    emit = plan.view.emit
+    if emit.delay_ms is None:
+        if emit.after_watermark:
+            return _emit_rows(plan, group, current, final=complete)
+        return _emit_rows(plan, group, current, final=False)
+    changed = current != group.emitted
+    if changed and group.pending_since is None:
+        group.pending_since = now
+    due = group.pending_since is not None and now >= group.pending_since + emit.delay_ms
+    if not (due or (emit.after_watermark and complete)):
+        return []
+    group.pending_since = None
+    return _change_rows(plan, group, current) if changed else []
+
+
+def _next_call(plan: _Plan, group: _Group, complete: bool, now: int) -> int | None:
+    """The earliest batch time at which the group must be called again without rows.
+
+    Spark times a group out in the first step whose batch time is *strictly* above its timeout
+    (``now + duration``), and the duration must be positive: so the timeout is one ms before
+    the time wanted, and at least ``now + 1``. A change due at ``now + 1`` therefore comes out
+    one step later than the oracle would write it only if Spark ran two steps 1 ms apart, which
+    a step's own run time rules out."""
+    wanted: list[int] = []
+    if group.pending_since is not None:
+        assert plan.view.emit.delay_ms is not None
+        wanted.append(group.pending_since + plan.view.emit.delay_ms)
+    if group.window_end is not None and not complete:
+        wanted.append(now + 1)  # poll the watermark in the next step (S11)
+    if not wanted:
+        return None
+    return max(min(wanted) - 1, now + 1)
 
 
 def _sink_frame(plan: _Plan, rows: list[dict[str, Any]], ptime_ms: int) -> pd.DataFrame:
@@ -376,23 +477,33 @@ def aggregate_branch(inputs: Sequence[tuple[View, DataFrame]], event_time: str) 
         )
         projected = frame if projected is None else projected.unionByName(frame)
     assert projected is not None
-    timeout = (
-        GroupStateTimeout.EventTimeTimeout
-        if any(p.window_key is not None for p in plans)
-        else GroupStateTimeout.NoTimeout
-    )
+    polled = polls_every_step([view for view, _ in inputs])
+    if polled:
+        timeout = GroupStateTimeout.ProcessingTimeTimeout
+    elif any(p.window_key is not None for p in plans):
+        timeout = GroupStateTimeout.EventTimeTimeout
+    else:
+        timeout = GroupStateTimeout.NoTimeout
     frozen = tuple(plans)
+    process = _process_polled if polled else _process
 
     def run(
         key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
     ) -> Iterator[pd.DataFrame]:
-        return _process(frozen, key, frames, state)
+        return process(frozen, key, frames, state)
 
     return (
         projected.withColumnRenamed("_args_raw", "_args")
         .groupBy("_view", "_key")
         .applyInPandasWithState(run, SINK_SCHEMA, "acc binary", "append", timeout)
     )
+
+
+def polls_every_step(views: Sequence[View]) -> bool:
+    """Whether the aggregate operator over ``views`` runs on processing-time timeouts: some
+    view has EMIT ... AFTER DELAY. Spark then runs a step every trigger interval, with or
+    without input (the service's ``--once`` waits for one such step, see its ``_caught_up``)."""
+    return any(v.emit.delay_ms is not None and not v.is_stateless for v in views)
 
 
 def _event_time_column(df: DataFrame, event_time: str) -> Any:

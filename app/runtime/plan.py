@@ -346,8 +346,6 @@ def check_supported(circuit: Circuit) -> None:
         table = circuit.root_table(view.name)
         if view.lateness and not view.is_stateless:
             reject(view, "LATENESS on an aggregate view's column", "declare it on its input")
-        if view.emit.delay_ms is not None:
-            reject(view, "EMIT ... AFTER DELAY", "use EMIT STREAM or EMIT AFTER WATERMARK")
         if view.source != table.name and not circuit.view(view.source).is_stateless:
             reject(view, "reading an aggregate view", "aggregate the table directly")
         if view.is_stateless:

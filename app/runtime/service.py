@@ -25,6 +25,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from app.circuit.ir import Circuit
 from app.connectors.kafka_source import SliceCache, topic_end_offsets
 from app.errors import KafkaError
+from app.runtime.aggregate import polls_every_step
 from app.runtime.plan import check_supported, plan_table
 from app.runtime.session import spark_session
 from app.runtime.step_sink import StepMetrics, StepReport, StepSink
@@ -109,6 +110,10 @@ class Service:
     spark: SparkSession | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
     _targets: dict[str, dict[int, int]] = field(default_factory=dict)
+    #: Queries that run a step every trigger (AFTER DELAY), and for each the batch id of the
+    #: first progress seen with the target offsets committed (``--once``).
+    _polled: set[str] = field(default_factory=set)
+    _reached: dict[str, int] = field(default_factory=dict)
 
     def start(self, once: bool = False, listener: Any = None) -> None:
         check_supported(self.circuit)
@@ -123,6 +128,8 @@ class Service:
         if listener is not None:
             self.spark.streams.addListener(listener)
         self._targets = {}
+        self._polled = set()
+        self._reached = {}
         for table in self.circuit.tables:
             base = self.checkpoint / table.name
             state_dir = str(base / "tidemark")
@@ -139,7 +146,17 @@ class Service:
             sink = StepSink(
                 plan, self.kafka_conf, state_dir, self.metrics, self.on_step, self.exactly_once
             )
-            interval = 0 if once else self.trigger_interval_ms
+            polled = polls_every_step(
+                [
+                    v
+                    for v in self.circuit.views
+                    if v.output is not None and self.circuit.root_table(v.name).name == table.name
+                ]
+            )
+            # A table with an AFTER DELAY view runs a step every trigger even without input
+            # (processing-time timeouts): with interval 0 that would spin, so --once keeps the
+            # normal interval there and stops by the steps it counted (see _caught_up).
+            interval = 0 if once and not polled else self.trigger_interval_ms
             query = (
                 plan.frame.writeStream.foreachBatch(sink)
                 .queryName(f"tidemark-{table.name}")
@@ -151,6 +168,8 @@ class Service:
             self.queries.append(query)
             if stop_at is not None:
                 self._targets[query.id] = stop_at
+            if polled:
+                self._polled.add(query.id)
             log.info("query.started", table=table.name, topic=table.topic, checkpoint=str(base))
 
     def query_topics(self) -> dict[str, str]:
@@ -197,10 +216,17 @@ class Service:
 
     def _caught_up(self, query: StreamingQuery) -> bool:
         """``--once``: the query committed the end offsets seen at start and is idle (Spark
-        has also run the no-data step that evicts state once the waterline moved)."""
+        has also run the no-data step that evicts state once the waterline moved).
+
+        A query with an AFTER DELAY view is never idle (a step every trigger): it is done once
+        a step has completed after the one that committed the end offsets, which ran with the
+        waterline those offsets moved (windows complete, S11). A change still held by its delay
+        then is written by a later run (docs/semantics.md)."""
         target = self._targets.get(query.id)
         if target is None:
             return False
+        if query.id in self._polled:
+            return self._polled_caught_up(query, target)
         status = query.status
         if status.get("isTriggerActive") or status.get("isDataAvailable"):
             return False
@@ -230,12 +256,38 @@ class Service:
                 return False
         return True
 
+    def _polled_caught_up(self, query: StreamingQuery, target: Mapping[int, int]) -> bool:
+        progress = query.lastProgress
+        if progress is None:
+            return False
+        batch = int(progress["batchId"])
+        reached = self._reached.get(query.id)
+        if reached is not None:
+            return batch > reached
+        if target and any(target.values()):
+            end = progress["sources"][0].get("endOffset")
+            if not end:
+                return False
+            done = json.loads(end) if isinstance(end, str) else end
+            offsets = {int(p): int(o) for p, o in done.get("partitions", {}).items()}
+            if any(offsets.get(p, 0) < o for p, o in target.items()):
+                return False
+        self._reached[query.id] = batch
+        return False
+
     def stop(self, drain_seconds: float = 120) -> None:
         """Let each query finish the step in flight, then stop it."""
         deadline = time.monotonic() + drain_seconds
         for q in self.queries:
+            # A query with an AFTER DELAY view may run its steps back to back (a step every
+            # trigger, longer than the interval on a busy machine): there, the step in flight
+            # is done when a newer progress appears, not when no trigger is active.
+            polled = q.id in self._polled
+            running = q.lastProgress["batchId"] if polled and q.lastProgress else None
             while q.isActive and q.status.get("isTriggerActive") and time.monotonic() < deadline:
-                time.sleep(0.1)
+                if polled and q.lastProgress and q.lastProgress["batchId"] != running:
+                    break
+                time.sleep(0.05 if polled else 0.1)
             if q.isActive:
                 q.stop()
         errors = [q.exception() for q in self.queries if q.exception() is not None]

@@ -23,15 +23,40 @@ def test_json_tables_are_refused_not_decoded_as_avro_l7() -> None:
         check_supported(circuit)
 
 
-def test_emit_after_delay_is_refused_by_name_l7() -> None:
-    text = TABLE.format(extra="") + """
+@pytest.mark.parametrize(
+    "emit",
+    [
+        "EMIT STREAM AFTER DELAY INTERVAL '1' MINUTE",
+        "EMIT AFTER DELAY INTERVAL '2' SECOND",
+        "EMIT STREAM AFTER WATERMARK AND AFTER DELAY INTERVAL '1' MINUTE",
+    ],
+)
+def test_emit_after_delay_runs_on_spark_s12(emit: str) -> None:
+    """AFTER DELAY runs on processing-time timeouts (app/runtime/aggregate.py): not refused."""
+    text = TABLE.format(extra="") + f"""
 CREATE VIEW v WITH ('topic' = 'out') AS
 SELECT window_start, window_end, k, COUNT(*) AS n
 FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
 GROUP BY window_start, window_end, k
-EMIT STREAM AFTER DELAY INTERVAL '1' MINUTE;
+{emit};
 """
-    with pytest.raises(ProgramError, match="AFTER DELAY is not supported by the Spark runtime"):
+    circuit = compile_program("p.sql", text)
+    check_supported(circuit)
+    assert circuit.view("v").emit.delay_ms is not None
+
+
+def test_reading_an_aggregate_view_is_still_refused_by_name_l7() -> None:
+    text = TABLE.format(extra="") + """
+CREATE VIEW counts AS
+SELECT window_end, k, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_end, k
+EMIT AFTER WATERMARK;
+
+CREATE VIEW v WITH ('topic' = 'out') AS
+SELECT n, COUNT(*) AS m FROM counts GROUP BY n;
+"""
+    with pytest.raises(ProgramError, match="reading an aggregate view is not supported"):
         check_supported(compile_program("p.sql", text))
 
 
