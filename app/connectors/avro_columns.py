@@ -158,15 +158,22 @@ class _Cursor:
         return start, size
 
     def _check_utf8(self, rows: Ints, start: Ints, size: Ints) -> None:
-        ends = np.minimum(start + size, self.limit)
-        high = np.concatenate(([0], np.cumsum(self.data[: self.limit] >= 0x80, dtype=np.int64)))
-        clipped = np.minimum(start, self.limit)
-        suspects = np.nonzero(high[ends] - high[clipped] > 0)[0]
-        for i in suspects:  # only non-ASCII strings pay a Python decode
+        """Python-decode only the strings with a byte >= 0x80 (found over the strings' own
+        bytes, gathered; rows already not clean may have nonsense positions and are skipped)."""
+        live = np.flatnonzero(self.alive[rows] & (start + size <= self.limit))
+        start, size = start[live], size[live]
+        offsets = np.zeros(len(live) + 1, np.int64)
+        np.cumsum(size, out=offsets[1:])
+        gather = np.repeat(start - offsets[:-1], size) + np.arange(offsets[-1], dtype=np.int64)
+        high = self.data[gather] >= 0x80
+        if not high.any():
+            return
+        seen = np.concatenate(([0], np.cumsum(high, dtype=np.int64)))
+        for i in np.flatnonzero(seen[offsets[1:]] > seen[offsets[:-1]]).tolist():
             try:
                 self.raw[int(start[i]) : int(start[i] + size[i])].decode()
             except UnicodeDecodeError:
-                self.alive[rows[i]] = False
+                self.alive[rows[live[i]]] = False
 
 
 class ColumnarDecoder:

@@ -14,6 +14,12 @@ at no extra pass (S5), and they append one ``probe`` row per partition carrying 
 maxima of the step's well-formed rows and punctuation, from which the sink computes w(n).
 The probe also flows through Spark's ``withWatermark`` so Spark's own state eviction follows the
 same waterline.
+
+Decoding is column-wise (issue 7): a chunk of up to ``_BATCH_ROWS`` messages is decoded with
+numpy (:mod:`app.connectors.avro_columns`), the plain ``ok`` rows pass the gate per column
+(:meth:`LateGate.accepts`), and only the others (late, future, bad, punctuation) are classified
+one by one, so verdicts and messages are the per-record gate's. ``loadtests/source_speed.py``
+measures it; tests/unit/connectors/test_columnar_source.py holds it to the per-record path.
 """
 
 from __future__ import annotations
@@ -30,7 +36,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamReader,
@@ -670,6 +675,8 @@ def _table_column(kind: pa.DataType, field: FieldColumn, dead: npt.NDArray[np.bo
     if field.array is not None:
         if not dead.any():
             return field.array
+        import pyarrow.compute as pc  # lazily: the source's module loads in Spark's planner too
+
         return pc.if_else(pa.array(dead), pa.scalar(None, field.array.type), field.array)
     values = np.where(null, 0, field.numbers())  # masked slots stay in range for the casts
     if pa.types.is_timestamp(kind):
