@@ -5,8 +5,9 @@
 3. Tidemark, then the peer (plain Spark + JVM Kafka connector + spark-avro), each in its own
    process (loadtests.side) over the same topic until every event is processed: throughput =
    N / seconds; CPU seconds of the whole process tree (driver JVM + Python workers) per million.
-4. ``--latency`` (not written yet): each side runs continuously while the generator produces
-   at half the side's measured throughput; a probe reports p50/p99.
+4. ``--latency``: after the throughput runs, each side (per master and partition count) runs
+   continuously while the generator produces at half that side's measured events/s (or
+   ``--rate``); loadtests.latency reports p50/p99/max of produce-to-visible latency.
 Writes ``loadtests/results/<workload>-<stamp>.json`` and a plot ``docs/img/perf-<w>.png``.
 """
 
@@ -60,11 +61,15 @@ class TreeCpu:
             self._sample()
             time.sleep(self.interval)
 
-    def stop(self) -> float:
+    def total(self) -> float:
+        """CPU seconds so far (sampled now), e.g. at the start and end of a measured period."""
         self._sample()
+        return sum(self.seen.values())
+
+    def stop(self) -> float:
         self._stop.set()
         self._thread.join()
-        return sum(self.seen.values())
+        return self.total()
 
 
 def broker() -> tuple[str, Any]:
@@ -147,19 +152,22 @@ def limit(bootstrap: str, topic: str, count: int, schema: dict[str, Any]) -> dic
 
 
 def run_side(spec: dict[str, Any]) -> dict[str, Any]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "loadtests.side", json.dumps(spec)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    log_path = Path(spec["work_dir"]) / "side.log"
+    with log_path.open("w") as log:  # Spark's log; the child keeps its own descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loadtests.side", json.dumps(spec)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+        )
     cpu = TreeCpu(proc.pid)
     out, _ = proc.communicate()
     cpu_s = cpu.stop()
     line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
-        raise RuntimeError(f"{spec['side']} failed (rc {proc.returncode}): {out[-2000:]}")
+        err = "\n".join(log_path.read_text(errors="replace").splitlines()[-40:])
+        raise RuntimeError(f"{spec['side']} failed (rc {proc.returncode}): {out[-2000:]}\n{err}")
     result: dict[str, Any] = json.loads(line[7:])
     result["cpu_s_total"] = cpu_s  # includes JVM start-up: see cpu_s_per_m below
     return result
@@ -209,6 +217,41 @@ def throughput(
     return out
 
 
+def latency_runs(
+    bootstrap: str,
+    args: argparse.Namespace,
+    runs: list[dict[str, Any]],
+    partitions: int,
+    work: Path,
+) -> list[dict[str, Any]]:
+    """The latency probe for each throughput run: same side, master and partition count, at
+    ``--rate`` or half the events/s that run measured."""
+    from loadtests.latency import measure
+
+    out = []
+    for r in runs:
+        rate = args.rate if args.rate is not None else r["events_per_s"] / 2
+        lat = measure(
+            bootstrap,
+            args.workload,
+            r["side"],
+            r["master"],
+            partitions,
+            rate,
+            work,
+            args.warmup_seconds,
+            args.measure_seconds,
+            args.tail_seconds,
+        )
+        print(json.dumps(lat), flush=True)
+        out.append(lat)
+    return out
+
+
+def _label(r: dict[str, Any]) -> str:
+    return f"{r['side']}\n{r['master']}\n{r.get('partitions', '')}p"
+
+
 def plot(result: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -216,15 +259,34 @@ def plot(result: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     runs = [r for t in result["throughput"] for r in t["runs"]]
-    labels = [f"{r['side']}\n{r['master']}\n{r.get('partitions', '')}p" for r in runs]
-    fig, ax = plt.subplots(figsize=(max(6, len(runs) * 1.3), 4))
+    latency = [r for r in result.get("latency", []) if r.get("p99_ms") is not None]
+    panels = 2 if latency else 1
+    width = max(6, len(runs) * 1.3) + (max(6, len(latency) * 1.3) if latency else 0)
+    fig, axes = plt.subplots(1, panels, figsize=(width, 4), squeeze=False)
+    ax = axes[0][0]
     colors = ["#1f77b4" if r["side"] == "tidemark" else "#ff7f0e" for r in runs]
-    ax.bar(labels, [r["events_per_s"] for r in runs], color=colors)
+    ax.bar([_label(r) for r in runs], [r["events_per_s"] for r in runs], color=colors)
     lim = result["throughput"][0]["limit"]["consume_and_decode_per_s"]
     ax.axhline(lim, color="gray", linestyle="--", label="limit: consume + fastavro decode (1 core)")
     ax.set_ylabel("events/s processed")
     ax.set_title(f"workload {result['workload']}: {WORKLOADS[result['workload']].title}")
     ax.legend(fontsize=8)
+    if latency:
+        ax = axes[0][1]
+        x = range(len(latency))
+        ax.bar([i - 0.2 for i in x], [r["p50_ms"] for r in latency], 0.4, label="p50")
+        ax.bar([i + 0.2 for i in x], [r["p99_ms"] for r in latency], 0.4, label="p99")
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(
+            [
+                f"{_label(r)}\n{r['rate_achieved']:,.0f}/s" + (" (>=)" if r["lower_bound"] else "")
+                for r in latency
+            ]
+        )
+        ax.set_yscale("log")
+        ax.set_ylabel("ms, produce to visible (log)")
+        ax.set_title("latency at 50% of each side's max")
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
 
@@ -237,11 +299,15 @@ def main() -> None:
     parser.add_argument("--masters", nargs="+", default=["local[2]"])
     parser.add_argument("--sides", nargs="+", default=["tidemark", "peer"])
     parser.add_argument("--latency", action="store_true", help="also the 50%%-load latency run")
+    parser.add_argument(
+        "--rate", type=float, default=None, help="latency input events/s (default: 50%% of max)"
+    )
+    parser.add_argument("--warmup-seconds", type=float, default=30)
+    parser.add_argument("--measure-seconds", type=float, default=120)
+    parser.add_argument("--tail-seconds", type=float, default=60)
     parser.add_argument("--out", type=Path, default=ROOT / "loadtests" / "results")
     parser.add_argument("--plot", type=Path, default=None)
     args = parser.parse_args()
-    if args.latency:
-        parser.error("--latency: loadtests/latency.py is not written yet (docs/performance.md)")
     if "peer" in args.sides:
         subprocess.run(["bash", str(ROOT / "scripts" / "fetch-spark-peer.sh")], check=True)
     bootstrap, local = broker()
@@ -267,6 +333,10 @@ def main() -> None:
                     r["partitions"] = partitions
                     r["cpu_s_per_m"] = r["cpu_s_total"] / args.events * 1e6
                 result["throughput"].append(t)
+                if args.latency:
+                    result.setdefault("latency", []).extend(
+                        latency_runs(bootstrap, args, t["runs"], partitions, Path(tmp))
+                    )
     finally:
         if local is not None:
             local.cleanup()

@@ -5,7 +5,9 @@ Event time follows a clock that advances ``step_ms`` per event from ``base_ms``;
 inside LATENESS, so accepted), and a fraction ``late`` is moved back by more than the table's
 LATENESS plus ``spread_ms`` so the late gate (SPEC L3/S5) routes it to the dead-letter topic
 while a plain Spark job's watermark silently drops it. The generator is deterministic for a seed,
-so Tidemark and the peer read the same bytes. ``produce_ms`` header: the probe measures latency.
+so Tidemark and the peer read the same bytes. ``produce(times=...)`` records when each event
+was produced, and ``timeline`` regenerates which event it was: the latency probe
+(loadtests/latency.py) needs both.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ import argparse
 import random
 import struct
 import time
-from collections.abc import Iterator, Mapping
+from array import array
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from app.connectors.avro_codec import AvroCodec
 
-__all__ = ["EventShape", "events", "produce"]
+__all__ = ["EventShape", "events", "produce", "timeline"]
 
 
 @dataclass(frozen=True)
@@ -55,19 +58,28 @@ def _row(shape: EventShape, rnd: random.Random, ts: int) -> dict[str, Any]:
     return row
 
 
-def events(shape: EventShape, count: int) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(index, row) for ``count`` events, in production order."""
+def timeline(shape: EventShape, count: int) -> Iterator[tuple[int, dict[str, Any], bool]]:
+    """(index, row, late) for ``count`` events, in production order; ``late`` marks the events
+    moved back past LATENESS + ``spread_ms`` on purpose (the latency probe expects no output
+    for them from Tidemark, whose late gate routes them, SPEC S5)."""
     rnd = random.Random(shape.seed)  # noqa: S311 - a benchmark input, not a secret
     clock = shape.base_ms
     for i in range(count):
         clock += shape.step_ms
         ts = clock
         draw = rnd.random()
-        if draw < shape.late:
+        late = draw < shape.late
+        if late:
             ts = clock - shape.lateness_ms - shape.spread_ms - rnd.randrange(1, 60_000)
         elif draw < shape.late + shape.disorder:
             ts = clock - rnd.randrange(1, shape.spread_ms)
-        yield i, _row(shape, rnd, ts)
+        yield i, _row(shape, rnd, ts), late
+
+
+def events(shape: EventShape, count: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(index, row) for ``count`` events, in production order."""
+    for i, row, _late in timeline(shape, count):
+        yield i, row
 
 
 def produce(
@@ -77,32 +89,43 @@ def produce(
     count: int,
     rate: float | None = None,
     stamp: bool = False,
+    times: array | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> float:
-    """Produce ``count`` events to ``topic`` (keyed by index, round-robin over partitions);
-    ``rate`` events/s when given, else as fast as the producer goes. ``stamp`` adds a
-    ``produce_ms`` header (8-byte big-endian wall-clock ms) for the latency probe.
-    Returns the seconds it took, delivery included."""
+    """Produce ``count`` events to ``topic`` (keyed by index, spread over partitions by the
+    key's hash); ``rate`` events/s when given, else as fast as the producer goes. ``stamp``
+    adds a ``produce_ms`` header (8-byte big-endian wall-clock ms). ``times`` (an
+    ``array('d')``) receives each event's produce time, wall-clock ms taken when the event is
+    handed to the producer (the latency probe's start of the clock; the producer's linger is
+    part of the latency). ``stop``, checked every 100 events, ends production early (the
+    probe produces until its measured period is over). ``conf`` overrides the producer
+    settings below. Returns the seconds it took, delivery included."""
     from confluent_kafka import Producer
 
     codec = AvroCodec(shape.schema)
     producer = Producer(
         {
-            **conf,
             "linger.ms": 20,
             "batch.num.messages": 10_000,
             "queue.buffering.max.messages": 1_000_000,
             "compression.type": "none",
             "log_level": 3,
+            **conf,
         }
     )
     started = time.monotonic()
     for i, row in events(shape, count):
+        if stop is not None and i % 100 == 0 and stop():
+            break
         if rate is not None:
             due = started + i / rate
             ahead = due - time.monotonic()
             if ahead > 0:
                 time.sleep(ahead)
-        headers = [("produce_ms", struct.pack(">q", int(time.time() * 1000)))] if stamp else None
+        now_ms = time.time() * 1000
+        if times is not None:
+            times.append(now_ms)
+        headers = [("produce_ms", struct.pack(">q", int(now_ms)))] if stamp else None
         while True:
             try:
                 producer.produce(topic, codec.encode(row), key=str(i).encode(), headers=headers)

@@ -1,14 +1,20 @@
 """One side of a benchmark in its own process (so its JVM and Python workers can be measured
 alone): ``python -m loadtests.side SPEC_JSON`` runs Tidemark or the peer over a pre-produced
 topic until every event is processed and prints one JSON line: seconds and state figures.
-The Spark session starts before the clock does; both sides pay their query start-up."""
+The Spark session starts before the clock does; both sides pay their query start-up.
+
+With ``"once": false`` in the spec (the latency probe, loadtests/latency.py) the side runs
+continuously, steps back to back, prints ``READY`` once its query has started, and stops on
+SIGTERM (or after ``timeout`` seconds); the result line follows as before."""
 
 from __future__ import annotations
 
 import glob
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -29,9 +35,31 @@ def _state(progress: list[dict[str, Any]]) -> dict[str, int]:
     return best
 
 
-def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
+def _listener(progress: list[dict[str, Any]], announce: bool) -> Any:
+    """A listener keeping every progress event; ``announce`` prints ``STEP <input rows>`` per
+    step, which the latency probe uses to start its warm-up at the first step with input."""
     from pyspark.sql.streaming import StreamingQueryListener
 
+    class Progress(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:
+            return None
+
+        def onQueryProgress(self, event: Any) -> None:
+            p = json.loads(event.progress.json)
+            progress.append(p)
+            if announce:
+                print(f"STEP {int(p.get('numInputRows', 0))}", flush=True)
+
+        def onQueryIdle(self, event: Any) -> None:
+            return None
+
+        def onQueryTerminated(self, event: Any) -> None:
+            return None
+
+    return Progress()
+
+
+def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
     from app.program.compile import compile_program
     from app.runtime.service import Service
     from app.runtime.session import spark_session
@@ -42,20 +70,7 @@ def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
     program.write_text(w.program.format(topic=spec["topic"], out=spec["out"]))
     circuit = compile_program(program)
     progress: list[dict[str, Any]] = []
-
-    class Progress(StreamingQueryListener):
-        def onQueryStarted(self, event: Any) -> None:
-            return None
-
-        def onQueryProgress(self, event: Any) -> None:
-            progress.append(json.loads(event.progress.json))
-
-        def onQueryIdle(self, event: Any) -> None:
-            return None
-
-        def onQueryTerminated(self, event: Any) -> None:
-            return None
-
+    once = spec.get("once", True)
     spark_session(spec["master"], spec["shuffle_partitions"])
     service = Service(
         circuit,
@@ -66,8 +81,12 @@ def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
         max_records_per_step=spec["max_records_per_step"],
         trigger_interval_ms=0,
     )
+    if not once:
+        service.install_signal_handlers()
     started = time.monotonic()
-    service.start(once=spec.get("once", True), listener=Progress())
+    service.start(once=once, listener=_listener(progress, announce=not once))
+    if not once:
+        print("READY", flush=True)
     service.wait(timeout_seconds=spec.get("timeout", 1800))
     seconds = time.monotonic() - started
     service.shutdown()
@@ -87,6 +106,9 @@ def run_peer(spec: dict[str, Any]) -> dict[str, Any]:
     program.write_text(w.program.format(topic=spec["topic"], out=spec["out"]))
     in_schema = json.dumps(compile_program(program).tables[0].avro_schema)
     spark = spark_session(spec["master"], spec["shuffle_partitions"], app_name="spark-peer")
+    once = spec.get("once", True)
+    progress: list[dict[str, Any]] = []
+    spark.streams.addListener(_listener(progress, announce=not once))
     source = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", spec["bootstrap"])
@@ -104,17 +126,28 @@ def run_peer(spec: dict[str, Any]) -> dict[str, Any]:
         .option("checkpointLocation", str(work / "ck"))
         .outputMode("append")
     )
-    once = spec.get("once", True)
     writer = (
         writer.trigger(availableNow=True) if once else writer.trigger(processingTime="0 seconds")
     )
+    stopping = threading.Event()
+    if not once:
+        signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     started = time.monotonic()
     query = writer.start()
-    query.awaitTermination(spec.get("timeout", 1800))
+    if once:
+        query.awaitTermination(spec.get("timeout", 1800))
+    else:
+        print("READY", flush=True)
+        deadline = started + spec.get("timeout", 1800)
+        while not stopping.is_set() and query.isActive and time.monotonic() < deadline:
+            query.awaitTermination(0.5)
+        failure = query.exception()
+        if failure is not None:
+            raise failure
     if query.isActive:
         query.stop()
     seconds = time.monotonic() - started
-    progress = [json.loads(p.json) for p in query.recentProgress]
+    progress += [json.loads(p.json) for p in query.recentProgress]  # the listener may lag
     spark.stop()
     return {"seconds": seconds, "state": _state(progress), "steps": len(progress)}
 

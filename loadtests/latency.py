@@ -1,0 +1,640 @@
+"""End-to-end latency at a fixed input rate (issue 7): ``python -m loadtests.latency`` or
+``python -m loadtests.bench --latency``.
+
+One side (Tidemark or the plain Spark peer, loadtests/side.py) runs continuously in its own
+process. The generator (loadtests/generator.py) produces the workload's events at a fixed rate
+from another process and records when it handed each event to the producer. A consumer in
+this process (``read_committed``: Tidemark writes its output in Kafka transactions, S15; the
+peer's plain writes are visible to it at once) records when each output record became
+visible. Afterwards every output record is attributed to the input event that made it due:
+
+* a stateless view (workload a): the input record itself, found by the output's columns
+  (the projection forwards the input columns, so ``(ts, usr, n)`` identifies the event; equal
+  tuples are matched in production order);
+* an ``EMIT AFTER WATERMARK`` window (workloads b, c): the first event, in production order,
+  whose event time moved the table's waterline to or past the window's end
+  (``max event time - LATENESS >= window_end``, SPEC S3/S11). The generator knows every event
+  time it produced and when, so this needs nothing from the system under test.
+
+``latency = visible time - produce time of that event``, both wall-clock ms on this machine.
+The run is: warm-up (not measured) from the side's first step with input, the measured
+period, then a tail during which the rate is kept and the consumer keeps reading. Only outputs whose due event was produced in the
+measured period count. An output that should exist (the workload's filter passes an on-time
+event, or a window with on-time events closes) but was not visible by the end of the tail is
+*missing*; it enters the percentiles with ``end of tail - due``, a lower bound, and the result
+says so (``lower_bound``). Windows hold many rows that share one due event, so ``dues`` gives
+the number of distinct due events behind the percentiles.
+
+The attribution and the statistics are pure functions (tests/unit/loadtests/test_latency.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import collections
+import json
+import math
+import multiprocessing
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from array import array
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Attribution",
+    "Produced",
+    "Rule",
+    "Sample",
+    "Visible",
+    "attribute",
+    "expected",
+    "measure",
+    "percentile",
+    "rule_for",
+    "summarize",
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---------------------------------------------------------------------------------------------
+# The latency definition, as pure functions.
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How output records of one view are attributed to input events.
+
+    ``input_time``/``lateness_ms``: the table's LATENESS column and amount (its waterline).
+    Windowed (``window_ms`` set, TUMBLE of that size and ``window_offset_ms``): outputs carry the
+    window end in ``output_time``. Stateless: ``match`` pairs (output column, input column)
+    identify the input record, and ``filters`` (circuit expressions) say which input records
+    reach the output.
+    """
+
+    input_time: str
+    lateness_ms: int
+    window_ms: int | None = None
+    window_offset_ms: int = 0
+    output_time: str = ""
+    match: tuple[tuple[str, str], ...] = ()
+    filters: tuple[Any, ...] = ()
+
+    @property
+    def windowed(self) -> bool:
+        return self.window_ms is not None
+
+    def accepts(self, row: Mapping[str, Any]) -> bool:
+        """Whether an (on-time) input row reaches a stateless view's output (its WHERE)."""
+        from app.circuit.scalar import evaluate_expr, is_true
+
+        return all(is_true(evaluate_expr(f, row)) for f in self.filters)
+
+    def window_end(self, row: Mapping[str, Any]) -> int:
+        """End of the TUMBLE window holding ``row`` (SPEC S9, the runtime's own function)."""
+        from app.circuit.windows import tumble_start
+
+        assert self.window_ms is not None
+        c = int(row[self.input_time])
+        return tumble_start(c, self.window_ms, self.window_offset_ms) + self.window_ms
+
+    def input_key(self, row: Mapping[str, Any]) -> tuple[Any, ...]:
+        return tuple(row[i] for _, i in self.match)
+
+    def output_key(self, row: Mapping[str, Any]) -> tuple[Any, ...]:
+        return tuple(row[o] for o, _ in self.match)
+
+
+@dataclass(frozen=True, slots=True)
+class Produced:
+    """One input event: when the generator handed it to the producer, its row, and whether
+    the generator made it late on purpose (past LATENESS, so Tidemark routes it away)."""
+
+    produce_ms: float
+    row: Mapping[str, Any]
+    late: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Visible:
+    """One output record and when the consumer got it."""
+
+    visible_ms: float
+    row: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """An output record attributed to its due event. ``key``: the window end (windowed) or
+    the matched input columns (stateless)."""
+
+    key: Hashable
+    due_ms: float
+    visible_ms: float
+
+    @property
+    def latency_ms(self) -> float:
+        return self.visible_ms - self.due_ms
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """``unmatched``: stateless outputs with no produced event left to match (duplicates, or
+    input from before the run). ``early``: window outputs visible before any event made them
+    due, which SPEC S12 forbids; neither enters the samples."""
+
+    samples: list[Sample]
+    unmatched: int
+    early: int
+
+
+class _Crossings:
+    """Each rise of the waterline, in production order: (waterline, produce time of the event
+    that raised it). Both lists ascend, so the first event that took the waterline to a
+    window's end or past it is found by bisection."""
+
+    def __init__(self, rule: Rule) -> None:
+        self.rule = rule
+        self.marks: list[int] = []
+        self.times: list[float] = []
+
+    def add(self, p: Produced) -> None:
+        mark = int(p.row[self.rule.input_time]) - self.rule.lateness_ms
+        if not self.marks or mark > self.marks[-1]:
+            self.marks.append(mark)
+            self.times.append(p.produce_ms)
+
+    def due(self, window_end: int) -> float | None:
+        k = bisect.bisect_left(self.marks, window_end)
+        return self.times[k] if k < len(self.times) else None
+
+
+def attribute(produced: Iterable[Produced], outputs: Iterable[Visible], rule: Rule) -> Attribution:
+    """Attribute each output record to the produce time of the event that made it due.
+    ``produced`` in production order; each argument is read once (a run's events and outputs
+    can be millions: pass generators)."""
+    samples: list[Sample] = []
+    unmatched = early = 0
+    if rule.windowed:
+        crossings = _Crossings(rule)
+        for p in produced:
+            crossings.add(p)
+        for out in outputs:
+            end = int(out.row[rule.output_time])
+            due = crossings.due(end)
+            if due is None or out.visible_ms < due:
+                early += 1
+                continue
+            samples.append(Sample(end, due, out.visible_ms))
+        return Attribution(samples, unmatched, early)
+    # Keys are nearly all unique: one float per key, a queue only for repeated keys.
+    first: dict[tuple[Any, ...], float] = {}
+    more: dict[tuple[Any, ...], collections.deque[float]] = {}
+    for p in produced:
+        key = rule.input_key(p.row)
+        if key in first:
+            more.setdefault(key, collections.deque()).append(p.produce_ms)
+        else:
+            first[key] = p.produce_ms
+    for out in outputs:
+        key = rule.output_key(out.row)
+        if key in first:
+            due = first.pop(key)
+            queue = more.get(key)
+            if queue:
+                first[key] = queue.popleft()
+            samples.append(Sample(key, due, out.visible_ms))
+        else:
+            unmatched += 1
+    return Attribution(samples, unmatched, early)
+
+
+def expected(produced: Iterable[Produced], rule: Rule) -> list[tuple[Hashable, float]]:
+    """(key, due time) of every output that must become visible, from the on-time events
+    only (an event the generator made late may be dropped by either side): stateless, one per
+    event the view's filter passes; windowed, one per window holding an on-time event, once an
+    event has closed it (a window's row count is not checked here: compare the sides' rows)."""
+    if not rule.windowed:
+        return [
+            (rule.input_key(p.row), p.produce_ms)
+            for p in produced
+            if not p.late and rule.accepts(p.row)
+        ]
+    crossings = _Crossings(rule)
+    ends: set[int] = set()
+    for p in produced:
+        crossings.add(p)
+        if not p.late:
+            ends.add(rule.window_end(p.row))
+    out: list[tuple[Hashable, float]] = []
+    for end in sorted(ends):
+        due = crossings.due(end)
+        if due is not None:
+            out.append((end, due))
+    return out
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in (0, 1]) of ascending values: a value that occurred."""
+    if not sorted_values:
+        raise ValueError("no values")
+    rank = max(1, math.ceil(q * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def summarize(
+    attribution: Attribution,
+    due: Sequence[tuple[Hashable, float]],
+    start_ms: float,
+    end_ms: float,
+    observed_until_ms: float,
+) -> dict[str, Any]:
+    """p50/p99/max over the outputs whose due event was produced in ``[start_ms, end_ms)``.
+
+    Outputs in ``due`` (see :func:`expected`) that never became visible count as missing, with
+    the lower bound ``observed_until_ms - due``; ``lower_bound`` is then true. Latencies in ms.
+    """
+    inside = [s for s in attribution.samples if start_ms <= s.due_ms < end_ms]
+    seen = collections.Counter(s.key for s in inside)
+    missing: list[float] = []
+    for key, at in due:
+        if not start_ms <= at < end_ms:
+            continue
+        if seen[key] > 0:
+            seen[key] -= 1
+            continue
+        missing.append(observed_until_ms - at)
+    values = sorted([s.latency_ms for s in inside] + missing)
+    result: dict[str, Any] = {
+        "count": len(inside),
+        "dues": len({s.due_ms for s in inside}),
+        "missing": len(missing),
+        "unmatched": attribution.unmatched,
+        "early": attribution.early,
+        "lower_bound": bool(missing),
+        "p50_ms": None,
+        "p99_ms": None,
+        "max_ms": None,
+    }
+    if values:
+        result.update(
+            p50_ms=round(percentile(values, 0.50), 1),
+            p99_ms=round(percentile(values, 0.99), 1),
+            max_ms=round(values[-1], 1),
+        )
+    return result
+
+
+def rule_for(circuit: Any) -> Rule:
+    """The attribution rule of the program's one output view, from its compiled circuit:
+    LATENESS and window from the IR, so the probe follows the program, not a copy of it."""
+    from app.circuit.ir import ColumnRef, Filter, Project, Window
+
+    views = [v for v in circuit.views if v.output is not None]
+    if len(views) != 1:
+        raise ValueError(f"the latency probe needs exactly one output view, found {len(views)}")
+    view = views[0]
+    table = circuit.root_table(view.name)
+    if len(table.lateness) != 1:
+        raise ValueError(f"table {table.name} needs exactly one LATENESS column")
+    lateness = table.lateness[0]
+    windows = [op for op in view.operators if isinstance(op, Window)]
+    if windows:
+        window = windows[0]
+        if window.kind != "TUMBLE" or len(windows) > 1 or not view.emit.after_watermark:
+            raise ValueError(
+                f"view {view.name}: the probe attributes one TUMBLE ... EMIT AFTER WATERMARK"
+            )
+        ends = [a.column for a in view.time_attributes if a.kind == "window_end"]
+        if not ends:
+            raise ValueError(f"view {view.name} does not output its window_end")
+        return Rule(
+            lateness.column,
+            lateness.amount,
+            window_ms=window.size,
+            window_offset_ms=window.offset,
+            output_time=ends[0],
+        )
+    match: list[tuple[str, str]] = []
+    filters: list[Any] = []
+    for op in view.operators:
+        if isinstance(op, Filter):
+            filters.append(op.predicate)
+        elif isinstance(op, Project) and all(isinstance(e, ColumnRef) for _, e in op.outputs):
+            match = [(name, e.name) for name, e in op.outputs]
+        else:
+            raise ValueError(
+                f"view {view.name}: the probe attributes a stateless view only when it "
+                "filters and forwards input columns"
+            )
+    return Rule(lateness.column, lateness.amount, match=tuple(match), filters=tuple(filters))
+
+
+# ---------------------------------------------------------------------------------------------
+# One measured run against a real broker and a running side.
+
+
+def _generate(
+    bootstrap: str, topic: str, workload: str, rate: float, stop: Any, times_path: str
+) -> None:
+    """The generator process: events at ``rate``/s until ``stop`` is set, produce times to a
+    file (the events themselves are regenerated from the seed afterwards)."""
+    from loadtests.bench import input_schema, shape_of
+    from loadtests.generator import produce
+
+    times = array("d")
+    shape = shape_of(workload, input_schema(workload))
+    conf = {"bootstrap.servers": bootstrap, "linger.ms": 5}
+    produce(conf, topic, shape, 2**40, rate, times=times, stop=stop.is_set)
+    with open(times_path, "wb") as f:
+        times.tofile(f)
+
+
+class _Probe:
+    """Reads the output topic from the start (``read_committed``) in a thread, keeping each
+    value with the wall-clock ms at which ``consume`` handed it over; decoding waits until
+    the run is over so it cannot delay the clock."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"latency-{uuid.uuid4().hex[:8]}",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+                "log_level": 3,
+            }
+        )
+        partitions = self.consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        self.consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        self.records: list[tuple[float, bytes]] = []
+        self.last_poll_ms = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            batch = self.consumer.consume(10_000, 0.05)
+            now = time.time() * 1000
+            self.last_poll_ms = now
+            for m in batch:
+                if m.error() is None and m.value() is not None:
+                    self.records.append((now, m.value()))
+
+    def stop(self) -> float:
+        """Stop reading; returns the last moment outputs were looked for (wall-clock ms)."""
+        self._stop.set()
+        self._thread.join()
+        self.consumer.close()
+        return self.last_poll_ms
+
+
+class _Side:
+    """A side (loadtests/side.py) running continuously in its own process. Its stdout says
+    ``READY`` once the query started and ``STEP <input rows>`` after each step; stderr (Spark's
+    log) goes to ``log_path``."""
+
+    def __init__(self, spec: dict[str, Any], log_path: Path) -> None:
+        self.name, self.log_path = spec["side"], log_path
+        with log_path.open("w") as log:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "loadtests.side", json.dumps(spec)],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
+        self.lines: list[str] = []
+        self.ready = threading.Event()
+        self.first_input = threading.Event()
+        self.first_input_ms = 0.0
+        self._pump = threading.Thread(target=self._read, daemon=True)
+        self._pump.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if line.startswith("READY"):
+                self.ready.set()
+            elif line.startswith("STEP ") and int(line.split()[1]) > 0:
+                if not self.first_input.is_set():
+                    self.first_input_ms = time.time() * 1000
+                    self.first_input.set()
+
+    def wait_for(self, event: threading.Event, what: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not event.wait(0.5):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.proc.kill()
+                raise RuntimeError(
+                    f"{self.name}: {what} (rc {self.proc.returncode}); {self._log()}"
+                )
+
+    def stop(self) -> dict[str, Any]:
+        """SIGTERM (the side finishes its step in flight), then its RESULT line."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(300)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._pump.join(10)
+        line = next((x for x in self.lines if x.startswith("RESULT ")), None)
+        if self.proc.returncode != 0 or line is None:
+            raise RuntimeError(f"{self.name} failed (rc {self.proc.returncode}); {self._log()}")
+        result: dict[str, Any] = json.loads(line[7:])
+        return result
+
+    def _log(self) -> str:
+        last = self.log_path.read_text(errors="replace").splitlines()[-30:]
+        return f"see {self.log_path}:\n" + "\n".join(last)
+
+
+def _decoder(workload: str, side: str, circuit: Any) -> Any:
+    from app.connectors.avro_codec import AvroCodec
+    from loadtests.workloads import WORKLOADS
+
+    if side == "peer":
+        return AvroCodec(json.loads(WORKLOADS[workload].peer_out_schema))
+    view = next(v for v in circuit.views if v.output is not None)
+    return AvroCodec(view.output.value_schema)
+
+
+def _sleep_until(wall_ms: float) -> None:
+    time.sleep(max(0.0, wall_ms / 1000 - time.time()))
+
+
+def measure(
+    bootstrap: str,
+    workload: str,
+    side: str,
+    master: str,
+    partitions: int,
+    rate: float,
+    work: Path,
+    warmup_s: float = 30,
+    measure_s: float = 120,
+    tail_s: float = 60,
+) -> dict[str, Any]:
+    """One latency run of one side at ``rate`` events/s; the result dict of the bench JSON.
+
+    The side starts first (Spark start-up is not measured); the generator starts once the
+    side's query runs. Warm-up: ``warmup_s`` from the side's first step with input (its Python
+    workers and JVM code paths warm, the start-up backlog drained); then ``measure_s``
+    measured; then ``tail_s`` at the same rate, so outputs due in the measured period can still
+    become visible. CPU seconds per million events: the side's process tree, measured period
+    only (steady state, no start-up)."""
+    from app.program.compile import compile_program
+    from loadtests.bench import TreeCpu, create_topic, input_schema, shape_of
+    from loadtests.generator import timeline
+    from loadtests.workloads import WORKLOADS
+
+    w = WORKLOADS[workload]
+    topic = f"latency.{workload}.{uuid.uuid4().hex[:6]}"
+    out_topic = f"{topic}.{side}.out"
+    create_topic(bootstrap, topic, partitions)
+    create_topic(bootstrap, out_topic, partitions)
+    run_dir = Path(tempfile.mkdtemp(dir=work, prefix=f"latency-{side}-"))
+    program = run_dir / "rule.sql"
+    program.write_text(w.program.format(topic=topic, out=out_topic))
+    circuit = compile_program(program)
+    rule = rule_for(circuit)
+    spec = {
+        "side": side,
+        "workload": workload,
+        "bootstrap": bootstrap,
+        "topic": topic,
+        "out": out_topic,
+        "master": master,
+        "shuffle_partitions": 2,
+        "max_records_per_step": 200_000,
+        "work_dir": str(run_dir),
+        "once": False,
+        "timeout": 1800 + warmup_s + measure_s + tail_s,
+    }
+    the_side = _Side(spec, run_dir / "side.log")
+    times_path = run_dir / "produce_ms.bin"
+    ctx = multiprocessing.get_context("spawn")
+    stop = ctx.Event()
+    gen = ctx.Process(
+        target=_generate, args=(bootstrap, topic, workload, rate, stop, str(times_path))
+    )
+    probe: _Probe | None = None
+    try:
+        the_side.wait_for(the_side.ready, "did not start", 900)
+        cpu = TreeCpu(the_side.proc.pid)
+        probe = _Probe(bootstrap, out_topic)
+        gen.start()
+        the_side.wait_for(the_side.first_input, "ran no step with input", 900)
+        start = the_side.first_input_ms + warmup_s * 1000
+        end = start + measure_s * 1000
+        _sleep_until(start)
+        cpu_start = cpu.total()
+        _sleep_until(end)
+        cpu_s = cpu.total() - cpu_start
+        _sleep_until(end + tail_s * 1000)
+        stop.set()
+        gen.join(300)
+        time.sleep(1.0)  # what was in flight at the last produce
+        records = probe.records
+        observed_until = probe.stop()
+        probe = None
+        cpu.stop()
+        if gen.exitcode != 0:
+            raise RuntimeError(f"the generator failed (exit code {gen.exitcode})")
+    except BaseException:
+        the_side.proc.kill()
+        raise
+    finally:
+        if gen.is_alive():
+            gen.kill()
+        if probe is not None:
+            probe.stop()
+    state = the_side.stop()
+    times = array("d")
+    with open(times_path, "rb") as f:
+        times.frombytes(f.read())
+    shape = shape_of(workload, input_schema(workload))
+
+    def produced() -> Iterator[Produced]:
+        # Regenerated (deterministic) rather than held: a run can produce millions.
+        for i, row, late in timeline(shape, len(times)):
+            yield Produced(times[i], row, late)
+
+    decode = _decoder(workload, side, circuit).decode
+    outputs = (Visible(at, decode(value)) for at, value in records)
+    attribution = attribute(produced(), outputs, rule)
+    result = summarize(attribution, expected(produced(), rule), start, end, observed_until)
+    in_window = sum(1 for t in times if start <= t < end)
+    result.update(
+        side=side,
+        master=master,
+        partitions=partitions,
+        rate_target=round(rate, 1),
+        rate_achieved=round(in_window / measure_s, 1),
+        events=len(times),
+        outputs=len(records),
+        warmup_s=warmup_s,
+        measure_s=measure_s,
+        tail_s=tail_s,
+        cold_start_s=round((the_side.first_input_ms - times[0]) / 1000, 1) if times else None,
+        cpu_s_per_m=round(cpu_s / in_window * 1e6, 1) if in_window else None,
+        state=state.get("state"),
+        steps=state.get("steps"),
+    )
+    return result
+
+
+def main() -> None:
+    from loadtests.bench import broker
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", choices=["a", "b", "c"], required=True)
+    parser.add_argument("--rate", type=float, required=True, help="input events/s")
+    parser.add_argument("--sides", nargs="+", default=["tidemark", "peer"])
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--warmup-seconds", type=float, default=30)
+    parser.add_argument("--measure-seconds", type=float, default=120)
+    parser.add_argument("--tail-seconds", type=float, default=60)
+    args = parser.parse_args()
+    if "peer" in args.sides:
+        subprocess.run(["bash", str(ROOT / "scripts" / "fetch-spark-peer.sh")], check=True)
+    bootstrap, local = broker()
+    try:
+        with tempfile.TemporaryDirectory(prefix="latency-") as tmp:
+            for side in args.sides:
+                r = measure(
+                    bootstrap,
+                    args.workload,
+                    side,
+                    args.master,
+                    args.partitions,
+                    args.rate,
+                    Path(tmp),
+                    args.warmup_seconds,
+                    args.measure_seconds,
+                    args.tail_seconds,
+                )
+                print(json.dumps(r), flush=True)
+    finally:
+        if local is not None:
+            local.cleanup()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""The latency probe's definition (loadtests/latency.py, docs/performance.md "Latency"): which
+input event each output record is attributed to, and the statistics over a measured period.
+
+Stateless views: the output row is the input row that passed the filter. AFTER WATERMARK
+windows: the first event (in production order) whose event time took the waterline
+``max event time - LATENESS`` to the window's end or past it (SPEC S3, S11)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from app.circuit.ir import Call, ColumnRef, Literal_, SqlType
+from app.program.compile import compile_program
+from loadtests.latency import (
+    Produced,
+    Rule,
+    Visible,
+    attribute,
+    expected,
+    percentile,
+    rule_for,
+    summarize,
+)
+from loadtests.workloads import WORKLOADS
+
+INT = SqlType("INT", nullable=False)
+N_OVER_500 = Call(">", (ColumnRef("n", INT), Literal_(500, INT)), SqlType("BOOLEAN", False))
+FILTER = Rule("ts", 10_000, match=(("ts", "ts"), ("usr", "usr"), ("n", "n")), filters=(N_OVER_500,))
+TUMBLE_1MIN = Rule("ts", 10_000, window_ms=60_000, output_time="window_end")
+
+
+def click(ts: int, usr: str = "k1", n: int = 600) -> dict[str, object]:
+    return {"ts": ts, "usr": usr, "n": n}
+
+
+def test_stateless_output_is_attributed_to_its_own_input_record() -> None:
+    produced = [
+        Produced(1_000.0, click(10, "a")),
+        Produced(1_010.0, click(12, "b")),
+        Produced(1_020.0, click(11, "c")),
+    ]
+    outputs = [Visible(1_250.0, click(12, "b")), Visible(1_100.0, click(10, "a"))]
+    got = attribute(produced, outputs, FILTER)
+    assert [(s.key, s.due_ms, s.latency_ms) for s in got.samples] == [
+        ((12, "b", 600), 1_010.0, 240.0),
+        ((10, "a", 600), 1_000.0, 100.0),
+    ]
+    assert got.unmatched == 0 and got.early == 0
+
+
+def test_equal_stateless_rows_are_matched_in_production_order_and_extras_are_unmatched() -> None:
+    produced = [Produced(1_000.0, click(10)), Produced(2_000.0, click(10))]
+    outputs = [
+        Visible(2_500.0, click(10)),
+        Visible(2_600.0, click(10)),
+        Visible(2_700.0, click(10)),
+    ]
+    got = attribute(produced, outputs, FILTER)
+    assert [s.latency_ms for s in got.samples] == [1_500.0, 600.0]
+    assert got.unmatched == 1
+
+
+def test_window_is_due_at_the_first_event_that_takes_the_waterline_to_its_end() -> None:
+    # LATENESS 10 s: window [0, 60 s) closes when an event at >= 70 s arrives (w = 60 s >= end,
+    # equal included, S11). The out-of-order 71 s after 75 s and the late 5 s do not move it.
+    produced = [
+        Produced(100.0, click(30_000)),
+        Produced(200.0, click(69_999)),  # w = 59.999 s: not yet
+        Produced(300.0, click(75_000)),  # w = 65 s: closes [0, 60 s)
+        Produced(400.0, click(71_000)),
+        Produced(500.0, click(5_000), late=True),
+        Produced(600.0, click(130_000)),  # w = 120 s: closes [60 s, 120 s) exactly
+    ]
+    outputs = [
+        Visible(900.0, {"window_end": 60_000, "usr": "a"}),
+        Visible(950.0, {"window_end": 60_000, "usr": "b"}),
+        Visible(1_600.0, {"window_end": 120_000, "usr": "a"}),
+    ]
+    got = attribute(produced, outputs, TUMBLE_1MIN)
+    assert [(s.key, s.due_ms, s.latency_ms) for s in got.samples] == [
+        (60_000, 300.0, 600.0),
+        (60_000, 300.0, 650.0),
+        (120_000, 600.0, 1_000.0),
+    ]
+    assert got.early == 0
+
+
+def test_window_output_before_any_event_closed_it_is_counted_early_not_sampled() -> None:
+    produced = [Produced(100.0, click(30_000)), Produced(200.0, click(75_000))]
+    outputs = [
+        Visible(150.0, {"window_end": 60_000}),  # before the closing event was produced
+        Visible(300.0, {"window_end": 120_000}),  # waterline never reached 120 s
+        Visible(300.0, {"window_end": 60_000}),
+    ]
+    got = attribute(produced, outputs, TUMBLE_1MIN)
+    assert got.early == 2
+    assert [s.latency_ms for s in got.samples] == [100.0]
+
+
+def test_expected_outputs_skip_filtered_and_deliberately_late_events() -> None:
+    produced = [
+        Produced(1.0, click(10, n=600)),
+        Produced(2.0, click(11, n=400)),  # the filter drops it
+        Produced(3.0, click(12, n=900), late=True),  # either side may drop it
+    ]
+    assert expected(produced, FILTER) == [((10, "k1", 600), 1.0)]
+
+
+def test_expected_windows_are_those_with_on_time_events_that_an_event_closed() -> None:
+    produced = [
+        Produced(1.0, click(-200_000), late=True),  # its window is not expected
+        Produced(2.0, click(30_000)),
+        Produced(3.0, click(90_000)),  # closes [0, 60 s); [60 s, 120 s) stays open
+    ]
+    assert expected(produced, TUMBLE_1MIN) == [(60_000, 3.0)]
+
+
+def test_summary_counts_outputs_due_in_the_measured_period_and_bounds_the_missing() -> None:
+    produced = [Produced(float(t), click(t, usr=f"u{t}")) for t in (0, 100, 200, 300, 400)]
+    outputs = [
+        Visible(50.0, click(0, usr="u0")),  # due before the period: warm-up
+        Visible(130.0, click(100, usr="u100")),
+        Visible(290.0, click(200, usr="u200")),
+        Visible(480.0, click(400, usr="u400")),  # due after the period: tail
+    ]  # u300 never became visible
+    got = summarize(
+        attribute(produced, outputs, FILTER), expected(produced, FILTER), 100.0, 400.0, 1_000.0
+    )
+    # Latencies in the period: 30, 90 and, for the missing one, at least 1000 - 300 = 700.
+    assert got["count"] == 2 and got["missing"] == 1 and got["lower_bound"] is True
+    assert (got["p50_ms"], got["p99_ms"], got["max_ms"]) == (90.0, 700.0, 700.0)
+
+
+def test_summary_of_window_rows_counts_distinct_due_events() -> None:
+    produced = [Produced(100.0, click(30_000)), Produced(200.0, click(75_000))]
+    outputs = [Visible(300.0 + i, {"window_end": 60_000}) for i in range(10)]
+    got = summarize(
+        attribute(produced, outputs, TUMBLE_1MIN),
+        expected(produced, TUMBLE_1MIN),
+        0.0,
+        1_000.0,
+        2_000.0,
+    )
+    assert (got["count"], got["dues"], got["missing"], got["lower_bound"]) == (10, 1, 0, False)
+    assert (got["p50_ms"], got["p99_ms"], got["max_ms"]) == (104.0, 109.0, 109.0)
+
+
+def test_empty_period_has_no_percentiles() -> None:
+    got = summarize(attribute([], [], FILTER), [], 0.0, 1.0, 2.0)
+    assert got["count"] == 0 and got["p99_ms"] is None
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 0.5) == 50.0
+    assert percentile(values, 0.99) == 99.0
+    assert percentile([7.0], 0.99) == 7.0
+    with pytest.raises(ValueError):
+        percentile([], 0.5)
+
+
+@pytest.mark.parametrize(
+    ("workload", "window_ms", "lateness_ms", "output_time"),
+    [("b", 60_000, 10_000, "window_end"), ("c", 600_000, 240_000, "wend")],
+)
+def test_rules_of_the_windowed_workloads_come_from_their_programs(
+    workload: str, window_ms: int, lateness_ms: int, output_time: str
+) -> None:
+    rule = rule_for(_compiled(workload))
+    assert (rule.window_ms, rule.lateness_ms, rule.output_time) == (
+        window_ms,
+        lateness_ms,
+        output_time,
+    )
+
+
+def test_rule_of_the_filter_workload_matches_forwarded_columns_and_applies_its_where() -> None:
+    rule = rule_for(_compiled("a"))
+    assert not rule.windowed
+    assert rule.match == (("ts", "ts"), ("usr", "usr"), ("n", "n"))
+    assert rule.accepts(click(1, n=501)) and not rule.accepts(click(1, n=500))
+
+
+def _compiled(workload: str) -> object:
+    with tempfile.TemporaryDirectory() as tmp:
+        program = Path(tmp) / "p.sql"
+        program.write_text(WORKLOADS[workload].program.format(topic="t", out="o"))
+        return compile_program(program)
