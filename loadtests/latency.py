@@ -18,12 +18,13 @@ visible. Afterwards every output record is attributed to the input event that ma
 
 ``latency = visible time - produce time of that event``, both wall-clock ms on this machine.
 The run is: warm-up (not measured) from the side's first step with input, the measured
-period, then a tail during which the rate is kept and the consumer keeps reading. Only outputs whose due event was produced in the
-measured period count. An output that should exist (the workload's filter passes an on-time
-event, or a window with on-time events closes) but was not visible by the end of the tail is
-*missing*; it enters the percentiles with ``end of tail - due``, a lower bound, and the result
-says so (``lower_bound``). Windows hold many rows that share one due event, so ``dues`` gives
-the number of distinct due events behind the percentiles.
+period, then a tail during which the rate is kept and the consumer keeps reading. Only
+outputs whose due event was produced in the measured period count. An output that should
+exist (the workload's filter passes an on-time event, or a window with on-time events
+closes) but was not visible by the end of the tail is *missing*; it enters the percentiles
+with ``end of tail - due``, a lower bound, and the result says so (``lower_bound``). Windows
+hold many rows that share one due event, so ``dues`` gives the number of distinct due events
+behind the percentiles.
 
 The attribution and the statistics are pure functions (tests/unit/loadtests/test_latency.py).
 """
