@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from app.circuit.ir import View
 from app.connectors.avro_codec import AvroCodec
 
-__all__ = ["ViewEncoding", "encode_record", "encode_view_rows"]
+__all__ = ["ViewEncoding", "encode_record", "encode_view_rows", "output_batch"]
 
 
 class ViewEncoding:
@@ -119,26 +119,34 @@ def encode_view_rows(
             key, value = encode_record(enc, row, row.get("_ptime"))
             keys.append(key)
             values.append(value)
-        yield pa.RecordBatch.from_pydict(
-            {
-                "kind": pa.array(["output"] * n, pa.string()),
-                "rel": pa.array([enc.view] * n, pa.string()),
-                "topic": pa.array([enc.topic] * n, pa.string()),
-                "key": pa.array(keys, pa.binary()),
-                "value": pa.array(values, pa.binary()),
-                "headers": pa.array(
-                    [None] * n,
-                    pa.list_(
-                        pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-                    ),
-                ),
-                "reason": pa.array([None] * n, pa.string()),
-                "message": pa.array([None] * n, pa.string()),
-                "src_partition": pa.array([None] * n, pa.int32()),
-                "src_offset": pa.array([None] * n, pa.int64()),
-                "late_column": pa.array([None] * n, pa.string()),
-                "late_value": pa.array([None] * n, pa.int64()),
-                "late_waterline": pa.array([None] * n, pa.int64()),
-                "step": pa.array([None] * n, pa.int64()),
-            }
-        )
+        yield output_batch(enc, keys, values)
+
+
+_HEADERS = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+
+
+def output_batch(
+    enc: ViewEncoding, keys: Sequence[bytes | None], values: Sequence[bytes | None]
+) -> pa.RecordBatch:
+    """A view's encoded records as sink rows (SINK_SCHEMA): the one place that shape is built
+    for output records, whichever operator produced them."""
+    n = len(keys)
+    nulls = [None] * n
+    return pa.RecordBatch.from_pydict(
+        {
+            "kind": pa.array(["output"] * n, pa.string()),
+            "rel": pa.array([enc.view] * n, pa.string()),
+            "topic": pa.array([enc.topic] * n, pa.string()),
+            "key": pa.array(keys, pa.binary()),
+            "value": pa.array(values, pa.binary()),
+            "headers": pa.array(nulls, _HEADERS),
+            "reason": pa.array(nulls, pa.string()),
+            "message": pa.array(nulls, pa.string()),
+            "src_partition": pa.array(nulls, pa.int32()),
+            "src_offset": pa.array(nulls, pa.int64()),
+            "late_column": pa.array(nulls, pa.string()),
+            "late_value": pa.array(nulls, pa.int64()),
+            "late_waterline": pa.array(nulls, pa.int64()),
+            "step": pa.array(nulls, pa.int64()),
+        }
+    )

@@ -45,6 +45,7 @@ from app.connectors.late_gate import SourceColumn, SourceSpec
 from app.errors import ProgramError, TidemarkError
 from app.runtime.aggregate import aggregate_branch
 from app.runtime.encode import ViewEncoding, encode_view_rows
+from app.runtime.native_aggregate import is_native, native_branch
 from app.runtime.sink_rows import dead_letter_rows, probe_rows
 from app.runtime.view_gate import (
     ORIGIN_COLUMNS,
@@ -54,7 +55,7 @@ from app.runtime.view_gate import (
     waterline_key,
 )
 
-__all__ = ["TablePlan", "plan_table", "source_spec", "time_unit"]
+__all__ = ["TablePlan", "plan_table", "source_spec", "state_operator_views", "time_unit"]
 
 
 def _kind(t: SqlType) -> str:
@@ -218,6 +219,9 @@ def plan_table(
         if view.output is None:
             continue
         time_source[view.name] = _time_key(circuit, view, table)
+        if is_native(circuit, view):
+            branches.append(native_branch(view, frames[view.source], table))
+            continue
         if not view.is_stateless:
             aggregates.append((view, frames[view.name]))
             continue
@@ -261,6 +265,23 @@ def plan_table(
         tuple(v for v in views if v.output is not None),
         time_source,
     )
+
+
+def state_operator_views(circuit: Circuit, table: Table) -> list[str | None]:
+    """The view each stateful operator of ``table``'s query holds state for, in the order
+    Spark lists them in ``progress.stateOperators`` (the union's order in :func:`plan_table`):
+    one native aggregation per native view, then the shared operator, whose state is reported
+    under the first view it serves."""
+    views = [
+        v
+        for v in circuit.views
+        if not v.is_stateless
+        and v.output is not None
+        and circuit.root_table(v.name).name == table.name
+    ]
+    native: list[str | None] = [v.name for v in views if is_native(circuit, v)]
+    shared = [v.name for v in views if not is_native(circuit, v)]
+    return native + shared[:1]
 
 
 def watermark_owner(circuit: Circuit, relation: str) -> str:

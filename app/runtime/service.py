@@ -26,7 +26,7 @@ from app.circuit.ir import Circuit
 from app.connectors.kafka_source import SliceCache, topic_end_offsets
 from app.errors import KafkaError
 from app.runtime.aggregate import polls_every_step
-from app.runtime.plan import check_supported, plan_table
+from app.runtime.plan import check_supported, plan_table, state_operator_views
 from app.runtime.session import spark_session
 from app.runtime.step_sink import StepMetrics, StepReport, StepSink
 
@@ -179,12 +179,7 @@ class Service:
     def state_views(self) -> dict[str, list[str | None]]:
         """Query name -> the view of each stateful operator, in plan order."""
         return {
-            f"tidemark-{t.name}": [
-                v.name
-                for v in self.circuit.views
-                if not v.is_stateless and self.circuit.root_table(v.name).name == t.name
-            ]
-            for t in self.circuit.tables
+            f"tidemark-{t.name}": state_operator_views(self.circuit, t) for t in self.circuit.tables
         }
 
     def request_stop(self, *_: Any) -> None:

@@ -312,6 +312,17 @@ def test_spark_equals_reference_on_generated_views_s3_s14(
     _check(scenario, kafka, unique_topic, tmp_path)
 
 
+@pytest.mark.parametrize("seed", _seeds([20261122]))
+def test_native_aggregation_equals_reference_s11_s12(
+    seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """30 windowed AFTER WATERMARK views with exactly computable aggregates, the views Spark's
+    own aggregation runs (app/runtime/native_aggregate.py): TUMBLE/HOP, offsets, WHERE/HAVING,
+    every format, rows equal to the waterline and windows ending on it, record for record."""
+    scenario = generate(seed, cases=30, steps=4, rows_per_step=18, native=True)
+    _check(scenario, kafka, unique_topic, tmp_path)
+
+
 LONG_SEEDS = [int(s) for s in os.environ.get("DIFFERENTIAL_SEEDS", "1,2,3,4,5,6,7,8,9,10").split(
     ",")]
 

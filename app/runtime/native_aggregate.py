@@ -1,0 +1,261 @@
+"""Windowed AFTER WATERMARK views on Spark's own (JVM) streaming aggregation.
+
+The shared ``applyInPandasWithState`` operator (:mod:`app.runtime.aggregate`) runs every EMIT
+form, but pays a Python call and a pickled state record per group per step: 9-14x slower than
+``groupBy(window).agg`` (docs/differential.md). The commonest view, a window aggregated and
+written once complete (EMIT AFTER WATERMARK), needs none of that machinery: Spark's append-mode
+aggregation keeps the accumulators in the state store itself and writes each window's row
+exactly once, when the watermark passes its end. So such views run natively when every
+aggregate has an exact native form; anything else stays on the shared operator.
+
+Why the results are equal to the reference evaluator's:
+
+- Completeness (S11): Spark evicts a window once ``window.end <= watermark``, and the
+  watermark is the table's waterline (the source's probe rows feed ``withWatermark``), so a
+  window is written when ``w(t) >= window_end``, in the step after the one that completed it,
+  exactly as on the shared operator. Spark's late-row filter of an aggregation compares the
+  *window end* with the watermark, and an accepted row (``c >= w(t-1)``, S5) always lies in a
+  window ending after the waterline, so Spark drops nothing the late gate kept.
+- Exact accumulators: COUNT, SUM/AVG of integers (summed as DECIMAL(38,0), so nothing
+  overflows or rounds), MIN/MAX of non-floating types, ARG_MAX/ARG_MIN with the earliest row
+  winning ties (the arrival coordinates order the candidates). Floating-point sums and
+  extremes, DISTINCT and DECIMAL sums stay on the shared operator, whose arithmetic is the
+  oracle's.
+- The finished row goes through the shared operator's own code: accumulator results
+  (:class:`app.runtime.aggregate._Acc`), HAVING and the SELECT list (``_finish``, the oracle's
+  scalar functions), the record shapes (``_emit_rows``) and the encoding (S13).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from app.circuit.functions import to_spark_sql
+from app.circuit.ir import AggCall, Aggregate, Circuit, ColumnRef, Filter, Table, View, Window
+from app.connectors.kafka_sink import SINK_SCHEMA
+from app.runtime.aggregate import (
+    _Acc,
+    _emit_rows,
+    _finish,
+    _Group,
+    _Plan,
+    _to_python,
+    _type_of,
+    _window_key,
+)
+from app.runtime.encode import ViewEncoding, encode_record, output_batch
+
+__all__ = ["is_native", "native_branch"]
+
+_INTEGERS = ("INT", "BIGINT")
+_FLOATS = ("REAL", "DOUBLE")
+
+
+def _native_call(call: AggCall) -> bool:
+    """Whether Spark can compute this aggregate exactly as the reference evaluator does."""
+    if call.distinct:
+        return False
+    kinds = [_type_of(a).name for a in call.args]
+    fn = call.fn.upper()
+    if fn == "COUNT":
+        return True
+    if fn in ("SUM", "AVG"):
+        return kinds[0] in _INTEGERS
+    if fn in ("MIN", "MAX"):
+        return kinds[0] not in _FLOATS
+    if fn in ("ARG_MAX", "ARG_MIN"):
+        return kinds[1] not in _FLOATS
+    return False
+
+
+def is_native(circuit: Circuit, view: View) -> bool:
+    """A windowed EMIT AFTER WATERMARK output view whose window is on its table's watermarked
+    TIMESTAMP column, read straight from the table (no view LATENESS on the way), with only
+    WHERE between the window and the GROUP BY and only exactly computable aggregates."""
+    if view.is_stateless or view.output is None or view.lateness:
+        return False
+    if not view.emit.after_watermark or view.emit.delay_ms is not None:
+        return False
+    table = circuit.root_table(view.name)
+    if view.source != table.name or not table.lateness:
+        return False
+    first = table.lateness[0].column
+    if table.column(first).type.name != "TIMESTAMP":
+        return False
+    aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
+    before = view.operators[: view.operators.index(aggregate)]
+    windows = [op for op in before if isinstance(op, Window)]
+    if len(windows) != 1 or windows[0].time_column != first:
+        return False
+    if not all(isinstance(op, Window | Filter) for op in before):
+        return False
+    if _window_key(view, aggregate)[0] is None:
+        return False
+    return all(_native_call(call) for _, call in aggregate.aggregates)
+
+
+def _circuit_sql(sql: str, kind: str) -> str:
+    """A Spark value in the circuit's representation: TIMESTAMP as epoch ms, DATE as days."""
+    if kind == "TIMESTAMP":
+        return f"unix_millis({sql})"
+    if kind == "DATE":
+        return f"unix_date({sql})"
+    return sql
+
+
+def _spark_aggregate(index: int, call: AggCall) -> list[Column]:
+    """The native aggregates of one call, named ``_a<index>_<part>``."""
+    fn = call.fn.upper()
+    name = f"_a{index}"
+    args = [to_spark_sql(a) for a in call.args]
+    if fn == "COUNT":
+        counted = F.count(F.lit(1)) if not args else F.count(F.expr(args[0]))
+        return [counted.alias(f"{name}_n")]
+    if fn in ("SUM", "AVG"):
+        return [
+            F.count(F.expr(args[0])).alias(f"{name}_n"),
+            F.sum(F.expr(f"cast({args[0]} as decimal(38,0))")).alias(f"{name}_v"),
+        ]
+    if fn in ("MIN", "MAX"):
+        agg = F.min if fn == "MIN" else F.max
+        return [agg(F.expr(args[0])).alias(f"{name}_v")]
+    # ARG_MAX/ARG_MIN(value, by): the best ``by``; on ties the earliest arrival, which is the
+    # largest negated (ARG_MAX) or smallest (ARG_MIN) (step, partition, offset).
+    value, by = args
+    sign = "-" if fn == "ARG_MAX" else ""
+    seq = ", ".join(f"'{c}', {sign}`{c}`" for c in ("_step", "_partition", "_offset"))
+    candidate = F.expr(
+        f"if(({by}) is null, null, named_struct('by', {by}, {seq}, 'value', {value}))"
+    )
+    agg = F.max if fn == "ARG_MAX" else F.min
+    return [agg(candidate).alias(f"{name}_v")]
+
+
+def _result_columns(index: int, call: AggCall) -> list[Column]:
+    """The aggregate's native results in the circuit's representation, for the finisher."""
+    fn = call.fn.upper()
+    name = f"_a{index}"
+    if fn == "COUNT":
+        return [F.col(f"{name}_n")]
+    if fn in ("SUM", "AVG"):
+        return [F.col(f"{name}_n"), F.col(f"{name}_v")]
+    if fn in ("MIN", "MAX"):
+        kind = _type_of(call.args[0]).name
+        return [F.expr(_circuit_sql(f"`{name}_v`", kind)).alias(f"{name}_v")]
+    value_kind = _type_of(call.args[0]).name
+    by_kind = _type_of(call.args[1]).name
+    return [
+        F.expr(_circuit_sql(f"`{name}_v`.by", by_kind)).alias(f"{name}_by"),
+        F.expr(_circuit_sql(f"`{name}_v`.value", value_kind)).alias(f"{name}_v"),
+    ]
+
+
+def _fill(
+    acc: _Acc, index: int, columns: dict[str, list[Any]], row: int, kinds: tuple[str, ...]
+) -> None:
+    """Load one group's native results into the shared operator's accumulator."""
+    name = f"_a{index}"
+    if acc.fn == "COUNT":
+        acc.count = int(columns[f"{name}_n"][row])
+    elif acc.fn in ("SUM", "AVG"):
+        acc.count = int(columns[f"{name}_n"][row])
+        total = columns[f"{name}_v"][row]
+        acc.total = None if total is None else int(total)
+    elif acc.fn in ("MIN", "MAX"):
+        acc.best = _to_python(columns[f"{name}_v"][row], kinds[0])
+    else:
+        by = columns[f"{name}_by"][row]
+        if by is not None:
+            value = _to_python(columns[f"{name}_v"][row], kinds[0])
+            acc.best = (_to_python(by, kinds[1]), (0, 0, 0), value)
+
+
+def _finish_groups(batches: Iterator[pa.RecordBatch], plan: _Plan) -> Iterator[pa.RecordBatch]:
+    """Each completed group's row: results, HAVING, SELECT and encoding as on the shared
+    operator (so both paths write the same bytes), with ``ptime`` = the step's batch time."""
+    enc = plan.encoding
+    for batch in batches:
+        columns = batch.to_pydict()
+        keys: list[bytes | None] = []
+        values: list[bytes | None] = []
+        for row in range(batch.num_rows):
+            key = tuple(
+                _to_python(columns[f"_k{j}"][row], kind) for j, kind in enumerate(plan.key_kinds)
+            )
+            group = _Group([_Acc(call) for _, call in plan.aggregate.aggregates])
+            for index, acc in enumerate(group.accumulators):
+                _fill(acc, index, columns, row, plan.arg_kinds[index])
+            ptime = int(columns["_ptime"][row])
+            for record in _emit_rows(plan, group, _finish(plan, key, group), final=True):
+                k, v = encode_record(enc, record, ptime)
+                keys.append(k)
+                values.append(v)
+        yield output_batch(enc, keys, values)
+
+
+def _windowed(df: DataFrame, op: Window) -> DataFrame:
+    """S9 as Spark's own ``window``, so the watermark metadata reaches the grouping key (which
+    append-mode eviction needs); ``window_start``/``window_end`` for WHERE and the keys."""
+    offset = op.offset % op.slide
+    window = F.window(
+        op.time_column,
+        f"{op.size} milliseconds",
+        f"{op.slide} milliseconds",
+        f"{offset} milliseconds",
+    )
+    return (
+        df.withColumn("_w", window)
+        .withColumn("window_start", F.col("_w.start"))
+        .withColumn("window_end", F.col("_w.end"))
+    )
+
+
+def native_branch(view: View, rows: DataFrame, table: Table) -> DataFrame:
+    """The Kafka records (SINK_SCHEMA) of one native view over its table's accepted rows."""
+    aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
+    position = view.operators.index(aggregate)
+    window_key, size, key_is_start = _window_key(view, aggregate)
+    plan = _Plan(
+        view,
+        aggregate,
+        tuple(view.operators[position + 1 :]),
+        tuple(_type_of(e).name for _, e in aggregate.keys),
+        tuple(tuple(_type_of(a).name for a in call.args) for _, call in aggregate.aggregates),
+        window_key,
+        size,
+        key_is_start,
+        ViewEncoding.for_view(view),
+    )
+    df = rows
+    for op in view.operators[:position]:
+        if isinstance(op, Window):
+            df = _windowed(df, op)
+        elif isinstance(op, Filter):
+            df = df.filter(F.expr(to_spark_sql(op.predicate)))
+    # Window keys come from the grouped window; other keys are grouped as computed columns.
+    grouping: list[Column] = [F.col("_w")]
+    finished: list[Column] = []
+    for j, (_, expr) in enumerate(aggregate.keys):
+        kind = plan.key_kinds[j]
+        if isinstance(expr, ColumnRef) and expr.name in ("window_start", "window_end"):
+            field = "start" if expr.name == "window_start" else "end"
+            finished.append(F.expr(_circuit_sql(f"`_w`.{field}", kind)).alias(f"_k{j}"))
+            continue
+        df = df.withColumn(f"_g{j}", F.expr(to_spark_sql(expr)))
+        grouping.append(F.col(f"_g{j}"))
+        finished.append(F.expr(_circuit_sql(f"`_g{j}`", kind)).alias(f"_k{j}"))
+    aggregates = [
+        c for i, (_, call) in enumerate(aggregate.aggregates) for c in _spark_aggregate(i, call)
+    ]
+    results = [
+        c for i, (_, call) in enumerate(aggregate.aggregates) for c in _result_columns(i, call)
+    ]
+    grouped = df.groupBy(*grouping).agg(*aggregates)
+    return grouped.select(
+        *finished, *results, F.expr("unix_millis(current_timestamp())").alias("_ptime")
+    ).mapInArrow(lambda batches: _finish_groups(batches, plan), SINK_SCHEMA)
