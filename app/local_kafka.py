@@ -17,12 +17,20 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from app.errors import KafkaError
 
-__all__ = ["LocalKafka", "TlsFiles", "kafka_libs_dir", "make_tls_files", "sasl_ssl_kafka"]
+__all__ = [
+    "LocalKafka",
+    "TlsFiles",
+    "kafka_libs_dir",
+    "make_tls_files",
+    "sasl_ssl_kafka",
+    "stop_process",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -59,6 +67,18 @@ def _redact(text: str) -> str:
     import re
 
     return re.sub(r"password=[^,\]\s]*", "password=**********", text)
+
+
+def stop_process(process: subprocess.Popen[Any], grace_seconds: float = 20) -> None:
+    """SIGTERM a child server, then SIGKILL if it has not exited after ``grace_seconds``:
+    brokers and test servers get a clean shutdown when they can, and never outlive us."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=grace_seconds)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
 
 
 @dataclass
@@ -230,13 +250,8 @@ class LocalKafka:
 
     def stop(self) -> None:
         """Stop the broker: SIGTERM (controlled shutdown), then SIGKILL after 20 s."""
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(timeout=10)
+        if self._process is not None:
+            stop_process(self._process)
         self._process = None
 
     def cleanup(self) -> None:
@@ -276,15 +291,52 @@ def make_tls_files(directory: Path) -> TlsFiles:
         if result.returncode != 0:
             raise KafkaError(f"openssl {args[0]} failed: {result.stderr[-1000:]}")
 
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
-        "-days", "2", "-subj", "/CN=tidemark-test-ca")
+    run(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=tidemark-test-ca",
+    )
     (directory / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
     for name in ("broker", "client"):
-        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
-            f"{name}.csr", "-subj", f"/CN={name}")
+        run(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            f"/CN={name}",
+        )
         extra = ["-extfile", "san.ext"] if name == "broker" else []
-        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", *extra)
+        run(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.pem",
+            "-days",
+            "2",
+            *extra,
+        )
     # Kafka's PEM keystore wants a PKCS#8 key followed by the certificate.
     run("pkcs8", "-topk8", "-nocrypt", "-in", "broker.key", "-out", "broker.p8")
     keystore = directory / "broker-keystore.pem"

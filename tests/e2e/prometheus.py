@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from app.local_kafka import stop_process
+
 __all__ = ["PrometheusServer", "prometheus_binary", "prometheus_server"]
 
 JOB = "tidemark"
@@ -99,7 +101,8 @@ class PrometheusServer:
                 "--storage.tsdb.retention.time=1d",
                 "--log.level=warn",
             ],
-            stdout=log, stderr=subprocess.STDOUT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         log.close()
         deadline = time.monotonic() + timeout_seconds
@@ -136,11 +139,14 @@ class PrometheusServer:
         return list(data["result"])
 
     def query_range(
-        self, promql: str, start: float, end: float, step: float,
+        self,
+        promql: str,
+        start: float,
+        end: float,
+        step: float,
     ) -> list[dict[str, Any]]:
         """Range query: a matrix, each item ``{"metric": {...}, "values": [[t, "v"], ...]}``."""
-        data = self.api("query_range", query=promql, start=str(start), end=str(end),
-                        step=str(step))
+        data = self.api("query_range", query=promql, start=str(start), end=str(end), step=str(step))
         return list(data["result"])
 
     def values(self, promql: str, *labels: str) -> dict[tuple[str, ...], float]:
@@ -171,8 +177,10 @@ class PrometheusServer:
             if until(result):
                 return result
             time.sleep(0.5)
-        pytest.fail(f"{promql!r} did not reach the expected value in {timeout_seconds} s: "
-                    f"{result}\n{self.log()}")
+        pytest.fail(
+            f"{promql!r} did not reach the expected value in {timeout_seconds} s: "
+            f"{result}\n{self.log()}"
+        )
 
     def wait_for_scrape(self, timeout_seconds: float = 60) -> None:
         """Until every target was scraped successfully once."""
@@ -186,13 +194,7 @@ class PrometheusServer:
         """SIGTERM, then SIGKILL after 20 s (idempotent)."""
         if self._process is None:
             return
-        if self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(timeout=10)
+        stop_process(self._process)
         self._process = None
 
     def __enter__(self) -> PrometheusServer:
