@@ -121,8 +121,12 @@ class Run:
         self.reports: list[StepReport] = []
         self.checkpoint = tmp_path / "ck"
         self.service = Service(
-            self.circuit, kafka.conf(), self.checkpoint, shuffle_partitions=2,
-            trigger_interval_ms=1000, on_step=self.reports.append,
+            self.circuit,
+            kafka.conf(),
+            self.checkpoint,
+            shuffle_partitions=2,
+            trigger_interval_ms=1000,
+            on_step=self.reports.append,
         )
 
     def produce(self, rows: list[tuple[int, str, int]]) -> None:
@@ -133,8 +137,12 @@ class Run:
                 assert err is None, err
                 self.placed.append((msg.partition(), msg.offset(), row))
 
-            self.producer.produce(self.topics["topic"], value=self.codec.encode(row),
-                                  partition=i % 2, on_delivery=delivered)
+            self.producer.produce(
+                self.topics["topic"],
+                value=self.codec.encode(row),
+                partition=i % 2,
+                on_delivery=delivered,
+            )
         assert self.producer.flush(30) == 0
 
     def batches(self) -> list[Batch]:
@@ -176,11 +184,15 @@ def _reference(run: Run, batches: list[Batch]) -> list[StepResult]:
     previous: dict[int, int] = {}
     for batch in batches:
         rows = sorted(
-            (p, o, row) for p, o, row in run.placed
+            (p, o, row)
+            for p, o, row in run.placed
             if previous.get(p, 0) <= o < batch.ends.get(p, 0)
         )
-        results.append(reference.step(StepInput(rows={"clicks": [r for _, _, r in rows]},
-                                                 batch_time_ms=batch.time_ms)))
+        results.append(
+            reference.step(
+                StepInput(rows={"clicks": [r for _, _, r in rows]}, batch_time_ms=batch.time_ms)
+            )
+        )
         previous = batch.ends
     return results
 
@@ -207,8 +219,9 @@ def _group_of(key: Any, value: Any) -> tuple[int, str]:
     return _window(row), row["usr"]
 
 
-def _expected(results: list[StepResult], view: str,
-              batches: list[Batch]) -> dict[tuple[int, str], list[tuple[Any, set[int]]]]:
+def _expected(
+    results: list[StepResult], view: str, batches: list[Batch]
+) -> dict[tuple[int, str], list[tuple[Any, set[int]]]]:
     """Per group, the oracle's values in order with the batch times Spark may give them: the
     oracle's step, or for a final row (its window complete by the step's waterline) also the
     next step's (Spark sees a waterline one step later, docs/adr/0003)."""
@@ -258,7 +271,8 @@ def test_after_delay_forms_equal_the_reference_on_sparks_steps_s11_s13(
     by_id = {b.batch_id: b for b in batches}
     t1, t2, t3 = by_id[first].time_ms, by_id[second].time_ms, by_id[third].time_ms
     assert t2 - t1 < DELAY_MS, (
-        f"phase 1b reached Spark {t2 - t1} ms after 1a: too slow a machine for d = {DELAY_S} s")
+        f"phase 1b reached Spark {t2 - t1} ms after 1a: too slow a machine for d = {DELAY_S} s"
+    )
     results = _reference(run, batches)
 
     # Every record of every view as the oracle's, ptime included.
@@ -296,7 +310,10 @@ def test_after_delay_forms_equal_the_reference_on_sparks_steps_s11_s13(
     # in a step without input d after the first; phase 2's change one retraction/insertion pair.
     stream = changelog("stream_delay")
     assert stream[(0, "a")] == [
-        (False, 2, 3, 0, due_1), (True, 2, 3, 1, due_3), (False, 3, 6, 2, due_3)]
+        (False, 2, 3, 0, due_1),
+        (True, 2, 3, 1, due_3),
+        (False, 3, 6, 2, due_3),
+    ]
     assert stream[(0, "b")] == [(False, 1, 5, 0, due_1)]
     assert stream[(60, "b")] == [(False, 1, 1, 0, due_3)]
     assert due_1 in no_data and due_3 in no_data
@@ -305,24 +322,66 @@ def test_after_delay_forms_equal_the_reference_on_sparks_steps_s11_s13(
     upserts: dict[tuple[int, str], list[tuple[int, int]]] = defaultdict(list)
     for key, value in _records(run, "upsert_delay"):
         upserts[(_window(key), key["usr"])].append((value["c"], value["s"]))
-    assert dict(upserts) == {(-300, "w"): [(1, 1)], (0, "a"): [(2, 3), (3, 6)],
-                             (0, "b"): [(1, 5)], (60, "b"): [(1, 1)]}
+    assert dict(upserts) == {
+        (-300, "w"): [(1, 1)],
+        (0, "a"): [(2, 3), (3, 6)],
+        (0, "b"): [(1, 5)],
+        (60, "b"): [(1, 1)],
+    }
 
     # (3) AFTER WATERMARK AND AFTER DELAY: the early coalesced value after d, then the final one
     # as soon as the window is complete (the step after the one that moved w to 70, before d),
     # then nothing; (60, b) is not complete and waits for its delay.
     final = changelog("final_delay")
     assert final[(0, "a")] == [
-        (False, 2, 3, 0, due_1), (True, 2, 3, 1, after_3), (False, 3, 6, 2, after_3)]
+        (False, 2, 3, 0, due_1),
+        (True, 2, 3, 1, after_3),
+        (False, 3, 6, 2, after_3),
+    ]
     assert after_3 < t3 + DELAY_MS
     assert final[(0, "b")] == [(False, 1, 5, 0, due_1)]
     assert final[(60, "b")] == [(False, 1, 1, 0, due_3)]
 
     # EMIT STREAM (no delay) on the same operator: each step's change at once.
     now = changelog("stream_now")
-    assert now[(0, "a")] == [(False, 1, 1, 0, t1), (True, 1, 1, 1, t2), (False, 2, 3, 2, t2),
-                             (True, 2, 3, 3, t3), (False, 3, 6, 4, t3)]
+    assert now[(0, "a")] == [
+        (False, 1, 1, 0, t1),
+        (True, 1, 1, 1, t2),
+        (False, 2, 3, 2, t2),
+        (True, 2, 3, 3, t3),
+        (False, 3, 6, 4, t3),
+    ]
 
     # S11: state freed as the oracle frees it: only the four views' (60, b) groups are left.
     assert sum(results[-1].state_rows[v] for v in VIEWS) == 4  # the warm-up window freed
     assert [op["numRowsTotal"] for op in progress["stateOperators"]] == [4]
+
+
+def test_once_stops_on_a_delay_table_and_a_later_run_writes_the_held_change_s12(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """``--once`` on a table whose query runs a step every trigger stops by itself one step
+    after the input was read, without waiting for held changes; a held change is written once,
+    in the first step (of this run or the next) whose batch time is ``>= p + d``."""
+    topics = {"topic": unique_topic("in"), **{v: unique_topic(v) for v in VIEWS}}
+    kafka.create_topic(topics["topic"], partitions=2)
+    run = Run(kafka, tmp_path, topics)
+    run.produce([(5, "a", 1)])
+    started = time.monotonic()
+    run.service.start(once=True)
+    run.service.wait(timeout_seconds=600)
+    assert time.monotonic() - started < 590, "--once did not stop by itself"
+    assert not run.service.queries
+    first = run.batches()
+    assert len(first) >= 2, "the step that read the input and one step after it"
+    assert len(_records(run, "stream_now")) == 1
+    due = first[0].time_ms + DELAY_MS
+    while time.time() * 1000 < due:
+        time.sleep(0.5)
+    run.produce([(6, "b", 1)])  # a restarted query's first step is one with input
+    run.service.start(once=True)
+    run.service.wait(timeout_seconds=600)
+    batches = run.batches()
+    written = [(v["usr"], v["c"], v["ptime"]) for _, v in _records(run, "stream_delay")]
+    a = [w for w in written if w[0] == "a"]
+    assert a == [("a", 1, min(b.time_ms for b in batches if b.time_ms >= due))], (a, batches)
