@@ -268,7 +268,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.bar([_label(r) for r in runs], [r["events_per_s"] for r in runs], color=colors)
     lim = result["throughput"][0]["limit"]["consume_and_decode_per_s"]
     ax.axhline(lim, color="gray", linestyle="--", label="limit: consume + fastavro decode (1 core)")
-    ax.set_ylabel("events/s processed")
+    ax.set_yscale("log")  # the limit is often 10-100x both sides; linear hides the bars
+    ax.set_ylabel("events/s processed (log)")
     ax.set_title(f"workload {result['workload']}: {WORKLOADS[result['workload']].title}")
     ax.legend(fontsize=8)
     if latency:
