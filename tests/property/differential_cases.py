@@ -72,6 +72,35 @@ WINDOWED_EMITS = (
     ("EMIT STREAM AFTER WATERMARK", ("changelog", "upsert")),
 )
 UNWINDOWED_EMITS = (("", ("upsert", "changelog")), ("EMIT STREAM", ("changelog",)))
+#: (windowed, EMIT clause with ``{d}`` for the delay in seconds, format): every AFTER DELAY
+#: form with every format the compiler accepts for it (L5, L6); AFTER WATERMARK AND AFTER DELAY
+#: needs a window, so the unwindowed views take the two plain delay forms.
+DELAY_FORMS = (
+    *(
+        (True, emit, fmt)
+        for emit, formats in (
+            ("EMIT AFTER DELAY INTERVAL '{d}' SECOND", ("upsert", "changelog")),
+            ("EMIT STREAM AFTER DELAY INTERVAL '{d}' SECOND", ("changelog", "upsert")),
+            (
+                "EMIT AFTER WATERMARK AND AFTER DELAY INTERVAL '{d}' SECOND",
+                ("upsert", "changelog", "append"),
+            ),
+            (
+                "EMIT STREAM AFTER WATERMARK AND AFTER DELAY INTERVAL '{d}' SECOND",
+                ("changelog", "upsert"),
+            ),
+        )
+        for fmt in formats
+    ),
+    *(
+        (False, emit, fmt)
+        for emit in (
+            "EMIT AFTER DELAY INTERVAL '{d}' SECOND",
+            "EMIT STREAM AFTER DELAY INTERVAL '{d}' SECOND",
+        )
+        for fmt in ("upsert", "changelog")
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -148,8 +177,17 @@ class Scenario:
         return self._topic_names()
 
 
-def _case(rng: random.Random, name: str, table: str, native: bool = False) -> Case:
-    windowed = native or rng.random() < 0.85
+def _case(
+    rng: random.Random,
+    name: str,
+    table: str,
+    native: bool = False,
+    delay: tuple[bool, str, str] | None = None,
+) -> Case:
+    """One view. ``delay`` (windowed, EMIT clause, format) fixes whether it has a window, its
+    EMIT and its format instead of drawing them; without it the draws are exactly the ones the
+    seeds of docs/differential.md were run with (keep their order: a seed is a bug report)."""
+    windowed = delay[0] if delay is not None else native or rng.random() < 0.85
     if windowed:
         if rng.random() < 0.5:
             size = rng.choice((3, 5, 10))
@@ -165,12 +203,17 @@ def _case(rng: random.Random, name: str, table: str, native: bool = False) -> Ca
             )
         source = f"TABLE({tvf})"
         keys = rng.choice(WINDOWED_KEYS)
-        emit, formats = rng.choice(WINDOWED_EMITS[2:] if native else WINDOWED_EMITS)
+        if delay is None:
+            emit, formats = rng.choice(WINDOWED_EMITS[2:] if native else WINDOWED_EMITS)
     else:
         source = table
         keys = rng.choice(UNWINDOWED_KEYS)
-        emit, formats = rng.choice(UNWINDOWED_EMITS)
-    fmt = rng.choice(formats)
+        if delay is None:
+            emit, formats = rng.choice(UNWINDOWED_EMITS)
+    if delay is None:
+        fmt = rng.choice(formats)
+    else:
+        emit, fmt = delay[1], delay[2]
     calls = rng.sample(NATIVE_AGGREGATES if native else AGGREGATES, rng.randint(2, 6))
     select = [*keys, *(f"{call} AS a{i}" for i, call in enumerate(calls))]
     where = rng.choice(WHERES)
@@ -200,15 +243,30 @@ def _row(rng: random.Random, ts_s: int) -> dict[str, Any]:
 MALFORMED = b"\x02not avro\xff"
 
 
-def generate(seed: int, cases: int, steps: int = 5, rows_per_step: int = 24,
-             punctuations: bool = True, native: bool = False) -> Scenario:
+def generate(
+    seed: int,
+    cases: int,
+    steps: int = 5,
+    rows_per_step: int = 24,
+    punctuations: bool = True,
+    native: bool = False,
+    delay: bool = False,
+    delay_s: int = 20,
+) -> Scenario:
     """A scenario of ``cases`` generated views over two tables ``ev_a``/``ev_b``; ``native``:
     only windowed AFTER WATERMARK views with exactly computable aggregates (the views Spark's
-    own aggregation runs), so the native path is compared case by case."""
+    own aggregation runs), so the native path is compared case by case; ``delay``: only
+    ``EMIT ... AFTER DELAY INTERVAL 'delay_s' SECOND`` views, case ``i`` taking form ``i`` of
+    :data:`DELAY_FORMS` in turn (so ``cases >= len(DELAY_FORMS)`` covers every form and
+    format), windows, keys, aggregates, WHERE and HAVING drawn as for the other cases."""
     rng = random.Random(seed)
     lateness = {"ev_a": rng.choice((0, 2, 4)), "ev_b": rng.choice((3, 6, 10))}
     tables = list(lateness)
-    generated = [_case(rng, f"v{i:03d}", tables[i % 2], native) for i in range(cases)]
+    forms = [(w, emit.format(d=delay_s), fmt) for w, emit, fmt in DELAY_FORMS]
+    generated = [
+        _case(rng, f"v{i:03d}", tables[i % 2], native, forms[i % len(forms)] if delay else None)
+        for i in range(cases)
+    ]
     stateless = {
         f"s_{t}": (
             f"CREATE VIEW s_{t} WITH ('topic' = '{{topic}}', 'format' = 'append') AS\n"
@@ -235,12 +293,14 @@ def generate(seed: int, cases: int, steps: int = 5, rows_per_step: int = 24,
                     ts = now[t] + rng.randint(-4, 3)  # out of order around "now"
                 records.append((rng.randrange(2), "row", _row(rng, ts)))
             if rng.random() < 0.3:
-                records.insert(rng.randrange(len(records) + 1), (rng.randrange(2), "malformed",
-                                                                   MALFORMED))
+                records.insert(
+                    rng.randrange(len(records) + 1), (rng.randrange(2), "malformed", MALFORMED)
+                )
             if rng.random() < 0.3 and punctuations:
                 bound = BASE_MS + (now[t] + rng.randint(0, 6)) * S
-                records.insert(rng.randrange(len(records) + 1),
-                               (rng.randrange(2), "punctuation", bound))
+                records.insert(
+                    rng.randrange(len(records) + 1), (rng.randrange(2), "punctuation", bound)
+                )
             step.records[t] = records
             for _, kind, payload in records:
                 if kind == "row":
