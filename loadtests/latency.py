@@ -602,9 +602,12 @@ def measure(
 
 def main() -> None:
     from loadtests.bench import broker
+    from loadtests.workloads import WORKLOADS
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", choices=["a", "b", "c"], required=True)
+    parser = argparse.ArgumentParser(
+        description="Produce-to-visible latency of each side at a fixed input rate (issue 7)"
+    )
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), required=True)
     parser.add_argument("--rate", type=float, required=True, help="input events/s")
     parser.add_argument("--sides", nargs="+", default=["tidemark", "peer"])
     parser.add_argument("--master", default="local[2]")
