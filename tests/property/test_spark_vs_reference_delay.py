@@ -9,11 +9,13 @@ records).
 
 ``Service.start(once=True)`` per step cannot check these views: a held change comes out in a
 step Spark runs *without* input, at the first batch time ``>= p + d``. So the service runs
-continuously (1 s trigger), as in tests/e2e/test_emit_after_delay.py, over two phases:
+continuously (1 s trigger, d = 30 s), as in tests/e2e/test_emit_after_delay.py, over two
+phases:
 
-    phase 1   steps 1, 2, 3, each produced as soon as Spark has read the previous one
-              (step 1 is also the query's slow first step), then quiet until d + 2 s after the
-              step that read step 3;
+    phase 1   steps 1, 2, 3, each produced as soon as Spark has planned the step that reads
+              the previous one (its offsets are in the offset log), so the next one is read by
+              the step after it (step 1 is also the query's slow first step), then quiet until
+              a step ran d + 2 s after the one that read step 3;
     phase 2   steps 4, 5, the same, then quiet until d + 2 s after step 5's.
 
 Then the service stops, and per table the steps Spark committed are read back from the
