@@ -228,14 +228,7 @@ class Service:
         progress = query.lastProgress
         if not target or not any(target.values()):
             return progress is not None
-        if progress is None:
-            return False
-        end = progress["sources"][0].get("endOffset")
-        if not end:
-            return False
-        done = json.loads(end) if isinstance(end, str) else end
-        reached = {int(p): int(o) for p, o in done.get("partitions", {}).items()}
-        if any(reached.get(p, 0) < o for p, o in target.items()):
+        if progress is None or not _past_target(progress, target):
             return False
         # Wait out the no-data step Spark runs right after a watermark move (it evicts state and
         # writes AFTER WATERMARK rows): done only when Spark has looked for work and found none,
@@ -259,14 +252,8 @@ class Service:
         reached = self._reached.get(query.id)
         if reached is not None:
             return batch > reached
-        if target and any(target.values()):
-            end = progress["sources"][0].get("endOffset")
-            if not end:
-                return False
-            done = json.loads(end) if isinstance(end, str) else end
-            offsets = {int(p): int(o) for p, o in done.get("partitions", {}).items()}
-            if any(offsets.get(p, 0) < o for p, o in target.items()):
-                return False
+        if target and any(target.values()) and not _past_target(progress, target):
+            return False
         self._reached[query.id] = batch
         return False
 
@@ -297,3 +284,13 @@ class Service:
         if self.spark is not None:
             self.spark.stop()
             self.spark = None
+
+
+def _past_target(progress: Mapping[str, Any], target: Mapping[int, int]) -> bool:
+    """Whether a step's end offsets (its progress) are at or past ``target`` per partition."""
+    end = progress["sources"][0].get("endOffset")
+    if not end:
+        return False
+    done = json.loads(end) if isinstance(end, str) else end
+    reached = {int(p): int(o) for p, o in done.get("partitions", {}).items()}
+    return all(reached.get(p, 0) >= o for p, o in target.items())

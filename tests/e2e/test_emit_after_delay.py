@@ -18,15 +18,14 @@ the offset log, the ``ptime`` Spark wrote), and the S12/S13 records are checked 
 
 from __future__ import annotations
 
-import json
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_offset_log import Batch, spark_batches
 
 from app.circuit.ir import Circuit
 from app.circuit.reference import OutputRecord, Reference, StepInput, StepResult
@@ -77,33 +76,6 @@ EMIT STREAM;
 VIEWS = ("stream_delay", "upsert_delay", "final_delay", "stream_now")
 
 
-@dataclass(frozen=True)
-class Batch:
-    """One step Spark ran and committed, from the checkpoint's offset and commit logs."""
-
-    batch_id: int
-    time_ms: int
-    ends: dict[int, int]  # partition -> next offset after the step
-
-
-def spark_batches(checkpoint: Path) -> list[Batch]:
-    """The committed steps of one query: batch time and end offsets from the offset log (the
-    values a replay reuses, so they are the ones the operator saw)."""
-    offsets, commits = checkpoint / "offsets", checkpoint / "commits"
-    done = {int(p.name) for p in commits.iterdir() if p.name.isdigit()}
-    batches = []
-    numbered = [p for p in offsets.iterdir() if p.name.isdigit()]
-    for path in sorted(numbered, key=lambda p: int(p.name)):
-        if int(path.name) not in done:
-            continue
-        lines = path.read_text().splitlines()
-        metadata = json.loads(lines[1])
-        source = json.loads(lines[2])
-        ends = {int(p): int(o) for p, o in source["partitions"].items()}
-        batches.append(Batch(int(path.name), int(metadata["batchTimestampMs"]), ends))
-    return batches
-
-
 class Run:
     """The service running; input produced with its (partition, offset) recorded."""
 
@@ -146,7 +118,7 @@ class Run:
         assert self.producer.flush(30) == 0
 
     def batches(self) -> list[Batch]:
-        return spark_batches(self.checkpoint / "clicks" / "spark")
+        return spark_batches(self.checkpoint / "clicks" / "spark", written=set())
 
     def wait(self, what: str, condition: Callable[[], bool], seconds: float = 240) -> None:
         deadline = time.monotonic() + seconds
