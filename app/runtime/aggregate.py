@@ -60,7 +60,7 @@ from app.circuit.ir import (
 from app.connectors.kafka_sink import SINK_SCHEMA
 from app.runtime.encode import ViewEncoding, encode_record
 
-__all__ = ["aggregate_branch", "polls_every_step"]
+__all__ = ["aggregate_branch", "plan_of", "polls_every_step"]
 
 _SEQ = ("_step", "_partition", "_offset")
 
@@ -182,6 +182,25 @@ class _Plan:
 
     def output_columns(self) -> list[str]:
         return [c.name for c in self.view.columns]
+
+
+def plan_of(view: View) -> _Plan:
+    """What finishing and encoding a group of an aggregate output view needs (both the shared
+    operator and Spark's native aggregation, :mod:`app.runtime.native_aggregate`, use it)."""
+    aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
+    position = view.operators.index(aggregate)
+    window_key, size, key_is_start = _window_key(view, aggregate)
+    return _Plan(
+        view,
+        aggregate,
+        tuple(view.operators[position + 1 :]),
+        tuple(_type_of(e).name for _, e in aggregate.keys),
+        tuple(tuple(_type_of(a).name for a in call.args) for _, call in aggregate.aggregates),
+        window_key,
+        size,
+        key_is_start,
+        ViewEncoding.for_view(view),
+    )
 
 
 def _finish(plan: _Plan, key: tuple[Any, ...], group: _Group) -> dict[str, Any] | None:
@@ -442,26 +461,9 @@ def aggregate_branch(inputs: Sequence[tuple[View, DataFrame]], event_time: str) 
     plans: list[_Plan] = []
     projected: DataFrame | None = None
     for index, (view, df) in enumerate(inputs):
-        aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
-        position = view.operators.index(aggregate)
-        out = view.output
-        assert out is not None
-        window_key, size, key_is_start = _window_key(view, aggregate)
-        plans.append(
-            _Plan(
-                view,
-                aggregate,
-                tuple(view.operators[position + 1 :]),
-                tuple(_type_of(e).name for _, e in aggregate.keys),
-                tuple(
-                    tuple(_type_of(a).name for a in call.args) for _, call in aggregate.aggregates
-                ),
-                window_key,
-                size,
-                key_is_start,
-                ViewEncoding.for_view(view),
-            )
-        )
+        plan = plan_of(view)
+        aggregate = plan.aggregate
+        plans.append(plan)
         nested = [
             f"'{i}', named_struct({_json_fields(call.args)})"
             for i, (_, call) in enumerate(aggregate.aggregates)

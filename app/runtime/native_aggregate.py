@@ -36,7 +36,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from app.circuit.functions import to_spark_sql
-from app.circuit.ir import AggCall, Aggregate, Circuit, ColumnRef, Filter, Table, View, Window
+from app.circuit.ir import AggCall, Aggregate, Circuit, ColumnRef, Filter, View, Window
 from app.connectors.kafka_sink import SINK_SCHEMA
 from app.runtime.aggregate import (
     _Acc,
@@ -47,8 +47,9 @@ from app.runtime.aggregate import (
     _to_python,
     _type_of,
     _window_key,
+    plan_of,
 )
-from app.runtime.encode import ViewEncoding, encode_record, output_batch
+from app.runtime.encode import encode_record, output_batch
 
 __all__ = ["is_native", "native_branch"]
 
@@ -215,22 +216,11 @@ def _windowed(df: DataFrame, op: Window) -> DataFrame:
     )
 
 
-def native_branch(view: View, rows: DataFrame, table: Table) -> DataFrame:
+def native_branch(view: View, rows: DataFrame) -> DataFrame:
     """The Kafka records (SINK_SCHEMA) of one native view over its table's accepted rows."""
-    aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
+    plan = plan_of(view)
+    aggregate = plan.aggregate
     position = view.operators.index(aggregate)
-    window_key, size, key_is_start = _window_key(view, aggregate)
-    plan = _Plan(
-        view,
-        aggregate,
-        tuple(view.operators[position + 1 :]),
-        tuple(_type_of(e).name for _, e in aggregate.keys),
-        tuple(tuple(_type_of(a).name for a in call.args) for _, call in aggregate.aggregates),
-        window_key,
-        size,
-        key_is_start,
-        ViewEncoding.for_view(view),
-    )
     df = rows
     for op in view.operators[:position]:
         if isinstance(op, Window):

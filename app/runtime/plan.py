@@ -220,7 +220,7 @@ def plan_table(
             continue
         time_source[view.name] = _time_key(circuit, view, table)
         if is_native(circuit, view):
-            branches.append(native_branch(view, frames[view.source], table))
+            branches.append(native_branch(view, frames[view.source]))
             continue
         if not view.is_stateless:
             aggregates.append((view, frames[view.name]))
