@@ -73,7 +73,15 @@ class Diagnostic:
 
 
 TypeName = Literal[
-    "BOOLEAN", "INT", "BIGINT", "REAL", "DOUBLE", "DECIMAL", "VARCHAR", "DATE", "TIMESTAMP",
+    "BOOLEAN",
+    "INT",
+    "BIGINT",
+    "REAL",
+    "DOUBLE",
+    "DECIMAL",
+    "VARCHAR",
+    "DATE",
+    "TIMESTAMP",
     "VARBINARY",
 ]
 

@@ -244,8 +244,10 @@ def _decode_summary(text: str) -> list[dict[str, Any]]:
     if text.startswith("z:"):
         text = zlib.decompress(base64.b64decode(text[2:])).decode()
     rows = json.loads(text or "[]")
-    return [{"kind": k, "rel": r, "topic": t, "reason": reason, "n": n, "detail": None}
-            for k, r, t, reason, n in rows]
+    return [
+        {"kind": k, "rel": r, "topic": t, "reason": reason, "n": n, "detail": None}
+        for k, r, t, reason, n in rows
+    ]
 
 
 def _write_transaction(

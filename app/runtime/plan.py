@@ -3,9 +3,9 @@
 Per table (one streaming query each, so every table keeps its own waterlines, SPEC S3):
 
 ```
-Kafka ─▶ source (decode + LateGate) ─┬─▶ ok rows ─▶ views ─▶ encode ─┐
-                                     ├─▶ dead letters (late, malformed, invalid, future) ─┤─▶ sink
-                                     └─▶ probe (per-step maxima for the waterline) ───────┘
+Kafka ─▶ source (decode + LateGate) ─┬─▶ ok rows ─▶ views ─▶ encode ─────────────────┐
+                                     └─▶ dead letters (late, malformed, invalid, future) ├─▶ sink
+                                         and the probe (per-step maxima: the waterline) ┘
 ```
 
 Dead letters are one branch per table, so they are written once however many views read the
@@ -46,7 +46,7 @@ from app.errors import ProgramError, TidemarkError
 from app.runtime.aggregate import aggregate_branch
 from app.runtime.encode import ViewEncoding, encode_view_rows
 from app.runtime.native_aggregate import is_native, native_branch
-from app.runtime.sink_rows import dead_letter_rows, probe_rows
+from app.runtime.sink_rows import gate_rows
 from app.runtime.view_gate import (
     ORIGIN_COLUMNS,
     ViewGateSpec,
@@ -213,7 +213,7 @@ def plan_table(
                 watermark=view.name in owners,
             )
             frames[view.name] = gate.rows
-            branches += [gate.dead_letters, gate.probe]
+            branches.append(gate.not_accepted)
             if view.name in owners:
                 event_time = gate.event_time
         if view.output is None:
@@ -234,18 +234,15 @@ def plan_table(
     if aggregates:
         assert event_time is not None
         branches.append(aggregate_branch(aggregates, event_time))
-    dead = dead_letter_rows(
-        source.filter(~F.col("_kind").isin("ok", "probe")),
+    frame = gate_rows(
+        source,
+        "_kind",
         table.name,
         table.dead_letter_topic,
         reason=F.col("_kind"),
         message="_message",
         late=("_late_column", "_late_value", "_late_waterline"),
-    )
-    probe = probe_rows(
-        source.filter(F.col("_kind") == "probe"),
-        table.name,
-        [
+        maxima=[
             (
                 x.column,
                 _ms(x.column)
@@ -254,9 +251,8 @@ def plan_table(
             )
             for x in table.lateness
         ],
-        "_accepted",
+        accepted="_accepted",
     )
-    frame = dead.unionByName(probe)
     for branch in branches:
         frame = frame.unionByName(branch)
     return TablePlan(

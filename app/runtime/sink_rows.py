@@ -3,6 +3,10 @@
 Both the table's LateGate (in the source) and a view's LATENESS gate (app/runtime/view_gate.py)
 route late rows to the table's dead-letter topic and report their step maxima as probe rows;
 one place builds those rows so the two gates cannot drift apart.
+
+Both kinds come out of **one** branch of the gate's rows (everything but the accepted ones):
+Spark runs each branch of the plan's union as its own scan of the Python source, so a branch
+for dead letters and another for probes read every slice twice (issue 7).
 """
 
 from __future__ import annotations
@@ -12,66 +16,91 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-__all__ = ["dead_letter_rows", "probe_rows"]
+__all__ = ["gate_rows"]
 
 _HEADERS = "array<struct<key:string,value:binary>>"
 
+#: The columns of SINK_SCHEMA (app.connectors.kafka_sink), in order.
+_SINK_COLUMNS = (
+    "kind",
+    "rel",
+    "topic",
+    "key",
+    "value",
+    "headers",
+    "reason",
+    "message",
+    "src_partition",
+    "src_offset",
+    "late_column",
+    "late_value",
+    "late_waterline",
+    "step",
+)
 
-def dead_letter_rows(
+
+def gate_rows(
     frame: DataFrame,
+    kind: str,
     table: str,
     topic: str,
     *,
     reason: Column,
     message: str,
     late: tuple[str, str, str],
+    maxima: Sequence[tuple[str, str]],
+    accepted: str,
 ) -> DataFrame:
-    """The rows of ``frame`` as dead letters of ``table`` (SPEC S6): original key, value and
-    headers, the source coordinates, and the late-gate details from the ``late`` columns
-    (column, value, waterline)."""
+    """The rows of ``frame`` whose ``kind`` column is neither ``ok`` nor NULL, as sink rows:
+
+    * ``probe`` rows: one row per probe, a JSON object of the step maxima (``maxima``: key
+      and Spark SQL of each waterline column, as epoch ms or integers) and the accepted-row
+      count (``accepted``);
+    * every other kind: dead letters of ``table`` (SPEC S6), with the original key, value and
+      headers, the source coordinates, the ``reason`` and ``message``, and the late-gate
+      details from the ``late`` columns (column, value, waterline)."""
     late_column, late_value, late_waterline = late
-    return frame.select(
-        F.lit("dead_letter").alias("kind"),
-        F.lit(table).alias("rel"),
-        F.lit(topic).alias("topic"),
-        F.col("_key").alias("key"),
-        F.col("_value").alias("value"),
-        F.col("_headers").alias("headers"),
-        reason.alias("reason"),
-        F.col(message).alias("message"),
-        F.col("_partition").alias("src_partition"),
-        F.col("_offset").alias("src_offset"),
-        F.col(late_column).alias("late_column"),
-        F.col(late_value).alias("late_value"),
-        F.col(late_waterline).alias("late_waterline"),
-        F.col("_step").alias("step"),
-    )
-
-
-def probe_rows(
-    frame: DataFrame, table: str, maxima: Sequence[tuple[str, str]], accepted: str
-) -> DataFrame:
-    """One row per probe of ``frame``: a JSON object of the step maxima (``maxima``: key and
-    Spark SQL of each waterline column, as epoch ms or integers) and the accepted-row count."""
     fields = ", ".join([*(f"'{key}', {sql}" for key, sql in maxima), f"'_accepted', {accepted}"])
-    return frame.select(
-        F.lit("probe").alias("kind"),
-        F.lit(table).alias("rel"),
-        F.lit(None).cast("string").alias("topic"),
-        F.lit(None).cast("binary").alias("key"),
-        F.expr(f"cast(to_json(named_struct({fields})) as binary)").alias("value"),
-        F.lit(None).cast(_HEADERS).alias("headers"),
+
+    def null(t: str) -> Column:
+        return F.lit(None).cast(t)
+
+    dead_letter = (
+        F.lit("dead_letter"),
+        F.lit(table),
+        F.lit(topic),
+        F.col("_key"),
+        F.col("_value"),
+        F.col("_headers"),
+        reason,
+        F.col(message),
+        F.col("_partition"),
+        F.col("_offset"),
+        F.col(late_column),
+        F.col(late_value),
+        F.col(late_waterline),
+        F.col("_step"),
+    )
+    probe = (
+        F.lit("probe"),
+        F.lit(table),
+        null("string"),
+        null("binary"),
+        F.expr(f"cast(to_json(named_struct({fields})) as binary)"),
+        null(_HEADERS),
+        null("string"),
+        null("string"),
+        null("int"),
+        null("bigint"),
+        null("string"),
+        null("bigint"),
+        null("bigint"),
+        F.col("_step"),
+    )
+    is_probe = F.col(kind) == "probe"
+    return frame.filter(F.col(kind) != "ok").select(
         *[
-            F.lit(None).cast(t).alias(n)
-            for n, t in (
-                ("reason", "string"),
-                ("message", "string"),
-                ("src_partition", "int"),
-                ("src_offset", "bigint"),
-                ("late_column", "string"),
-                ("late_value", "bigint"),
-                ("late_waterline", "bigint"),
-            )
-        ],
-        F.col("_step").alias("step"),
+            F.when(is_probe, p).otherwise(d).alias(name)
+            for name, d, p in zip(_SINK_COLUMNS, dead_letter, probe, strict=True)
+        ]
     )

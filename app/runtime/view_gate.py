@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from app.connectors.kafka_source import load_waterlines
-from app.runtime.sink_rows import dead_letter_rows, probe_rows
+from app.runtime.sink_rows import gate_rows
 
 __all__ = [
     "ORIGIN_COLUMNS",
@@ -200,11 +200,11 @@ def kind_is(kind_column: str, kind: str, watermarked: str | None) -> Column:
 
 @dataclass(frozen=True)
 class GatedView:
-    """The three branches of a gated view: accepted rows, dead letters, probe (SINK rows)."""
+    """The two branches of a gated view: accepted rows, and dead letters with the probe (SINK
+    rows)."""
 
     rows: DataFrame
-    dead_letters: DataFrame
-    probe: DataFrame
+    not_accepted: DataFrame
     event_time: str | None  # the watermarked column, when a watermark was asked for
 
 
@@ -237,24 +237,21 @@ def gated_view(
     rows = gated.filter(kind_is("_vkind", "ok", event_time)).drop(
         *gate_columns, *(c for c in ORIGIN_COLUMNS if c not in ("_step", "_partition", "_offset"))
     )
-    dead = dead_letter_rows(
-        gated.filter(F.col("_vkind") == "late"),
+    not_accepted = gate_rows(
+        gated,
+        "_vkind",
         table,
         dead_letter_topic,
         reason=F.lit("late"),
         message="_vmessage",
         late=("_vlate_column", "_vlate_value", "_vlate_waterline"),
-    )
-    probe = probe_rows(
-        gated.filter(F.col("_vkind") == "probe"),
-        table,
-        [
+        maxima=[
             (
                 waterline_key(spec.view, c),
                 f"unix_millis(`{c}`)" if unit == "ms" else f"cast(`{c}` as bigint)",
             )
             for c, _, unit in spec.columns
         ],
-        "_vaccepted",
+        accepted="_vaccepted",
     )
-    return GatedView(rows, dead, probe, event_time)
+    return GatedView(rows, not_accepted, event_time)
