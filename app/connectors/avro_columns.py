@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from app.connectors.avro_codec import raw_schema
 
-__all__ = ["ColumnarDecoder", "DecodedColumns", "FieldColumn"]
+__all__ = ["ColumnarDecoder", "DecodedColumns", "FieldColumn", "field_branches"]
 
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 #: Zero bytes after the joined values, so reading a varint of up to 10 bytes past the last
@@ -42,7 +42,7 @@ Bools = npt.NDArray[np.bool_]
 Ints = npt.NDArray[np.int64]
 
 
-def _branches(kind: Any) -> list[str] | None:
+def field_branches(kind: Any) -> list[str] | None:
     """The branch names of a field type: ``[T]`` for a plain primitive, ``["null", T]`` or
     ``[T, "null"]`` for a nullable one; None for anything else (not supported)."""
     options = kind if isinstance(kind, list) else [kind]
@@ -184,7 +184,7 @@ class ColumnarDecoder:
         self.fields: list[tuple[str, list[str]]] = []
         self.supported = raw.get("type") == "record"
         for field in raw.get("fields", ()) if self.supported else ():
-            branches = _branches(field.get("type"))
+            branches = field_branches(field.get("type"))
             if branches is None:
                 self.supported = False
                 break

@@ -32,6 +32,7 @@ import contextlib
 import json
 import time
 import zlib
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -146,17 +147,29 @@ def produce_partition(
     ``marker``: write in one transaction with a step marker (exactly once, S15); None: an
     idempotent producer (at least once, byte-identical replays).
     """
-    records: list[tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]]]] = []
-    counts: dict[tuple[str, str, str, str], int] = {}
+    records: list[_Record] = []
+    counts: Counter[tuple[str, str, str, str]] = Counter()
     late_details: list[dict[str, Any]] = []
     for batch in batches:
-        for row in batch.to_pylist():
-            kind, rel, topic = row["kind"], row["rel"], row["topic"]
-            headers = [(h["key"], h["value"]) for h in row["headers"] or ()]
-            reason = row["reason"] or ""
-            if kind == "dead_letter":
+        # Column lists, not row dicts: a step writes every output row through here, and
+        # building a 14-key dict per row was most of this loop's time (issue 7).
+        kinds = batch.column("kind").to_pylist()
+        rels = batch.column("rel").to_pylist()
+        topics = batch.column("topic").to_pylist()
+        keys = batch.column("key").to_pylist()
+        values = batch.column("value").to_pylist()
+        reasons = [r or "" for r in batch.column("reason").to_pylist()]
+        headers_column = batch.column("headers")
+        own = headers_column.to_pylist() if headers_column.null_count < len(batch) else None
+        dead = [i for i, kind in enumerate(kinds) if kind == "dead_letter"]
+        dead_rows = dict(zip(dead, batch.take(dead).to_pylist(), strict=True)) if dead else {}
+        for i, rel in enumerate(rels):
+            found = own[i] if own is not None else None
+            headers = [(h["key"], h["value"]) for h in found] if found else []
+            row = dead_rows.get(i)
+            if row is not None:
                 headers.extend(_dead_letter_headers(row, tables[rel]))
-                if reason == "late" and len(late_details) < LATE_DETAIL_CAP:
+                if reasons[i] == "late" and len(late_details) < LATE_DETAIL_CAP:
                     late_details.append(
                         {
                             "table": rel,
@@ -169,8 +182,8 @@ def produce_partition(
                     )
             else:
                 headers.extend(view_headers.get(rel, ()))
-            records.append((topic, row["key"], row["value"], headers))
-            counts[(kind, rel, topic, reason)] = counts.get((kind, rel, topic, reason), 0) + 1
+            records.append((topics[i], keys[i], values[i], headers))
+        counts.update(zip(kinds, rels, topics, reasons, strict=True))
     summary = [
         {"kind": k, "rel": r, "topic": t, "reason": reason, "n": n, "detail": None}
         for (k, r, t, reason), n in counts.items()
