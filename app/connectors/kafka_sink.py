@@ -272,7 +272,7 @@ def _write_transaction(
 ) -> list[dict[str, Any]] | None:
     """Write ``records`` and the step marker in one transaction; None when written now, the
     stored summary when the marker says this (sink, batch, task) was committed before."""
-    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka import KafkaException, Producer, TopicPartition
 
     tid = marker.transactional_id(task)
     anchor = TopicPartition(marker.anchor_topic, 0)
@@ -292,15 +292,7 @@ def _write_transaction(
                 "transaction.timeout.ms": 120000,
             }
         )
-        group = Consumer(
-            {
-                **conf,
-                "group.id": tid,
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "log_level": 3,
-            }
-        )
+        group = _marker_reader(conf, tid)
         try:
             # Fences any earlier writer of this task and aborts its open transaction, so the
             # committed marker read next is final.
@@ -336,9 +328,42 @@ def _write_transaction(
                 raise KafkaError(
                     f"transaction {tid} of step batch {marker.batch_id} failed: {exc}"
                 ) from exc
-            time.sleep(1.0)  # the broker is restarting or the coordinator moved: try again
-        finally:
+            _MARKER_READERS.pop(_marker_key(conf, tid), None)  # a fresh one next time
             group.close()
+            time.sleep(1.0)  # the broker is restarting or the coordinator moved: try again
+
+
+#: Per worker process: the consumer that reads and commits one transactional id's step marker.
+_MARKER_READERS: dict[str, Any] = {}
+
+
+def _marker_key(conf: Mapping[str, str], tid: str) -> str:
+    return json.dumps([dict(conf), tid], sort_keys=True)
+
+
+def _marker_reader(conf: Mapping[str, str], tid: str) -> Any:
+    """The consumer of group ``tid``, kept for the worker process's life.
+
+    It never joins the group; it only fetches the committed marker (each call asks the group
+    coordinator, with ``require_stable`` under read_committed, so a kept one reads what a new
+    one would) and names the group in ``send_offsets_to_transaction``. A new consumer spent
+    ~60 ms of every transactional task connecting (issue 7, measured)."""
+    from confluent_kafka import Consumer
+
+    key = _marker_key(conf, tid)
+    reader = _MARKER_READERS.get(key)
+    if reader is None:
+        reader = Consumer(
+            {
+                **conf,
+                "group.id": tid,
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "log_level": 3,
+            }
+        )
+        _MARKER_READERS[key] = reader
+    return reader
 
 
 def _produce(
