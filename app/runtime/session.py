@@ -50,6 +50,7 @@ def spark_session(
         # bounded by maxRecordsPerBatch rows.
         .config("spark.sql.execution.arrow.maxBytesPerBatch", str(2**31 - 1))
         .config("spark.python.worker.reuse", "true")
+        .config("spark.python.daemon.module", "app.runtime.worker_daemon")
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
     )

@@ -1,0 +1,23 @@
+"""Spark's Python worker daemon, with Tidemark's executor-side modules imported before it forks.
+
+Spark starts one daemon per executor and forks a Python worker from it for each concurrent
+task (``spark.python.daemon.module``, set by :mod:`app.runtime.session`). pyspark's own daemon
+has only pyspark imported, so every new worker paid ~0.45 s of CPU importing pyarrow, numpy,
+pandas, confluent-kafka, fastavro and the source, sink and operator modules before its first
+row (issue 7: the first step of a run forks several). Imported here, the forks inherit them.
+The daemon itself is pyspark's, unchanged.
+"""
+
+from __future__ import annotations
+
+from pyspark.daemon import manager
+
+import app.connectors.kafka_sink  # noqa: F401 - imported for the forks
+import app.connectors.kafka_source  # noqa: F401
+import app.runtime.aggregate  # noqa: F401
+import app.runtime.encode  # noqa: F401
+import app.runtime.native_aggregate  # noqa: F401
+import app.runtime.view_gate  # noqa: F401
+
+if __name__ == "__main__":
+    manager()
