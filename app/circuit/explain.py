@@ -103,34 +103,27 @@ def _agg_text(call: AggCall) -> str:
 def _operator_text(op: Operator, time_types: dict[str, SqlType]) -> str:
     if isinstance(op, Window):
         t = time_types.get(op.time_column)
-        sizes = (
-            f"size {_duration(op.size, t)}"
-            if op.kind == "TUMBLE"
-            else f"slide {_duration(op.slide, t)}, size {_duration(op.size, t)}"
-        )
+        sizes = (f"size {_duration(op.size, t)}" if op.kind == "TUMBLE"
+                 else f"slide {_duration(op.slide, t)}, size {_duration(op.size, t)}")
         offset = f", offset {_duration(op.offset, t)}" if op.offset else ""
-        return f"{op.kind}({op.time_column}, {sizes}{offset}) -> adds window_start, window_end"
+        return (f"{op.kind}({op.time_column}, {sizes}{offset}) "
+                "-> adds window_start, window_end")
     if isinstance(op, Filter):
         return f"Filter {expr_text(op.predicate)}"
     if isinstance(op, Aggregate):
-        keys = (
-            ", ".join(k if expr_text(e) == k else f"{k} = {expr_text(e)}" for k, e in op.keys)
-            or "(no keys: one group)"
-        )
+        keys = ", ".join(k if expr_text(e) == k else f"{k} = {expr_text(e)}"
+                         for k, e in op.keys) or "(no keys: one group)"
         aggs = ", ".join(f"{n} = {_agg_text(a)}" for n, a in op.aggregates)
         return f"Aggregate by {keys}" + (f": {aggs}" if aggs else "")
     assert isinstance(op, Project)
-    return "Project " + ", ".join(
-        n if expr_text(e) == n else f"{n} = {expr_text(e)}" for n, e in op.outputs
-    )
+    return "Project " + ", ".join(n if expr_text(e) == n else f"{n} = {expr_text(e)}"
+                                  for n, e in op.outputs)
 
 
 def _waterline_formula(table: Table, column: str, amount: int) -> str:
     t = table.column(column).type
-    return (
-        f"w({table.name}.{column})(t) = max(w(t-1), max {column} of step t - "
-        f"{_duration(amount, t)})"
-    )
+    return (f"w({table.name}.{column})(t) = max(w(t-1), max {column} of step t - "
+            f"{_duration(amount, t)})")
 
 
 def _emit_text(view: View) -> str:
@@ -152,9 +145,7 @@ def _late_text(circuit: Circuit, view: View) -> str:
     if view.lateness:
         return "; ".join(
             f"rows with {v.column} < w({view.name}.{v.column}) of the previous step are late "
-            "and never reach this view's readers"
-            for v in view.lateness
-        )
+            "and never reach this view's readers" for v in view.lateness)
     relation = view.source
     while True:
         try:
@@ -163,10 +154,8 @@ def _late_text(circuit: Circuit, view: View) -> str:
             break
         if upstream.lateness:
             columns = ", ".join(v.column for v in upstream.lateness)
-            return (
-                f"late rows of {upstream.name} (its LATENESS on {columns}) are removed "
-                "before this view sees them"
-            )
+            return (f"late rows of {upstream.name} (its LATENESS on {columns}) are removed "
+                    "before this view sees them")
         relation = upstream.source
     try:
         table = circuit.root_table(view.source)
@@ -191,33 +180,25 @@ def explain_text(circuit: Circuit) -> str:
     for table in circuit.tables:
         lines.append(f"table {table.name}")
         lines.append(f"  topic:        {table.topic} (format {table.format})")
-        lines.append(
-            f"  dead letters: {table.dead_letter_topic} (late, malformed, invalid"
-            f"{', future' if table.max_future_ms is not None else ''} records)"
-        )
+        lines.append(f"  dead letters: {table.dead_letter_topic} (late, malformed, invalid"
+                     f"{', future' if table.max_future_ms is not None else ''} records)")
         lines.append("  columns:      " + ", ".join(f"{c.name} {c.type}" for c in table.columns))
         if table.lateness:
             for lateness in table.lateness:
                 t = table.column(lateness.column).type
-                lines.append(
-                    f"  LATENESS {lateness.column} {_duration(lateness.amount, t)}: "
-                    f"{_waterline_formula(table, lateness.column, lateness.amount)}"
-                )
-            lines.append(
-                "  late:         a row is late if its value is below the waterline of "
-                "the previous step (S5)"
-            )
+                lines.append(f"  LATENESS {lateness.column} {_duration(lateness.amount, t)}: "
+                             f"{_waterline_formula(table, lateness.column, lateness.amount)}")
+            lines.append("  late:         a row is late if its value is below the waterline of "
+                         "the previous step (S5)")
         else:
             lines.append("  LATENESS:     none (no waterline; no row is late)")
         if table.max_future_ms is not None:
-            lines.append(
-                f"  max_future:   {_duration(table.max_future_ms, None)} ahead of the wall clock"
-            )
+            lines.append(f"  max_future:   {_duration(table.max_future_ms, None)} ahead of the "
+                         "wall clock")
         lines.append("")
     for view in circuit.views:
-        lines.append(
-            f"view {view.name} <- {view.source}" + ("" if view.output is not None else " (local)")
-        )
+        lines.append(f"view {view.name} <- {view.source}"
+                     + ("" if view.output is not None else " (local)"))
         for index, op in enumerate(view.operators, start=1):
             lines.append(f"  {index}. {_operator_text(op, _time_types(circuit, view))}")
         lines.append("  columns:      " + ", ".join(f"{c.name} {c.type}" for c in view.columns))
@@ -226,12 +207,10 @@ def explain_text(circuit: Circuit) -> str:
             attrs = []
             for attr in view.time_attributes:
                 origin = f"{attr.table}.{attr.source_column}"
-                how = {
-                    "forwarded": f"w = w({origin})",
-                    "window_start": f"window start over {origin}",
-                    "window_end": f"w = w({origin})",
-                    "view_lateness": "own LATENESS",
-                }[attr.kind]
+                how = {"forwarded": f"w = w({origin})",
+                       "window_start": f"window start over {origin}",
+                       "window_end": f"w = w({origin})",
+                       "view_lateness": "own LATENESS"}[attr.kind]
                 attrs.append(f"{attr.column} ({attr.kind}: {how})")
             lines.append(f"  time:         {', '.join(attrs)}")
         else:
@@ -239,20 +218,16 @@ def explain_text(circuit: Circuit) -> str:
         view_types = {c.name: c.type for c in view.columns}
         for own in view.lateness:
             amount = _duration(own.amount, view_types.get(own.column))
-            lines.append(
-                f"  LATENESS {own.column} {amount}: "
-                f"w({view.name}.{own.column})(t) = max(w(t-1), max "
-                f"{own.column} of step t - {amount})"
-            )
+            lines.append(f"  LATENESS {own.column} {amount}: "
+                         f"w({view.name}.{own.column})(t) = max(w(t-1), max "
+                         f"{own.column} of step t - {amount})")
         lines.append(f"  late:         {_late_text(circuit, view)}")
         lines.append(f"  state:        {view.state.kind}: {view.state.description}")
         lines.append(f"  emit:         {_emit_text(view)}")
         if view.output is not None:
             key = ", ".join(view.output.key_columns) or "null"
-            lines.append(
-                f"  output:       {view.output.topic} (format {view.output.format}, "
-                f"Kafka key {key})"
-            )
+            lines.append(f"  output:       {view.output.topic} (format {view.output.format}, "
+                         f"Kafka key {key})")
         lines.append("")
     if circuit.warnings:
         lines.append("warnings")
@@ -266,75 +241,40 @@ def explain_json(circuit: Circuit) -> dict[str, Any]:
     """The same facts as :func:`explain_text`, as JSON-able data for tools."""
     return {
         "program": circuit.program,
-        "tables": [
-            {
-                "name": t.name,
-                "topic": t.topic,
-                "format": t.format,
-                "dead_letter_topic": t.dead_letter_topic,
-                "columns": [{"name": c.name, "type": str(c.type)} for c in t.columns],
-                "lateness": [
-                    {
-                        "column": lt.column,
-                        "amount": lt.amount,
-                        "waterline": _waterline_formula(t, lt.column, lt.amount),
-                    }
-                    for lt in t.lateness
-                ],
-                "max_future_ms": t.max_future_ms,
-                "avro_schema": t.avro_schema,
-            }
-            for t in circuit.tables
-        ],
-        "views": [
-            {
-                "name": v.name,
-                "source": v.source,
-                "operators": [_operator_text(op, _time_types(circuit, v)) for op in v.operators],
-                "columns": [{"name": c.name, "type": str(c.type)} for c in v.columns],
-                "key": list(v.key),
-                "time_attributes": [
-                    {
-                        "column": a.column,
-                        "table": a.table,
-                        "source_column": a.source_column,
-                        "kind": a.kind,
-                    }
-                    for a in v.time_attributes
-                ],
-                "lateness": [{"column": lt.column, "amount": lt.amount} for lt in v.lateness],
-                "late": _late_text(circuit, v),
-                "state": {
-                    "kind": v.state.kind,
-                    "window_end_column": v.state.window_end_column,
-                    "description": v.state.description,
-                },
-                "emit": {
-                    "stream": v.emit.stream,
-                    "after_watermark": v.emit.after_watermark,
-                    "delay_ms": v.emit.delay_ms,
-                },
-                "output": None
-                if v.output is None
-                else {
-                    "topic": v.output.topic,
-                    "format": v.output.format,
-                    "key_columns": list(v.output.key_columns),
-                    "key_schema": v.output.key_schema,
-                    "value_schema": v.output.value_schema,
-                },
-            }
-            for v in circuit.views
-        ],
-        "warnings": [
-            {
-                "severity": w.severity,
-                "file": w.position.file,
-                "line": w.position.line,
-                "column": w.position.column,
-                "message": w.message,
-                "fix": w.fix,
-            }
-            for w in circuit.warnings
-        ],
+        "tables": [{
+            "name": t.name,
+            "topic": t.topic,
+            "format": t.format,
+            "dead_letter_topic": t.dead_letter_topic,
+            "columns": [{"name": c.name, "type": str(c.type)} for c in t.columns],
+            "lateness": [{"column": lt.column, "amount": lt.amount,
+                          "waterline": _waterline_formula(t, lt.column, lt.amount)}
+                         for lt in t.lateness],
+            "max_future_ms": t.max_future_ms,
+            "avro_schema": t.avro_schema,
+        } for t in circuit.tables],
+        "views": [{
+            "name": v.name,
+            "source": v.source,
+            "operators": [_operator_text(op, _time_types(circuit, v)) for op in v.operators],
+            "columns": [{"name": c.name, "type": str(c.type)} for c in v.columns],
+            "key": list(v.key),
+            "time_attributes": [{"column": a.column, "table": a.table,
+                                 "source_column": a.source_column, "kind": a.kind}
+                                for a in v.time_attributes],
+            "lateness": [{"column": lt.column, "amount": lt.amount} for lt in v.lateness],
+            "late": _late_text(circuit, v),
+            "state": {"kind": v.state.kind, "window_end_column": v.state.window_end_column,
+                      "description": v.state.description},
+            "emit": {"stream": v.emit.stream, "after_watermark": v.emit.after_watermark,
+                     "delay_ms": v.emit.delay_ms},
+            "output": None if v.output is None else {
+                "topic": v.output.topic, "format": v.output.format,
+                "key_columns": list(v.output.key_columns),
+                "key_schema": v.output.key_schema, "value_schema": v.output.value_schema,
+            },
+        } for v in circuit.views],
+        "warnings": [{"severity": w.severity, "file": w.position.file, "line": w.position.line,
+                      "column": w.position.column, "message": w.message, "fix": w.fix}
+                     for w in circuit.warnings],
     }

@@ -97,9 +97,8 @@ class FunctionTypeError(Exception):
 # Types
 
 
-def _t(
-    name: str, nullable: bool = True, precision: int | None = None, scale: int | None = None
-) -> SqlType:
+def _t(name: str, nullable: bool = True, precision: int | None = None,
+       scale: int | None = None) -> SqlType:
     return SqlType(name, nullable, precision, scale)  # type: ignore[arg-type]
 
 
@@ -155,14 +154,8 @@ def common_type(a: SqlType, b: SqlType) -> SqlType | None:
 def spark_type(t: SqlType) -> str:
     """The Spark SQL type name a column of this type has in the runtime."""
     return {
-        "BOOLEAN": "BOOLEAN",
-        "INT": "INT",
-        "BIGINT": "BIGINT",
-        "REAL": "FLOAT",
-        "DOUBLE": "DOUBLE",
-        "VARCHAR": "STRING",
-        "DATE": "DATE",
-        "TIMESTAMP": "TIMESTAMP",
+        "BOOLEAN": "BOOLEAN", "INT": "INT", "BIGINT": "BIGINT", "REAL": "FLOAT",
+        "DOUBLE": "DOUBLE", "VARCHAR": "STRING", "DATE": "DATE", "TIMESTAMP": "TIMESTAMP",
         "VARBINARY": "BINARY",
     }.get(t.name) or f"DECIMAL({t.precision},{t.scale})"
 
@@ -188,15 +181,8 @@ def parse_timestamp(text: str) -> int | None:
         return None
     year, month, day, hour, minute, second, frac, zone = m.groups()
     try:
-        stamp = dt.datetime(
-            int(year),
-            int(month),
-            int(day),
-            int(hour or 0),
-            int(minute or 0),
-            int(second or 0),
-            tzinfo=dt.UTC,
-        )
+        stamp = dt.datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0),
+                            int(second or 0), tzinfo=dt.UTC)
     except ValueError:
         return None
     ms = (frac or "").ljust(3, "0")[:3]
@@ -411,18 +397,10 @@ class ScalarFunction:
 FUNCTIONS: dict[str, ScalarFunction] = {}
 
 
-def _register(
-    name: str,
-    min_args: int,
-    max_args: int | None,
-    type_rule: TypeRule,
-    impl: Impl,
-    spark: SparkRule,
-    *,
-    strict: bool = True,
-    doc: str = "",
-) -> None:
-    FUNCTIONS[name] = ScalarFunction(name, min_args, max_args, type_rule, impl, spark, strict, doc)
+def _register(name: str, min_args: int, max_args: int | None, type_rule: TypeRule, impl: Impl,
+              spark: SparkRule, *, strict: bool = True, doc: str = "") -> None:
+    FUNCTIONS[name] = ScalarFunction(name, min_args, max_args, type_rule, impl, spark, strict,
+                                     doc)
 
 
 def _nullable(types: Sequence[SqlType]) -> bool:
@@ -430,7 +408,8 @@ def _nullable(types: Sequence[SqlType]) -> bool:
 
 
 def _fmt_types(types: Sequence[SqlType]) -> str:
-    return ", ".join(t.name if t.name != "DECIMAL" else str(t.with_nullable(True)) for t in types)
+    return ", ".join(t.name if t.name != "DECIMAL" else str(t.with_nullable(True))
+                     for t in types)
 
 
 # --- arithmetic ------------------------------------------------------------------------------
@@ -474,7 +453,6 @@ def _arith_type(op: str) -> TypeRule:
             return _adjust(min(p1 - s1, p2 - s2) + scale, scale, True)
         result = _t("BIGINT" if "BIGINT" in (a.name, b.name) else "INT", nullable)
         return result.with_nullable(True) if op in ("/", "%") else result
-
     return rule
 
 
@@ -537,27 +515,19 @@ def _arith_impl(op: str) -> Impl:
         else:
             value = _trunc_mod(a, b)
         return _int_in_range(value, result)
-
     return impl
 
 
 def _cast_text(sql: str, source: SqlType, target: SqlType) -> str:
-    if source.name == target.name and (
-        source.name != "DECIMAL"
-        or (source.precision, source.scale) == (target.precision, target.scale)
-    ):
+    if source.name == target.name and (source.name != "DECIMAL" or (
+            source.precision, source.scale) == (target.precision, target.scale)):
         return sql
     return f"CAST({sql} AS {spark_type(target)})"
 
 
 def _arith_spark(op: str) -> SparkRule:
-    try_fn = {
-        "+": "try_add",
-        "-": "try_subtract",
-        "*": "try_multiply",
-        "/": "try_divide",
-        "%": "try_mod",
-    }[op]
+    try_fn = {"+": "try_add", "-": "try_subtract", "*": "try_multiply", "/": "try_divide",
+              "%": "try_mod"}[op]
 
     def spark(args: Sequence[str], types: Sequence[SqlType], result: SqlType) -> str:
         if len(args) == 1:
@@ -587,20 +557,12 @@ def _arith_spark(op: str) -> SparkRule:
         if op == "%":
             return f"({x} % NULLIF({y}, 0))"
         return f"{try_fn}({x}, {y})"
-
     return spark
 
 
 for _op in ("+", "-", "*", "/", "%"):
-    _register(
-        _op,
-        1 if _op == "-" else 2,
-        2,
-        _arith_type(_op),
-        _arith_impl(_op),
-        _arith_spark(_op),
-        doc=f"arithmetic {_op}",
-    )
+    _register(_op, 1 if _op == "-" else 2, 2, _arith_type(_op), _arith_impl(_op),
+              _arith_spark(_op), doc=f"arithmetic {_op}")
 
 
 # --- comparison ------------------------------------------------------------------------------
@@ -619,7 +581,6 @@ def _comparison_type(op: str) -> TypeRule:
         if a.name in ("VARBINARY",) and op not in ("=", "<>"):
             raise FunctionTypeError(f"cannot order VARBINARY values with {op}")
         return _t("BOOLEAN", _nullable(types))
-
     return rule
 
 
@@ -630,12 +591,8 @@ def _compare_values(a: Any, b: Any) -> int:
 
 
 _COMPARE: dict[str, Callable[[int], bool]] = {
-    "=": lambda c: c == 0,
-    "<>": lambda c: c != 0,
-    "<": lambda c: c < 0,
-    "<=": lambda c: c <= 0,
-    ">": lambda c: c > 0,
-    ">=": lambda c: c >= 0,
+    "=": lambda c: c == 0, "<>": lambda c: c != 0, "<": lambda c: c < 0,
+    "<=": lambda c: c <= 0, ">": lambda c: c > 0, ">=": lambda c: c >= 0,
 }
 
 
@@ -644,7 +601,6 @@ def _comparison_impl(op: str) -> Impl:
 
     def impl(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> Any:
         return test(_compare_values(args[0], args[1]))
-
     return impl
 
 
@@ -655,20 +611,12 @@ def _comparison_spark(op: str) -> SparkRule:
         a = _cast_text(args[0], types[0], common) if is_numeric(common) else args[0]
         b = _cast_text(args[1], types[1], common) if is_numeric(common) else args[1]
         return f"({a} {op} {b})"
-
     return spark
 
 
 for _op in ("=", "<>", "<", "<=", ">", ">="):
-    _register(
-        _op,
-        2,
-        2,
-        _comparison_type(_op),
-        _comparison_impl(_op),
-        _comparison_spark(_op),
-        doc=f"comparison {_op}",
-    )
+    _register(_op, 2, 2, _comparison_type(_op), _comparison_impl(_op), _comparison_spark(_op),
+              doc=f"comparison {_op}")
 
 
 # --- boolean logic ---------------------------------------------------------------------------
@@ -678,11 +626,9 @@ def _boolean_type(name: str) -> TypeRule:
     def rule(types: Sequence[SqlType]) -> SqlType:
         for t in types:
             if t.name != "BOOLEAN":
-                raise FunctionTypeError(
-                    f"{name} needs BOOLEAN operands, not {t.name}", "compare the value, e.g. x <> 0"
-                )
+                raise FunctionTypeError(f"{name} needs BOOLEAN operands, not {t.name}",
+                                        "compare the value, e.g. x <> 0")
         return _t("BOOLEAN", _nullable(types))
-
     return rule
 
 
@@ -698,53 +644,17 @@ def _or(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> Any:
     return None if any(a is None for a in args) else False
 
 
-_register(
-    "AND",
-    2,
-    None,
-    _boolean_type("AND"),
-    _and,
-    lambda a, t, r: "(" + " AND ".join(a) + ")",
-    strict=False,
-    doc="three-valued AND",
-)
-_register(
-    "OR",
-    2,
-    None,
-    _boolean_type("OR"),
-    _or,
-    lambda a, t, r: "(" + " OR ".join(a) + ")",
-    strict=False,
-    doc="three-valued OR",
-)
-_register(
-    "NOT",
-    1,
-    1,
-    _boolean_type("NOT"),
-    lambda a, t, r: not a[0],
-    lambda a, t, r: f"(NOT {a[0]})",
-    doc="NOT",
-)
-_register(
-    "IS NULL",
-    1,
-    1,
-    lambda t: _t("BOOLEAN", False),
-    lambda a, t, r: a[0] is None,
-    lambda a, t, r: f"({a[0]} IS NULL)",
-    strict=False,
-)
-_register(
-    "IS NOT NULL",
-    1,
-    1,
-    lambda t: _t("BOOLEAN", False),
-    lambda a, t, r: a[0] is not None,
-    lambda a, t, r: f"({a[0]} IS NOT NULL)",
-    strict=False,
-)
+_register("AND", 2, None, _boolean_type("AND"), _and,
+          lambda a, t, r: "(" + " AND ".join(a) + ")", strict=False, doc="three-valued AND")
+_register("OR", 2, None, _boolean_type("OR"), _or,
+          lambda a, t, r: "(" + " OR ".join(a) + ")", strict=False, doc="three-valued OR")
+_register("NOT", 1, 1, _boolean_type("NOT"), lambda a, t, r: not a[0],
+          lambda a, t, r: f"(NOT {a[0]})", doc="NOT")
+_register("IS NULL", 1, 1, lambda t: _t("BOOLEAN", False), lambda a, t, r: a[0] is None,
+          lambda a, t, r: f"({a[0]} IS NULL)", strict=False)
+_register("IS NOT NULL", 1, 1, lambda t: _t("BOOLEAN", False),
+          lambda a, t, r: a[0] is not None, lambda a, t, r: f"({a[0]} IS NOT NULL)",
+          strict=False)
 
 
 # --- LIKE, IN, CASE-like ---------------------------------------------------------------------
@@ -768,29 +678,22 @@ def _like_regex(pattern: str) -> re.Pattern[str]:
 def _like_type(types: Sequence[SqlType]) -> SqlType:
     for t in types:
         if t.name != "VARCHAR":
-            raise FunctionTypeError(
-                f"LIKE needs VARCHAR operands, not {t.name}", "CAST the operand AS VARCHAR"
-            )
+            raise FunctionTypeError(f"LIKE needs VARCHAR operands, not {t.name}",
+                                    "CAST the operand AS VARCHAR")
     return _t("BOOLEAN", _nullable(types))
 
 
-_register(
-    "LIKE",
-    2,
-    2,
-    _like_type,
-    lambda a, t, r: _like_regex(a[1]).fullmatch(a[0]) is not None,
-    lambda a, t, r: f"({a[0]} LIKE {a[1]})",
-)
+_register("LIKE", 2, 2, _like_type,
+          lambda a, t, r: _like_regex(a[1]).fullmatch(a[0]) is not None,
+          lambda a, t, r: f"({a[0]} LIKE {a[1]})")
 
 
 def _in_type(types: Sequence[SqlType]) -> SqlType:
     first = types[0]
     for t in types[1:]:
         if common_type(first, t) is None:
-            raise FunctionTypeError(
-                f"IN list value of type {t.name} cannot be compared with {first.name}"
-            )
+            raise FunctionTypeError(f"IN list value of type {t.name} cannot be compared "
+                                    f"with {first.name}")
     return _t("BOOLEAN", _nullable(types))
 
 
@@ -817,16 +720,8 @@ def _in_spark(args: Sequence[str], types: Sequence[SqlType], result: SqlType) ->
     return f"({rendered[0]} IN ({', '.join(rendered[1:])}))"
 
 
-_register(
-    "IN",
-    2,
-    None,
-    _in_type,
-    _in,
-    _in_spark,
-    strict=False,
-    doc="x IN (v1, ...): NULL when x is NULL or no match and a NULL in the list",
-)
+_register("IN", 2, None, _in_type, _in, _in_spark, strict=False,
+          doc="x IN (v1, ...): NULL when x is NULL or no match and a NULL in the list")
 
 
 def _unify(name: str, types: Sequence[SqlType]) -> SqlType:
@@ -834,10 +729,8 @@ def _unify(name: str, types: Sequence[SqlType]) -> SqlType:
     for t in types[1:]:
         unified = common_type(result, t)
         if unified is None:
-            raise FunctionTypeError(
-                f"{name} arguments have incompatible types {result.name} and {t.name}",
-                "CAST them to one type",
-            )
+            raise FunctionTypeError(f"{name} arguments have incompatible types "
+                                    f"{result.name} and {t.name}", "CAST them to one type")
         result = unified
     return result
 
@@ -856,16 +749,14 @@ def _coalesce(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) ->
 def _unified_spark(fn: str) -> SparkRule:
     def spark(args: Sequence[str], types: Sequence[SqlType], result: SqlType) -> str:
         target = result
-        rendered = [
-            _cast_text(a, t, target) if is_numeric(target) else a
-            for a, t in zip(args, types, strict=True)
-        ]
+        rendered = [_cast_text(a, t, target) if is_numeric(target) else a
+                    for a, t in zip(args, types, strict=True)]
         return f"{fn}({', '.join(rendered)})"
-
     return spark
 
 
-_register("COALESCE", 1, None, _coalesce_type, _coalesce, _unified_spark("coalesce"), strict=False)
+_register("COALESCE", 1, None, _coalesce_type, _coalesce, _unified_spark("coalesce"),
+          strict=False)
 
 
 def _nullif_type(types: Sequence[SqlType]) -> SqlType:
@@ -885,10 +776,8 @@ def _nullif_spark(args: Sequence[str], types: Sequence[SqlType], result: SqlType
     common = common_type(types[0], types[1])
     assert common is not None
     if is_numeric(common) and types[0] != types[1]:
-        return (
-            f"CASE WHEN {_cast_text(a, types[0], common)} = {_cast_text(b, types[1], common)}"
-            f" THEN NULL ELSE {a} END"
-        )
+        return (f"CASE WHEN {_cast_text(a, types[0], common)} = {_cast_text(b, types[1], common)}"
+                f" THEN NULL ELSE {a} END")
     return f"nullif({a}, {b})"
 
 
@@ -932,7 +821,6 @@ def _floor_ceil_type(name: str) -> TypeRule:
         if t.name == "REAL":
             return _t("DOUBLE", t.nullable)
         return t
-
     return rule
 
 
@@ -945,11 +833,8 @@ def _floor_ceil_impl(up: bool) -> Impl:
             if math.isnan(value) or math.isinf(value):
                 return value
             return float(math.ceil(value) if up else math.floor(value))
-        return _quantize(
-            Decimal(value).to_integral_value(rounding="ROUND_CEILING" if up else ROUND_FLOOR),
-            result,
-        )
-
+        return _quantize(Decimal(value).to_integral_value(
+            rounding="ROUND_CEILING" if up else ROUND_FLOOR), result)
     return impl
 
 
@@ -961,25 +846,16 @@ def _floor_ceil_spark(fn: str) -> SparkRule:
             x = _cast_text(args[0], types[0], _t("DOUBLE"))
             # Spark's FLOOR(DOUBLE) is BIGINT; SQL keeps DOUBLE. Beyond 2**53 every double is
             # already integral, so the round trip through BIGINT is exact where it matters.
-            return (
-                f"CASE WHEN abs({x}) >= 9007199254740992D OR isnan({x}) THEN {x} "
-                f"ELSE CAST({fn}({x}) AS DOUBLE) END"
-            )
+            return (f"CASE WHEN abs({x}) >= 9007199254740992D OR isnan({x}) THEN {x} "
+                    f"ELSE CAST({fn}({x}) AS DOUBLE) END")
         return f"CAST({fn}({args[0]}) AS {spark_type(result)})"
-
     return spark
 
 
-_register(
-    "FLOOR",
-    1,
-    1,
-    _floor_ceil_type("FLOOR"),
-    _floor_ceil_impl(False),
-    _floor_ceil_spark("floor"),
-    doc="FLOOR(x); FLOOR(ts TO unit) is DATE_TRUNC",
-)
-_register("CEIL", 1, 1, _floor_ceil_type("CEIL"), _floor_ceil_impl(True), _floor_ceil_spark("ceil"))
+_register("FLOOR", 1, 1, _floor_ceil_type("FLOOR"), _floor_ceil_impl(False),
+          _floor_ceil_spark("floor"), doc="FLOOR(x); FLOOR(ts TO unit) is DATE_TRUNC")
+_register("CEIL", 1, 1, _floor_ceil_type("CEIL"), _floor_ceil_impl(True),
+          _floor_ceil_spark("ceil"))
 
 
 def _round_type(types: Sequence[SqlType]) -> SqlType:
@@ -1000,7 +876,8 @@ def round_decimal_type(t: SqlType, digits: int) -> SqlType:
     """ROUND(DECIMAL(p,s), d) for a literal d >= 0: DECIMAL(p - s + min(s,d) + 1, min(s,d))."""
     assert t.precision is not None and t.scale is not None
     scale = min(t.scale, max(digits, 0))
-    return _t("DECIMAL", t.nullable, min(MAX_PRECISION, t.precision - t.scale + scale + 1), scale)
+    return _t("DECIMAL", t.nullable, min(MAX_PRECISION, t.precision - t.scale + scale + 1),
+              scale)
 
 
 def _round(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> Any:
@@ -1011,7 +888,8 @@ def _round(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> An
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             return value
-        rounded = Decimal(repr(value)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+        rounded = Decimal(repr(value)).quantize(Decimal(1).scaleb(-digits),
+                                               rounding=ROUND_HALF_UP)
         return float(rounded)
     with localcontext(Context(prec=100)):
         rounded = Decimal(value).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
@@ -1027,15 +905,8 @@ def _round_spark(args: Sequence[str], types: Sequence[SqlType], result: SqlType)
     return f"CAST(round({args[0]}, {digits}) AS {spark_type(result)})"
 
 
-_register(
-    "ROUND",
-    1,
-    2,
-    _round_type,
-    _round,
-    _round_spark,
-    doc="ROUND(x [, d]) HALF_UP; d must be an integer literal",
-)
+_register("ROUND", 1, 2, _round_type, _round, _round_spark,
+          doc="ROUND(x [, d]) HALF_UP; d must be an integer literal")
 
 
 # --- string functions ------------------------------------------------------------------------
@@ -1044,49 +915,20 @@ _register(
 def _string_type(name: str, result: str | None = None) -> TypeRule:
     def rule(types: Sequence[SqlType]) -> SqlType:
         if types[0].name != "VARCHAR":
-            raise FunctionTypeError(
-                f"{name} needs a VARCHAR argument, not {types[0].name}",
-                "CAST the argument AS VARCHAR",
-            )
+            raise FunctionTypeError(f"{name} needs a VARCHAR argument, not {types[0].name}",
+                                    "CAST the argument AS VARCHAR")
         return _t(result or "VARCHAR", _nullable(types))
-
     return rule
 
 
-_register(
-    "UPPER",
-    1,
-    1,
-    _string_type("UPPER"),
-    lambda a, t, r: a[0].upper(),
-    lambda a, t, r: f"upper({a[0]})",
-)
-_register(
-    "LOWER",
-    1,
-    1,
-    _string_type("LOWER"),
-    lambda a, t, r: a[0].lower(),
-    lambda a, t, r: f"lower({a[0]})",
-)
-_register(
-    "TRIM",
-    1,
-    1,
-    _string_type("TRIM"),
-    lambda a, t, r: a[0].strip(" "),
-    lambda a, t, r: f"trim({a[0]})",
-    doc="removes leading and trailing spaces",
-)
-_register(
-    "CHAR_LENGTH",
-    1,
-    1,
-    _string_type("CHAR_LENGTH", "INT"),
-    lambda a, t, r: len(a[0]),
-    lambda a, t, r: f"char_length({a[0]})",
-    doc="characters, also LENGTH",
-)
+_register("UPPER", 1, 1, _string_type("UPPER"), lambda a, t, r: a[0].upper(),
+          lambda a, t, r: f"upper({a[0]})")
+_register("LOWER", 1, 1, _string_type("LOWER"), lambda a, t, r: a[0].lower(),
+          lambda a, t, r: f"lower({a[0]})")
+_register("TRIM", 1, 1, _string_type("TRIM"), lambda a, t, r: a[0].strip(" "),
+          lambda a, t, r: f"trim({a[0]})", doc="removes leading and trailing spaces")
+_register("CHAR_LENGTH", 1, 1, _string_type("CHAR_LENGTH", "INT"), lambda a, t, r: len(a[0]),
+          lambda a, t, r: f"char_length({a[0]})", doc="characters, also LENGTH")
 
 
 def _substring_type(types: Sequence[SqlType]) -> SqlType:
@@ -1107,38 +949,24 @@ def _substring(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -
     start = max(start, 0)
     if start >= end:
         return ""
-    return text[start : min(end, n)]
+    return text[start:min(end, n)]
 
 
-_register(
-    "SUBSTRING",
-    2,
-    3,
-    _substring_type,
-    _substring,
-    lambda a, t, r: f"substring({', '.join(a)})",
-    doc="1-based; position 0 acts as 1, a negative position counts from the end",
-)
+_register("SUBSTRING", 2, 3, _substring_type, _substring,
+          lambda a, t, r: f"substring({', '.join(a)})",
+          doc="1-based; position 0 acts as 1, a negative position counts from the end")
 
 
 def _concat_type(types: Sequence[SqlType]) -> SqlType:
     for t in types:
         if t.name != "VARCHAR":
-            raise FunctionTypeError(
-                f"|| and CONCAT need VARCHAR operands, not {t.name}", "CAST the operand AS VARCHAR"
-            )
+            raise FunctionTypeError(f"|| and CONCAT need VARCHAR operands, not {t.name}",
+                                    "CAST the operand AS VARCHAR")
     return _t("VARCHAR", _nullable(types))
 
 
-_register(
-    "CONCAT",
-    1,
-    None,
-    _concat_type,
-    lambda a, t, r: "".join(a),
-    lambda a, t, r: f"concat({', '.join(a)})",
-    doc="NULL if any argument is NULL",
-)
+_register("CONCAT", 1, None, _concat_type, lambda a, t, r: "".join(a),
+          lambda a, t, r: f"concat({', '.join(a)})", doc="NULL if any argument is NULL")
 
 
 # --- time functions --------------------------------------------------------------------------
@@ -1151,11 +979,9 @@ def _field_type(name: str) -> TypeRule:
     def rule(types: Sequence[SqlType]) -> SqlType:
         t = types[0]
         if t.name not in ("TIMESTAMP", "DATE") or (
-            t.name == "DATE" and name in ("HOUR", "MINUTE", "SECOND")
-        ):
+                t.name == "DATE" and name in ("HOUR", "MINUTE", "SECOND")):
             raise FunctionTypeError(f"cannot EXTRACT {name} from {t.name}")
         return _t("BIGINT", t.nullable)
-
     return rule
 
 
@@ -1164,20 +990,13 @@ def _field_impl(name: str) -> Impl:
         ms = args[0] * _MS_PER_DAY if types[0].name == "DATE" else args[0]
         stamp = _ts_datetime(ms)
         return int(getattr(stamp, name.lower()))
-
     return impl
 
 
 for _field in _FIELDS:
-    _register(
-        _field,
-        1,
-        1,
-        _field_type(_field),
-        _field_impl(_field),
-        (lambda fn: lambda a, t, r: f"CAST({fn}({a[0]}) AS BIGINT)")(_field.lower()),
-        doc=f"EXTRACT({_field} FROM x), UTC",
-    )
+    _register(_field, 1, 1, _field_type(_field), _field_impl(_field),
+              (lambda fn: lambda a, t, r: f"CAST({fn}({a[0]}) AS BIGINT)")(_field.lower()),
+              doc=f"EXTRACT({_field} FROM x), UTC")
 
 _TRUNC_UNITS = ("SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "YEAR")
 
@@ -1185,9 +1004,8 @@ _TRUNC_UNITS = ("SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "YEAR")
 def _trunc_type(types: Sequence[SqlType]) -> SqlType:
     unit, t = types
     if unit.name != "VARCHAR" or t.name != "TIMESTAMP":
-        raise FunctionTypeError(
-            f"DATE_TRUNC needs ('unit', TIMESTAMP), not ({unit.name}, {t.name})"
-        )
+        raise FunctionTypeError(f"DATE_TRUNC needs ('unit', TIMESTAMP), not ({unit.name}, "
+                                f"{t.name})")
     return _t("TIMESTAMP", t.nullable)
 
 
@@ -1198,22 +1016,15 @@ def _trunc(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> An
         size = TIME_UNITS_MS[unit]
         return ms - ms % size
     stamp = _ts_datetime(ms)
-    first = stamp.replace(
-        month=1 if unit == "YEAR" else stamp.month, day=1, hour=0, minute=0, second=0, microsecond=0
-    )
+    first = stamp.replace(month=1 if unit == "YEAR" else stamp.month, day=1, hour=0, minute=0,
+                          second=0, microsecond=0)
     delta = first - _EPOCH
     return delta.days * _MS_PER_DAY + delta.seconds * 1000
 
 
-_register(
-    "DATE_TRUNC",
-    2,
-    2,
-    _trunc_type,
-    _trunc,
-    lambda a, t, r: f"date_trunc({a[0]}, {a[1]})",
-    doc=f"DATE_TRUNC('unit', ts) and FLOOR(ts TO unit); units {', '.join(_TRUNC_UNITS)}",
-)
+_register("DATE_TRUNC", 2, 2, _trunc_type, _trunc,
+          lambda a, t, r: f"date_trunc({a[0]}, {a[1]})",
+          doc=f"DATE_TRUNC('unit', ts) and FLOOR(ts TO unit); units {', '.join(_TRUNC_UNITS)}")
 
 
 def _ts_millis_type(types: Sequence[SqlType]) -> SqlType:
@@ -1228,24 +1039,10 @@ def _unix_millis_type(types: Sequence[SqlType]) -> SqlType:
     return _t("BIGINT", types[0].nullable)
 
 
-_register(
-    "TIMESTAMP_MILLIS",
-    1,
-    1,
-    _ts_millis_type,
-    lambda a, t, r: int(a[0]),
-    lambda a, t, r: f"TIMESTAMP_MILLIS({a[0]})",
-    doc="epoch ms to TIMESTAMP",
-)
-_register(
-    "UNIX_MILLIS",
-    1,
-    1,
-    _unix_millis_type,
-    lambda a, t, r: int(a[0]),
-    lambda a, t, r: f"unix_millis({a[0]})",
-    doc="TIMESTAMP to epoch ms",
-)
+_register("TIMESTAMP_MILLIS", 1, 1, _ts_millis_type, lambda a, t, r: int(a[0]),
+          lambda a, t, r: f"TIMESTAMP_MILLIS({a[0]})", doc="epoch ms to TIMESTAMP")
+_register("UNIX_MILLIS", 1, 1, _unix_millis_type, lambda a, t, r: int(a[0]),
+          lambda a, t, r: f"unix_millis({a[0]})", doc="TIMESTAMP to epoch ms")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1290,12 +1087,8 @@ def aggregate_type(fn: str, arg_types: Sequence[SqlType], distinct: bool = False
     if fn == "AVG":
         if t.name == "DECIMAL":
             assert t.precision is not None and t.scale is not None
-            return _t(
-                "DECIMAL",
-                True,
-                min(MAX_PRECISION, t.precision + 4),
-                min(MAX_PRECISION, t.scale + 4),
-            )
+            return _t("DECIMAL", True, min(MAX_PRECISION, t.precision + 4),
+                      min(MAX_PRECISION, t.scale + 4))
         return _t("DOUBLE")
     raise FunctionTypeError(f"unknown aggregate {fn}")
 
@@ -1311,13 +1104,9 @@ def result_type(fn: str, arg_types: Sequence[SqlType]) -> SqlType:
         raise FunctionTypeError(f"unknown function {fn}")
     n = len(arg_types)
     if n < entry.min_args or (entry.max_args is not None and n > entry.max_args):
-        expected = (
-            str(entry.min_args)
-            if entry.max_args == entry.min_args
-            else f"{entry.min_args} or more"
-            if entry.max_args is None
-            else f"{entry.min_args} to {entry.max_args}"
-        )
+        expected = (str(entry.min_args) if entry.max_args == entry.min_args
+                    else f"{entry.min_args} or more" if entry.max_args is None
+                    else f"{entry.min_args} to {entry.max_args}")
         plural = "" if expected == "1" else "s"
         raise FunctionTypeError(f"{fn} takes {expected} argument{plural}, not {n}")
     return entry.type_rule(arg_types)
@@ -1401,11 +1190,8 @@ def _spark_literal(value: Any, t: SqlType) -> str:
 def _spark_cast(expr: Cast) -> str:
     inner = to_spark_sql(expr.expr)
     source, target = expr.expr.type, expr.type
-    if (
-        source.name == target.name
-        and source.scale == target.scale
-        and (source.precision == target.precision)
-    ):
+    if source.name == target.name and source.scale == target.scale and (
+            source.precision == target.precision):
         return inner
     if target.name == "TIMESTAMP" and source.name == "VARCHAR":
         return f"TIMESTAMP_MILLIS(unix_millis(TRY_CAST({inner} AS TIMESTAMP)))"
@@ -1429,7 +1215,8 @@ def to_spark_sql(expr: Expr) -> str:
     if isinstance(expr, Case):
         parts = ["CASE"]
         for condition, value in expr.whens:
-            parts.append(f"WHEN {to_spark_sql(condition)} THEN {_spark_coerce(value, expr.type)}")
+            parts.append(f"WHEN {to_spark_sql(condition)} THEN "
+                         f"{_spark_coerce(value, expr.type)}")
         if expr.else_ is not None:
             parts.append(f"ELSE {_spark_coerce(expr.else_, expr.type)}")
         parts.append("END")
@@ -1441,10 +1228,7 @@ def to_spark_sql(expr: Expr) -> str:
 
 def _spark_coerce(expr: Expr, target: SqlType) -> str:
     text = to_spark_sql(expr)
-    if (
-        expr.type.name == target.name
-        and expr.type.scale == target.scale
-        and (expr.type.precision == target.precision)
-    ):
+    if expr.type.name == target.name and expr.type.scale == target.scale and (
+            expr.type.precision == target.precision):
         return text
     return f"CAST({text} AS {spark_type(target)})"

@@ -73,15 +73,7 @@ class Diagnostic:
 
 
 TypeName = Literal[
-    "BOOLEAN",
-    "INT",
-    "BIGINT",
-    "REAL",
-    "DOUBLE",
-    "DECIMAL",
-    "VARCHAR",
-    "DATE",
-    "TIMESTAMP",
+    "BOOLEAN", "INT", "BIGINT", "REAL", "DOUBLE", "DECIMAL", "VARCHAR", "DATE", "TIMESTAMP",
     "VARBINARY",
 ]
 

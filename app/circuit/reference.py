@@ -423,7 +423,9 @@ class _ViewRuntime:
             group = self.groups[key]
             complete = self.complete(group, waterlines)
             if self.view.output is not None:
-                records.extend(self._group_records(group, complete, batch_time_ms, view_waterline))
+                records.extend(
+                    self._group_records(group, complete, batch_time_ms, view_waterline)
+                )
             held = group.pending_since_ms is not None and not group.finalized
             if held:
                 continue
@@ -641,9 +643,7 @@ class Reference:
             if missing is not None:
                 dead.append(
                     DeadLetter(
-                        table.name,
-                        original,
-                        "invalid",
+                        table.name, original, "invalid",
                         f"column {missing} is NOT NULL but the record has no value for it",
                         column=missing,
                     )
@@ -655,14 +655,11 @@ class Reference:
                 if ahead is not None:
                     dead.append(
                         DeadLetter(
-                            table.name,
-                            original,
-                            "future",
+                            table.name, original, "future",
                             f"column {ahead} = {row[ahead]} is more than max_future "
                             f"({table.max_future_ms} ms) ahead of the wall clock "
                             f"{step.wall_clock_ms}",
-                            column=ahead,
-                            value=row[ahead],
+                            column=ahead, value=row[ahead],
                         )
                     )
                     continue
@@ -675,14 +672,10 @@ class Reference:
             else:
                 dead.append(
                     DeadLetter(
-                        table.name,
-                        original,
-                        "late",
+                        table.name, original, "late",
                         f"column {late} = {row[late]} is below the waterline "
                         f"{gate.waterlines[late]} of table {table.name}",
-                        column=late,
-                        value=row[late],
-                        waterline=gate.waterlines[late],
+                        column=late, value=row[late], waterline=gate.waterlines[late],
                     )
                 )
         gate.advance((row for _, row in well_formed), step.punctuations.get(table.name, ()))
@@ -701,13 +694,10 @@ class Reference:
                 continue
             dead.append(
                 DeadLetter(
-                    table,
-                    change.origin if change.origin is not None else change.row,
-                    "late",
+                    table, change.origin if change.origin is not None else change.row, "late",
                     f"column {runtime.view.name}.{late} = {change.row[late]} is below the "
                     f"waterline {gate.waterlines[late]} of view {runtime.view.name}",
-                    column=f"{runtime.view.name}.{late}",
-                    value=change.row[late],
+                    column=f"{runtime.view.name}.{late}", value=change.row[late],
                     waterline=gate.waterlines[late],
                 )
             )

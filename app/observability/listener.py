@@ -32,11 +32,7 @@ from app.observability.logging import get_logger
 from app.observability.metrics import TidemarkMetrics
 
 __all__ = [
-    "EndOffsets",
-    "InputLagProbe",
-    "StateViews",
-    "TidemarkQueryListener",
-    "parse_end_offsets",
+    "EndOffsets", "InputLagProbe", "StateViews", "TidemarkQueryListener", "parse_end_offsets",
 ]
 
 EndOffsets = Mapping[str, Mapping[str, int]]
@@ -56,15 +52,13 @@ def _partition_offsets(partitions: Any) -> dict[str, int]:
     if not isinstance(partitions, dict):
         return {}
     return {
-        str(p): int(o)
-        for p, o in partitions.items()
+        str(p): int(o) for p, o in partitions.items()
         if str(p).isdigit() and isinstance(o, int) and not isinstance(o, bool)
     }
 
 
 def parse_end_offsets(
-    offset_json: str | None,
-    topic: str | None = None,
+    offset_json: str | None, topic: str | None = None,
 ) -> dict[str, dict[str, int]]:
     """Read a source progress ``endOffset`` into :data:`EndOffsets`; ``{}`` when it does not fit.
 
@@ -134,8 +128,7 @@ class InputLagProbe:
                     for partition, processed in partitions.items():
                         _low, high = self._consumer.get_watermark_offsets(
                             TopicPartition(topic, int(partition)),
-                            timeout=self._timeout,
-                            cached=False,
+                            timeout=self._timeout, cached=False,
                         )
                         lag = max(0, int(high) - int(processed))
                         self._metrics.set_input_lag(topic, int(partition), lag)
@@ -226,10 +219,8 @@ class TidemarkQueryListener(StreamingQueryListener):
             self._metrics.set_state(view, rows, size)
         if len(progress.stateOperators) > len(views):
             _log.debug(
-                "state_operators_unmapped",
-                query=label,
-                operators=len(progress.stateOperators),
-                mapped=len(views),
+                "state_operators_unmapped", query=label,
+                operators=len(progress.stateOperators), mapped=len(views),
             )
         if self._lag_probe is not None:
             topic = self._query_topics.get(query_id) or self._query_topics.get(progress.name or "")

@@ -33,10 +33,7 @@ LogFormat = Literal["json", "console"]
 
 
 def configure_logging(
-    format: LogFormat | None = None,
-    level: str | int = "INFO",
-    *,
-    stream: Any = None,
+    format: LogFormat | None = None, level: str | int = "INFO", *, stream: Any = None,
 ) -> None:
     """Configure structlog and the standard library's logging once, at process start.
 
@@ -177,9 +174,7 @@ class LateRowLog:
 
 
 def log_dead_letters(
-    logger: FilteringBoundLogger,
-    table: str,
-    counts_by_reason: Mapping[str, int],
+    logger: FilteringBoundLogger, table: str, counts_by_reason: Mapping[str, int],
 ) -> None:
     """Log every dead-letter reason with its count for one step (SPEC S6, S7: nothing silent)."""
     for reason, count in sorted(counts_by_reason.items()):

@@ -33,38 +33,25 @@ DEAD_LETTER_REASONS: tuple[str, ...] = ("late", "malformed", "invalid", "future"
 """The values of the ``tidemark.error.reason`` header (SPEC S6, S7), pre-created per table."""
 
 STEP_DURATION_BUCKETS_SECONDS: tuple[float, ...] = (
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-    60.0,
-    120.0,
-    300.0,
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
 )
 """Step (micro-batch) durations: ~85 ms is the fixed cost measured per step (ARCHITECTURE),
 the first step takes several seconds (Python workers starting), a stuck one minutes."""
 
-METRIC_NAMES: frozenset[str] = frozenset(
-    {
-        "tidemark_build_info",
-        "tidemark_waterline_seconds",
-        "tidemark_waterline_lag_seconds",
-        "tidemark_input_records_total",
-        "tidemark_dead_letter_records_total",
-        "tidemark_output_records_total",
-        "tidemark_output_waterline_seconds",
-        "tidemark_state_rows",
-        "tidemark_state_bytes",
-        "tidemark_step_duration_seconds",
-        "tidemark_input_lag_records",
-        "tidemark_query_up",
-    }
-)
+METRIC_NAMES: frozenset[str] = frozenset({
+    "tidemark_build_info",
+    "tidemark_waterline_seconds",
+    "tidemark_waterline_lag_seconds",
+    "tidemark_input_records_total",
+    "tidemark_dead_letter_records_total",
+    "tidemark_output_records_total",
+    "tidemark_output_waterline_seconds",
+    "tidemark_state_rows",
+    "tidemark_state_bytes",
+    "tidemark_step_duration_seconds",
+    "tidemark_input_lag_records",
+    "tidemark_query_up",
+})
 """The exported family names; dashboards and alert rules may use only these (and the
 ``_bucket``/``_sum``/``_count`` series of the histogram)."""
 
@@ -83,76 +70,64 @@ class TidemarkMetrics:
         self._build_info = Gauge(
             "tidemark_build_info",
             "Always 1; the labels name the running version and program file.",
-            ["version", "program"],
-            registry=r,
+            ["version", "program"], registry=r,
         )
         self._waterline = Gauge(
             "tidemark_waterline_seconds",
             "Waterline of a LATENESS column (SPEC S3): epoch seconds for TIMESTAMP columns, "
             "the column's own value for integer columns. Absent until the first row or bound.",
-            ["table", "column"],
-            registry=r,
+            ["table", "column"], registry=r,
         )
         self._waterline_lag = Gauge(
             "tidemark_waterline_lag_seconds",
             "Wall clock minus waterline at the end of the last step, TIMESTAMP columns only.",
-            ["table", "column"],
-            registry=r,
+            ["table", "column"], registry=r,
         )
         self._input = Counter(
             "tidemark_input_records_total",
             "Records read from a table's topic, well-formed or not (SPEC S1, S2).",
-            ["table", "topic"],
-            registry=r,
+            ["table", "topic"], registry=r,
         )
         self._dead_letters = Counter(
             "tidemark_dead_letter_records_total",
             "Records written to a table's dead-letter topic, by reason (SPEC S6, S7).",
-            ["table", "reason"],
-            registry=r,
+            ["table", "reason"], registry=r,
         )
         self._output = Counter(
             "tidemark_output_records_total",
             "Records written to an output view's topic, tombstones and retractions included.",
-            ["view", "topic"],
-            registry=r,
+            ["view", "topic"], registry=r,
         )
         self._output_waterline = Gauge(
             "tidemark_output_waterline_seconds",
             "Output waterline of a view in epoch seconds (SPEC S14): its output is final "
             "below this time.",
-            ["view"],
-            registry=r,
+            ["view"], registry=r,
         )
         self._state_rows = Gauge(
             "tidemark_state_rows",
             "Rows in the state store of a view's stateful operators (SPEC S11).",
-            ["view"],
-            registry=r,
+            ["view"], registry=r,
         )
         self._state_bytes = Gauge(
             "tidemark_state_bytes",
             "Memory used by the state store of a view's stateful operators.",
-            ["view"],
-            registry=r,
+            ["view"], registry=r,
         )
         self._step_duration = Histogram(
             "tidemark_step_duration_seconds",
             "Wall time of one step (Spark micro-batch trigger execution, SPEC S1).",
-            buckets=STEP_DURATION_BUCKETS_SECONDS,
-            registry=r,
+            buckets=STEP_DURATION_BUCKETS_SECONDS, registry=r,
         )
         self._input_lag = Gauge(
             "tidemark_input_lag_records",
             "Records in a topic partition not yet processed: end offset minus processed offset.",
-            ["topic", "partition"],
-            registry=r,
+            ["topic", "partition"], registry=r,
         )
         self._query_up = Gauge(
             "tidemark_query_up",
             "1 while the streaming query of a program part runs, 0 once it terminated.",
-            ["query"],
-            registry=r,
+            ["query"], registry=r,
         )
 
     def set_build_info(self, version: str, program: str) -> None:
@@ -160,12 +135,7 @@ class TidemarkMetrics:
         self._build_info.labels(version=version, program=program).set(1)
 
     def set_waterline(
-        self,
-        table: str,
-        column: str,
-        value: int | None,
-        unit: WaterlineUnit,
-        now_ms: int,
+        self, table: str, column: str, value: int | None, unit: WaterlineUnit, now_ms: int,
     ) -> None:
         """Publish the waterline ``w_c(t)`` of a LATENESS column after a step (SPEC S3).
 

@@ -129,9 +129,7 @@ class MetricsServer:
         self._server = ThreadingHTTPServer((self._host, self._requested_port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            name="tidemark-metrics",
-            daemon=True,
+            target=self._server.serve_forever, name="tidemark-metrics", daemon=True,
         )
         self._thread.start()
         _log.info("metrics_server_started", host=self._host, port=self.port)
@@ -156,8 +154,7 @@ class MetricsServer:
 
 
 def _handler_class(
-    registry: CollectorRegistry,
-    readiness: ReadinessCheck,
+    registry: CollectorRegistry, readiness: ReadinessCheck,
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "tidemark"
@@ -179,10 +176,7 @@ def _handler_class(
                 self._reply(404, b"not found: try /metrics, /healthz or /readyz\n")
 
         def _reply(
-            self,
-            status: int,
-            body: bytes,
-            content_type: str = "text/plain; charset=utf-8",
+            self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8",
         ) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)

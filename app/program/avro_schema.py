@@ -27,13 +27,8 @@ __all__ = [
 NAMESPACE = "tidemark"
 
 _PRIMITIVES: dict[str, str] = {
-    "BOOLEAN": "boolean",
-    "INT": "int",
-    "BIGINT": "long",
-    "REAL": "float",
-    "DOUBLE": "double",
-    "VARCHAR": "string",
-    "VARBINARY": "bytes",
+    "BOOLEAN": "boolean", "INT": "int", "BIGINT": "long", "REAL": "float", "DOUBLE": "double",
+    "VARCHAR": "string", "VARBINARY": "bytes",
 }
 
 #: The columns SPEC S13 adds to a ``changelog`` value (the paper's undo, ptime, ver).
@@ -55,7 +50,8 @@ def _plain(t: SqlType) -> Any:
         return {"type": "long", "logicalType": "timestamp-millis"}
     if t.name == "DATE":
         return {"type": "int", "logicalType": "date"}
-    return {"type": "bytes", "logicalType": "decimal", "precision": t.precision, "scale": t.scale}
+    return {"type": "bytes", "logicalType": "decimal", "precision": t.precision,
+            "scale": t.scale}
 
 
 def avro_type(t: SqlType) -> Any:
@@ -64,9 +60,8 @@ def avro_type(t: SqlType) -> Any:
     return ["null", plain] if t.nullable else plain
 
 
-def record_schema(
-    name: str, columns: Sequence[Column], extra_fields: Sequence[Column] = ()
-) -> dict[str, Any]:
+def record_schema(name: str, columns: Sequence[Column],
+                  extra_fields: Sequence[Column] = ()) -> dict[str, Any]:
     """An Avro record schema (namespace ``tidemark``) of the columns, then ``extra_fields``."""
     fields: list[dict[str, Any]] = []
     for col in (*columns, *extra_fields):
@@ -107,15 +102,12 @@ def _compatible(t: SqlType, avro: Any) -> bool:
     if not isinstance(avro, dict):
         return False
     if t.name == "DECIMAL":
-        return (
-            avro.get("logicalType") == "decimal"
-            and avro.get("type") in ("bytes", "fixed")
-            and avro.get("precision") == t.precision
-            and avro.get("scale", 0) == t.scale
-        )
-    return bool(
-        avro.get("type") == expected["type"] and avro.get("logicalType") == expected["logicalType"]
-    )
+        return (avro.get("logicalType") == "decimal"
+                and avro.get("type") in ("bytes", "fixed")
+                and avro.get("precision") == t.precision
+                and avro.get("scale", 0) == t.scale)
+    return bool(avro.get("type") == expected["type"]
+                and avro.get("logicalType") == expected["logicalType"])
 
 
 def schema_mismatches(schema: Any, columns: Sequence[Column]) -> list[str]:
@@ -126,9 +118,8 @@ def schema_mismatches(schema: Any, columns: Sequence[Column]) -> list[str]:
     """
     if not isinstance(schema, dict) or schema.get("type") != "record":
         return ["the schema is not an Avro record"]
-    fields = {
-        str(f.get("name", "")).lower(): f for f in schema.get("fields", []) if isinstance(f, dict)
-    }
+    fields = {str(f.get("name", "")).lower(): f for f in schema.get("fields", [])
+              if isinstance(f, dict)}
     problems: list[str] = []
     for col in columns:
         field = fields.get(col.name)
@@ -137,10 +128,8 @@ def schema_mismatches(schema: Any, columns: Sequence[Column]) -> list[str]:
             continue
         nullable, branch = _split_union(field.get("type"))
         if branch is None or not _compatible(col.type, branch):
-            problems.append(
-                f"column {col.name} is {col.type.with_nullable(True)} but the "
-                f"schema field is {_describe(field.get('type'))}"
-            )
+            problems.append(f"column {col.name} is {col.type.with_nullable(True)} but the "
+                            f"schema field is {_describe(field.get('type'))}")
         elif nullable != col.type.nullable:
             declared = "nullable" if col.type.nullable else "NOT NULL"
             found = "nullable" if nullable else "not nullable"

@@ -60,17 +60,11 @@ def compile_program(path: str | Path, text: str | None = None) -> Circuit:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
-            raise ProgramError(
-                [
-                    Diagnostic(
-                        "error", Position(program, 1, 1), f"cannot read the program: {exc.strerror}"
-                    )
-                ]
-            ) from exc
+            raise ProgramError([Diagnostic("error", Position(program, 1, 1),
+                                           f"cannot read the program: {exc.strerror}")]) from exc
         except UnicodeDecodeError as exc:
-            raise ProgramError(
-                [Diagnostic("error", Position(program, 1, 1), "the program is not UTF-8 text")]
-            ) from exc
+            raise ProgramError([Diagnostic("error", Position(program, 1, 1),
+                                           "the program is not UTF-8 text")]) from exc
     return compile_text(program, text)
 
 
@@ -95,9 +89,8 @@ class _Compiler:
         try:
             tokens = tokenize(self.source)
         except CompileFailure as failure:
-            raise ProgramError(
-                [Diagnostic("error", failure.position, failure.message, failure.fix)]
-            ) from failure
+            raise ProgramError([Diagnostic("error", failure.position, failure.message,
+                                           failure.fix)]) from failure
         decls = []
         for statement in split_statements(tokens):
             try:
@@ -105,14 +98,9 @@ class _Compiler:
             except CompileFailure as failure:
                 self.error(failure)
         if not decls and not self.errors:
-            self.errors.append(
-                Diagnostic(
-                    "error",
-                    self.source.position(0),
-                    "the program has no statements",
-                    "add CREATE TABLE and CREATE VIEW statements",
-                )
-            )
+            self.errors.append(Diagnostic("error", self.source.position(0),
+                                          "the program has no statements",
+                                          "add CREATE TABLE and CREATE VIEW statements"))
         view_lateness: dict[str, list[LatenessDecl]] = {}
         for decl in decls:
             if isinstance(decl, LatenessDecl):
@@ -121,15 +109,11 @@ class _Compiler:
         table_names = {d.name for d in decls if isinstance(d, TableDecl)}
         for name, items in view_lateness.items():
             if name not in view_names:
-                fix = (
-                    "put LATENESS on the table's column definition: "
-                    "date_time TIMESTAMP NOT NULL LATENESS INTERVAL '1' HOUR"
-                    if name in table_names
-                    else "LATENESS view.column names a view"
-                )
-                self.error(
-                    CompileFailure(items[0].position, f"unknown view {name} in LATENESS", fix)
-                )
+                fix = ("put LATENESS on the table's column definition: "
+                       "date_time TIMESTAMP NOT NULL LATENESS INTERVAL '1' HOUR"
+                       if name in table_names else "LATENESS view.column names a view")
+                self.error(CompileFailure(items[0].position, f"unknown view {name} in LATENESS",
+                                          fix))
         failed: set[str] = set()
         for decl in decls:
             try:
@@ -141,26 +125,22 @@ class _Compiler:
                 if isinstance(decl, (TableDecl, ViewDecl)):
                     failed.add(decl.name)
                 # A view over a relation that already failed would only repeat that error.
-                if not any(failure.message == f"unknown table or view {name}" for name in failed):
+                if not any(failure.message == f"unknown table or view {name}"
+                           for name in failed):
                     self.error(failure)
         if self.errors:
-            raise ProgramError(
-                sorted(self.errors, key=lambda d: (d.position.line, d.position.column))
-            )
-        return Circuit(
-            self.source.path, tuple(self.tables), tuple(self.views), tuple(self.warnings)
-        )
+            raise ProgramError(sorted(self.errors, key=lambda d: (d.position.line,
+                                                                 d.position.column)))
+        return Circuit(self.source.path, tuple(self.tables), tuple(self.views),
+                       tuple(self.warnings))
 
     # -- names ------------------------------------------------------------------------------
 
     def _declare(self, name: str, position: Position, what: str) -> None:
         if name in self.declared:
             first = self.declared[name]
-            raise CompileFailure(
-                position,
-                f"duplicate name {name}: already declared at line {first.line}",
-                f"rename this {what}",
-            )
+            raise CompileFailure(position, f"duplicate name {name}: already declared at line "
+                                 f"{first.line}", f"rename this {what}")
         if name.startswith("__"):
             raise CompileFailure(position, f"names starting with __ are reserved: {name}")
         self.declared[name] = position
@@ -174,111 +154,63 @@ class _Compiler:
         seen: set[str] = set()
         for col in decl.columns:
             if col.name in seen:
-                raise CompileFailure(
-                    col.position,
-                    f"duplicate column {col.name} in table {decl.name}",
-                    "rename one of them",
-                )
+                raise CompileFailure(col.position, f"duplicate column {col.name} in table "
+                                     f"{decl.name}", "rename one of them")
             seen.add(col.name)
             columns.append(Column(col.name, col.type))
             if col.lateness is not None:
                 assert col.lateness_position is not None
-                lateness.append(
-                    Lateness(
-                        col.name,
-                        _lateness_amount(
-                            decl.name,
-                            col.name,
-                            col.type.name,
-                            col.type.nullable,
-                            col.lateness,
-                            col.lateness_position,
-                            table=True,
-                        ),
-                    )
-                )
+                lateness.append(Lateness(col.name, _lateness_amount(
+                    decl.name, col.name, col.type.name, col.type.nullable, col.lateness,
+                    col.lateness_position, table=True)))
         options = self._options(decl.options, TABLE_OPTIONS, "table", decl.position)
         topic = options.get("topic")
         if topic is None:
-            raise CompileFailure(
-                decl.position,
-                f"table {decl.name} has no 'topic'",
-                "add WITH ('topic' = '<kafka topic>')",
-            )
+            raise CompileFailure(decl.position, f"table {decl.name} has no 'topic'",
+                                 "add WITH ('topic' = '<kafka topic>')")
         topic_value = self._string(topic)
         fmt = self._string(options["format"]) if "format" in options else "avro"
         if fmt not in TABLE_FORMATS:
             assert "format" in options
-            raise CompileFailure(
-                options["format"].value_position,
-                f"bad table format '{fmt}'",
-                f"use one of {', '.join(TABLE_FORMATS)}",
-            )
-        dead_letter = (
-            self._string(options["dead_letter"])
-            if "dead_letter" in options
-            else f"{topic_value}.dlq"
-        )
+            raise CompileFailure(options["format"].value_position, f"bad table format '{fmt}'",
+                                 f"use one of {', '.join(TABLE_FORMATS)}")
+        dead_letter = (self._string(options["dead_letter"]) if "dead_letter" in options
+                       else f"{topic_value}.dlq")
         if dead_letter == topic_value:
-            raise CompileFailure(
-                options["dead_letter"].value_position,
-                "the dead-letter topic must differ from the input topic",
-            )
+            raise CompileFailure(options["dead_letter"].value_position,
+                                 "the dead-letter topic must differ from the input topic")
         max_future_ms: int | None = None
         if "max_future" in options:
             option = options["max_future"]
             if not isinstance(option.value, IntervalDecl):
-                raise CompileFailure(
-                    option.value_position,
-                    "'max_future' must be an INTERVAL",
-                    "write 'max_future' = INTERVAL '1' HOUR",
-                )
-            if not any(
-                c.type.name == "TIMESTAMP" and c.name in {lt.column for lt in lateness}
-                for c in columns
-            ):
-                raise CompileFailure(
-                    option.position,
-                    "'max_future' needs a TIMESTAMP column with LATENESS",
-                    "add LATENESS to the event-time column",
-                )
+                raise CompileFailure(option.value_position, "'max_future' must be an INTERVAL",
+                                     "write 'max_future' = INTERVAL '1' HOUR")
+            if not any(c.type.name == "TIMESTAMP" and c.name in {lt.column for lt in lateness}
+                       for c in columns):
+                raise CompileFailure(option.position, "'max_future' needs a TIMESTAMP column "
+                                     "with LATENESS", "add LATENESS to the event-time column")
             max_future_ms = option.value.amount
         schema: dict[str, Any]
         if "schema" in options:
             schema = self._schema_file(options["schema"], columns, decl.name)
         else:
             schema = record_schema(decl.name, columns)
-        table = Table(
-            decl.name,
-            tuple(columns),
-            topic_value,
-            cast(Literal["avro", "avro-confluent", "json"], fmt),
-            schema,
-            dead_letter,
-            tuple(lateness),
-            max_future_ms,
-            decl.position,
-        )
+        table = Table(decl.name, tuple(columns), topic_value,
+                      cast(Literal["avro", "avro-confluent", "json"], fmt), schema, dead_letter,
+                      tuple(lateness), max_future_ms, decl.position)
         self.tables.append(table)
         self.relations[decl.name] = Relation(
-            decl.name,
-            table.columns,
+            decl.name, table.columns,
             tuple(TimeAttribute(lt.column, decl.name, lt.column, "forwarded") for lt in lateness),
-            True,
-            "table",
-        )
+            True, "table")
 
-    def _options(
-        self, options: Sequence[OptionDecl], allowed: Sequence[str], what: str, position: Position
-    ) -> dict[str, OptionDecl]:
+    def _options(self, options: Sequence[OptionDecl], allowed: Sequence[str], what: str,
+                 position: Position) -> dict[str, OptionDecl]:
         found: dict[str, OptionDecl] = {}
         for option in options:
             if option.key not in allowed:
-                raise CompileFailure(
-                    option.position,
-                    f"unknown {what} option '{option.key}'",
-                    f"{what} options are {', '.join(repr(a) for a in allowed)}",
-                )
+                raise CompileFailure(option.position, f"unknown {what} option '{option.key}'",
+                                     f"{what} options are {', '.join(repr(a) for a in allowed)}")
             if option.key in found:
                 raise CompileFailure(option.position, f"duplicate option '{option.key}'")
             found[option.key] = option
@@ -287,47 +219,38 @@ class _Compiler:
 
     def _string(self, option: OptionDecl) -> str:
         if not isinstance(option.value, str):
-            raise CompileFailure(
-                option.value_position, f"option '{option.key}' takes a quoted string"
-            )
+            raise CompileFailure(option.value_position, f"option '{option.key}' takes a quoted "
+                                 "string")
         if not option.value.strip():
             raise CompileFailure(option.value_position, f"option '{option.key}' is empty")
         return option.value
 
-    def _schema_file(
-        self, option: OptionDecl, columns: Sequence[Column], table: str
-    ) -> dict[str, Any]:
+    def _schema_file(self, option: OptionDecl, columns: Sequence[Column],
+                     table: str) -> dict[str, Any]:
         raw = self._string(option)
         path = _resolve_schema(raw, self.source.path)
         if path is None:
-            raise CompileFailure(
-                option.value_position,
-                f"schema file {raw} not found",
-                "relative paths resolve against the working directory, the "
-                "program's parent directory, then the program's directory; "
-                "or drop 'schema' to derive it from the columns",
-            )
+            raise CompileFailure(option.value_position, f"schema file {raw} not found",
+                                 "relative paths resolve against the working directory, the "
+                                 "program's parent directory, then the program's directory; "
+                                 "or drop 'schema' to derive it from the columns")
         try:
             schema = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CompileFailure(
-                option.value_position, f"schema file {raw} is not valid JSON: {exc}"
-            ) from exc
+            raise CompileFailure(option.value_position, f"schema file {raw} is not valid JSON: "
+                                 f"{exc}") from exc
         try:
             import fastavro
 
             fastavro.parse_schema(schema)
         except Exception as exc:  # noqa: BLE001 - fastavro raises several unrelated types
-            raise CompileFailure(
-                option.value_position, f"schema file {raw} is not a valid Avro schema: {exc}"
-            ) from exc
+            raise CompileFailure(option.value_position, f"schema file {raw} is not a valid "
+                                 f"Avro schema: {exc}") from exc
         problems = schema_mismatches(schema, columns)
         if problems:
-            raise CompileFailure(
-                option.value_position,
-                f"schema file {raw} does not match table {table}: " + "; ".join(problems),
-                "make the column types and NOT NULL match the schema's fields",
-            )
+            raise CompileFailure(option.value_position, f"schema file {raw} does not match "
+                                 f"table {table}: " + "; ".join(problems),
+                                 "make the column types and NOT NULL match the schema's fields")
         return cast(dict[str, Any], schema)
 
     # -- views (SPEC L3-L6, S10, S11) ---------------------------------------------------------
@@ -340,34 +263,20 @@ class _Compiler:
         after_watermark = emit.after_watermark
         if (emit.after_watermark or emit.delay_ms is not None) and not planned.aggregate:
             assert decl.emit is not None
-            raise CompileFailure(
-                decl.emit.position,
-                f"EMIT AFTER on view {decl.name}, which "
-                "does not aggregate: its rows are final as they arrive",
-                "remove the EMIT clause, or use EMIT STREAM",
-            )
+            raise CompileFailure(decl.emit.position, f"EMIT AFTER on view {decl.name}, which "
+                                 "does not aggregate: its rows are final as they arrive",
+                                 "remove the EMIT clause, or use EMIT STREAM")
         state = self._state(decl, planned, after_watermark)
         insert_only = not planned.aggregate or after_watermark
 
         view_lateness, time_attributes = self._view_lateness(decl, planned, lateness_decls)
         output = self._output(decl, options, planned, emit, insert_only)
-        view = View(
-            decl.name,
-            planned.source,
-            tuple(planned.operators),
-            tuple(planned.columns),
-            planned.key,
-            time_attributes,
-            emit,
-            output,
-            state,
-            decl.position,
-            view_lateness,
-        )
+        view = View(decl.name, planned.source, tuple(planned.operators), tuple(planned.columns),
+                    planned.key, time_attributes, emit, output, state, decl.position,
+                    view_lateness)
         self.views.append(view)
-        self.relations[decl.name] = Relation(
-            decl.name, view.columns, time_attributes, insert_only, "view"
-        )
+        self.relations[decl.name] = Relation(decl.name, view.columns, time_attributes,
+                                             insert_only, "view")
 
     def _state(self, decl: ViewDecl, planned: PlannedQuery, after_watermark: bool) -> StateBound:
         if not planned.aggregate:
@@ -384,73 +293,45 @@ class _Compiler:
             return StateBound("window", column, text)
         if after_watermark:
             assert decl.emit is not None
-            raise CompileFailure(
-                decl.emit.position,
-                f"EMIT AFTER WATERMARK on view "
-                f"{decl.name} needs a GROUP BY key that is window_end or "
-                "window_start of a TUMBLE/HOP on a time attribute",
-                "GROUP BY window_start, window_end of "
-                "TABLE(TUMBLE(TABLE t, DESCRIPTOR(col), INTERVAL ...))",
-            )
+            raise CompileFailure(decl.emit.position, f"EMIT AFTER WATERMARK on view "
+                                 f"{decl.name} needs a GROUP BY key that is window_end or "
+                                 "window_start of a TUMBLE/HOP on a time attribute",
+                                 "GROUP BY window_start, window_end of "
+                                 "TABLE(TUMBLE(TABLE t, DESCRIPTOR(col), INTERVAL ...))")
         position = planned.group_position or decl.position
         if planned.time_key is not None:
             column, _ = planned.time_key
-            message = (
-                f"view {decl.name} keeps unbounded state: it groups by the time "
-                f"attribute {column} without a window, and such groups are never freed"
-            )
+            message = (f"view {decl.name} keeps unbounded state: it groups by the time "
+                       f"attribute {column} without a window, and such groups are never freed")
         else:
-            message = (
-                f"view {decl.name} keeps unbounded state: no GROUP BY key is a time "
-                "attribute, so its groups are never freed"
-            )
-        self.warnings.append(
-            Diagnostic(
-                "warning",
-                position,
-                message,
-                "GROUP BY window_end of a TUMBLE or HOP on a LATENESS column to bound it",
-            )
-        )
+            message = (f"view {decl.name} keeps unbounded state: no GROUP BY key is a time "
+                       "attribute, so its groups are never freed")
+        self.warnings.append(Diagnostic(
+            "warning", position, message,
+            "GROUP BY window_end of a TUMBLE or HOP on a LATENESS column to bound it"))
         return StateBound("unbounded", None, "grows with the number of groups; never freed")
 
-    def _view_lateness(
-        self,
-        decl: ViewDecl,
-        planned: PlannedQuery,
-        lateness_decls: Sequence[LatenessDecl],
-    ) -> tuple[tuple[ViewLateness, ...], tuple[TimeAttribute, ...]]:
+    def _view_lateness(self, decl: ViewDecl, planned: PlannedQuery,
+                       lateness_decls: Sequence[LatenessDecl],
+                       ) -> tuple[tuple[ViewLateness, ...], tuple[TimeAttribute, ...]]:
         attrs = list(planned.time_attributes)
         result: list[ViewLateness] = []
         for item in lateness_decls:
             if planned.aggregate or planned.window is not None:
-                raise CompileFailure(
-                    item.position,
-                    f"LATENESS on view {decl.name}, which is "
-                    "not a stateless projection/filter of one table",
-                    "declare LATENESS on a view that only decodes, filters or "
-                    "renames its input (no GROUP BY, no window)",
-                )
+                raise CompileFailure(item.position, f"LATENESS on view {decl.name}, which is "
+                                     "not a stateless projection/filter of one table",
+                                     "declare LATENESS on a view that only decodes, filters or "
+                                     "renames its input (no GROUP BY, no window)")
             column = next((c for c in planned.columns if c.name == item.column), None)
             if column is None:
-                raise CompileFailure(
-                    item.column_position,
-                    f"unknown column {item.column} in view {decl.name}",
-                    "available columns: " + ", ".join(c.name for c in planned.columns),
-                )
+                raise CompileFailure(item.column_position, f"unknown column {item.column} in "
+                                     f"view {decl.name}", "available columns: "
+                                     + ", ".join(c.name for c in planned.columns))
             if any(v.column == item.column for v in result):
-                raise CompileFailure(
-                    item.position, f"duplicate LATENESS for {decl.name}.{item.column}"
-                )
-            amount = _lateness_amount(
-                decl.name,
-                item.column,
-                column.type.name,
-                False,
-                item.amount,
-                item.position,
-                table=False,
-            )
+                raise CompileFailure(item.position, f"duplicate LATENESS for "
+                                     f"{decl.name}.{item.column}")
+            amount = _lateness_amount(decl.name, item.column, column.type.name, False,
+                                      item.amount, item.position, table=False)
             # A decoding CAST is nullable (a malformed string gives NULL). SPEC L2 asks for
             # NOT NULL columns; on views we accept nullable ones with SQL's own answer: a NULL
             # is never below the waterline (not late) and never moves it (docs/language.md).
@@ -459,109 +340,68 @@ class _Compiler:
             attrs.append(TimeAttribute(item.column, decl.name, item.column, "view_lateness"))
         return tuple(result), tuple(attrs)
 
-    def _output(
-        self,
-        decl: ViewDecl,
-        options: dict[str, OptionDecl],
-        planned: PlannedQuery,
-        emit: EmitPolicy,
-        insert_only: bool,
-    ) -> Output | None:
+    def _output(self, decl: ViewDecl, options: dict[str, OptionDecl], planned: PlannedQuery,
+                emit: EmitPolicy, insert_only: bool) -> Output | None:
         topic_option = options.get("topic")
         format_option = options.get("format")
         if topic_option is None:
             if format_option is not None:
-                raise CompileFailure(
-                    format_option.position,
-                    f"view {decl.name} has a 'format' but no 'topic'",
-                    "add 'topic' to write it to Kafka",
-                )
+                raise CompileFailure(format_option.position, f"view {decl.name} has a 'format' "
+                                     "but no 'topic'", "add 'topic' to write it to Kafka")
             return None
         if decl.local:
-            raise CompileFailure(
-                topic_option.position,
-                f"LOCAL view {decl.name} has a 'topic'",
-                "remove LOCAL to write it to Kafka, or remove 'topic'",
-            )
+            raise CompileFailure(topic_option.position, f"LOCAL view {decl.name} has a 'topic'",
+                                 "remove LOCAL to write it to Kafka, or remove 'topic'")
         topic = self._string(topic_option)
         if topic in {t.topic for t in self.tables} | {t.dead_letter_topic for t in self.tables}:
-            raise CompileFailure(
-                topic_option.value_position,
-                f"view {decl.name} writes to topic {topic}, which is an input or dead-letter topic",
-            )
+            raise CompileFailure(topic_option.value_position, f"view {decl.name} writes to "
+                                 f"topic {topic}, which is an input or dead-letter topic")
         for other in self.views:
             if other.output is not None and other.output.topic == topic:
-                raise CompileFailure(
-                    topic_option.value_position,
-                    f"topic {topic} is already written by view {other.name}",
-                )
+                raise CompileFailure(topic_option.value_position, f"topic {topic} is already "
+                                     f"written by view {other.name}")
         if format_option is not None:
             fmt = self._string(format_option)
             if fmt not in VIEW_FORMATS:
-                raise CompileFailure(
-                    format_option.value_position,
-                    f"bad view format '{fmt}'",
-                    f"use one of {', '.join(VIEW_FORMATS)}",
-                )
+                raise CompileFailure(format_option.value_position, f"bad view format '{fmt}'",
+                                     f"use one of {', '.join(VIEW_FORMATS)}")
         elif not planned.aggregate:
             fmt = "changelog" if emit.stream else "append"
         else:
             fmt = "changelog" if emit.stream else "upsert"
         where = format_option.value_position if format_option else decl.position
         if fmt == "append" and not insert_only:
-            raise CompileFailure(
-                where,
-                f"view {decl.name} updates its rows (GROUP BY without "
-                "EMIT AFTER WATERMARK), so it cannot be written as 'append'",
-                "use 'upsert' or 'changelog', or add EMIT AFTER WATERMARK",
-            )
+            raise CompileFailure(where, f"view {decl.name} updates its rows (GROUP BY without "
+                                 "EMIT AFTER WATERMARK), so it cannot be written as 'append'",
+                                 "use 'upsert' or 'changelog', or add EMIT AFTER WATERMARK")
         if fmt == "append" and emit.stream:
-            raise CompileFailure(
-                where,
-                "EMIT STREAM writes a changelog, not 'append'",
-                "use 'changelog' or remove STREAM",
-            )
+            raise CompileFailure(where, "EMIT STREAM writes a changelog, not 'append'",
+                                 "use 'changelog' or remove STREAM")
         key_columns: tuple[str, ...] = ()
         if fmt in ("upsert", "changelog") and planned.aggregate:
             missing = [k for k in planned.key_names if k not in planned.key_selected]
             if missing:
                 shown = ", ".join(missing)
-                raise CompileFailure(
-                    where,
-                    f"the {fmt} key of view {decl.name} needs every "
-                    f"GROUP BY column, but {shown} is not selected",
-                    f"add {shown} to the SELECT list, or use 'append' with EMIT AFTER WATERMARK",
-                )
+                raise CompileFailure(where, f"the {fmt} key of view {decl.name} needs every "
+                                     f"GROUP BY column, but {shown} is not selected",
+                                     f"add {shown} to the SELECT list, or use 'append' with "
+                                     "EMIT AFTER WATERMARK")
             key_columns = planned.key
         if fmt == "upsert" and not planned.aggregate:
-            raise CompileFailure(
-                where,
-                f"view {decl.name} has no key (no GROUP BY), so it cannot be written as 'upsert'",
-                "use 'append'",
-            )
+            raise CompileFailure(where, f"view {decl.name} has no key (no GROUP BY), so it "
+                                 "cannot be written as 'upsert'", "use 'append'")
         columns = tuple(planned.columns)
         by_name = {c.name: c for c in columns}
         extra = CHANGELOG_FIELDS if fmt == "changelog" else ()
         clash = [c.name for c in extra if c.name in by_name]
         if clash:
-            raise CompileFailure(
-                where,
-                f"view {decl.name} has a column named {clash[0]}, which the changelog format adds",
-                "rename the column",
-            )
+            raise CompileFailure(where, f"view {decl.name} has a column named {clash[0]}, "
+                                 "which the changelog format adds", "rename the column")
         value_schema = record_schema(decl.name, columns, extra)
-        key_schema = (
-            record_schema(f"{decl.name}_key", [by_name[k] for k in key_columns])
-            if key_columns
-            else None
-        )
-        return Output(
-            topic,
-            cast(Literal["upsert", "changelog", "append"], fmt),
-            key_columns,
-            key_schema,
-            value_schema,
-        )
+        key_schema = (record_schema(f"{decl.name}_key", [by_name[k] for k in key_columns])
+                      if key_columns else None)
+        return Output(topic, cast(Literal["upsert", "changelog", "append"], fmt), key_columns,
+                      key_schema, value_schema)
 
 
 def _span(size: int) -> str:
@@ -579,47 +419,25 @@ def _emit_policy(decl: ViewDecl) -> EmitPolicy:
     return EmitPolicy(decl.emit.stream, decl.emit.after_watermark, delay)
 
 
-def _lateness_amount(
-    relation: str,
-    column: str,
-    type_name: str,
-    nullable: bool,
-    amount: IntervalDecl,
-    position: Position,
-    table: bool,
-) -> int:
+def _lateness_amount(relation: str, column: str, type_name: str, nullable: bool,
+                     amount: IntervalDecl, position: Position, table: bool) -> int:
     """SPEC L2: LATENESS goes on NOT NULL TIMESTAMP (INTERVAL) or INT/BIGINT (integer)."""
     if type_name not in ("TIMESTAMP", "INT", "BIGINT"):
-        fix = (
-            f"decode it in a LOCAL view (CAST({column} AS TIMESTAMP)) and declare "
-            f"LATENESS view.{column} INTERVAL ...; LATENESS needs TIMESTAMP, INT or BIGINT"
-            if type_name == "VARCHAR" and table
-            else "LATENESS needs a TIMESTAMP, INT or BIGINT column"
-        )
-        raise CompileFailure(
-            position,
-            f"LATENESS on {relation}.{column}, a {type_name} "
-            "column, which does not support subtraction",
-            fix,
-        )
+        fix = (f"decode it in a LOCAL view (CAST({column} AS TIMESTAMP)) and declare "
+               f"LATENESS view.{column} INTERVAL ...; LATENESS needs TIMESTAMP, INT or BIGINT"
+               if type_name == "VARCHAR" and table else
+               "LATENESS needs a TIMESTAMP, INT or BIGINT column")
+        raise CompileFailure(position, f"LATENESS on {relation}.{column}, a {type_name} "
+                             "column, which does not support subtraction", fix)
     if nullable:
-        raise CompileFailure(
-            position,
-            f"LATENESS on nullable column {relation}.{column}",
-            f"declare it NOT NULL: {column} {type_name} NOT NULL LATENESS ...",
-        )
+        raise CompileFailure(position, f"LATENESS on nullable column {relation}.{column}",
+                             f"declare it NOT NULL: {column} {type_name} NOT NULL LATENESS ...")
     if type_name == "TIMESTAMP" and amount.kind != "interval":
-        raise CompileFailure(
-            amount.position,
-            f"LATENESS of TIMESTAMP column {column} must be an INTERVAL",
-            "write e.g. LATENESS INTERVAL '1' HOUR",
-        )
+        raise CompileFailure(amount.position, f"LATENESS of TIMESTAMP column {column} must be "
+                             "an INTERVAL", "write e.g. LATENESS INTERVAL '1' HOUR")
     if type_name != "TIMESTAMP" and amount.kind != "integer":
-        raise CompileFailure(
-            amount.position,
-            f"LATENESS of {type_name} column {column} must be an integer in the column's unit",
-            "write e.g. LATENESS 10",
-        )
+        raise CompileFailure(amount.position, f"LATENESS of {type_name} column {column} must "
+                             "be an integer in the column's unit", "write e.g. LATENESS 10")
     return amount.amount
 
 

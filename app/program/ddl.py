@@ -36,9 +36,8 @@ __all__ = [
     "parse_type",
 ]
 
-TYPE_NAMES = (
-    "BOOLEAN, INT, BIGINT, REAL, DOUBLE, DECIMAL(p, s), VARCHAR, DATE, TIMESTAMP, VARBINARY"
-)
+TYPE_NAMES = ("BOOLEAN, INT, BIGINT, REAL, DOUBLE, DECIMAL(p, s), VARCHAR, DATE, TIMESTAMP, "
+              "VARBINARY")
 
 
 @dataclass(frozen=True)
@@ -125,10 +124,8 @@ class _Cursor:
     def next(self, what: str) -> Token:
         token = self.peek()
         if token is None:
-            raise CompileFailure(
-                self.source.position(self.end_offset),
-                f"unexpected end of statement: expected {what}",
-            )
+            raise CompileFailure(self.source.position(self.end_offset),
+                                 f"unexpected end of statement: expected {what}")
         self.index += 1
         return token
 
@@ -142,9 +139,8 @@ class _Cursor:
     def expect_word(self, *words: str) -> Token:
         token = self.next(" or ".join(words))
         if not token.is_word(*words):
-            raise CompileFailure(
-                self.pos(token), f"expected {' or '.join(words)}, found {_show(token)}"
-            )
+            raise CompileFailure(self.pos(token), f"expected {' or '.join(words)}, found "
+                                 f"{_show(token)}")
         return token
 
     def expect_punct(self, symbol: str) -> Token:
@@ -193,28 +189,19 @@ def parse_statement(source: SourceText, statement: Statement) -> Decl:
         if cursor.accept_word("VIEW"):
             return _view(cursor, first, local)
         token = cursor.peek()
-        if token is not None and token.is_word(
-            "MATERIALIZED", "OR", "FUNCTION", "TYPE", "INDEX", "TEMPORARY"
-        ):
-            raise CompileFailure(
-                cursor.pos(token),
-                f"unsupported: CREATE {token.text.upper()}",
-                "a program has CREATE TABLE, CREATE [LOCAL] VIEW and LATENESS statements",
-            )
+        if token is not None and token.is_word("MATERIALIZED", "OR", "FUNCTION", "TYPE",
+                                               "INDEX", "TEMPORARY"):
+            raise CompileFailure(cursor.pos(token), f"unsupported: CREATE {token.text.upper()}",
+                                 "a program has CREATE TABLE, CREATE [LOCAL] VIEW and LATENESS "
+                                 "statements")
         raise CompileFailure(cursor.pos(), "expected TABLE, VIEW or LOCAL VIEW after CREATE")
     if first.is_word("LATENESS"):
         return _lateness_statement(cursor, first)
     if first.is_word("SELECT", "INSERT", "DELETE", "UPDATE", "DROP", "ALTER"):
-        raise CompileFailure(
-            cursor.pos(first),
-            f"unsupported statement {first.text.upper()}",
-            "wrap a query in CREATE VIEW name AS SELECT ...",
-        )
-    raise CompileFailure(
-        cursor.pos(first),
-        f"unexpected {_show(first)}: a statement starts "
-        "with CREATE TABLE, CREATE [LOCAL] VIEW or LATENESS",
-    )
+        raise CompileFailure(cursor.pos(first), f"unsupported statement {first.text.upper()}",
+                             "wrap a query in CREATE VIEW name AS SELECT ...")
+    raise CompileFailure(cursor.pos(first), f"unexpected {_show(first)}: a statement starts "
+                         "with CREATE TABLE, CREATE [LOCAL] VIEW or LATENESS")
 
 
 def _table(cursor: _Cursor, create: Token) -> TableDecl:
@@ -223,16 +210,12 @@ def _table(cursor: _Cursor, create: Token) -> TableDecl:
     columns: list[ColumnDecl] = []
     while True:
         token = cursor.peek()
-        if token is not None and token.is_word(
-            "PRIMARY", "FOREIGN", "CONSTRAINT", "UNIQUE", "CHECK", "WATERMARK"
-        ):
-            raise CompileFailure(
-                cursor.pos(token),
-                f"unsupported: table constraint {token.text.upper()}",
-                "declare event time with LATENESS on a column"
-                if token.is_word("WATERMARK")
-                else None,
-            )
+        if token is not None and token.is_word("PRIMARY", "FOREIGN", "CONSTRAINT", "UNIQUE",
+                                               "CHECK", "WATERMARK"):
+            raise CompileFailure(cursor.pos(token), f"unsupported: table constraint "
+                                 f"{token.text.upper()}",
+                                 "declare event time with LATENESS on a column"
+                                 if token.is_word("WATERMARK") else None)
         columns.append(_column(cursor))
         if cursor.accept_punct(","):
             continue
@@ -274,11 +257,8 @@ def parse_type(cursor: _Cursor) -> SqlType:
                 scale = _small_int(cursor, "a DECIMAL scale")
             cursor.expect_punct(")")
         if not 1 <= precision <= 38 or scale > precision:
-            raise CompileFailure(
-                position,
-                f"bad DECIMAL({precision}, {scale})",
-                "precision is 1 to 38 and scale at most the precision",
-            )
+            raise CompileFailure(position, f"bad DECIMAL({precision}, {scale})",
+                                 "precision is 1 to 38 and scale at most the precision")
         return SqlType("DECIMAL", True, precision, scale)
     if word in ("VARCHAR", "STRING", "TEXT", "CHAR"):
         if word == "CHAR":
@@ -292,11 +272,9 @@ def parse_type(cursor: _Cursor) -> SqlType:
             digits = _small_int(cursor, "a TIMESTAMP precision")
             cursor.expect_punct(")")
             if digits != 3:
-                raise CompileFailure(
-                    position,
-                    f"TIMESTAMP({digits}) is not supported: timestamps have millisecond precision",
-                    "write TIMESTAMP or TIMESTAMP(3)",
-                )
+                raise CompileFailure(position, f"TIMESTAMP({digits}) is not supported: "
+                                     "timestamps have millisecond precision",
+                                     "write TIMESTAMP or TIMESTAMP(3)")
         if cursor.accept_word("WITHOUT"):
             cursor.expect_word("TIME")
             cursor.expect_word("ZONE")
@@ -342,22 +320,15 @@ def _column(cursor: _Cursor) -> ColumnDecl:
             lateness_position = cursor.pos(token)
             lateness = _lateness_amount(cursor)
         elif token.is_word("PRIMARY", "DEFAULT", "UNIQUE", "REFERENCES", "CHECK"):
-            raise CompileFailure(
-                cursor.pos(token), f"unsupported column constraint {token.text.upper()}"
-            )
+            raise CompileFailure(cursor.pos(token), f"unsupported column constraint "
+                                 f"{token.text.upper()}")
         else:
-            raise CompileFailure(
-                cursor.pos(token),
-                f"unexpected {_show(token)} in the definition of column {identifier(name)}",
-                "a column is: name type [NOT NULL] [LATENESS INTERVAL 'n' unit]",
-            )
-    return ColumnDecl(
-        identifier(name),
-        sql_type.with_nullable(nullable),
-        lateness,
-        cursor.pos(name),
-        lateness_position,
-    )
+            raise CompileFailure(cursor.pos(token), f"unexpected {_show(token)} in the "
+                                 f"definition of column {identifier(name)}",
+                                 "a column is: name type [NOT NULL] [LATENESS INTERVAL 'n' "
+                                 "unit]")
+    return ColumnDecl(identifier(name), sql_type.with_nullable(nullable), lateness,
+                      cursor.pos(name), lateness_position)
 
 
 def _lateness_amount(cursor: _Cursor) -> IntervalDecl:
@@ -365,10 +336,8 @@ def _lateness_amount(cursor: _Cursor) -> IntervalDecl:
     if token is not None and token.kind == "number":
         cursor.index += 1
         if not token.text.isdigit():
-            raise CompileFailure(
-                cursor.pos(token),
-                f"bad LATENESS {token.text}: expected a non-negative integer or an INTERVAL",
-            )
+            raise CompileFailure(cursor.pos(token), f"bad LATENESS {token.text}: expected a "
+                                 "non-negative integer or an INTERVAL")
         return IntervalDecl("integer", int(token.text), cursor.pos(token), token.text)
     return parse_interval_tokens(cursor)
 
@@ -378,41 +347,28 @@ def parse_interval_tokens(cursor: _Cursor) -> IntervalDecl:
     SECOND, MINUTE, HOUR, DAY, singular or plural)."""
     start = cursor.peek()
     if start is None or not start.is_word("INTERVAL"):
-        raise CompileFailure(
-            cursor.pos(start), "expected INTERVAL 'n' unit", "write e.g. INTERVAL '1' HOUR"
-        )
+        raise CompileFailure(cursor.pos(start), "expected INTERVAL 'n' unit",
+                             "write e.g. INTERVAL '1' HOUR")
     cursor.index += 1
     position = cursor.pos(start)
     amount = cursor.next("an interval amount")
     unit = cursor.peek()
     text = amount.text.strip()
-    if (
-        amount.kind == "string"
-        and " " in text
-        and unit is not None
-        and not unit.is_word(*_UNIT_WORDS)
-    ):
+    if amount.kind == "string" and " " in text and unit is not None and not unit.is_word(
+            *_UNIT_WORDS):
         number, _, unit_text = text.partition(" ")
         return _interval(position, number, unit_text.strip(), f"INTERVAL '{text}'")
     if amount.kind not in ("string", "number"):
-        raise CompileFailure(
-            cursor.pos(amount),
-            f"bad INTERVAL: expected a quoted amount, found {_show(amount)}",
-            "write e.g. INTERVAL '1' HOUR",
-        )
+        raise CompileFailure(cursor.pos(amount), f"bad INTERVAL: expected a quoted amount, "
+                             f"found {_show(amount)}", "write e.g. INTERVAL '1' HOUR")
     if unit is None or unit.kind != "word":
-        raise CompileFailure(
-            cursor.pos(unit) if unit else position,
-            "bad INTERVAL: missing unit",
-            f"add a unit: {', '.join(TIME_UNITS_MS)}",
-        )
+        raise CompileFailure(cursor.pos(unit) if unit else position,
+                             "bad INTERVAL: missing unit",
+                             f"add a unit: {', '.join(TIME_UNITS_MS)}")
     cursor.index += 1
     if cursor.peek() is not None and cursor.peek().is_word("TO"):  # type: ignore[union-attr]
-        raise CompileFailure(
-            cursor.pos(),
-            "unsupported: INTERVAL ... TO ... ranges",
-            "write a single unit, e.g. INTERVAL '90' MINUTE",
-        )
+        raise CompileFailure(cursor.pos(), "unsupported: INTERVAL ... TO ... ranges",
+                             "write a single unit, e.g. INTERVAL '90' MINUTE")
     return _interval(position, text, unit.text, f"INTERVAL '{text}' {unit.text.upper()}")
 
 
@@ -434,9 +390,8 @@ def interval_ms(number: str, unit: str) -> int | str:
 def _interval(position: Position, number: str, unit: str, text: str) -> IntervalDecl:
     result = interval_ms(number, unit)
     if isinstance(result, str):
-        raise CompileFailure(
-            position, result, f"write e.g. INTERVAL '1' HOUR; units: {', '.join(TIME_UNITS_MS)}"
-        )
+        raise CompileFailure(position, result,
+                             f"write e.g. INTERVAL '1' HOUR; units: {', '.join(TIME_UNITS_MS)}")
     return IntervalDecl("interval", result, position, text)
 
 
@@ -446,9 +401,8 @@ def _options(cursor: _Cursor) -> tuple[OptionDecl, ...]:
     while True:
         key = cursor.next("an option name")
         if key.kind != "string":
-            raise CompileFailure(
-                cursor.pos(key), f"expected a quoted option name like 'topic', found {_show(key)}"
-            )
+            raise CompileFailure(cursor.pos(key), f"expected a quoted option name like "
+                                 f"'topic', found {_show(key)}")
         cursor.expect_punct("=")
         value_token = cursor.peek()
         value_position = cursor.pos(value_token)
@@ -458,9 +412,8 @@ def _options(cursor: _Cursor) -> tuple[OptionDecl, ...]:
         else:
             token = cursor.next("an option value")
             if token.kind != "string":
-                raise CompileFailure(
-                    cursor.pos(token), f"expected a quoted option value, found {_show(token)}"
-                )
+                raise CompileFailure(cursor.pos(token), f"expected a quoted option value, "
+                                     f"found {_show(token)}")
             value = token.text
         options.append(OptionDecl(key.text.lower(), cursor.pos(key), value, value_position))
         if cursor.accept_punct(","):
@@ -475,7 +428,7 @@ def _view(cursor: _Cursor, create: Token, local: bool) -> ViewDecl:
     if cursor.accept_word("WITH"):
         options = _options(cursor)
     cursor.expect_word("AS")
-    rest = cursor.tokens[cursor.index :]
+    rest = cursor.tokens[cursor.index:]
     if not rest:
         raise CompileFailure(cursor.pos(), "expected a SELECT after AS")
     depth = 0
@@ -514,12 +467,9 @@ def _emit(cursor: _Cursor) -> EmitDecl:
             cursor.expect_word("DELAY", "WATERMARK")
             delay = parse_interval_tokens(cursor)
     elif not stream:
-        raise CompileFailure(
-            cursor.pos(),
-            "bad EMIT clause",
-            "write EMIT STREAM, EMIT AFTER WATERMARK, EMIT STREAM AFTER "
-            "WATERMARK or EMIT [STREAM] AFTER DELAY INTERVAL 'n' unit",
-        )
+        raise CompileFailure(cursor.pos(), "bad EMIT clause",
+                             "write EMIT STREAM, EMIT AFTER WATERMARK, EMIT STREAM AFTER "
+                             "WATERMARK or EMIT [STREAM] AFTER DELAY INTERVAL 'n' unit")
     _expect_end(cursor)
     return EmitDecl(stream, after_watermark, delay, cursor.pos(emit))
 
@@ -530,6 +480,5 @@ def _lateness_statement(cursor: _Cursor, first: Token) -> LatenessDecl:
     column = cursor.name("a column name")
     amount = _lateness_amount(cursor)
     _expect_end(cursor)
-    return LatenessDecl(
-        identifier(view), identifier(column), cursor.pos(first), cursor.pos(column), amount
-    )
+    return LatenessDecl(identifier(view), identifier(column), cursor.pos(first),
+                        cursor.pos(column), amount)

@@ -47,9 +47,8 @@ class SourceText:
         line = max(1, min(line, len(self._line_starts)))
         return min(self._line_starts[line - 1] + max(column, 1) - 1, len(self.text))
 
-    def blank_except(
-        self, start: int, end: int, replacements: tuple[tuple[int, int, str], ...] = ()
-    ) -> str:
+    def blank_except(self, start: int, end: int,
+                     replacements: tuple[tuple[int, int, str], ...] = ()) -> str:
         """The text with every character outside [start, end) turned into a space (newlines
         kept) and each (s, e, word) replacement's span overwritten by ``word`` padded with
         spaces, so offsets, lines and columns of what is kept do not move."""
@@ -101,20 +100,16 @@ def tokenize(source: SourceText) -> list[Token]:
         elif text.startswith("/*", i):
             close = text.find("*/", i + 2)
             if close < 0:
-                raise CompileFailure(
-                    source.position(i), "unterminated /* comment", "close it with */"
-                )
+                raise CompileFailure(source.position(i), "unterminated /* comment",
+                                     "close it with */")
             i = close + 2
         elif ch == "'":
             j, parts = i + 1, []
             while True:
                 close = text.find("'", j)
                 if close < 0:
-                    raise CompileFailure(
-                        source.position(i),
-                        "unterminated string literal",
-                        "close it with a single quote '",
-                    )
+                    raise CompileFailure(source.position(i), "unterminated string literal",
+                                         "close it with a single quote '")
                 parts.append(text[j:close])
                 if text.startswith("''", close):
                     parts.append("'")
@@ -126,12 +121,9 @@ def tokenize(source: SourceText) -> list[Token]:
         elif ch == '"':
             close = text.find('"', i + 1)
             if close < 0:
-                raise CompileFailure(
-                    source.position(i),
-                    "unterminated quoted identifier",
-                    'close it with a double quote "',
-                )
-            tokens.append(Token("qident", text[i + 1 : close], i, close + 1))
+                raise CompileFailure(source.position(i), "unterminated quoted identifier",
+                                     'close it with a double quote "')
+            tokens.append(Token("qident", text[i + 1:close], i, close + 1))
             i = close + 1
         elif ch.isalpha() or ch == "_":
             j = i + 1
@@ -143,18 +135,15 @@ def tokenize(source: SourceText) -> list[Token]:
             j = i + 1
             while j < n and (text[j].isdigit() or text[j] == "."):
                 j += 1
-            if (
-                j < n
-                and text[j] in "eE"
-                and (text[j + 1 : j + 2].isdigit() or text[j + 1 : j + 2] in ("+", "-"))
-            ):
+            if j < n and text[j] in "eE" and (
+                    text[j + 1:j + 2].isdigit() or text[j + 1:j + 2] in ("+", "-")):
                 j += 2
                 while j < n and text[j].isdigit():
                     j += 1
             tokens.append(Token("number", text[i:j], i, j))
             i = j
-        elif text[i : i + 2] in _PUNCT2:
-            tokens.append(Token("punct", text[i : i + 2], i, i + 2))
+        elif text[i:i + 2] in _PUNCT2:
+            tokens.append(Token("punct", text[i:i + 2], i, i + 2))
             i += 2
         else:
             tokens.append(Token("punct", ch, i, i + 1))

@@ -119,10 +119,8 @@ def _find_tvf(source: SourceText, tokens: Sequence[Token]) -> _Tvf | None:
         if word not in ("TUMBLE", "HOP", "SESSION", "CUMULATE"):
             continue
         if word in ("SESSION", "CUMULATE"):
-            raise CompileFailure(
-                source.position(token.start),
-                f"unsupported: {word} windows (only TUMBLE and HOP for now)",
-            )
+            raise CompileFailure(source.position(token.start),
+                                 f"unsupported: {word} windows (only TUMBLE and HOP for now)")
         close = _matching(tokens, i + 1)
         if close < 0:
             raise CompileFailure(source.position(token.start), f"unclosed {word}(")
@@ -132,10 +130,9 @@ def _find_tvf(source: SourceText, tokens: Sequence[Token]) -> _Tvf | None:
             if outer < 0:
                 raise CompileFailure(source.position(tokens[i - 2].start), "unclosed TABLE(")
             start_index, end_index = i - 2, outer
-        args = _split_args(tokens[i + 2 : close])
-        return _tvf_args(
-            source, word, token, args, tokens[start_index].start, tokens[end_index].end
-        )
+        args = _split_args(tokens[i + 2:close])
+        return _tvf_args(source, word, token, args, tokens[start_index].start,
+                         tokens[end_index].end)
     return None
 
 
@@ -155,79 +152,49 @@ def _split_args(tokens: Sequence[Token]) -> list[list[Token]]:
     return [a[2:] if len(a) > 2 and a[1].is_punct("=>") else a for a in args]
 
 
-def _tvf_args(
-    source: SourceText, word: str, token: Token, args: list[list[Token]], start: int, end: int
-) -> _Tvf:
+def _tvf_args(source: SourceText, word: str, token: Token, args: list[list[Token]],
+              start: int, end: int) -> _Tvf:
     position = source.position(token.start)
     needed = 4 if word == "TUMBLE" else 5
-    usage = (
-        "TABLE(TUMBLE(TABLE t, DESCRIPTOR(col), INTERVAL '1' MINUTE [, offset]))"
-        if word == "TUMBLE"
-        else "TABLE(HOP(TABLE t, DESCRIPTOR(col), slide, size [, offset]))"
-    )
+    usage = ("TABLE(TUMBLE(TABLE t, DESCRIPTOR(col), INTERVAL '1' MINUTE [, offset]))"
+             if word == "TUMBLE" else
+             "TABLE(HOP(TABLE t, DESCRIPTOR(col), slide, size [, offset]))")
     if not (needed - 1 <= len(args) <= needed) or any(not a for a in args):
-        raise CompileFailure(
-            position, f"{word} takes {needed - 1} or {needed} arguments", f"write {usage}"
-        )
+        raise CompileFailure(position, f"{word} takes {needed - 1} or {needed} arguments",
+                             f"write {usage}")
     table_tokens = [t for t in args[0] if not t.is_punct("(", ")")]
-    if (
-        len(table_tokens) != 2
-        or not table_tokens[0].is_word("TABLE")
-        or table_tokens[1].kind not in ("word", "qident")
-    ):
-        raise CompileFailure(
-            source.position(args[0][0].start),
-            f"the first argument of {word} must be TABLE name",
-            f"write {usage}",
-        )
+    if len(table_tokens) != 2 or not table_tokens[0].is_word("TABLE") or table_tokens[1].kind \
+            not in ("word", "qident"):
+        raise CompileFailure(source.position(args[0][0].start),
+                             f"the first argument of {word} must be TABLE name",
+                             f"write {usage}")
     desc = args[1]
-    if not (
-        len(desc) == 4
-        and desc[0].is_word("DESCRIPTOR")
-        and desc[1].is_punct("(")
-        and desc[2].kind in ("word", "qident")
-        and desc[3].is_punct(")")
-    ):
-        raise CompileFailure(
-            source.position(desc[0].start),
-            f"the second argument of {word} must be DESCRIPTOR(column)",
-            f"write {usage}",
-        )
+    if not (len(desc) == 4 and desc[0].is_word("DESCRIPTOR") and desc[1].is_punct("(")
+            and desc[2].kind in ("word", "qident") and desc[3].is_punct(")")):
+        raise CompileFailure(source.position(desc[0].start),
+                             f"the second argument of {word} must be DESCRIPTOR(column)",
+                             f"write {usage}")
     amounts: list[tuple[int, str, Position]] = []
     for arg in args[2:]:
         cursor = _Cursor(source, tuple(arg), end_offset=arg[-1].end)
         first = arg[0]
         if first.kind == "number":
             if len(arg) != 1 or not first.text.isdigit():
-                raise CompileFailure(
-                    source.position(first.start),
-                    f"bad {word} size {first.text}: expected a non-negative integer or an INTERVAL",
-                )
+                raise CompileFailure(source.position(first.start),
+                                     f"bad {word} size {first.text}: expected a non-negative "
+                                     "integer or an INTERVAL")
             amounts.append((int(first.text), "integer", source.position(first.start)))
             continue
         interval = parse_interval_tokens(cursor)
         if cursor.peek() is not None:
-            raise CompileFailure(
-                cursor.pos(),
-                f"unexpected {cursor.peek().text} in "  # type: ignore[union-attr]
-                f"{word} arguments",
-                f"write {usage}",
-            )
+            raise CompileFailure(cursor.pos(), f"unexpected {cursor.peek().text} in "  # type: ignore[union-attr]
+                                 f"{word} arguments", f"write {usage}")
         amounts.append((interval.amount, "interval", interval.position))
     table_token = table_tokens[1]
     name = table_token.text if table_token.kind == "qident" else table_token.text.lower()
     column = desc[2].text if desc[2].kind == "qident" else desc[2].text.lower()
-    return _Tvf(
-        word,
-        name,
-        source.position(table_token.start),
-        column,
-        source.position(desc[2].start),
-        tuple(amounts),
-        position,
-        start,
-        end,
-    )
+    return _Tvf(word, name, source.position(table_token.start), column,
+                source.position(desc[2].start), tuple(amounts), position, start, end)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,14 +211,9 @@ class _Scope:
 class _Translator:
     """sqlglot expressions to IR expressions, type-checked through the function catalog."""
 
-    def __init__(
-        self,
-        source: SourceText,
-        scope: _Scope,
-        fallback: Position,
-        aggregates: list[tuple[str, AggCall]] | None = None,
-        clause: str = "SELECT",
-    ) -> None:
+    def __init__(self, source: SourceText, scope: _Scope, fallback: Position,
+                 aggregates: list[tuple[str, AggCall]] | None = None,
+                 clause: str = "SELECT") -> None:
         self.source = source
         self.scope = scope
         self.fallback = fallback
@@ -298,16 +260,12 @@ class _Translator:
     def translate(self, node: exp.Expression) -> Expr:
         result = self._translate(node)
         if id(result) in self._intervals:
-            raise self.fail(node, "an INTERVAL can only be added to or subtracted from a TIMESTAMP")
+            raise self.fail(node, "an INTERVAL can only be added to or subtracted from a "
+                            "TIMESTAMP")
         return result
 
-    def _call(
-        self,
-        name: str,
-        args: Sequence[Expr],
-        node: exp.Expression,
-        position: Position | None = None,
-    ) -> Call:
+    def _call(self, name: str, args: Sequence[Expr], node: exp.Expression,
+              position: Position | None = None) -> Call:
         args = self._type_nulls(list(args))
         try:
             result = fn.result_type(name, [a.type for a in args])
@@ -344,9 +302,8 @@ class _Translator:
             return self._binary(handler, node)
         if isinstance(node, (exp.And, exp.Or)):
             name = "AND" if isinstance(node, exp.And) else "OR"
-            return self._call(
-                name, [self.translate(node.this), self.translate(node.expression)], node
-            )
+            return self._call(name, [self.translate(node.this),
+                                     self.translate(node.expression)], node)
         if isinstance(node, exp.Not):
             inner = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
             if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
@@ -359,55 +316,41 @@ class _Translator:
                 return self._call("IS NULL", [self.translate(node.this)], node)
             raise self.fail(node, f"unsupported: {node.sql()}", "use = TRUE or IS NULL")
         if isinstance(node, exp.Like):
-            like = self._call(
-                "LIKE", [self.translate(node.this), self.translate(node.expression)], node
-            )
+            like = self._call("LIKE", [self.translate(node.this),
+                                       self.translate(node.expression)], node)
             if node.args.get("escape") is not None:
-                raise self.fail(
-                    node, "unsupported: LIKE ... ESCAPE", "the escape character is backslash"
-                )
+                raise self.fail(node, "unsupported: LIKE ... ESCAPE",
+                                "the escape character is backslash")
             return self._call("NOT", [like], node) if node.args.get("negate") else like
         if isinstance(node, exp.Escape):
-            raise self.fail(
-                node, "unsupported: LIKE ... ESCAPE", "the escape character is backslash"
-            )
+            raise self.fail(node, "unsupported: LIKE ... ESCAPE",
+                            "the escape character is backslash")
         if isinstance(node, exp.Between):
             value = self.translate(node.this)
             low = self.translate(node.args["low"])
             high = self.translate(node.args["high"])
-            return self._call(
-                "AND",
-                [self._call(">=", [value, low], node), self._call("<=", [value, high], node)],
-                node,
-            )
+            return self._call("AND", [self._call(">=", [value, low], node),
+                                      self._call("<=", [value, high], node)], node)
         if isinstance(node, exp.In):
             if node.args.get("query") is not None:
-                raise self.fail(
-                    node, "unsupported: subquery in IN", "list the values: x IN (1, 2, 3)"
-                )
-            return self._call(
-                "IN",
-                [self.translate(node.this)] + [self.translate(e) for e in node.expressions],
-                node,
-            )
+                raise self.fail(node, "unsupported: subquery in IN",
+                                "list the values: x IN (1, 2, 3)")
+            return self._call("IN", [self.translate(node.this)]
+                              + [self.translate(e) for e in node.expressions], node)
         if isinstance(node, exp.DPipe):
-            return self._call(
-                "CONCAT", [self.translate(node.this), self.translate(node.expression)], node
-            )
+            return self._call("CONCAT", [self.translate(node.this),
+                                         self.translate(node.expression)], node)
         if isinstance(node, (exp.Cast, exp.TryCast)):
             return self._cast(node)
         if isinstance(node, exp.Case):
             return self._case(node)
         if isinstance(node, exp.Window):
-            raise self.fail(
-                node,
-                "unsupported: window function OVER (...)",
-                "aggregate per window with GROUP BY window_start, window_end of a TUMBLE or HOP",
-            )
+            raise self.fail(node, "unsupported: window function OVER (...)",
+                            "aggregate per window with GROUP BY window_start, window_end of a "
+                            "TUMBLE or HOP")
         if isinstance(node, (exp.Subquery, exp.Select, exp.Exists)):
-            raise self.fail(
-                node, "unsupported: subquery", "compute it in an earlier view and read that view"
-            )
+            raise self.fail(node, "unsupported: subquery",
+                            "compute it in an earlier view and read that view")
         if isinstance(node, exp.AggFunc) or isinstance(node, exp.ArgMax | exp.ArgMin):
             return self._aggregate(node)
         if isinstance(node, exp.Func):
@@ -424,19 +367,13 @@ class _Translator:
         if len(parts) == 2:
             qualifier = _ident(parts[0])
             if qualifier not in self.scope.qualifiers:
-                raise self.fail(
-                    node,
-                    f"unknown table or view {qualifier} in {node.sql()}",
-                    "qualify columns with the name of the relation in FROM",
-                )
+                raise self.fail(node, f"unknown table or view {qualifier} in {node.sql()}",
+                                "qualify columns with the name of the relation in FROM")
         column = self.scope.columns.get(name)
         if column is None:
             close = difflib.get_close_matches(name, list(self.scope.columns), n=1)
-            fix = (
-                f"did you mean {close[0]}?"
-                if close
-                else ("available columns: " + ", ".join(self.scope.columns))
-            )
+            fix = f"did you mean {close[0]}?" if close else (
+                "available columns: " + ", ".join(self.scope.columns))
             raise self.fail(node, f"unknown column {name}", fix)
         self.refs.append((name, self.pos(node)))
         return ColumnRef(name, column.type)
@@ -469,13 +406,11 @@ class _Translator:
         amount = node.this
         if unit is None or amount is None:
             raise self.fail(node, f"bad INTERVAL {node.sql()}", "write e.g. INTERVAL '1' HOUR")
-        result = interval_ms(
-            str(amount.name if isinstance(amount, exp.Literal) else amount), unit.name
-        )
+        result = interval_ms(str(amount.name if isinstance(amount, exp.Literal) else amount),
+                             unit.name)
         if isinstance(result, str):
-            raise self.fail(
-                node, result, "write e.g. INTERVAL '1' HOUR; units: " + ", ".join(fn.TIME_UNITS_MS)
-            )
+            raise self.fail(node, result, "write e.g. INTERVAL '1' HOUR; units: "
+                            + ", ".join(fn.TIME_UNITS_MS))
         literal = Literal_(result, SqlType("BIGINT", nullable=False))
         self._intervals.add(id(literal))
         return literal
@@ -488,32 +423,19 @@ class _Translator:
         if left_interval or right_interval:
             ok = name in ("+", "-") and (
                 (right_interval and not left_interval and left.type.name == "TIMESTAMP")
-                or (
-                    name == "+"
-                    and left_interval
-                    and not right_interval
-                    and right.type.name == "TIMESTAMP"
-                )
-            )
+                or (name == "+" and left_interval and not right_interval
+                    and right.type.name == "TIMESTAMP"))
             if not ok:
-                raise self.fail(
-                    node,
-                    "an INTERVAL can only be added to or subtracted from a TIMESTAMP",
-                    "write e.g. date_time + INTERVAL '1' HOUR",
-                )
+                raise self.fail(node, "an INTERVAL can only be added to or subtracted from a "
+                                "TIMESTAMP", "write e.g. date_time + INTERVAL '1' HOUR")
         elif name in ("+", "-") and "TIMESTAMP" in (left.type.name, right.type.name):
             other = right if left.type.name == "TIMESTAMP" else left
             if other.type.name != "TIMESTAMP" or name == "+":
-                raise self.fail(
-                    node,
-                    f"cannot apply {name} to {left.type.name} and {right.type.name}",
-                    "add or subtract an INTERVAL, e.g. date_time + INTERVAL '1' HOUR",
-                )
-            raise self.fail(
-                node,
-                "unsupported: subtracting two TIMESTAMPs",
-                "compare them, or subtract UNIX_MILLIS(a) - UNIX_MILLIS(b)",
-            )
+                raise self.fail(node, f"cannot apply {name} to {left.type.name} and "
+                                f"{right.type.name}",
+                                "add or subtract an INTERVAL, e.g. date_time + INTERVAL '1' HOUR")
+            raise self.fail(node, "unsupported: subtracting two TIMESTAMPs",
+                            "compare them, or subtract UNIX_MILLIS(a) - UNIX_MILLIS(b)")
         return self._call(name, [left, right], node)
 
     def _cast(self, node: exp.Cast) -> Expr:
@@ -525,30 +447,20 @@ class _Translator:
             raise self.fail(node, "cannot CAST an INTERVAL")
         if not fn.can_cast(inner.type, target):
             raise self.fail(node, f"cannot CAST {inner.type.name} to {target.name}")
-        target = (
-            target.with_nullable(True)
-            if (inner.type.nullable or inner.type.name != target.name)
-            else target
-        )
-        if (
-            target.name in ("INT", "BIGINT", "DECIMAL", "REAL", "DOUBLE", "VARCHAR", "BOOLEAN")
-            and inner.type.name in ("INT", "BIGINT")
-            and target.name in ("BIGINT", "DOUBLE", "VARCHAR")
-        ):
+        target = target.with_nullable(True) if (
+            inner.type.nullable or inner.type.name != target.name) else target
+        if target.name in ("INT", "BIGINT", "DECIMAL", "REAL", "DOUBLE", "VARCHAR", "BOOLEAN") \
+                and inner.type.name in ("INT", "BIGINT") and target.name in ("BIGINT", "DOUBLE",
+                                                                              "VARCHAR"):
             # Widening casts of integers cannot fail.
             target = target.with_nullable(inner.type.nullable)
-        if (
-            isinstance(inner, Literal_)
-            and inner.type.name == "VARCHAR"
-            and target.name in ("TIMESTAMP", "DATE")
-        ):
+        if isinstance(inner, Literal_) and inner.type.name == "VARCHAR" and target.name in (
+                "TIMESTAMP", "DATE"):
             value = fn.cast_value(inner.value, inner.type, target)
             if value is None:
-                raise self.fail(
-                    node,
-                    f"bad {target.name} literal '{inner.value}'",
-                    "write e.g. TIMESTAMP '2024-01-01 10:00:00' or DATE '2024-01-01'",
-                )
+                raise self.fail(node, f"bad {target.name} literal '{inner.value}'",
+                                "write e.g. TIMESTAMP '2024-01-01 10:00:00' or DATE "
+                                "'2024-01-01'")
             return Literal_(value, target.with_nullable(False))
         return Cast(inner, target)
 
@@ -556,46 +468,32 @@ class _Translator:
         kind = data_type.this
         params = [p.this for p in data_type.expressions]
         names = {
-            exp.DataType.Type.BOOLEAN: "BOOLEAN",
-            exp.DataType.Type.INT: "INT",
-            exp.DataType.Type.BIGINT: "BIGINT",
-            exp.DataType.Type.FLOAT: "REAL",
-            exp.DataType.Type.DOUBLE: "DOUBLE",
-            exp.DataType.Type.VARCHAR: "VARCHAR",
-            exp.DataType.Type.TEXT: "VARCHAR",
-            exp.DataType.Type.DATE: "DATE",
-            exp.DataType.Type.TIMESTAMP: "TIMESTAMP",
-            exp.DataType.Type.VARBINARY: "VARBINARY",
+            exp.DataType.Type.BOOLEAN: "BOOLEAN", exp.DataType.Type.INT: "INT",
+            exp.DataType.Type.BIGINT: "BIGINT", exp.DataType.Type.FLOAT: "REAL",
+            exp.DataType.Type.DOUBLE: "DOUBLE", exp.DataType.Type.VARCHAR: "VARCHAR",
+            exp.DataType.Type.TEXT: "VARCHAR", exp.DataType.Type.DATE: "DATE",
+            exp.DataType.Type.TIMESTAMP: "TIMESTAMP", exp.DataType.Type.VARBINARY: "VARBINARY",
             exp.DataType.Type.DECIMAL: "DECIMAL",
         }
         name = names.get(kind)
         if name is None:
             shown = data_type.sql()
-            raise self.fail(
-                node,
-                f"unknown type {shown} in CAST",
-                "use one of BOOLEAN, INT, BIGINT, REAL, DOUBLE, DECIMAL(p, s), "
-                "VARCHAR, DATE, TIMESTAMP, VARBINARY",
-            )
+            raise self.fail(node, f"unknown type {shown} in CAST",
+                            "use one of BOOLEAN, INT, BIGINT, REAL, DOUBLE, DECIMAL(p, s), "
+                            "VARCHAR, DATE, TIMESTAMP, VARBINARY")
         if name == "DECIMAL":
             values = [int(str(p.this)) if isinstance(p, exp.Literal) else -1 for p in params]
             precision = values[0] if values else 10
             scale = values[1] if len(values) > 1 else 0
             if not 1 <= precision <= 38 or not 0 <= scale <= precision:
-                raise self.fail(
-                    node,
-                    f"bad DECIMAL({precision}, {scale})",
-                    "precision is 1 to 38 and scale at most the precision",
-                )
+                raise self.fail(node, f"bad DECIMAL({precision}, {scale})",
+                                "precision is 1 to 38 and scale at most the precision")
             return SqlType("DECIMAL", True, precision, scale)
         if name == "TIMESTAMP" and params:
             digits = str(params[0].this) if isinstance(params[0], exp.Literal) else "?"
             if digits != "3":
-                raise self.fail(
-                    node,
-                    f"TIMESTAMP({digits}) is not supported: timestamps have millisecond precision",
-                    "write TIMESTAMP",
-                )
+                raise self.fail(node, f"TIMESTAMP({digits}) is not supported: timestamps "
+                                "have millisecond precision", "write TIMESTAMP")
         return SqlType(name)  # type: ignore[arg-type]
 
     def _case(self, node: exp.Case) -> Expr:
@@ -606,9 +504,8 @@ class _Translator:
             if operand is not None:
                 condition = self._call("=", [self.translate(operand), condition], branch)
             if condition.type.name != "BOOLEAN":
-                raise self.fail(
-                    branch.this, f"CASE WHEN needs a BOOLEAN condition, not {condition.type.name}"
-                )
+                raise self.fail(branch.this, f"CASE WHEN needs a BOOLEAN condition, not "
+                                f"{condition.type.name}")
             whens.append((condition, self.translate(branch.args["true"])))
         default = node.args.get("default")
         else_ = self.translate(default) if default is not None else None
@@ -618,11 +515,8 @@ class _Translator:
         for value in typed[1:]:
             unified = fn.common_type(result, value.type)
             if unified is None:
-                raise self.fail(
-                    node,
-                    f"CASE branches have incompatible types {result.name} and {value.type.name}",
-                    "CAST them to one type",
-                )
+                raise self.fail(node, f"CASE branches have incompatible types {result.name} "
+                                f"and {value.type.name}", "CAST them to one type")
             result = unified
         if else_ is None:
             result = result.with_nullable(True)
@@ -634,17 +528,13 @@ class _Translator:
     def _aggregate(self, node: exp.Expression) -> Expr:
         name = _AGGREGATES.get(type(node))
         if name is None:
-            raise CompileFailure(
-                self.func_pos(node),
-                f"unsupported aggregate function {node.key.upper()}",
-                "use COUNT, SUM, MIN, MAX, AVG, ARG_MAX or ARG_MIN",
-            )
+            raise CompileFailure(self.func_pos(node), f"unsupported aggregate function "
+                                 f"{node.key.upper()}",
+                                 "use COUNT, SUM, MIN, MAX, AVG, ARG_MAX or ARG_MIN")
         if self.aggregates is None:
-            raise CompileFailure(
-                self.func_pos(node),
-                f"aggregate function {name} is not allowed in {self.clause}",
-                "filter groups with HAVING" if self.clause == "WHERE" else None,
-            )
+            raise CompileFailure(self.func_pos(node), f"aggregate function {name} is not "
+                                 f"allowed in {self.clause}",
+                                 "filter groups with HAVING" if self.clause == "WHERE" else None)
         if self._in_aggregate:
             raise CompileFailure(self.func_pos(node), "aggregate functions cannot be nested")
         self._in_aggregate = True
@@ -669,11 +559,8 @@ class _Translator:
                     raise CompileFailure(self.func_pos(node), "COUNT takes one argument or *")
                 call_args = tuple(self.translate(a) for a in raw)
             if distinct and name != "COUNT":
-                raise CompileFailure(
-                    self.func_pos(node),
-                    f"unsupported: {name}(DISTINCT ...)",
-                    "only COUNT(DISTINCT x) is supported",
-                )
+                raise CompileFailure(self.func_pos(node), f"unsupported: {name}(DISTINCT ...)",
+                                     "only COUNT(DISTINCT x) is supported")
             try:
                 result = fn.aggregate_type(name, [a.type for a in call_args], distinct)
             except fn.FunctionTypeError as exc:
@@ -693,17 +580,13 @@ class _Translator:
         if isinstance(node, exp.Extract):
             unit = node.this.name.upper()
             if unit not in ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND"):
-                raise CompileFailure(
-                    position,
-                    f"unsupported: EXTRACT({unit} ...)",
-                    "EXTRACT YEAR, MONTH, DAY, HOUR, MINUTE or SECOND",
-                )
+                raise CompileFailure(position, f"unsupported: EXTRACT({unit} ...)",
+                                     "EXTRACT YEAR, MONTH, DAY, HOUR, MINUTE or SECOND")
             return self._call(unit, [self.translate(node.expression)], node, position)
         if isinstance(node, (exp.Floor, exp.Ceil)) and node.args.get("to") is not None:
             if isinstance(node, exp.Ceil):
-                raise CompileFailure(
-                    position, "unsupported: CEIL(ts TO unit)", "use FLOOR(ts TO unit) + INTERVAL"
-                )
+                raise CompileFailure(position, "unsupported: CEIL(ts TO unit)",
+                                     "use FLOOR(ts TO unit) + INTERVAL")
             return self._trunc(node.args["to"].name, node.this, node, position)
         if isinstance(node, (exp.DateTrunc, exp.TimestampTrunc)):
             unit = node.args.get("unit")
@@ -715,45 +598,30 @@ class _Translator:
             if digits_node is None:
                 return self._round(value, 0, node, position)
             digits = self.translate(digits_node)
-            if (
-                not isinstance(digits, Literal_)
-                or not isinstance(digits.value, int)
-                or digits.value < 0
-            ):
-                raise CompileFailure(
-                    position, "ROUND's digits must be a non-negative integer literal"
-                )
+            if not isinstance(digits, Literal_) or not isinstance(digits.value, int) \
+                    or digits.value < 0:
+                raise CompileFailure(position, "ROUND's digits must be a non-negative integer "
+                                     "literal")
             return self._round(value, digits.value, node, position)
         if isinstance(node, exp.Trim):
             if node.args.get("position") or node.args.get("expression") is not None:
-                raise CompileFailure(
-                    position,
-                    "unsupported: TRIM with LEADING/TRAILING or characters",
-                    "TRIM(x) removes spaces at both ends",
-                )
+                raise CompileFailure(position, "unsupported: TRIM with LEADING/TRAILING or "
+                                     "characters", "TRIM(x) removes spaces at both ends")
         if isinstance(node, exp.Anonymous):
             name = str(node.this).upper()
-            name = {
-                "LENGTH": "CHAR_LENGTH",
-                "CEILING": "CEIL",
-                "CHARACTER_LENGTH": "CHAR_LENGTH",
-            }.get(name, name)
+            name = {"LENGTH": "CHAR_LENGTH", "CEILING": "CEIL", "CHARACTER_LENGTH":
+                    "CHAR_LENGTH"}.get(name, name)
             if name not in _ANONYMOUS_OK:
-                raise CompileFailure(
-                    position,
-                    f"unknown function {name}",
-                    "see docs/language.md for the supported functions",
-                )
+                raise CompileFailure(position, f"unknown function {name}",
+                                     "see docs/language.md for the supported functions")
             args = [self.translate(a) for a in node.expressions]
             return self._call(name, args, node, position)
         catalog_name = _FUNCTIONS.get(type(node))
         if catalog_name is None:
-            raise CompileFailure(
-                position,
-                f"unsupported function {node.key.upper()}",
-                "see docs/language.md for the supported functions",
-            )
-        raw = [node.this] if node.this is not None and isinstance(node.this, exp.Expression) else []
+            raise CompileFailure(position, f"unsupported function {node.key.upper()}",
+                                 "see docs/language.md for the supported functions")
+        raw = [node.this] if node.this is not None and isinstance(node.this, exp.Expression) \
+            else []
         for key in ("expression", "start", "length"):
             if node.args.get(key) is not None:
                 raw.append(node.args[key])
@@ -761,107 +629,49 @@ class _Translator:
         args = [self.translate(a) for a in raw]
         return self._call(catalog_name, args, node, position)
 
-    def _trunc(
-        self, unit: str, value_node: exp.Expression, node: exp.Expression, position: Position
-    ) -> Expr:
+    def _trunc(self, unit: str, value_node: exp.Expression, node: exp.Expression,
+               position: Position) -> Expr:
         upper = unit.upper().strip("'")
-        if upper.endswith("S") and upper[:-1] in (
-            "SECOND",
-            "MINUTE",
-            "HOUR",
-            "DAY",
-            "MONTH",
-            "YEAR",
-        ):
+        if upper.endswith("S") and upper[:-1] in ("SECOND", "MINUTE", "HOUR", "DAY", "MONTH",
+                                                  "YEAR"):
             upper = upper[:-1]
         if upper not in ("SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "YEAR"):
-            raise CompileFailure(
-                position,
-                f"unsupported truncation unit {unit}",
-                "use SECOND, MINUTE, HOUR, DAY, MONTH or YEAR",
-            )
+            raise CompileFailure(position, f"unsupported truncation unit {unit}",
+                                 "use SECOND, MINUTE, HOUR, DAY, MONTH or YEAR")
         value = self.translate(value_node)
-        return self._call(
-            "DATE_TRUNC",
-            [Literal_(upper, SqlType("VARCHAR", nullable=False)), value],
-            node,
-            position,
-        )
+        return self._call("DATE_TRUNC", [Literal_(upper, SqlType("VARCHAR", nullable=False)),
+                                         value], node, position)
 
-    def _round(self, value: Expr, digits: int, node: exp.Expression, position: Position) -> Expr:
-        call = self._call(
-            "ROUND", [value, Literal_(digits, SqlType("INT", nullable=False))], node, position
-        )
+    def _round(self, value: Expr, digits: int, node: exp.Expression,
+               position: Position) -> Expr:
+        call = self._call("ROUND", [value, Literal_(digits, SqlType("INT", nullable=False))],
+                          node, position)
         if value.type.name == "DECIMAL":
             return Call("ROUND", call.args, fn.round_decimal_type(value.type, digits))
         return call
 
 
 _BINARY: dict[type, str] = {
-    exp.Add: "+",
-    exp.Sub: "-",
-    exp.Mul: "*",
-    exp.Div: "/",
-    exp.Mod: "%",
-    exp.EQ: "=",
-    exp.NEQ: "<>",
-    exp.LT: "<",
-    exp.LTE: "<=",
-    exp.GT: ">",
-    exp.GTE: ">=",
+    exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%",
+    exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
 }
 
 _AGGREGATES: dict[type, str] = {
-    exp.Count: "COUNT",
-    exp.Sum: "SUM",
-    exp.Min: "MIN",
-    exp.Max: "MAX",
-    exp.Avg: "AVG",
-    exp.ArgMax: "ARG_MAX",
-    exp.ArgMin: "ARG_MIN",
+    exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG",
+    exp.ArgMax: "ARG_MAX", exp.ArgMin: "ARG_MIN",
 }
 
 _FUNCTIONS: dict[type, str] = {
-    exp.Coalesce: "COALESCE",
-    exp.Nullif: "NULLIF",
-    exp.Abs: "ABS",
-    exp.Floor: "FLOOR",
-    exp.Ceil: "CEIL",
-    exp.Upper: "UPPER",
-    exp.Lower: "LOWER",
-    exp.Trim: "TRIM",
-    exp.Length: "CHAR_LENGTH",
-    exp.Substring: "SUBSTRING",
-    exp.Concat: "CONCAT",
-    exp.Year: "YEAR",
-    exp.Month: "MONTH",
-    exp.Day: "DAY",
-    exp.Hour: "HOUR",
-    exp.Minute: "MINUTE",
-    exp.Second: "SECOND",
+    exp.Coalesce: "COALESCE", exp.Nullif: "NULLIF", exp.Abs: "ABS", exp.Floor: "FLOOR",
+    exp.Ceil: "CEIL", exp.Upper: "UPPER", exp.Lower: "LOWER", exp.Trim: "TRIM",
+    exp.Length: "CHAR_LENGTH", exp.Substring: "SUBSTRING", exp.Concat: "CONCAT",
+    exp.Year: "YEAR", exp.Month: "MONTH", exp.Day: "DAY", exp.Hour: "HOUR",
+    exp.Minute: "MINUTE", exp.Second: "SECOND",
 }
 
-_ANONYMOUS_OK = {
-    "TIMESTAMP_MILLIS",
-    "UNIX_MILLIS",
-    "CHAR_LENGTH",
-    "HOUR",
-    "MINUTE",
-    "SECOND",
-    "YEAR",
-    "MONTH",
-    "DAY",
-    "UPPER",
-    "LOWER",
-    "TRIM",
-    "CONCAT",
-    "ABS",
-    "FLOOR",
-    "CEIL",
-    "COALESCE",
-    "NULLIF",
-    "SUBSTRING",
-}
+_ANONYMOUS_OK = {"TIMESTAMP_MILLIS", "UNIX_MILLIS", "CHAR_LENGTH", "HOUR", "MINUTE", "SECOND",
+                 "YEAR", "MONTH", "DAY", "UPPER", "LOWER", "TRIM", "CONCAT", "ABS", "FLOOR",
+                 "CEIL", "COALESCE", "NULLIF", "SUBSTRING"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -879,26 +689,21 @@ def _parse_select(source: SourceText, tokens: Sequence[Token], tvf: _Tvf | None)
         highlight = str(info.get("highlight") or "")
         offset = source.offset(line, col - max(len(highlight), 1) + 1)
         description = str(info.get("description") or "syntax error")
-        missing = re.match(
-            r"Required keyword: '(\w+)' missing for <class '[\w.]*\.(\w+)'>", description
-        )
+        missing = re.match(r"Required keyword: '(\w+)' missing for <class '[\w.]*\.(\w+)'>",
+                           description)
         if missing:
-            description = (
-                f"{missing[2].upper()} is missing its {missing[1]} argument "
-                "(wrong number of arguments)"
-            )
+            description = (f"{missing[2].upper()} is missing its {missing[1]} argument "
+                           "(wrong number of arguments)")
         found = f" near '{highlight}'" if highlight else ""
-        raise CompileFailure(
-            source.position(offset), f"syntax error{found}: {description}", None
-        ) from exc
+        raise CompileFailure(source.position(offset), f"syntax error{found}: {description}",
+                             None) from exc
     except TokenError as exc:
         raise CompileFailure(source.position(start), f"syntax error: {exc}") from exc
     if isinstance(parsed, (exp.Union, exp.Intersect, exp.Except)):
         word = type(parsed).__name__.upper()
         token = next((t for t in tokens if t.is_word(word)), tokens[0])
-        raise CompileFailure(
-            source.position(token.start), f"unsupported: {word}", "write one view per query"
-        )
+        raise CompileFailure(source.position(token.start), f"unsupported: {word}",
+                             "write one view per query")
     if not isinstance(parsed, exp.Select):
         raise CompileFailure(source.position(start), "expected a SELECT query after AS")
     return parsed
@@ -910,32 +715,16 @@ def _unsupported_clauses(source: SourceText, tokens: Sequence[Token], select: ex
         return source.position(token.start)
 
     checks: list[tuple[str, str, str, str | None]] = [
-        (
-            "with",
-            "WITH",
-            "unsupported: WITH (common table expressions)",
-            "define the inner query as a LOCAL VIEW",
-        ),
-        (
-            "joins",
-            "JOIN",
-            "unsupported: JOIN",
-            "joins are not supported yet; a view reads one table or view",
-        ),
-        (
-            "order",
-            "ORDER",
-            "unsupported: ORDER BY (a view is an unordered relation)",
-            "remove ORDER BY",
-        ),
+        ("with", "WITH", "unsupported: WITH (common table expressions)",
+         "define the inner query as a LOCAL VIEW"),
+        ("joins", "JOIN", "unsupported: JOIN", "joins are not supported yet; a view reads "
+         "one table or view"),
+        ("order", "ORDER", "unsupported: ORDER BY (a view is an unordered relation)",
+         "remove ORDER BY"),
         ("limit", "LIMIT", "unsupported: LIMIT", "remove LIMIT"),
         ("offset", "OFFSET", "unsupported: OFFSET", "remove OFFSET"),
-        (
-            "distinct",
-            "DISTINCT",
-            "unsupported: SELECT DISTINCT",
-            "GROUP BY the selected columns instead",
-        ),
+        ("distinct", "DISTINCT", "unsupported: SELECT DISTINCT",
+         "GROUP BY the selected columns instead"),
         ("qualify", "QUALIFY", "unsupported: QUALIFY", None),
         ("windows", "WINDOW", "unsupported: WINDOW clause", None),
         ("laterals", "LATERAL", "unsupported: LATERAL", None),
@@ -946,60 +735,40 @@ def _unsupported_clauses(source: SourceText, tokens: Sequence[Token], select: ex
             raise CompileFailure(at(word, tokens[0]), message, fix)
     from_ = select.args.get("from_") or select.args.get("from")
     if from_ is None:
-        raise CompileFailure(
-            source.position(tokens[0].start),
-            "a view reads FROM one table or view",
-            "add FROM <table>",
-        )
+        raise CompileFailure(source.position(tokens[0].start),
+                             "a view reads FROM one table or view", "add FROM <table>")
     if not isinstance(from_.this, exp.Table):
-        raise CompileFailure(
-            at("FROM", tokens[0]),
-            "unsupported: subquery in FROM",
-            "compute it in an earlier view and read that view",
-        )
+        raise CompileFailure(at("FROM", tokens[0]), "unsupported: subquery in FROM",
+                             "compute it in an earlier view and read that view")
     if len(from_.expressions) > 0:
-        raise CompileFailure(
-            at("FROM", tokens[0]),
-            "unsupported: several relations in FROM (a join)",
-            "a view reads one table or view",
-        )
+        raise CompileFailure(at("FROM", tokens[0]), "unsupported: several relations in FROM "
+                             "(a join)", "a view reads one table or view")
     group = select.args.get("group")
-    if group is not None and any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets")):
-        raise CompileFailure(at("GROUP", tokens[0]), "unsupported: ROLLUP, CUBE or GROUPING SETS")
+    if group is not None and any(group.args.get(k) for k in ("rollup", "cube",
+                                                             "grouping_sets")):
+        raise CompileFailure(at("GROUP", tokens[0]), "unsupported: ROLLUP, CUBE or GROUPING "
+                             "SETS")
 
 
-def _window_columns(
-    tvf: _Tvf,
-    relation: Relation,
-    source: SourceText,
-) -> tuple[Window, SqlType, TimeAttribute]:
+def _window_columns(tvf: _Tvf, relation: Relation, source: SourceText,
+                    ) -> tuple[Window, SqlType, TimeAttribute]:
     column = next((c for c in relation.columns if c.name == tvf.column), None)
     if column is None:
-        raise CompileFailure(
-            tvf.column_position,
-            f"unknown column {tvf.column} in {relation.name}",
-            "available columns: " + ", ".join(c.name for c in relation.columns),
-        )
+        raise CompileFailure(tvf.column_position, f"unknown column {tvf.column} in "
+                             f"{relation.name}", "available columns: "
+                             + ", ".join(c.name for c in relation.columns))
     attr = relation.time_attribute(tvf.column)
     if attr is None:
-        raise CompileFailure(
-            tvf.column_position,
-            f"column {tvf.column} is not a time attribute: add LATENESS to "
-            f"{relation.name}.{tvf.column} or window on a column that has it",
-        )
+        raise CompileFailure(tvf.column_position,
+                             f"column {tvf.column} is not a time attribute: add LATENESS to "
+                             f"{relation.name}.{tvf.column} or window on a column that has it")
     unit = "interval" if column.type.name == "TIMESTAMP" else "integer"
     for amount, kind, position in tvf.amounts:
         if kind != unit:
-            wanted = (
-                "an INTERVAL like INTERVAL '1' MINUTE"
-                if unit == "interval"
-                else "an integer (the column is " + column.type.name + ")"
-            )
-            raise CompileFailure(
-                position,
-                f"bad {tvf.kind} argument: {tvf.column} is {column.type.name}",
-                f"use {wanted}",
-            )
+            wanted = ("an INTERVAL like INTERVAL '1' MINUTE" if unit == "interval"
+                      else "an integer (the column is " + column.type.name + ")")
+            raise CompileFailure(position, f"bad {tvf.kind} argument: {tvf.column} is "
+                                 f"{column.type.name}", f"use {wanted}")
         del amount
     amounts = [a for a, _, _ in tvf.amounts]
     if tvf.kind == "TUMBLE":
@@ -1014,27 +783,17 @@ def _window_columns(
         if slide <= 0 or size <= 0:
             raise CompileFailure(tvf.amounts[0][2], "HOP slide and size must be positive")
         if slide > size:
-            raise CompileFailure(
-                tvf.amounts[0][2],
-                f"HOP slide {_amount(slide, unit)} is larger "
-                f"than its size {_amount(size, unit)}: some rows would fall in "
-                "no window",
-                "use a slide at most the size (argument order: "
-                "HOP(TABLE t, DESCRIPTOR(c), slide, size))",
-            )
+            raise CompileFailure(tvf.amounts[0][2], f"HOP slide {_amount(slide, unit)} is larger "
+                                 f"than its size {_amount(size, unit)}: some rows would fall in "
+                                 "no window", "use a slide at most the size (argument order: "
+                                 "HOP(TABLE t, DESCRIPTOR(c), slide, size))")
         if size % slide != 0:
-            raise CompileFailure(
-                tvf.amounts[1][2],
-                f"HOP size {_amount(size, unit)} is not a "
-                f"multiple of its slide {_amount(slide, unit)}",
-                "make the size a whole number of slides",
-            )
+            raise CompileFailure(tvf.amounts[1][2], f"HOP size {_amount(size, unit)} is not a "
+                                 f"multiple of its slide {_amount(slide, unit)}",
+                                 "make the size a whole number of slides")
     if not 0 <= offset < slide:
-        raise CompileFailure(
-            tvf.amounts[-1][2],
-            f"{tvf.kind} offset must be at least 0 and "
-            f"less than the {'size' if tvf.kind == 'TUMBLE' else 'slide'}",
-        )
+        raise CompileFailure(tvf.amounts[-1][2], f"{tvf.kind} offset must be at least 0 and "
+                             f"less than the {'size' if tvf.kind == 'TUMBLE' else 'slide'}")
     window = Window(tvf.kind, tvf.column, size, slide, offset)  # type: ignore[arg-type]
     bound_type = column.type.with_nullable(False)
     return window, bound_type, attr
@@ -1069,11 +828,8 @@ def _output_name(item: exp.Expression, index: int, translator: _Translator) -> s
         return _ident(item.args["alias"])
     if isinstance(item, exp.Column):
         return _ident(item.parts[-1])
-    raise CompileFailure(
-        translator.pos(item),
-        f"the SELECT expression {item.sql()} needs a name",
-        f"add AS <name>, e.g. {item.sql()} AS c{index}",
-    )
+    raise CompileFailure(translator.pos(item), f"the SELECT expression {item.sql()} needs a "
+                         "name", f"add AS <name>, e.g. {item.sql()} AS c{index}")
 
 
 def _replace(expr: Expr, mapping: Callable[[Expr], Expr | None]) -> Expr:
@@ -1085,11 +841,9 @@ def _replace(expr: Expr, mapping: Callable[[Expr], Expr | None]) -> Expr:
     if isinstance(expr, Cast):
         return Cast(_replace(expr.expr, mapping), expr.type)
     if isinstance(expr, Case):
-        return Case(
-            tuple((_replace(c, mapping), _replace(v, mapping)) for c, v in expr.whens),
-            _replace(expr.else_, mapping) if expr.else_ is not None else None,
-            expr.type,
-        )
+        return Case(tuple((_replace(c, mapping), _replace(v, mapping)) for c, v in expr.whens),
+                    _replace(expr.else_, mapping) if expr.else_ is not None else None,
+                    expr.type)
     return expr
 
 
@@ -1106,21 +860,16 @@ def _column_refs(expr: Expr) -> list[str]:
     return []
 
 
-def plan_query(
-    source: SourceText, tokens: Sequence[Token], relations: dict[str, Relation], view_name: str
-) -> PlannedQuery:
+def plan_query(source: SourceText, tokens: Sequence[Token], relations: dict[str, Relation],
+               view_name: str) -> PlannedQuery:
     """Plan one view's SELECT over the relations defined before it (SPEC L3, L4, S10)."""
     first = tokens[0]
     if not first.is_word("SELECT"):
         if first.is_punct("(") or first.is_word("WITH", "VALUES", "TABLE"):
-            raise CompileFailure(
-                source.position(first.start),
-                "unsupported: the query of a view must be a plain SELECT",
-                "write AS SELECT ... FROM ...",
-            )
-        raise CompileFailure(
-            source.position(first.start), f"expected SELECT after AS, found {first.text}"
-        )
+            raise CompileFailure(source.position(first.start), "unsupported: the query of a "
+                                 "view must be a plain SELECT", "write AS SELECT ... FROM ...")
+        raise CompileFailure(source.position(first.start), f"expected SELECT after AS, found "
+                             f"{first.text}")
     tvf = _find_tvf(source, tokens)
     select = _parse_select(source, tokens, tvf)
     _unsupported_clauses(source, tokens, select)
@@ -1131,11 +880,8 @@ def plan_query(
     table = from_.this
     if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
         raise CompileFailure(
-            source.position(table.meta.get("start", first.start))
-            if table.meta.get("start") is not None
-            else fallback
-            if tvf is None
-            else tvf.position,
+            source.position(table.meta.get("start", first.start)) if table.meta.get("start")
+            is not None else fallback if tvf is None else tvf.position,
             "FROM must name a table, a view or TABLE(TUMBLE(...)) / TABLE(HOP(...))",
         )
     alias = table.alias_or_name
@@ -1152,37 +898,27 @@ def plan_query(
     relation = relations.get(table_name)
     if relation is None:
         close = difflib.get_close_matches(table_name, list(relations), n=1)
-        fix = (
-            f"did you mean {close[0]}?"
-            if close
-            else "tables and views must be created before the views that read them"
-        )
+        fix = (f"did you mean {close[0]}?" if close else
+               "tables and views must be created before the views that read them")
         raise CompileFailure(table_position, f"unknown table or view {table_name}", fix)
     if not relation.insert_only:
-        raise CompileFailure(
-            table_position,
-            f"unsupported: view {view_name} reads view "
-            f"{relation.name}, whose rows are updated (it aggregates without "
-            "EMIT AFTER WATERMARK)",
-            f"add EMIT AFTER WATERMARK to {relation.name}, or read its input directly",
-        )
+        raise CompileFailure(table_position, f"unsupported: view {view_name} reads view "
+                             f"{relation.name}, whose rows are updated (it aggregates without "
+                             "EMIT AFTER WATERMARK)",
+                             f"add EMIT AFTER WATERMARK to {relation.name}, or read its input "
+                             "directly")
 
     columns: dict[str, Column] = {c.name: c for c in relation.columns}
     time_attrs: dict[str, TimeAttribute] = {a.column: a for a in relation.time_attributes}
     operators: list[Operator] = []
     if tvf is not None:
         window, bound_type, attr = _window_columns(tvf, relation, source)
-        bounds: tuple[tuple[str, _AttrKind], ...] = (
-            ("window_start", "window_start"),
-            ("window_end", "window_end"),
-        )
+        bounds: tuple[tuple[str, _AttrKind], ...] = (("window_start", "window_start"),
+                                                      ("window_end", "window_end"))
         for bound, bound_kind in bounds:
             if bound in columns:
-                raise CompileFailure(
-                    tvf.position,
-                    f"{relation.name} already has a column {bound}",
-                    "rename it in an earlier view",
-                )
+                raise CompileFailure(tvf.position, f"{relation.name} already has a column "
+                                     f"{bound}", "rename it in an earlier view")
             columns[bound] = Column(bound, bound_type)
             time_attrs[bound] = _derived(attr, bound, bound_kind)
         operators.append(window)
@@ -1198,26 +934,20 @@ def plan_query(
         translator = _Translator(source, scope, fallback, None, "WHERE")
         predicate = translator.translate(where.this)
         if predicate.type.name != "BOOLEAN":
-            raise CompileFailure(
-                translator.pos(where.this),
-                f"WHERE needs a BOOLEAN condition, not {predicate.type.name}",
-                "compare the value, e.g. WHERE x <> 0",
-            )
+            raise CompileFailure(translator.pos(where.this), f"WHERE needs a BOOLEAN "
+                                 f"condition, not {predicate.type.name}",
+                                 "compare the value, e.g. WHERE x <> 0")
         operators.append(Filter(predicate))
 
-    items = [
-        exp.Star() if isinstance(i, exp.Column) and isinstance(i.this, exp.Star) else i
-        for i in select.expressions
-    ]  # t.* is * (there is one relation)
+    items = [exp.Star() if isinstance(i, exp.Column) and isinstance(i.this, exp.Star) else i
+             for i in select.expressions]  # t.* is * (there is one relation)
     if len(items) == 1 and isinstance(items[0], exp.Star):
         items = [exp.Column(this=exp.Identifier(this=c, quoted=True)) for c in columns]
     elif any(isinstance(i, exp.Star) for i in items):
         star = next(i for i in items if isinstance(i, exp.Star))
-        raise CompileFailure(
-            _Translator(source, scope, fallback).pos(star) if star.meta else fallback,
-            "* must be alone in the SELECT list",
-            "list the columns",
-        )
+        raise CompileFailure(_Translator(source, scope, fallback).pos(star) if star.meta
+                             else fallback, "* must be alone in the SELECT list",
+                             "list the columns")
     group = select.args.get("group")
     having = select.args.get("having")
     aggregates: list[tuple[str, AggCall]] = []
@@ -1230,11 +960,8 @@ def plan_query(
         node = item.this if isinstance(item, exp.Alias) else item
         positions.append(select_translator.pos(item))
         if name in names:
-            raise CompileFailure(
-                select_translator.pos(item),
-                f"duplicate column name {name} in view {view_name}",
-                "give each column its own name with AS",
-            )
+            raise CompileFailure(select_translator.pos(item), f"duplicate column name {name} "
+                                 f"in view {view_name}", "give each column its own name with AS")
         names.append(name)
         exprs.append(select_translator.translate(node))
     having_expr: Expr | None = None
@@ -1242,37 +969,21 @@ def plan_query(
     if having is not None:
         having_expr = having_translator.translate(having.this)
         if having_expr.type.name != "BOOLEAN":
-            raise CompileFailure(
-                having_translator.pos(having.this),
-                f"HAVING needs a BOOLEAN condition, not {having_expr.type.name}",
-            )
+            raise CompileFailure(having_translator.pos(having.this), "HAVING needs a BOOLEAN "
+                                 f"condition, not {having_expr.type.name}")
 
     is_aggregate = group is not None or bool(aggregates)
     if not is_aggregate:
         if having is not None:
-            raise CompileFailure(
-                having_translator.pos(having.this),
-                "HAVING without GROUP BY or aggregates",
-                "use WHERE",
-            )
+            raise CompileFailure(having_translator.pos(having.this), "HAVING without GROUP BY "
+                                 "or aggregates", "use WHERE")
         outputs = tuple(zip(names, exprs, strict=True))
         operators.append(Project(outputs))
-        out_attrs = tuple(
-            _derived(time_attrs[e.name], n)
-            for n, e in outputs
-            if isinstance(e, ColumnRef) and e.name in time_attrs
-        )
-        return PlannedQuery(
-            relation.name,
-            operators,
-            [Column(n, e.type) for n, e in outputs],
-            (),
-            out_attrs,
-            False,
-            window,
-            None,
-            None,
-        )
+        out_attrs = tuple(_derived(time_attrs[e.name], n) for n, e in outputs
+                          if isinstance(e, ColumnRef) and e.name in time_attrs)
+        return PlannedQuery(relation.name, operators,
+                            [Column(n, e.type) for n, e in outputs], (), out_attrs, False,
+                            window, None, None)
 
     # -- aggregation ----------------------------------------------------------------------
     group_translator = _Translator(source, scope, fallback, None, "GROUP BY")
@@ -1285,11 +996,8 @@ def plan_query(
             group_position = source.position(token.start)
     for i, item in enumerate(group_items):
         if isinstance(item, exp.Literal) and not item.is_string:
-            raise CompileFailure(
-                group_translator.pos(item),
-                "unsupported: GROUP BY position",
-                "GROUP BY the column or expression itself",
-            )
+            raise CompileFailure(group_translator.pos(item), "unsupported: GROUP BY position",
+                                 "GROUP BY the column or expression itself")
         if isinstance(item, exp.Column) and len(item.parts) == 1:
             key_name = _ident(item.parts[0])
             if key_name not in columns and key_name in names:
@@ -1297,10 +1005,8 @@ def plan_query(
                 # expression, which must not contain aggregates.
                 aliased = exprs[names.index(key_name)]
                 if any(n.startswith("_agg") for n in _column_refs(aliased)):
-                    raise CompileFailure(
-                        group_translator.pos(item),
-                        f"cannot GROUP BY {key_name}: it is an aggregate",
-                    )
+                    raise CompileFailure(group_translator.pos(item), f"cannot GROUP BY "
+                                         f"{key_name}: it is an aggregate")
                 keys.append((key_name if key_name not in columns else f"_key{i}", aliased))
                 continue
         expr = group_translator.translate(item)
@@ -1318,18 +1024,15 @@ def plan_query(
 
     agg_names = {n for n, _ in aggregates}
     post_exprs: list[Expr] = []
-    for index, (expr, translator_refs) in enumerate(
-        zip(exprs, [select_translator.refs] * len(exprs), strict=True)
-    ):
+    for index, (expr, translator_refs) in enumerate(zip(exprs, [select_translator.refs]
+                                                        * len(exprs), strict=True)):
         post = _replace(expr, to_post)
         for ref in _column_refs(post):
             if ref not in agg_names and ref not in key_names:
                 where_at = next((p for n, p in translator_refs if n == ref), positions[index])
-                raise CompileFailure(
-                    where_at,
-                    f"column {ref} must appear in GROUP BY or be used in an aggregate function",
-                    f"add {ref} to GROUP BY or aggregate it, e.g. MAX({ref})",
-                )
+                raise CompileFailure(where_at, f"column {ref} must appear in GROUP BY or be "
+                                     "used in an aggregate function",
+                                     f"add {ref} to GROUP BY or aggregate it, e.g. MAX({ref})")
         post_exprs.append(post)
     post_having: Expr | None = None
     if having_expr is not None:
@@ -1337,11 +1040,8 @@ def plan_query(
         for ref in _column_refs(post_having):
             if ref not in agg_names and ref not in key_names:
                 where_at = next((p for n, p in having_translator.refs if n == ref), fallback)
-                raise CompileFailure(
-                    where_at,
-                    f"column {ref} in HAVING must appear in GROUP "
-                    "BY or be used in an aggregate function",
-                )
+                raise CompileFailure(where_at, f"column {ref} in HAVING must appear in GROUP "
+                                     "BY or be used in an aggregate function")
 
     operators.append(Aggregate(tuple(keys), tuple(aggregates)))
     if post_having is not None:
@@ -1357,11 +1057,8 @@ def plan_query(
     for out_name, expr in outputs:
         if isinstance(expr, ColumnRef) and expr.name in key_names and expr.name not in selected:
             selected[expr.name] = out_name
-    out_attrs = tuple(
-        _derived(key_time[e.name], n)
-        for n, e in outputs
-        if isinstance(e, ColumnRef) and e.name in key_time
-    )
+    out_attrs = tuple(_derived(key_time[e.name], n) for n, e in outputs
+                      if isinstance(e, ColumnRef) and e.name in key_time)
     view_key = tuple(selected[k] for k in key_names if k in selected)
     window_key: tuple[str, TimeAttribute] | None = None
     time_key: tuple[str, TimeAttribute] | None = None
@@ -1372,20 +1069,10 @@ def plan_query(
     for key_name, attr in key_time.items():
         if time_key is None:
             time_key = (selected.get(key_name, key_name), attr)
-    planned = PlannedQuery(
-        relation.name,
-        operators,
-        [Column(n, e.type) for n, e in outputs],
-        view_key,
-        out_attrs,
-        True,
-        window,
-        window_key,
-        group_position,
-        tuple(key_names),
-        selected,
-        time_key,
-    )
+    planned = PlannedQuery(relation.name, operators,
+                           [Column(n, e.type) for n, e in outputs], view_key, out_attrs, True,
+                           window, window_key, group_position, tuple(key_names), selected,
+                           time_key)
     return planned
 
 
