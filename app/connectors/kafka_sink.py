@@ -44,6 +44,7 @@ from app.errors import KafkaError
 
 __all__ = [
     "LATE_DETAIL_CAP",
+    "SINK_COLUMNS",
     "SINK_SCHEMA",
     "SUMMARY_SCHEMA",
     "StepMarker",
@@ -57,6 +58,8 @@ SINK_SCHEMA = (
     "src_partition int, src_offset bigint, late_column string, late_value bigint, "
     "late_waterline bigint, step bigint"
 )
+#: The column names of SINK_SCHEMA, in order.
+SINK_COLUMNS: tuple[str, ...] = tuple(part.split()[0] for part in SINK_SCHEMA.split(", "))
 SUMMARY_SCHEMA = "kind string, rel string, topic string, reason string, n bigint, detail string"
 
 #: How many late rows per task carry their full details back to the driver (S6 log).

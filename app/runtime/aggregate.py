@@ -57,7 +57,7 @@ from app.circuit.ir import (
     View,
     Window,
 )
-from app.connectors.kafka_sink import SINK_SCHEMA
+from app.connectors.kafka_sink import SINK_COLUMNS, SINK_SCHEMA
 from app.runtime.encode import ViewEncoding, encode_record
 
 __all__ = ["aggregate_branch", "plan_of", "polls_every_step"]
@@ -410,17 +410,7 @@ def _sink_frame(plan: _Plan, rows: list[dict[str, Any]], ptime_ms: int) -> pd.Da
     )
 
 
-_NULL_SINK_COLUMNS = (
-    "headers",
-    "reason",
-    "message",
-    "src_partition",
-    "src_offset",
-    "late_column",
-    "late_value",
-    "late_waterline",
-    "step",
-)
+_NULL_SINK_COLUMNS = SINK_COLUMNS[SINK_COLUMNS.index("headers") :]
 
 
 def _window_key(view: View, aggregate: Aggregate) -> tuple[int | None, int, bool]:

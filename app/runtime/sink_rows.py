@@ -16,28 +16,11 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from app.connectors.kafka_sink import SINK_COLUMNS
+
 __all__ = ["gate_rows"]
 
 _HEADERS = "array<struct<key:string,value:binary>>"
-
-#: The columns of SINK_SCHEMA (app.connectors.kafka_sink), in order.
-_SINK_COLUMNS = (
-    "kind",
-    "rel",
-    "topic",
-    "key",
-    "value",
-    "headers",
-    "reason",
-    "message",
-    "src_partition",
-    "src_offset",
-    "late_column",
-    "late_value",
-    "late_waterline",
-    "step",
-)
-
 
 def gate_rows(
     frame: DataFrame,
@@ -101,6 +84,6 @@ def gate_rows(
     return frame.filter(F.col(kind) != "ok").select(
         *[
             F.when(is_probe, p).otherwise(d).alias(name)
-            for name, d, p in zip(_SINK_COLUMNS, dead_letter, probe, strict=True)
+            for name, d, p in zip(SINK_COLUMNS, dead_letter, probe, strict=True)
         ]
     )
