@@ -54,21 +54,22 @@ class _Run:
     data: Bytes
 
 
-def _packed(lengths: Ints, data: Bytes) -> _Run:
+def _starts(lengths: Ints) -> Ints:
+    """Where each of consecutive pieces of ``lengths`` bytes begins (0, l0, l0+l1, ...)."""
     starts = np.zeros(len(lengths), np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
-    return _Run(lengths, starts, data)
+    return starts
 
 
 def _varints(values: Ints, present: npt.NDArray[np.bool_]) -> _Run:
     """Zig-zag varints of ``values`` (Avro int and long) where ``present``, none elsewhere."""
-    zigzag = (values.astype(np.int64) << np.int64(1)) ^ (values.astype(np.int64) >> np.int64(63))
-    z = zigzag.view(np.uint64)
+    signed = values.astype(np.int64)
+    z = ((signed << np.int64(1)) ^ (signed >> np.int64(63))).view(np.uint64)
     lengths = np.ones(len(z), np.int64)
     for k in range(1, 10):
         lengths += z >= np.uint64(1 << (7 * k))
     lengths = np.where(present, lengths, 0)
-    run = _packed(lengths, np.empty(int(lengths.sum()), np.uint8))
+    run = _Run(lengths, _starts(lengths), np.empty(int(lengths.sum()), np.uint8))
     for k in range(10):
         rows = lengths > k
         if not rows.any():
@@ -123,15 +124,13 @@ class ColumnarEncoder:
             if len(branches) > 1:
                 index = np.where(column.null, branches.index("null"), branches.index(solid))
                 runs.append(_varints(index.astype(np.int64), np.ones(count, np.bool_)))
-            elif column.null.any() and solid != "null":
+            elif column.null.any():
                 raise ValueError(f"field {name} is not nullable but has NULL values")
             runs.extend(_field_runs(solid, column, present))
         return _join(runs, count)
 
 
 def _field_runs(kind: str, column: ColumnValues, present: npt.NDArray[np.bool_]) -> list[_Run]:
-    if kind == "null":
-        return []
     if kind in ("string", "bytes"):
         assert column.array is not None
         return _binary(column.array, present)
@@ -157,8 +156,7 @@ def _join(runs: list[_Run], count: int) -> pa.Array:
     for run in runs:
         size = int(run.lengths.sum())
         if size:
-            before = np.zeros(count, np.int64)
-            np.cumsum(run.lengths[:-1], out=before[1:])
+            before = _starts(run.lengths)
             step = np.arange(size, dtype=np.int64)
             source = np.repeat(run.starts - before, run.lengths) + step
             target = np.repeat(position - before, run.lengths) + step

@@ -90,16 +90,22 @@ class ViewEncoding:
         return {**self.__dict__, "_codecs": None, "_columnar": None}
 
 
+def _circuit_units(column: pa.Array) -> pa.Array:
+    """A column in the circuit's units, as both encoding paths write it: TIMESTAMP as epoch
+    ms (floored), DATE as days; anything else unchanged."""
+    if pa.types.is_timestamp(column.type):
+        micros = column.cast(pa.timestamp("us")).cast(pa.int64())
+        return pc.floor(pc.divide(micros.cast(pa.float64()), 1000.0)).cast(pa.int64())
+    if pa.types.is_date32(column.type):
+        return column.cast(pa.int32())
+    return column
+
+
 def _plain_columns(batch: pa.RecordBatch) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
-    for name, column in zip(batch.schema.names, batch.columns, strict=True):
-        if pa.types.is_timestamp(column.type):
-            micros = column.cast(pa.timestamp("us")).cast(pa.int64())
-            column = pc.floor(pc.divide(micros.cast(pa.float64()), 1000.0)).cast(pa.int64())
-        elif pa.types.is_date32(column.type):
-            column = column.cast(pa.int32())
-        out[name] = column.to_pylist()
-    return out
+    return {
+        name: _circuit_units(column).to_pylist()
+        for name, column in zip(batch.schema.names, batch.columns, strict=True)
+    }
 
 
 def encode_record(
@@ -144,18 +150,12 @@ def encode_view_rows(
 
 
 def _column_values(column: pa.Array) -> ColumnValues:
-    """A view column as the columnar encoder takes it: TIMESTAMP as epoch ms (floored, as
-    :func:`_plain_columns`), DATE as days."""
+    """A view column as the columnar encoder takes it, in :func:`_circuit_units`."""
     null = np.asarray(column.is_null().to_numpy(zero_copy_only=False), np.bool_)
     kind = column.type
     if pa.types.is_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_string(kind):
         return ColumnValues(null, array=column)
-    if pa.types.is_timestamp(kind):
-        micros = column.cast(pa.timestamp("us")).cast(pa.int64()).fill_null(0)
-        return ColumnValues(null, numbers=np.floor_divide(micros.to_numpy(), 1000))
-    if pa.types.is_date32(kind):
-        column = column.cast(pa.int32())
-    filled = column.fill_null(False if pa.types.is_boolean(kind) else 0)
+    filled = _circuit_units(column).fill_null(False if pa.types.is_boolean(kind) else 0)
     return ColumnValues(null, numbers=filled.to_numpy(zero_copy_only=False))
 
 
