@@ -35,6 +35,42 @@ def _state(progress: list[dict[str, Any]]) -> dict[str, int]:
     return best
 
 
+def _offsets(value: Any) -> dict[str, int]:
+    """A source offset of either side as {partition: offset}: Tidemark's source keeps
+    ``{"partitions": {...}, "step": n}``, Spark's Kafka source ``{topic: {partition: n}}``."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    if not isinstance(value, dict):
+        return {}
+    inner = value.get("partitions", next(iter(value.values()), {}) if value else {})
+    return {str(p): int(o) for p, o in inner.items()} if isinstance(inner, dict) else {}
+
+
+def _steps(progress: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each step's start (epoch ms), duration and events read, for the steady-state rate.
+
+    Events come from the source offsets, not ``numInputRows``: Spark counts a source's rows once
+    per scan, and Tidemark's plan scans its source once per union branch."""
+    from datetime import datetime
+
+    seen: dict[tuple[str, int], dict[str, Any]] = {}
+    for p in progress:
+        start = datetime.fromisoformat(str(p["timestamp"]).replace("Z", "+00:00"))
+        source = (p.get("sources") or [{}])[0]
+        begin, end = _offsets(source.get("startOffset")), _offsets(source.get("endOffset"))
+        seen[(str(p.get("runId")), int(p.get("batchId", -1)))] = {
+            "start_ms": int(start.timestamp() * 1000),
+            "ms": int((p.get("durationMs") or {}).get("triggerExecution", 0)),
+            # None: the first step of a fresh checkpoint has no start offset (Spark's source).
+            "events": (
+                sum(max(0, n - begin.get(part, n)) for part, n in end.items())
+                if source.get("startOffset") is not None
+                else None
+            ),
+        }
+    return sorted(seen.values(), key=lambda s: s["start_ms"])
+
+
 def _listener(progress: list[dict[str, Any]], announce: bool) -> Any:
     """A listener keeping every progress event; ``announce`` prints ``STEP <input rows>`` per
     step, which the latency probe uses to start its warm-up at the first step with input."""
@@ -90,7 +126,12 @@ def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
     service.wait(timeout_seconds=spec.get("timeout", 1800))
     seconds = time.monotonic() - started
     service.shutdown()
-    return {"seconds": seconds, "state": _state(progress), "steps": len(progress)}
+    return {
+        "seconds": seconds,
+        "state": _state(progress),
+        "steps": len(progress),
+        "step_log": _steps(progress),
+    }
 
 
 def run_peer(spec: dict[str, Any]) -> dict[str, Any]:
@@ -149,7 +190,12 @@ def run_peer(spec: dict[str, Any]) -> dict[str, Any]:
     seconds = time.monotonic() - started
     progress += [json.loads(p.json) for p in query.recentProgress]  # the listener may lag
     spark.stop()
-    return {"seconds": seconds, "state": _state(progress), "steps": len(progress)}
+    return {
+        "seconds": seconds,
+        "state": _state(progress),
+        "steps": len(progress),
+        "step_log": _steps(progress),
+    }
 
 
 def main() -> None:

@@ -28,15 +28,16 @@ Why the results are equal to the reference evaluator's:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from app.circuit.functions import to_spark_sql
-from app.circuit.ir import AggCall, Aggregate, Circuit, ColumnRef, Filter, View, Window
+from app.circuit.ir import AggCall, Aggregate, Circuit, ColumnRef, Filter, Project, View, Window
 from app.connectors.kafka_sink import SINK_SCHEMA
 from app.runtime.aggregate import (
     _Acc,
@@ -49,7 +50,7 @@ from app.runtime.aggregate import (
     _window_key,
     plan_of,
 )
-from app.runtime.encode import encode_record, output_batch
+from app.runtime.encode import encode_record, encode_view_rows, output_batch
 
 __all__ = ["is_native", "native_branch"]
 
@@ -178,25 +179,106 @@ def _fill(
 
 def _finish_groups(batches: Iterator[pa.RecordBatch], plan: _Plan) -> Iterator[pa.RecordBatch]:
     """Each completed group's row: results, HAVING, SELECT and encoding as on the shared
-    operator (so both paths write the same bytes), with ``ptime`` = the step's batch time."""
-    enc = plan.encoding
+    operator (so both paths write the same bytes), with ``ptime`` = the step's batch time.
+
+    Column-wise when finishing is only renaming (:func:`columnar_outputs`): a step of
+    workload (b) completes ~67,000 groups, and the per-row finisher below spent most of the
+    Python workers' CPU on them (issue 7)."""
+    outputs = columnar_outputs(plan)
     for batch in batches:
-        columns = batch.to_pydict()
-        keys: list[bytes | None] = []
-        values: list[bytes | None] = []
-        for row in range(batch.num_rows):
-            key = tuple(
-                _to_python(columns[f"_k{j}"][row], kind) for j, kind in enumerate(plan.key_kinds)
-            )
-            group = _Group([_Acc(call) for _, call in plan.aggregate.aggregates])
-            for index, acc in enumerate(group.accumulators):
-                _fill(acc, index, columns, row, plan.arg_kinds[index])
-            ptime = int(columns["_ptime"][row])
-            for record in _emit_rows(plan, group, _finish(plan, key, group), final=True):
-                k, v = encode_record(enc, record, ptime)
-                keys.append(k)
-                values.append(v)
-        yield output_batch(enc, keys, values)
+        finished = finish_columns(batch, plan, outputs) if outputs is not None else None
+        if finished is not None:
+            yield from encode_view_rows(iter([finished]), plan.encoding)
+        else:
+            yield finish_rows(batch, plan)
+
+
+def finish_rows(batch: pa.RecordBatch, plan: _Plan) -> pa.RecordBatch:
+    """The groups of one batch finished one by one, through the shared operator's code."""
+    enc = plan.encoding
+    columns = batch.to_pydict()
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    for row in range(batch.num_rows):
+        key = tuple(
+            _to_python(columns[f"_k{j}"][row], kind) for j, kind in enumerate(plan.key_kinds)
+        )
+        group = _Group([_Acc(call) for _, call in plan.aggregate.aggregates])
+        for index, acc in enumerate(group.accumulators):
+            _fill(acc, index, columns, row, plan.arg_kinds[index])
+        ptime = int(columns["_ptime"][row])
+        for record in _emit_rows(plan, group, _finish(plan, key, group), final=True):
+            k, v = encode_record(enc, record, ptime)
+            keys.append(k)
+            values.append(v)
+    return output_batch(enc, keys, values)
+
+
+#: Value kinds whose native result is the row value itself (``_to_python`` changes nothing the
+#: columnar encoder would see).
+_PLAIN_KINDS = ("INT", "BIGINT", "VARCHAR", "TIMESTAMP", "DATE", "BOOLEAN")
+
+
+def columnar_outputs(plan: _Plan) -> dict[str, str] | None:
+    """Output column -> the key or aggregate it is, when finishing needs no scalar function:
+    no HAVING, a SELECT list of plain column references, COUNT, integer SUM (BIGINT), MIN/MAX
+    of plain kinds, and an output encoding the columnar encoder writes. None otherwise."""
+    current = {name: name for name, _ in (*plan.aggregate.keys, *plan.aggregate.aggregates)}
+    for op in plan.post:
+        if not isinstance(op, Project):
+            return None
+        renamed: dict[str, str] = {}
+        for name, expr in op.outputs:
+            if not isinstance(expr, ColumnRef) or expr.name not in current:
+                return None
+            renamed[name] = current[expr.name]
+        current = renamed
+    if any(kind not in _PLAIN_KINDS for kind in plan.key_kinds):
+        return None
+    for (_, call), kinds in zip(plan.aggregate.aggregates, plan.arg_kinds, strict=True):
+        fn = call.fn.upper()
+        plain = (
+            fn == "COUNT"
+            or (fn == "SUM" and kinds[0] in _INTEGERS and call.type.name == "BIGINT")
+            or (fn in ("MIN", "MAX") and kinds[0] in _PLAIN_KINDS)
+        )
+        if not plain:
+            return None
+    if plan.encoding.columnar() is None:
+        return None
+    outputs: dict[str, str] = {}
+    for name in plan.output_columns():
+        if name not in current:
+            return None
+        outputs[name] = current[name]
+    return outputs
+
+
+def finish_columns(
+    batch: pa.RecordBatch, plan: _Plan, outputs: Mapping[str, str]
+) -> pa.RecordBatch | None:
+    """The batch's output rows as columns (plus ``_ptime``), as :func:`finish_rows` would
+    compute them; None when a SUM lies outside BIGINT, which the per-row path decides."""
+    row: dict[str, pa.Array] = {
+        name: batch.column(f"_k{j}") for j, (name, _) in enumerate(plan.aggregate.keys)
+    }
+    for i, (name, call) in enumerate(plan.aggregate.aggregates):
+        fn = call.fn.upper()
+        if fn == "COUNT":
+            row[name] = batch.column(f"_a{i}_n")
+        elif fn == "SUM":
+            try:
+                total = pc.cast(batch.column(f"_a{i}_v"), pa.int64())
+            except pa.ArrowInvalid:
+                return None
+            empty = pc.equal(batch.column(f"_a{i}_n"), 0)
+            row[name] = pc.if_else(empty, pa.scalar(None, pa.int64()), total)
+        else:
+            row[name] = batch.column(f"_a{i}_v")
+    names = list(outputs)
+    return pa.RecordBatch.from_arrays(
+        [*(row[outputs[c]] for c in names), batch.column("_ptime")], names=[*names, "_ptime"]
+    )
 
 
 def _windowed(df: DataFrame, op: Window) -> DataFrame:
