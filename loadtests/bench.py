@@ -4,10 +4,12 @@
 2. The limit: raw confluent-kafka consume rate and fastavro decode rate of that topic.
 3. Tidemark, then the peer (plain Spark + JVM Kafka connector + spark-avro), each in its own
    process (loadtests.side) over the same topic until every event is processed: throughput =
-   N / seconds; CPU seconds of the whole process tree (driver JVM + Python workers) per million.
+   N / seconds, and the steady rate once warm (:func:`steady_rate`); CPU seconds of the whole
+   process tree (driver JVM + Python workers) per million.
 4. ``--latency``: after the throughput runs, each side (per master and partition count) runs
-   continuously while the generator produces at half that side's measured events/s (or
-   ``--rate``); loadtests.latency reports p50/p99/max of produce-to-visible latency.
+   continuously while the generator produces at half that side's measured events/s (the
+   steady rate when the run had enough steps, else the whole-run rate; or ``--rate``);
+   loadtests.latency reports p50/p99/max of produce-to-visible latency.
 Writes ``loadtests/results/<workload>-<stamp>.json`` and a plot ``docs/img/perf-<w>.png``.
 """
 
@@ -272,12 +274,14 @@ def latency_runs(
     work: Path,
 ) -> list[dict[str, Any]]:
     """The latency probe for each throughput run: same side, master and partition count, at
-    ``--rate`` or half the events/s that run measured."""
+    ``--rate`` or half the events/s that run measured (its steady rate when it has one)."""
     from loadtests.latency import measure
 
     out = []
     for r in runs:
-        rate = args.rate if args.rate is not None else r["events_per_s"] / 2
+        # Half the sustainable rate: the warm one when the run had enough steps to tell.
+        full = r.get("steady_events_per_s") or r["events_per_s"]
+        rate = args.rate if args.rate is not None else full / 2
         lat = measure(
             bootstrap,
             args.workload,
@@ -365,7 +369,7 @@ def main() -> None:
         "cpus": psutil.cpu_count(),
         "load_avg_start": list(psutil.getloadavg()),
         "throughput": [],
-        "latency_rate": args.rate,  # None: half of each run's measured events/s
+        "latency_rate": args.rate,  # None: half of each run's steady (else whole-run) events/s
     }
     try:
         with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
