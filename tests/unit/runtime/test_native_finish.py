@@ -28,7 +28,8 @@ CREATE TABLE t (
     n   INT NOT NULL,
     s   VARCHAR,
     x   DOUBLE,
-    day DATE
+    day DATE,
+    b   BOOLEAN
 ) WITH ('topic' = 'in');
 """
 
@@ -43,7 +44,7 @@ GROUP BY {group}
 B_SELECT = "window_start, window_end, s, COUNT(*) AS c, SUM(n) AS total, MAX(n) AS m"
 RENAMED = (
     "s AS who, window_end AS we, MIN(s) AS lo, COUNT(x) AS cx, SUM(k) AS sk, "
-    "MAX(ts) AS last, MIN(day) AS first_day, MIN(k) AS lowest"
+    "MAX(ts) AS last, MIN(day) AS first_day, MIN(k) AS lowest, MAX(b) AS any_b"
 )
 
 
@@ -62,6 +63,7 @@ _ARROW = {
     "VARCHAR": pa.string(),
     "TIMESTAMP": pa.int64(),
     "DATE": pa.int32(),
+    "BOOLEAN": pa.bool_(),
 }
 _LIMITS = {"INT": 2**31 - 1, "BIGINT": 2**63 - 1, "TIMESTAMP": 2**52, "DATE": 2**20}
 
@@ -69,6 +71,8 @@ _LIMITS = {"INT": 2**31 - 1, "BIGINT": 2**63 - 1, "TIMESTAMP": 2**52, "DATE": 2*
 def _values(kind: str, nullable: bool) -> st.SearchStrategy[Any]:
     if kind == "VARCHAR":
         base: st.SearchStrategy[Any] = st.text(max_size=6)
+    elif kind == "BOOLEAN":
+        base = st.booleans()
     else:
         top = _LIMITS[kind]
         base = st.integers(-top - (kind != "TIMESTAMP"), top)
