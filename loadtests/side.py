@@ -42,7 +42,7 @@ def _offsets(value: Any) -> dict[str, int]:
         value = json.loads(value)
     if not isinstance(value, dict):
         return {}
-    inner = value.get("partitions", next(iter(value.values()), {}) if value else {})
+    inner = value["partitions"] if "partitions" in value else next(iter(value.values()), {})
     return {str(p): int(o) for p, o in inner.items()} if isinstance(inner, dict) else {}
 
 
@@ -69,6 +69,17 @@ def _steps(progress: list[dict[str, Any]]) -> list[dict[str, Any]]:
             ),
         }
     return sorted(seen.values(), key=lambda s: s["start_ms"])
+
+
+def _result(seconds: float, progress: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a side reports; ``steps`` counts each step once (see :func:`_steps`)."""
+    step_log = _steps(progress)
+    return {
+        "seconds": seconds,
+        "state": _state(progress),
+        "steps": len(step_log),
+        "step_log": step_log,
+    }
 
 
 def _listener(progress: list[dict[str, Any]], announce: bool) -> Any:
@@ -126,12 +137,7 @@ def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
     service.wait(timeout_seconds=spec.get("timeout", 1800))
     seconds = time.monotonic() - started
     service.shutdown()
-    return {
-        "seconds": seconds,
-        "state": _state(progress),
-        "steps": len(progress),
-        "step_log": _steps(progress),
-    }
+    return _result(seconds, progress)
 
 
 def run_peer(spec: dict[str, Any]) -> dict[str, Any]:
@@ -188,14 +194,10 @@ def run_peer(spec: dict[str, Any]) -> dict[str, Any]:
     if query.isActive:
         query.stop()
     seconds = time.monotonic() - started
-    progress += [json.loads(p.json) for p in query.recentProgress]  # the listener may lag
+    # The listener may lag; recentProgress repeats what it did see (_steps keeps each once).
+    progress += [json.loads(p.json) for p in query.recentProgress]
     spark.stop()
-    return {
-        "seconds": seconds,
-        "state": _state(progress),
-        "steps": len(progress),
-        "step_log": _steps(progress),
-    }
+    return _result(seconds, progress)
 
 
 def main() -> None:

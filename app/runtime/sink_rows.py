@@ -22,6 +22,7 @@ __all__ = ["gate_rows"]
 
 _HEADERS = "array<struct<key:string,value:binary>>"
 
+
 def gate_rows(
     frame: DataFrame,
     kind: str,

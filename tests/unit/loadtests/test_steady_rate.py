@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loadtests.bench import steady_rate
-from loadtests.side import _steps
+from loadtests.side import _result, _steps
 
 
 def _progress(batch: int, stamp: str, ms: int, start: object, end: object) -> dict[str, object]:
@@ -37,6 +37,7 @@ def test_events_come_from_either_sides_offsets_and_repeated_events_count_once() 
     steps = _steps([*peer, peer[1], ours])  # the peer's listener and recentProgress overlap
     assert [s["events"] for s in steps] == [None, 70, 50]
     assert [s["start_ms"] % 100_000 for s in steps] == [0, 4000, 9500]
+    assert _result(1.0, [*peer, peer[1], ours])["steps"] == 3
 
 
 def test_the_warm_up_steps_are_left_out_and_the_gaps_between_steps_count() -> None:
