@@ -46,6 +46,7 @@ __all__ = [
     "LATE_DETAIL_CAP",
     "SINK_COLUMNS",
     "SINK_SCHEMA",
+    "SINK_TYPES",
     "SUMMARY_SCHEMA",
     "StepMarker",
     "format_time_value",
@@ -60,6 +61,8 @@ SINK_SCHEMA = (
 )
 #: The column names of SINK_SCHEMA, in order.
 SINK_COLUMNS: tuple[str, ...] = tuple(part.split()[0] for part in SINK_SCHEMA.split(", "))
+#: Their Spark SQL types, in the same order.
+SINK_TYPES: tuple[str, ...] = tuple(part.split()[1] for part in SINK_SCHEMA.split(", "))
 SUMMARY_SCHEMA = "kind string, rel string, topic string, reason string, n bigint, detail string"
 
 #: How many late rows per task carry their full details back to the driver (S6 log).

@@ -51,6 +51,7 @@ from app.runtime.aggregate import (
     plan_of,
 )
 from app.runtime.encode import encode_record, encode_view_rows, output_batch
+from app.runtime.view_frame import batch_time
 
 __all__ = ["is_native", "native_branch"]
 
@@ -327,7 +328,9 @@ def native_branch(view: View, rows: DataFrame) -> DataFrame:
     results = [
         c for i, (_, call) in enumerate(aggregate.aggregates) for c in _result_columns(i, call)
     ]
-    grouped = df.groupBy(*grouping).agg(*aggregates)
+    grouped = df.groupBy(*grouping).agg(*aggregates).withColumn(
+        "_ptime", batch_time([plan.encoding.format])
+    )
     return grouped.select(
-        *finished, *results, F.expr("unix_millis(current_timestamp())").alias("_ptime")
+        *finished, *results, F.expr("unix_millis(_ptime)").alias("_ptime")
     ).mapInArrow(lambda batches: _finish_groups(batches, plan), SINK_SCHEMA)

@@ -5,14 +5,18 @@ Per table (one streaming query each, so every table keeps its own waterlines, SP
 ```
 Kafka ─▶ source (decode + LateGate) ─┬─▶ ok rows ─▶ views ─▶ encode ─────────────────┐
                                      └─▶ dead letters (late, malformed, invalid, future) ├─▶ sink
-                                         and the probe (per-step maxima: the waterline) ┘
+                                         and the probe (per-step maxima: the waterline), ┘
+                                         and the ok rows the step sink's views read
 ```
 
 Dead letters are one branch per table, so they are written once however many views read the
-table (S6). Views run over the accepted rows only (S5, S8). A view with its own LATENESS (L2,
-the decoding case) adds a second gate on its rows (:mod:`app.runtime.view_gate`): its late
-rows join the table's dead letters, its probe the table's probe, and its waterline is kept
-in the table's waterline files under ``"<view>.<column>"``.
+table (S6). Views run over the accepted rows only (S5, S8). A stateless view with no LATENESS
+on its way from the table is computed by the step sink over the ok rows of the dead-letter
+branch (:mod:`app.runtime.step_views`); the others, and the rows every aggregate reads, are
+computed here. A view with its own LATENESS (L2, the decoding case) adds a second gate on its
+rows (:mod:`app.runtime.view_gate`): its late rows join the table's dead letters, its probe
+the table's probe, and its waterline is kept in the table's waterline files under
+``"<view>.<column>"``.
 """
 
 from __future__ import annotations
@@ -26,14 +30,10 @@ from typing import Any, Literal
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from app.circuit.functions import to_spark_sql
 from app.circuit.ir import (
-    Aggregate,
     Circuit,
     Column,
-    Filter,
     Lateness,
-    Project,
     SqlType,
     Table,
     View,
@@ -47,6 +47,8 @@ from app.runtime.aggregate import aggregate_branch
 from app.runtime.encode import ViewEncoding, encode_view_rows
 from app.runtime.native_aggregate import is_native, native_branch
 from app.runtime.sink_rows import gate_rows
+from app.runtime.step_views import carried_columns, per_step_views
+from app.runtime.view_frame import batch_time, ms_sql, view_frame
 from app.runtime.view_gate import (
     ORIGIN_COLUMNS,
     ViewGateSpec,
@@ -106,53 +108,8 @@ class TablePlan:
     frame: DataFrame
     output_views: tuple[View, ...]
     view_time_source: Mapping[str, str | None]  # output view -> waterline key of S14
-
-
-def _ms(column: str) -> str:
-    return f"unix_millis(`{column}`)"
-
-
-def _window(df: DataFrame, op: Window) -> DataFrame:
-    """SPEC S9 on the time column: TUMBLE start = floor((c - offset)/size)*size + offset."""
-    # The input's own type: a view may decode a table column of the same name (L2).
-    is_ts = dict(df.dtypes).get(op.time_column, "timestamp") == "timestamp"
-    c = _ms(op.time_column) if is_ts else f"`{op.time_column}`"
-    first = f"(floor(({c} - {op.offset}) / {op.slide}) * {op.slide} + {op.offset})"
-    if op.kind == "TUMBLE":
-        starts = F.expr(first)
-    else:
-        # Every s = k*slide + offset with s <= c < s + size: walk back from the last start.
-        count = -(-op.size // op.slide)
-        starts = F.explode(
-            F.expr(
-                f"filter(transform(sequence(0, {count - 1}), i -> {first} - i * {op.slide}), "
-                f"s -> s + {op.size} > {c})"
-            )
-        )
-    df = df.withColumn("window_start", starts)
-    df = df.withColumn("window_end", F.col("window_start") + F.lit(op.size))
-    if is_ts:
-        df = df.withColumn("window_start", F.expr("timestamp_millis(window_start)"))
-        df = df.withColumn("window_end", F.expr("timestamp_millis(window_end)"))
-    return df
-
-
-def view_frame(view: View, inputs: Mapping[str, DataFrame], table: Table) -> DataFrame:
-    """The view's rows as a DataFrame over its input's rows."""
-    df = inputs[view.source]
-    for op in view.operators:
-        if isinstance(op, Filter):
-            df = df.filter(F.expr(to_spark_sql(op.predicate)))
-        elif isinstance(op, Project):
-            names = {n for n, _ in op.outputs}
-            # Arrival coordinates (ARG ties) and the original record (view gate) ride along.
-            carried = [c for c in ORIGIN_COLUMNS if c in df.columns and c not in names]
-            df = df.select(*[F.expr(to_spark_sql(e)).alias(n) for n, e in op.outputs], *carried)
-        elif isinstance(op, Window):
-            df = _window(df, op)
-        elif isinstance(op, Aggregate):
-            return df  # the rows entering the aggregate: see aggregate_branch
-    return df
+    #: The views the step sink computes over the step's accepted rows (app/runtime/step_views).
+    step_views: tuple[View, ...] = ()
 
 
 def plan_table(
@@ -202,8 +159,10 @@ def plan_table(
     time_source: dict[str, str | None] = {}
     aggregates: list[tuple[View, DataFrame]] = []
     event_time = table.lateness[0].column if table.lateness else None
+    step_views = per_step_views(circuit, views)
+    computed_per_step = {v.name for v in step_views}
     for view in views:
-        frames[view.name] = view_frame(view, frames, table)
+        frames[view.name] = view_frame(view, frames)
         if view.lateness:
             gate = gated_view(
                 frames[view.name],
@@ -219,6 +178,8 @@ def plan_table(
         if view.output is None:
             continue
         time_source[view.name] = _time_key(circuit, view, table)
+        if view.name in computed_per_step:
+            continue
         if is_native(circuit, view):
             branches.append(native_branch(view, frames[view.source]))
             continue
@@ -228,7 +189,7 @@ def plan_table(
         enc = ViewEncoding.for_view(view)
         branches.append(
             frames[view.name]
-            .withColumn("_ptime", F.current_timestamp())
+            .withColumn("_ptime", batch_time([enc.format]))
             .mapInArrow(partial(encode_view_rows, enc=enc), SINK_SCHEMA)
         )
     if aggregates:
@@ -245,14 +206,18 @@ def plan_table(
         maxima=[
             (
                 x.column,
-                _ms(x.column)
+                ms_sql(x.column)
                 if time_unit(table.column(x.column).type) == "ms"
                 else f"cast(`{x.column}` as bigint)",
             )
             for x in table.lateness
         ],
         accepted="_accepted",
+        carry=carried_columns(table, step_views) if any(v.output for v in step_views) else (),
     )
+    if "row" in frame.columns:
+        no_row = F.lit(None).cast(frame.schema["row"].dataType)
+        branches = [branch.withColumn("row", no_row) for branch in branches]
     for branch in branches:
         frame = frame.unionByName(branch)
     return TablePlan(
@@ -260,6 +225,7 @@ def plan_table(
         frame,
         tuple(v for v in views if v.output is not None),
         time_source,
+        step_views,
     )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from app.connectors.kafka_sink import SINK_COLUMNS
+from app.connectors.kafka_sink import SINK_COLUMNS, SINK_TYPES
 
 __all__ = ["gate_rows"]
 
@@ -34,6 +34,7 @@ def gate_rows(
     late: tuple[str, str, str],
     maxima: Sequence[tuple[str, str]],
     accepted: str,
+    carry: Sequence[Column] = (),
 ) -> DataFrame:
     """The rows of ``frame`` whose ``kind`` column is neither ``ok`` nor NULL, as sink rows:
 
@@ -42,7 +43,11 @@ def gate_rows(
       count (``accepted``);
     * every other kind: dead letters of ``table`` (SPEC S6), with the original key, value and
       headers, the source coordinates, the ``reason`` and ``message``, and the late-gate
-      details from the ``late`` columns (column, value, waterline)."""
+      details from the ``late`` columns (column, value, waterline).
+
+    With ``carry`` (the columns a per-step view reads, see app/runtime/step_views.py), the
+    ``ok`` rows come along too, as kind ``row`` with every other sink column NULL and a last
+    column ``row``: the struct of ``carry`` (NULL in the other rows)."""
     late_column, late_value, late_waterline = late
     fields = ", ".join([*(f"'{key}', {sql}" for key, sql in maxima), f"'_accepted', {accepted}"])
 
@@ -82,9 +87,20 @@ def gate_rows(
         F.col("_step"),
     )
     is_probe = F.col(kind) == "probe"
-    return frame.filter(F.col(kind) != "ok").select(
+    if not carry:
+        return frame.filter(F.col(kind) != "ok").select(
+            *[
+                F.when(is_probe, p).otherwise(d).alias(name)
+                for name, d, p in zip(SINK_COLUMNS, dead_letter, probe, strict=True)
+            ]
+        )
+    is_ok = F.col(kind) == "ok"
+    row = (F.lit("row"), *(null(t) for t in SINK_TYPES[1:]))
+    return frame.filter(F.col(kind).isNotNull()).select(
         *[
-            F.when(is_probe, p).otherwise(d).alias(name)
-            for name, d, p in zip(SINK_COLUMNS, dead_letter, probe, strict=True)
-        ]
+            F.when(is_ok, r).when(is_probe, p).otherwise(d).alias(name)
+            for name, d, p, r in zip(SINK_COLUMNS, dead_letter, probe, row, strict=True)
+        ],
+        F.when(is_ok, F.struct(*carry)).alias("row"),
     )
+

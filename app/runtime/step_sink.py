@@ -8,7 +8,9 @@ It runs on the driver once per micro-batch (= step, SPEC S1):
 2. writes the output changes (with the S14 ``tidemark.waterline`` header of each view) and the
    dead letters (S6) through :func:`produce_partition` on the executors, one Kafka transaction
    per task with a step marker keyed by Spark's ``batch_id``, which a replay of the batch after
-   a crash reuses, so the replay writes nothing twice (S15);
+   a crash reuses, so the replay writes nothing twice (S15); the stateless views that need no
+   gate of their own are computed here, over the step's accepted rows, and encoded in the
+   same Python pass that produces them (:mod:`app.runtime.step_views`);
 3. updates the metrics and logs dead letters: late rows in powers of ten per table (S6).
 
 The batch is persisted for the two passes so the source is read once per step.
@@ -21,7 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
+from functools import partial, reduce
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,6 +41,7 @@ from app.connectors.kafka_sink import (
 from app.connectors.kafka_source import load_waterlines, store_waterlines
 from app.observability.logging import LateRowLog, log_dead_letters
 from app.runtime.plan import TablePlan, TimeUnit, table_units, time_unit
+from app.runtime.step_views import produce_step_views
 
 __all__ = ["StepReport", "StepSink", "sink_identity"]
 
@@ -177,9 +180,14 @@ class StepSink:
                 else None
             ),
         )
-        summary = (
-            batch.filter(F.col("kind") != "probe").mapInArrow(produce, SUMMARY_SCHEMA).collect()
-        )
+        written = batch.filter(~F.col("kind").isin("probe", "row"))
+        if "row" in batch.columns:
+            written = written.drop("row")
+        summaries = [
+            written.mapInArrow(produce, SUMMARY_SCHEMA),
+            *produce_step_views(batch, self.plan.table, self.plan.step_views, produce),
+        ]
+        summary = reduce(DataFrame.union, summaries).collect()
         report = StepReport(self.table.name, batch_id, step, waterlines=waterlines)
         late_details: list[dict[str, Any]] = []
         for row in summary:
