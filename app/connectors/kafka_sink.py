@@ -171,9 +171,16 @@ def produce_partition(
         keys = batch.column("key").to_pylist()
         values = batch.column("value").to_pylist()
         reasons = [r or "" for r in batch.column("reason").to_pylist()]
+        counts.update(zip(kinds, rels, topics, reasons, strict=True))
         headers_column = batch.column("headers")
         own = headers_column.to_pylist() if headers_column.null_count < len(batch) else None
         dead = [i for i, kind in enumerate(kinds) if kind == "dead_letter"]
+        if not dead and own is None:
+            # Output records only (a view's batch): one shared list of its view's S14 headers
+            # per view, nothing built per row (the producer only reads them).
+            shared = {rel: list(view_headers.get(rel, ())) for rel in set(rels)}
+            records.extend(zip(topics, keys, values, map(shared.__getitem__, rels), strict=True))
+            continue
         dead_rows = dict(zip(dead, batch.take(dead).to_pylist(), strict=True)) if dead else {}
         for i, rel in enumerate(rels):
             found = own[i] if own is not None else None
@@ -195,7 +202,6 @@ def produce_partition(
             else:
                 headers.extend(view_headers.get(rel, ()))
             records.append((topics[i], keys[i], values[i], headers))
-        counts.update(zip(kinds, rels, topics, reasons, strict=True))
     summary = [
         {"kind": k, "rel": r, "topic": t, "reason": reason, "n": n, "detail": None}
         for (k, r, t, reason), n in counts.items()
