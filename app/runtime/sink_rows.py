@@ -103,4 +103,3 @@ def gate_rows(
         ],
         F.when(is_ok, F.struct(*carry)).alias("row"),
     )
-
