@@ -42,6 +42,15 @@ def spark_session(
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         )
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        # Every step writes Spark's offset log and commit log (and state files) through this.
+        # The default (FileContext API) took 35-40 ms per small file on a local disk, this one
+        # (FileSystem API, write then rename, atomic on a POSIX file system like the chart's
+        # checkpoint volume) 11-22 ms: measured on an idle rate-source query (issue 7).
+        .config(
+            "spark.sql.streaming.checkpointFileManagerClass",
+            "org.apache.spark.sql.execution.streaming.checkpointing."
+            "FileSystemBasedCheckpointFileManager",
+        )
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "20000")
         # Spark's default 64 MB cap on the Arrow batches it sends to Python workers is checked
         # by sizing the batch after every row, which walks the nested `headers` vectors each
