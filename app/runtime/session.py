@@ -45,7 +45,9 @@ def spark_session(
         # Every step writes Spark's offset log and commit log (and state files) through this.
         # The default (FileContext API) took 35-40 ms per small file on a local disk, this one
         # (FileSystem API, write then rename, atomic on a POSIX file system like the chart's
-        # checkpoint volume) 11-22 ms: measured on an idle rate-source query (issue 7).
+        # checkpoint volume) 11-22 ms: measured on an idle rate-source query (issue 7). The
+        # setting is Spark-internal and the class has moved package before: a Spark upgrade
+        # that moves it again stops every query at start with CANNOT_LOAD_CHECKPOINT_FILE_MANAGER.
         .config(
             "spark.sql.streaming.checkpointFileManagerClass",
             "org.apache.spark.sql.execution.streaming.checkpointing."
