@@ -249,8 +249,9 @@ class KafkaPartitionSlice(InputPartition):
 class SliceCache:
     """Decoded slices of recent steps on the local disk, as Arrow IPC files.
 
-    One step's plan reads the source once per branch (dead letters with the probe, each view, the
-    aggregates): Spark re-runs the scan for each branch of the union. Without this, every
+    One step's plan reads the source once per branch (dead letters with the probe and the rows
+    of the step sink's views, each view computed in the query, the aggregates): Spark re-runs
+    the scan for each branch of the union. Without this, every
     branch would consume the same Kafka offsets and decode the same Avro again. The first
     reader of a slice writes it here; the others read the file. A slice is a pure function of
     (offsets, step, waterlines, wall clock), all fixed by the offset log, so a cached slice is
