@@ -213,7 +213,7 @@ def plan_table(
             for x in table.lateness
         ],
         accepted="_accepted",
-        carry=carried_columns(table, step_views) if any(v.output for v in step_views) else (),
+        carry=carried_columns(table, step_views) if step_views else (),
     )
     if "row" in frame.columns:
         no_row = F.lit(None).cast(frame.schema["row"].dataType)

@@ -87,19 +87,14 @@ def gate_rows(
         F.col("_step"),
     )
     is_probe = F.col(kind) == "probe"
-    if not carry:
-        return frame.filter(F.col(kind) != "ok").select(
-            *[
-                F.when(is_probe, p).otherwise(d).alias(name)
-                for name, d, p in zip(SINK_COLUMNS, dead_letter, probe, strict=True)
-            ]
-        )
     is_ok = F.col(kind) == "ok"
     row = (F.lit("row"), *(null(t) for t in SINK_TYPES[1:]))
+    columns = []
+    for name, d, p, r in zip(SINK_COLUMNS, dead_letter, probe, row, strict=True):
+        value = F.when(is_probe, p).otherwise(d)
+        columns.append((F.when(is_ok, r).otherwise(value) if carry else value).alias(name))
+    if not carry:
+        return frame.filter(F.col(kind) != "ok").select(*columns)
     return frame.filter(F.col(kind).isNotNull()).select(
-        *[
-            F.when(is_ok, r).when(is_probe, p).otherwise(d).alias(name)
-            for name, d, p, r in zip(SINK_COLUMNS, dead_letter, probe, row, strict=True)
-        ],
-        F.when(is_ok, F.struct(*carry)).alias("row"),
+        *columns, F.when(is_ok, F.struct(*carry)).alias("row")
     )

@@ -180,9 +180,7 @@ class StepSink:
                 else None
             ),
         )
-        written = batch.filter(~F.col("kind").isin("probe", "row"))
-        if "row" in batch.columns:
-            written = written.drop("row")
+        written = batch.filter(~F.col("kind").isin("probe", "row")).drop("row")  # no-op if absent
         summaries = [
             written.mapInArrow(produce, SUMMARY_SCHEMA),
             *produce_step_views(batch, self.plan.table, self.plan.step_views, produce),

@@ -35,7 +35,8 @@ Produce = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 def per_step_views(circuit: Circuit, views: Sequence[View]) -> tuple[View, ...]:
     """The views of one table the step sink computes: stateless, with no LATENESS on them or
-    on any view they read, in the circuit's order (a view comes after the views it reads)."""
+    on any view they read, in the circuit's order (a view comes after the views it reads);
+    none when none of them is an output view (then the query carries no rows for them)."""
     tables = {t.name for t in circuit.tables}
     chosen: dict[str, View] = {}
     for view in views:
@@ -45,6 +46,8 @@ def per_step_views(circuit: Circuit, views: Sequence[View]) -> tuple[View, ...]:
             and (view.source in tables or view.source in chosen)
         ):
             chosen[view.name] = view
+    if all(view.output is None for view in chosen.values()):
+        return ()
     return tuple(chosen.values())
 
 
@@ -61,8 +64,8 @@ def produce_step_views(
 ) -> list[DataFrame]:
     """The summary rows (SUMMARY_SCHEMA) of encoding and producing every output view of
     ``views`` over the step's accepted rows in ``batch`` (kind ``row``)."""
-    if not any(view.output is not None for view in views):
-        return []  # the gate branch carries no rows then (see plan_table)
+    if not views:
+        return []
     frames = {table.name: batch.filter(F.col("kind") == "row").select("row.*")}
     out = []
     for view in views:
