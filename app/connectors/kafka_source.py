@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, islice
@@ -49,6 +50,7 @@ from app.connectors.late_gate import GateVerdict, LateGate, SourceSpec
 
 __all__ = [
     "META_COLUMNS",
+    "PROBES_ONLY",
     "KafkaSource",
     "arrow_type",
     "decode_slice",
@@ -260,19 +262,22 @@ class SliceCache:
 
     KEEP_STEPS = 3
 
-    def __init__(self, state_dir: str) -> None:
+    def __init__(self, state_dir: str, spec: SourceSpec | None = None) -> None:
         import hashlib
         import tempfile
 
         tag = hashlib.sha1(os.path.abspath(state_dir).encode()).hexdigest()[:16]  # noqa: S324
         self.directory = Path(tempfile.gettempdir()) / "tidemark-slices" / tag
+        # What the rows hold depends on the table's spec too (its columns, ok_payload): a
+        # program changed on the same checkpoint never reads the old program's files.
+        self.spec = json.dumps(spec.to_json(), sort_keys=True) if spec is not None else ""
 
     def _path(self, part: KafkaPartitionSlice) -> Path:
         import hashlib
 
         # Everything the gate's verdicts depend on is in the name, so a stale file of a
         # deleted checkpoint or another run can never be taken for this slice.
-        inputs = json.dumps([part.waterlines, part.wall_clock_ms], sort_keys=True)
+        inputs = json.dumps([part.waterlines, part.wall_clock_ms, self.spec], sort_keys=True)
         digest = hashlib.sha1(inputs.encode()).hexdigest()[:12]  # noqa: S324
         return self.directory / (
             f"{part.step}-{part.partition}-{part.start}-{part.end}-{digest}.arrow"
@@ -440,15 +445,34 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaPartitionSlice)
-        return SliceCache(self.state_dir).read(
+        batches = SliceCache(self.state_dir, self.spec).read(
             partition, lambda: read_slice(self.spec, self.kafka_conf, partition)
         )
+        return _probe_only(batches) if _probes_only() else batches
 
     def commit(self, end: dict[str, Any]) -> None:
         return None
 
     def stop(self) -> None:
         return None
+
+
+#: The Spark local property under which a job's source tasks return only each slice's probe.
+PROBES_ONLY = "tidemark.probes_only"
+
+
+def _probes_only() -> bool:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context is not None and context.getLocalProperty(PROBES_ONLY) == "true"
+
+
+def _probe_only(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The slice read in full (so the slice cache holds it for the step's next job), but
+    only its last batch, the probe, handed to Spark: the step sink's first job needs the
+    probes alone, and every row it did not ask for would cross from Python into the JVM."""
+    yield from deque(batches, maxlen=1)
 
 
 def _permanent_codes() -> frozenset[int]:
@@ -607,7 +631,7 @@ class _SliceReader:
                     self._note(col, bound)
                 continue
             items.append((verdict, msg))
-        return _to_batch(self.schema, self.names, items, self.part, None)
+        return _to_batch(self.schema, self.names, items, self.part, None, self.spec.ok_payload)
 
     def _columnar(self, chunk: list[Any]) -> pa.RecordBatch | None:
         """The chunk's batch, or None when a value needs the per-record path (a value the
@@ -655,9 +679,12 @@ class _SliceReader:
             pa.array(late_columns, pa.string()),
             pa.array(late_values, pa.int64()),
             pa.array(late_marks, pa.int64()),
-            pa.array(list(map(Message.key, chunk)), pa.binary()),
-            pa.array(values, pa.binary()),
-            _headers_column(chunk, self.schema.field("_headers").type),
+            *_payload_columns(
+                chunk,
+                values,
+                None if self.spec.ok_payload else np.flatnonzero(codes != 0),
+                self.schema.field("_headers").type,
+            ),
             pa.array(np.full(count, self.part.partition, np.int32)),
             pa.array(list(map(Message.offset, chunk)), pa.int64()),
             pa.array(np.full(count, self.part.step, np.int64)),
@@ -710,6 +737,34 @@ def _table_column(kind: pa.DataType, field: FieldColumn, dead: npt.NDArray[np.bo
     return pa.array(values, kind, mask=null)
 
 
+def _payload_columns(
+    chunk: list[Any],
+    values: list[bytes | None],
+    keep: npt.NDArray[np.int64] | None,
+    headers: pa.DataType,
+) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """The ``_key``, ``_value`` and ``_headers`` columns: of every message, or (``keep``:
+    row indices) of those rows only and NULL elsewhere, without a Python object per row."""
+    from confluent_kafka import Message
+
+    if keep is None:
+        return (
+            pa.array(list(map(Message.key, chunk)), pa.binary()),
+            pa.array(values, pa.binary()),
+            _headers_column(chunk, headers),
+        )
+    rows = keep.tolist()
+    picked = [chunk[i] for i in rows]
+    where = np.full(len(chunk), -1, np.int64)
+    where[keep] = np.arange(len(rows))
+    index = pa.array(where, mask=where < 0)
+    return (
+        pa.array(list(map(Message.key, picked)), pa.binary()).take(index),
+        pa.array([values[i] for i in rows], pa.binary()).take(index),
+        _headers_column(picked, headers).take(index),
+    )
+
+
 def _headers_column(chunk: list[Any], kind: pa.DataType) -> pa.Array:
     """Each message's headers as a list of (key, value) structs; an empty list when none."""
     from confluent_kafka import Message
@@ -737,6 +792,7 @@ def _to_batch(
     items: list[tuple[GateVerdict, Any]],
     part: KafkaPartitionSlice,
     accepted: int | None,
+    ok_payload: bool = True,
 ) -> pa.RecordBatch:
     """Arrow columns of the items; the probe (always last) carries ``accepted``."""
     columns: list[pa.Array] = []
@@ -755,13 +811,15 @@ def _to_batch(
     columns.append(pa.array([v.column for v, _ in items], pa.string()))
     columns.append(pa.array([v.value for v, _ in items], pa.int64()))
     columns.append(pa.array([v.waterline for v, _ in items], pa.int64()))
-    columns.append(pa.array([m.key() if m is not None else None for _, m in items], pa.binary()))
-    columns.append(pa.array([m.value() if m is not None else None for _, m in items], pa.binary()))
+    # The message of each row whose Kafka payload is kept (see SourceSpec.ok_payload).
+    kept = [m if ok_payload or v.kind != "ok" else None for v, m in items]
+    columns.append(pa.array([m.key() if m is not None else None for m in kept], pa.binary()))
+    columns.append(pa.array([m.value() if m is not None else None for m in kept], pa.binary()))
     columns.append(
         pa.array(
             [
                 [{"key": k, "value": v} for k, v in (m.headers() or [])] if m is not None else None
-                for _, m in items
+                for m in kept
             ],
             schema.field("_headers").type,
         )

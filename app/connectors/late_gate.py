@@ -119,6 +119,10 @@ class SourceSpec:
     lateness: tuple[tuple[str, int], ...]  # (column, amount in the column's unit)
     max_future_ms: int | None
     dead_letter_topic: str
+    #: Whether accepted rows keep their Kafka key, value and headers. Only a view's LATENESS
+    #: gate needs them (it writes an accepted row back as a dead letter, L2); without one,
+    #: the source leaves them out and Spark does not carry the raw bytes of every row.
+    ok_payload: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -129,6 +133,7 @@ class SourceSpec:
             "lateness": [list(x) for x in self.lateness],
             "max_future_ms": self.max_future_ms,
             "dead_letter_topic": self.dead_letter_topic,
+            "ok_payload": self.ok_payload,
         }
 
     @classmethod
@@ -141,6 +146,7 @@ class SourceSpec:
             lateness=tuple((c, int(a)) for c, a in data["lateness"]),
             max_future_ms=data["max_future_ms"],
             dead_letter_topic=data["dead_letter_topic"],
+            ok_payload=bool(data.get("ok_payload", True)),
         )
 
 

@@ -84,7 +84,7 @@ def time_unit(t: SqlType) -> TimeUnit:
     return "ms" if t.name == "TIMESTAMP" else "integer"
 
 
-def source_spec(table: Table) -> SourceSpec:
+def source_spec(table: Table, ok_payload: bool = True) -> SourceSpec:
     return SourceSpec(
         table=table.name,
         topic=table.topic,
@@ -93,6 +93,7 @@ def source_spec(table: Table) -> SourceSpec:
         lateness=tuple((x.column, x.amount) for x in table.lateness),
         max_future_ms=table.max_future_ms,
         dead_letter_topic=table.dead_letter_topic,
+        ok_payload=ok_payload,
     )
 
 
@@ -110,6 +111,10 @@ class TablePlan:
     view_time_source: Mapping[str, str | None]  # output view -> waterline key of S14
     #: The views the step sink computes over the step's accepted rows (app/runtime/step_views).
     step_views: tuple[View, ...] = ()
+    #: The query is the table's gate rows alone: a pure function of the step's slices, with
+    #: no Spark state and no view gate, so the step sink may run it once for the probes and
+    #: again for the writes instead of caching the batch.
+    rereadable: bool = False
 
 
 def plan_table(
@@ -121,7 +126,11 @@ def plan_table(
     max_records_per_step: int,
     stop_at: Mapping[int, int] | None = None,
 ) -> TablePlan:
-    spec = source_spec(table)
+    views = [v for v in circuit.views if circuit.root_table(v.name).name == table.name]
+    # Arrival coordinates ride along for ARG_MAX/ARG_MIN ties (earliest row wins); the
+    # original record too when a view gate may have to write it back as a dead letter (L2).
+    gated_views = [v for v in views if v.lateness]
+    spec = source_spec(table, ok_payload=bool(gated_views))
     source = (
         spark.readStream.format(KafkaSource.name())
         .option("spec", json.dumps(spec.to_json()))
@@ -132,7 +141,6 @@ def plan_table(
         .load()
     )
     columns = [c.name for c in table.columns]
-    views = [v for v in circuit.views if circuit.root_table(v.name).name == table.name]
     owners = {watermark_owner(circuit, v.name) for v in views if not v.is_stateless}
     accepted = source.filter(F.col("_kind").isin("ok", "probe"))
     watermarked: str | None = None
@@ -149,9 +157,6 @@ def plan_table(
             accepted = accepted.withColumn(
                 "_event_time", F.expr(f"timestamp_millis(`{first.column}`)")
             ).withWatermark("_event_time", f"{first.amount} milliseconds")
-    # Arrival coordinates ride along for ARG_MAX/ARG_MIN ties (earliest row wins); the
-    # original record too when a view gate may have to write it back as a dead letter (L2).
-    gated_views = [v for v in views if v.lateness]
     carried = ORIGIN_COLUMNS if gated_views else ("_step", "_partition", "_offset")
     rows = accepted.filter(kind_is("_kind", "ok", watermarked)).select(*columns, *carried)
     frames: dict[str, DataFrame] = {table.name: rows}
@@ -215,6 +220,7 @@ def plan_table(
         accepted="_accepted",
         carry=carried_columns(table, step_views) if step_views else (),
     )
+    rereadable = not branches
     if "row" in frame.columns:
         no_row = F.lit(None).cast(frame.schema["row"].dataType)
         branches = [branch.withColumn("row", no_row) for branch in branches]
@@ -226,6 +232,7 @@ def plan_table(
         tuple(v for v in views if v.output is not None),
         time_source,
         step_views,
+        rereadable,
     )
 
 

@@ -13,7 +13,10 @@ It runs on the driver once per micro-batch (= step, SPEC S1):
    same Python pass that produces them (:mod:`app.runtime.step_views`);
 3. updates the metrics and logs dead letters: late rows in powers of ten per table (S6).
 
-The batch is persisted for the two passes so the source is read once per step.
+The step runs two Spark jobs over the batch, one for the probes and one for the writes. A
+batch with Spark state (aggregates) or a view gate is persisted between them; a batch of the
+table's gate rows alone is read twice, the first time for its probes only, and the source's
+slice cache serves the second read (issue 7: no cache of the batch to build and read back).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from app.connectors.kafka_sink import (
     format_time_value,
     produce_partition,
 )
-from app.connectors.kafka_source import load_waterlines, store_waterlines
+from app.connectors.kafka_source import PROBES_ONLY, load_waterlines, store_waterlines
 from app.observability.logging import LateRowLog, log_dead_letters
 from app.runtime.plan import TablePlan, TimeUnit, table_units, time_unit
 from app.runtime.step_views import produce_step_views
@@ -145,16 +148,32 @@ class StepSink:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        batch.persist()
-        try:
+        if self.plan.rereadable:
             report = self._write(batch, batch_id)
-        finally:
-            batch.unpersist()
+        else:
+            batch.persist()
+            try:
+                report = self._write(batch, batch_id)
+            finally:
+                batch.unpersist()
         report.seconds = time.monotonic() - started
         self._report(report)
 
+    def _probes(self, batch: DataFrame) -> list[Any]:
+        """The step's probe rows. Of a rereadable plan, the source hands over the probes
+        alone in this job and keeps each slice in its slice cache for the writing job."""
+        probes = batch.filter(F.col("kind") == "probe").select("value", "step")
+        if not self.plan.rereadable:
+            return probes.collect()
+        context = batch.sparkSession.sparkContext
+        context.setLocalProperty(PROBES_ONLY, "true")
+        try:
+            return probes.collect()
+        finally:
+            context.setLocalProperty(PROBES_ONLY, None)  # type: ignore[arg-type]
+
     def _write(self, batch: DataFrame, batch_id: int) -> StepReport:
-        probes = batch.filter(F.col("kind") == "probe").select("value", "step").collect()
+        probes = self._probes(batch)
         steps = {int(r["step"]) for r in probes}
         step = max(steps) if steps else None
         if step is not None:

@@ -16,6 +16,7 @@ import os
 import re
 import struct
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -76,11 +77,21 @@ def _rows(batches: Sequence[pa.RecordBatch]) -> list[str]:
 
 
 def _both(spec: SourceSpec, msgs: list[Any], part: KafkaPartitionSlice | None = None) -> None:
+    """Both paths agree, with and without the accepted rows' Kafka payload (ok_payload); the
+    lean rows are the full ones with the ``ok`` rows' key, value and headers NULL."""
     part = part or _slice()
     fast = list(decode_slice(spec, part, msgs))
     slow = list(decode_slice(spec, part, msgs, columnar=False))
     assert _rows(fast) == _rows(slow)
     assert fast[-1].num_rows == 1 and fast[-1].column("_kind")[0].as_py() == "probe"
+    lean_spec = replace(spec, ok_payload=False)
+    lean = list(decode_slice(lean_spec, part, msgs))
+    assert _rows(lean) == _rows(list(decode_slice(lean_spec, part, msgs, columnar=False)))
+    expected = pa.Table.from_batches(fast).to_pylist()
+    for row in expected:
+        if row["_kind"] == "ok":
+            row.update(_key=None, _value=None, _headers=None)
+    assert _rows(lean) == _rows([pa.RecordBatch.from_pylist(expected, schema=fast[0].schema)])
 
 
 def _messages(values: Sequence[bytes | None], headers: Sequence[Any] | None = None) -> list[Any]:

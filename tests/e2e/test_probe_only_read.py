@@ -1,0 +1,100 @@
+"""The step sink's first job over a rereadable plan reads each slice for its probe alone.
+
+A table whose query is its gate rows alone (no Spark state, no view gate) is not cached
+between the step's two jobs: the first asks the source, through a Spark local property, for
+the probes only, and the source still reads the whole slice into its slice cache, from which
+the second job's read comes (issue 7). This runs the real source in real Spark tasks against
+a real broker: with the property a task sees one row, the probe with the slice's figures;
+without it, every row, equal to a fresh decode of the slice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from app.connectors.avro_codec import AvroCodec
+from app.connectors.kafka_source import (
+    PROBES_ONLY,
+    KafkaPartitionSlice,
+    KafkaStreamReader,
+    SliceCache,
+    _probes_only,
+    read_slice,
+)
+from app.program.compile import compile_program
+from app.runtime.plan import source_spec
+
+pytestmark = pytest.mark.e2e
+
+NOW = 1_800_000_000_000
+PROGRAM = """
+CREATE TABLE t (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' SECOND, n BIGINT)
+WITH ('topic' = '{topic}');
+"""
+
+
+def test_outside_a_spark_task_the_source_reads_every_row() -> None:
+    assert not _probes_only()
+
+
+def test_a_probes_only_job_gets_the_probe_and_the_next_job_every_row_from_the_cache(
+    kafka: Any, unique_topic: Callable[[str], str], spark: Any, tmp_path: Path
+) -> None:
+    topic = kafka.create_topic(unique_topic("in"))
+    program = tmp_path / "p.sql"
+    program.write_text(PROGRAM.format(topic=topic))
+    spec = source_spec(compile_program(program).table("t"), ok_payload=False)
+    codec = AvroCodec(spec.avro_schema)
+    from confluent_kafka import Producer
+
+    producer = Producer({**kafka.conf(), "log_level": 3})
+    for i in range(30):  # the last 5 are late against the slice's waterline
+        value = codec.encode({"ts": NOW + i if i < 25 else NOW - 60_000, "n": i})
+        producer.produce(topic, value=value, key=str(i).encode(), partition=0)
+    producer.produce(topic, value=b"\x00 not avro", partition=0)
+    assert producer.flush(30) == 0
+    options = {
+        "spec": json.dumps(spec.to_json()),
+        "kafka": json.dumps(kafka.conf()),
+        "state_dir": str(tmp_path / "state"),
+    }
+    part = KafkaPartitionSlice(0, 0, 31, 1, NOW, {"ts": NOW - 1_000})
+
+    def read(_: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows = pa.Table.from_batches(list(KafkaStreamReader(options).read(part)))
+        yield pa.RecordBatch.from_pylist([{"rows": json.dumps(rows.to_pylist(), default=str)}])
+
+    def run() -> list[dict[str, Any]]:
+        (result,) = spark.range(1, numPartitions=1).mapInArrow(read, "rows string").collect()
+        rows: list[dict[str, Any]] = json.loads(result["rows"])
+        return rows
+
+    context = spark.sparkContext
+    context.setLocalProperty(PROBES_ONLY, "true")
+    try:
+        probes = run()
+    finally:
+        context.setLocalProperty(PROBES_ONLY, None)
+    assert [r["_kind"] for r in probes] == ["probe"]
+    assert probes[0]["_accepted"] == 25
+    cache = SliceCache(options["state_dir"], spec)
+    assert len(list(cache.directory.glob("*.arrow"))) == 1
+
+    try:
+        every = run()
+    finally:
+        cache.clear()
+    fresh = pa.Table.from_batches(list(read_slice(spec, kafka.conf(), part))).to_pylist()
+    assert every == json.loads(json.dumps(fresh, default=str))
+    kinds = [r["_kind"] for r in every]
+    assert (kinds.count("ok"), kinds.count("late")) == (25, 5)
+    assert kinds[-2:] == ["malformed", "probe"]
+    # Without a view gate, accepted rows carry no Kafka payload; dead letters keep theirs.
+    assert all(r["_value"] is None for r in every if r["_kind"] == "ok")
+    assert all(r["_value"] is not None for r in every if r["_kind"] in ("late", "malformed"))
