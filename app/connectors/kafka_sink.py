@@ -107,9 +107,12 @@ class StepMarker:
     sink_id: str
     batch_id: int
     anchor_topic: str
+    #: Added to the task's partition index: a step writes in two jobs (dead letters, then
+    #: outputs), whose tasks must not share a transactional id and so a marker.
+    first_task: int = 0
 
     def transactional_id(self, task: int) -> str:
-        return f"tidemark-{self.sink_id}-{task}"
+        return f"tidemark-{self.sink_id}-{self.first_task + task}"
 
 
 def _producer(conf: Mapping[str, str]) -> Any:
@@ -158,14 +161,24 @@ def produce_partition(
     ``view_headers``: view -> extra headers for its records (S14 ``tidemark.waterline``).
     ``marker``: write in one transaction with a step marker (exactly once, S15); None: an
     idempotent producer (at least once, byte-identical replays).
+    Probe rows are not written: each comes back as a summary row of kind ``probe`` (``n``:
+    the step, ``detail``: the maxima), so the step's first job writes the dead letters and
+    brings the probes in one pass, on a replay too.
     """
     records: list[_Record] = []
     counts: Counter[tuple[str, str, str, str]] = Counter()
     late_details: list[dict[str, Any]] = []
+    probes: list[dict[str, Any]] = []
     for batch in batches:
         # Column lists, not row dicts: a step writes every output row through here, and
         # building a 14-key dict per row was most of this loop's time (issue 7).
         kinds = batch.column("kind").to_pylist()
+        if "probe" in kinds:
+            probes.extend(_probe_summaries(batch, kinds))
+            batch = batch.filter(pa.array([kind != "probe" for kind in kinds]))
+            kinds = [kind for kind in kinds if kind != "probe"]
+            if not kinds:
+                continue
         rels = batch.column("rel").to_pylist()
         topics = batch.column("topic").to_pylist()
         keys = batch.column("key").to_pylist()
@@ -215,7 +228,7 @@ def produce_partition(
                 # A replayed step: its records are already committed; report what was written.
                 replayed = {"kind": "replayed", "rel": None, "topic": None, "reason": None}
                 stored.append({**replayed, "n": 1, "detail": None})
-                yield pa.RecordBatch.from_pylist(stored, schema=_SUMMARY_ARROW)
+                yield pa.RecordBatch.from_pylist([*stored, *probes], schema=_SUMMARY_ARROW)
                 return
     if late_details:
         summary.append(
@@ -228,7 +241,23 @@ def produce_partition(
                 "detail": json.dumps(late_details),
             }
         )
-    yield pa.RecordBatch.from_pylist(summary, schema=_SUMMARY_ARROW)
+    yield pa.RecordBatch.from_pylist([*summary, *probes], schema=_SUMMARY_ARROW)
+
+
+def _probe_summaries(batch: pa.RecordBatch, kinds: list[str]) -> list[dict[str, Any]]:
+    at = [i for i, kind in enumerate(kinds) if kind == "probe"]
+    rows = batch.take(at).select(["rel", "value", "step"]).to_pylist()
+    return [
+        {
+            "kind": "probe",
+            "rel": row["rel"],
+            "topic": None,
+            "reason": None,
+            "n": row["step"],
+            "detail": bytes(row["value"]).decode(),
+        }
+        for row in rows
+    ]
 
 
 _Record = tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]]]

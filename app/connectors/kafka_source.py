@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, islice
@@ -50,7 +49,7 @@ from app.connectors.late_gate import GateVerdict, LateGate, SourceSpec
 
 __all__ = [
     "META_COLUMNS",
-    "PROBES_ONLY",
+    "SKIP_ACCEPTED",
     "KafkaSource",
     "arrow_type",
     "decode_slice",
@@ -253,9 +252,10 @@ class SliceCache:
 
     One step's plan reads the source once per branch (dead letters with the probe and the rows
     of the step sink's views, each view computed in the query, the aggregates): Spark re-runs
-    the scan for each branch of the union. Without this, every
-    branch would consume the same Kafka offsets and decode the same Avro again. The first
-    reader of a slice writes it here; the others read the file. A slice is a pure function of
+    the scan for each branch of the union, and a rereadable plan is run in both of the step
+    sink's jobs (ADR 0006). Without this, every read would consume the same Kafka offsets and
+    decode the same Avro again. The first reader of a slice writes it here; the others read
+    the file. A slice is a pure function of
     (offsets, step, waterlines, wall clock), all fixed by the offset log, so a cached slice is
     exactly what a fresh read would give, on replay too. Files of older steps are removed.
     """
@@ -448,7 +448,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         batches = SliceCache(self.state_dir, self.spec).read(
             partition, lambda: read_slice(self.spec, self.kafka_conf, partition)
         )
-        return _probe_only(batches) if _probes_only() else batches
+        return _without_accepted(batches) if _skip_accepted() else batches
 
     def commit(self, end: dict[str, Any]) -> None:
         return None
@@ -457,22 +457,27 @@ class KafkaStreamReader(DataSourceStreamReader):
         return None
 
 
-#: The Spark local property under which a job's source tasks return only each slice's probe.
-PROBES_ONLY = "tidemark.probes_only"
+#: The Spark local property under which a job's source tasks leave out the accepted rows.
+SKIP_ACCEPTED = "tidemark.skip_accepted"
 
 
-def _probes_only() -> bool:
+def _skip_accepted() -> bool:
     from pyspark import TaskContext
 
     context = TaskContext.get()
-    return context is not None and context.getLocalProperty(PROBES_ONLY) == "true"
+    return context is not None and context.getLocalProperty(SKIP_ACCEPTED) == "true"
 
 
-def _probe_only(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _without_accepted(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The slice read in full (so the slice cache holds it for the step's next job), but
-    only its last batch, the probe, handed to Spark: the step sink's first job needs the
-    probes alone, and every row it did not ask for would cross from Python into the JVM."""
-    yield from deque(batches, maxlen=1)
+    only its dead letters and its probe handed to Spark: the step sink's first job writes
+    those alone, and every row it did not ask for would cross from Python into the JVM."""
+    import pyarrow.compute as pc
+
+    for batch in batches:
+        kept = batch.filter(pc.not_equal(batch.column("_kind"), "ok"))
+        if kept.num_rows:
+            yield kept
 
 
 def _permanent_codes() -> frozenset[int]:

@@ -1,22 +1,26 @@
 """The end of every step (``foreachBatch``): waterlines, Kafka writes, counts, logs.
 
-It runs on the driver once per micro-batch (= step, SPEC S1):
+It runs on the driver once per micro-batch (= step, SPEC S1), in two Spark jobs:
 
-1. reads the step's probe rows and computes the table's new waterlines
-   ``w(t) = max(w(t-1), max(D(t)) - L)`` (S3), stored under the step number so the next step's
-   late gate (and a replay of this one) sees exactly w(t-1) (S5);
-2. writes the output changes (with the S14 ``tidemark.waterline`` header of each view) and the
-   dead letters (S6) through :func:`produce_partition` on the executors, one Kafka transaction
-   per task with a step marker keyed by Spark's ``batch_id``, which a replay of the batch after
-   a crash reuses, so the replay writes nothing twice (S15); the stateless views that need no
-   gate of their own are computed here, over the step's accepted rows, and encoded in the
-   same Python pass that produces them (:mod:`app.runtime.step_views`);
-3. updates the metrics and logs dead letters: late rows in powers of ten per table (S6).
+1. the first writes the dead letters (S6) and brings back the step's probe rows, from which
+   the driver computes the table's new waterlines ``w(t) = max(w(t-1), max(D(t)) - L)`` (S3),
+   stored under the step number so the next step's late gate (and a replay of this one)
+   sees exactly w(t-1) (S5);
+2. the second writes the output changes, with the S14 ``tidemark.waterline`` header of each
+   view, which is why it waits for every probe; the stateless views that need no gate of
+   their own are computed here, over the step's accepted rows, and encoded in the same
+   Python pass that produces them (:mod:`app.runtime.step_views`);
+3. then the metrics, and the dead-letter log: late rows in powers of ten per table (S6).
 
-The step runs two Spark jobs over the batch, one for the probes and one for the writes. A
-batch with Spark state (aggregates) or a view gate is persisted between them; a batch of the
-table's gate rows alone is read twice, the first time for its probes only, and the source's
-slice cache serves the second read (issue 7: no cache of the batch to build and read back).
+Both jobs write through :func:`produce_partition` on the executors, one Kafka transaction per
+task with a step marker keyed by Spark's ``batch_id``, which a replay of the batch after a
+crash reuses, so the replay writes nothing twice (S15); the second job's tasks are numbered
+from :data:`OUTPUT_TASKS` so no two tasks of a step share a marker.
+
+A batch with Spark state (aggregates) or a view gate is persisted for the two jobs. A batch
+of the table's gate rows alone (a rereadable plan) is read twice instead: in the first job the
+source hands over only the dead letters and probes, and its slice cache serves the second
+read (issue 7: no cache of the batch to build and read back, no accepted row in the first job).
 """
 
 from __future__ import annotations
@@ -24,12 +28,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial, reduce
 from pathlib import Path
 from typing import Any, Protocol
 
+import pyarrow as pa
 import structlog
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -41,7 +46,7 @@ from app.connectors.kafka_sink import (
     format_time_value,
     produce_partition,
 )
-from app.connectors.kafka_source import PROBES_ONLY, load_waterlines, store_waterlines
+from app.connectors.kafka_source import SKIP_ACCEPTED, load_waterlines, store_waterlines
 from app.observability.logging import LateRowLog, log_dead_letters
 from app.runtime.plan import TablePlan, TimeUnit, table_units, time_unit
 from app.runtime.step_views import produce_step_views
@@ -49,6 +54,10 @@ from app.runtime.step_views import produce_step_views
 __all__ = ["StepReport", "StepSink", "sink_identity"]
 
 log = structlog.get_logger("tidemark.step")
+
+#: The first task number of a step's second (output) job; the first job's tasks, one per
+#: partition of the batch (source slices, shuffle partitions), are numbered below it.
+OUTPUT_TASKS = 1 << 20
 
 
 class StepMetrics(Protocol):
@@ -129,7 +138,7 @@ class StepSink:
         previous = load_waterlines(self.state_dir, step)
         maxima: dict[str, int] = {}
         for row in probes:
-            for col, value in json.loads(bytes(row["value"]).decode()).items():
+            for col, value in json.loads(row["detail"]).items():
                 if (
                     col != "_accepted"
                     and value is not None
@@ -159,22 +168,43 @@ class StepSink:
         report.seconds = time.monotonic() - started
         self._report(report)
 
-    def _probes(self, batch: DataFrame) -> list[Any]:
-        """The step's probe rows. Of a rereadable plan, the source hands over the probes
-        alone in this job and keeps each slice in its slice cache for the writing job."""
-        probes = batch.filter(F.col("kind") == "probe").select("value", "step")
+    def _produce(
+        self, batch_id: int, first_task: int, view_headers: Mapping[str, list[tuple[str, bytes]]]
+    ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+        return partial(
+            produce_partition,
+            conf=self.kafka_conf,
+            tables={self.table.name: table_units(self.table)},
+            view_headers=view_headers,
+            marker=(
+                StepMarker(self.sink_id, batch_id, self.table.dead_letter_topic, first_task)
+                if self.exactly_once
+                else None
+            ),
+        )
+
+    def _dead_letters_and_probes(self, batch: DataFrame, batch_id: int) -> list[Any]:
+        """The first job: writes the dead letters, brings the probes. Of a rereadable plan,
+        the source hands over no accepted rows in it and keeps each slice in its slice
+        cache for the second job."""
+        job = (
+            batch.filter(~F.col("kind").isin("row", "output"))
+            .drop("row")  # a no-op when absent
+            .mapInArrow(self._produce(batch_id, 0, {}), SUMMARY_SCHEMA)
+        )
         if not self.plan.rereadable:
-            return probes.collect()
+            return job.collect()
         context = batch.sparkSession.sparkContext
-        context.setLocalProperty(PROBES_ONLY, "true")
+        context.setLocalProperty(SKIP_ACCEPTED, "true")
         try:
-            return probes.collect()
+            return job.collect()
         finally:
-            context.setLocalProperty(PROBES_ONLY, None)  # type: ignore[arg-type]
+            context.setLocalProperty(SKIP_ACCEPTED, None)  # type: ignore[arg-type]
 
     def _write(self, batch: DataFrame, batch_id: int) -> StepReport:
-        probes = self._probes(batch)
-        steps = {int(r["step"]) for r in probes}
+        summary = self._dead_letters_and_probes(batch, batch_id)
+        probes = [row for row in summary if row["kind"] == "probe"]
+        steps = {int(r["n"]) for r in probes}
         step = max(steps) if steps else None
         if step is not None:
             waterlines = self._waterline_after(step, probes)
@@ -188,23 +218,13 @@ class StepSink:
             if source_col is not None:
                 mark = format_time_value(waterlines.get(source_col), self._units[source_col])
                 view_headers[view.name] = [("tidemark.waterline", mark.encode())]
-        produce = partial(
-            produce_partition,
-            conf=self.kafka_conf,
-            tables={self.table.name: table_units(self.table)},
-            view_headers=view_headers,
-            marker=(
-                StepMarker(self.sink_id, batch_id, self.table.dead_letter_topic)
-                if self.exactly_once
-                else None
-            ),
-        )
-        written = batch.filter(~F.col("kind").isin("probe", "row")).drop("row")  # no-op if absent
-        summaries = [
-            written.mapInArrow(produce, SUMMARY_SCHEMA),
-            *produce_step_views(batch, self.plan.table, self.plan.step_views, produce),
-        ]
-        summary = reduce(DataFrame.union, summaries).collect()
+        produce = self._produce(batch_id, OUTPUT_TASKS, view_headers)
+        outputs = produce_step_views(batch, self.plan.table, self.plan.step_views, produce)
+        if not self.plan.rereadable:  # a rereadable plan makes no output rows in the query
+            made = batch.filter(F.col("kind") == "output").drop("row")
+            outputs.insert(0, made.mapInArrow(produce, SUMMARY_SCHEMA))
+        if outputs:
+            summary += reduce(DataFrame.union, outputs).collect()
         report = StepReport(self.table.name, batch_id, step, waterlines=waterlines)
         late_details: list[dict[str, Any]] = []
         for row in summary:
@@ -218,7 +238,7 @@ class StepSink:
                 report.replayed_tasks += int(row["n"])
             elif row["kind"] == "late_detail":
                 late_details.extend(json.loads(row["detail"]))
-        report.accepted = sum(int(json.loads(bytes(r["value"]))["_accepted"]) for r in probes)
+        report.accepted = sum(int(json.loads(r["detail"])["_accepted"]) for r in probes)
         self._log_late(report, late_details)
         return report
 

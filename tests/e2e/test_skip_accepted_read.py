@@ -1,11 +1,12 @@
-"""The step sink's first job over a rereadable plan reads each slice for its probe alone.
+"""The step sink's first job over a rereadable plan reads no accepted row of a slice.
 
 A table whose query is its gate rows alone (no Spark state, no view gate) is not cached
-between the step's two jobs: the first asks the source, through a Spark local property, for
-the probes only, and the source still reads the whole slice into its slice cache, from which
-the second job's read comes (issue 7). This runs the real source in real Spark tasks against
-a real broker: with the property a task sees one row, the probe with the slice's figures;
-without it, every row, equal to a fresh decode of the slice.
+between the step's two jobs: the first (dead letters and probes) asks the source, through a
+Spark local property, to leave the accepted rows out, and the source still reads the whole
+slice into its slice cache, from which the second job's read comes (issue 7). This runs the
+real source in real Spark tasks against a real broker: with the property a task sees the
+dead letters and the probe with the slice's figures; without it, every row, equal to a fresh
+decode of the slice.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ import pytest
 
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.kafka_source import (
-    PROBES_ONLY,
+    SKIP_ACCEPTED,
     KafkaPartitionSlice,
     KafkaStreamReader,
     SliceCache,
-    _probes_only,
+    _skip_accepted,
     read_slice,
 )
 from app.program.compile import compile_program
@@ -40,10 +41,10 @@ WITH ('topic' = '{topic}');
 
 
 def test_outside_a_spark_task_the_source_reads_every_row() -> None:
-    assert not _probes_only()
+    assert not _skip_accepted()
 
 
-def test_a_probes_only_job_gets_the_probe_and_the_next_job_every_row_from_the_cache(
+def test_a_job_skipping_accepted_rows_gets_the_rest_and_the_next_job_every_row_from_the_cache(
     kafka: Any, unique_topic: Callable[[str], str], spark: Any, tmp_path: Path
 ) -> None:
     topic = kafka.create_topic(unique_topic("in"))
@@ -76,13 +77,14 @@ def test_a_probes_only_job_gets_the_probe_and_the_next_job_every_row_from_the_ca
         return rows
 
     context = spark.sparkContext
-    context.setLocalProperty(PROBES_ONLY, "true")
+    context.setLocalProperty(SKIP_ACCEPTED, "true")
     try:
-        probes = run()
+        rest = run()
     finally:
-        context.setLocalProperty(PROBES_ONLY, None)
-    assert [r["_kind"] for r in probes] == ["probe"]
-    assert probes[0]["_accepted"] == 25
+        context.setLocalProperty(SKIP_ACCEPTED, None)
+    assert [r["_kind"] for r in rest] == ["late"] * 5 + ["malformed", "probe"]
+    assert rest[-1]["_accepted"] == 25
+    assert all(r["_value"] is not None for r in rest[:-1])
     cache = SliceCache(options["state_dir"], spec)
     assert len(list(cache.directory.glob("*.arrow"))) == 1
 

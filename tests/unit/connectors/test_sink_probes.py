@@ -1,0 +1,62 @@
+"""The sink hands probe rows back as summary rows and never writes them (S3, S15).
+
+The step's first job writes the dead letters and brings the probes in one pass, so a probe
+must come back from :func:`produce_partition` whatever else the task wrote; a batch of probes
+alone needs no producer (the broker is never asked), which is what this checks without one.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+
+from app.connectors.kafka_sink import SINK_SCHEMA, produce_partition
+from app.connectors.kafka_source import arrow_type
+
+
+def _sink_arrow() -> pa.Schema:
+    fields = []
+    for part in SINK_SCHEMA.split(", "):
+        name, kind = part.split(" ", 1)
+        if kind.startswith("array"):
+            header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+            fields.append(pa.field(name, pa.list_(header)))
+        else:
+            fields.append(
+                pa.field(name, arrow_type({"bigint": "int64", "int": "int32"}.get(kind, kind)))
+            )
+    return pa.schema(fields)
+
+
+def test_probe_rows_come_back_as_summary_rows_and_are_not_written() -> None:
+    schema = _sink_arrow()
+    probes = [
+        {
+            "kind": "probe",
+            "rel": "t",
+            "value": json.dumps({"ts": 5, "_accepted": 3}).encode(),
+            "step": 7,
+        },
+        {
+            "kind": "probe",
+            "rel": "t",
+            "value": json.dumps({"ts": None, "_accepted": 0}).encode(),
+            "step": 7,
+        },
+    ]
+    batch = pa.RecordBatch.from_pylist(probes, schema=schema)
+    out = pa.Table.from_batches(
+        list(produce_partition(iter([batch]), conf={}, tables={}, view_headers={}))
+    ).to_pylist()
+    assert out == [
+        {
+            "kind": "probe",
+            "rel": "t",
+            "topic": None,
+            "reason": None,
+            "n": 7,
+            "detail": p["value"].decode(),
+        }
+        for p in probes
+    ]
