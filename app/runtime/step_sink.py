@@ -2,25 +2,24 @@
 
 It runs on the driver once per micro-batch (= step, SPEC S1), in two Spark jobs:
 
-1. the first writes the dead letters (S6) and brings back the step's probe rows, from which
-   the driver computes the table's new waterlines ``w(t) = max(w(t-1), max(D(t)) - L)`` (S3),
-   stored under the step number so the next step's late gate (and a replay of this one)
-   sees exactly w(t-1) (S5);
+1. the first brings back the step's probe rows, from which the driver computes the table's
+   new waterlines ``w(t) = max(w(t-1), max(D(t)) - L)`` (S3), stored under the step number so
+   the next step's late gate (and a replay of this one) sees exactly w(t-1) (S5);
 2. the second writes the output changes, with the S14 ``tidemark.waterline`` header of each
-   view, which is why it waits for every probe; the stateless views that need no gate of
-   their own are computed here, over the step's accepted rows, and encoded in the same
-   Python pass that produces them (:mod:`app.runtime.step_views`);
+   view, which is why it waits for every probe, and the dead letters (S6); the stateless
+   views that need no gate of their own are computed here, over the step's accepted rows,
+   and encoded in the same Python pass that produces them (:mod:`app.runtime.step_views`);
 3. then the metrics, and the dead-letter log: late rows in powers of ten per table (S6).
+
+A batch with Spark state (aggregates) or a view gate is persisted for the two jobs. A batch of
+the table's gate rows alone (a rereadable plan, ADR 0006) is read twice instead: in the first
+job the source hands over only the dead letters and probes, and that job writes the dead
+letters (they do not need the new waterline); the source's slice cache serves the second read.
 
 Both jobs write through :func:`produce_partition` on the executors, one Kafka transaction per
 task with a step marker keyed by Spark's ``batch_id``, which a replay of the batch after a
 crash reuses, so the replay writes nothing twice (S15); the second job's tasks are numbered
 from :data:`OUTPUT_TASKS` so no two tasks of a step share a marker.
-
-A batch with Spark state (aggregates) or a view gate is persisted for the two jobs. A batch
-of the table's gate rows alone (a rereadable plan) is read twice instead: in the first job the
-source hands over only the dead letters and probes, and its slice cache serves the second
-read (issue 7: no cache of the batch to build and read back, no accepted row in the first job).
 """
 
 from __future__ import annotations
@@ -183,17 +182,24 @@ class StepSink:
             ),
         )
 
-    def _dead_letters_and_probes(self, batch: DataFrame, batch_id: int) -> list[Any]:
-        """The first job: writes the dead letters, brings the probes. Of a rereadable plan,
-        the source hands over no accepted rows in it and keeps each slice in its slice
-        cache for the second job."""
+    def _first_job(self, batch: DataFrame, batch_id: int) -> list[Any]:
+        """The probes (as summary rows of kind ``probe``) and, of a rereadable plan, the
+        summary of writing its dead letters: the source hands over no accepted rows in this
+        job and keeps each slice in its slice cache for the second. A persisted batch keeps
+        its dead letters for the second job: a Python task on every partition of the batch
+        (the aggregate's too) cost (b) more than the dead-letter tasks it would save."""
+        if not self.plan.rereadable:
+            probes = batch.filter(F.col("kind") == "probe").select(
+                F.col("kind"),
+                F.col("step").alias("n"),
+                F.col("value").cast("string").alias("detail"),
+            )
+            return probes.collect()
         job = (
-            batch.filter(~F.col("kind").isin("row", "output"))
+            batch.filter(F.col("kind") != "row")  # a rereadable plan has no other rows
             .drop("row")  # a no-op when absent
             .mapInArrow(self._produce(batch_id, 0, {}), SUMMARY_SCHEMA)
         )
-        if not self.plan.rereadable:
-            return job.collect()
         context = batch.sparkSession.sparkContext
         context.setLocalProperty(SKIP_ACCEPTED, "true")
         try:
@@ -202,7 +208,7 @@ class StepSink:
             context.setLocalProperty(SKIP_ACCEPTED, None)  # type: ignore[arg-type]
 
     def _write(self, batch: DataFrame, batch_id: int) -> StepReport:
-        summary = self._dead_letters_and_probes(batch, batch_id)
+        summary = self._first_job(batch, batch_id)
         probes = [row for row in summary if row["kind"] == "probe"]
         steps = {int(r["n"]) for r in probes}
         step = max(steps) if steps else None
@@ -220,9 +226,9 @@ class StepSink:
                 view_headers[view.name] = [("tidemark.waterline", mark.encode())]
         produce = self._produce(batch_id, OUTPUT_TASKS, view_headers)
         outputs = produce_step_views(batch, self.plan.table, self.plan.step_views, produce)
-        if not self.plan.rereadable:  # a rereadable plan makes no output rows in the query
-            made = batch.filter(F.col("kind") == "output").drop("row")
-            outputs.insert(0, made.mapInArrow(produce, SUMMARY_SCHEMA))
+        if not self.plan.rereadable:  # its dead letters and the records made in the query
+            written = batch.filter(~F.col("kind").isin("probe", "row")).drop("row")
+            outputs.insert(0, written.mapInArrow(produce, SUMMARY_SCHEMA))
         if outputs:
             summary += reduce(DataFrame.union, outputs).collect()
         report = StepReport(self.table.name, batch_id, step, waterlines=waterlines)
