@@ -107,8 +107,9 @@ class StepMarker:
     sink_id: str
     batch_id: int
     anchor_topic: str
-    #: Added to the task's partition index: a step writes in two jobs (dead letters, then
-    #: outputs), whose tasks must not share a transactional id and so a marker.
+    #: Added to the task's partition index: a step may write in both of its jobs (the dead
+    #: letters of a rereadable plan in the first, the outputs in the second), and no two
+    #: tasks of a step may share a transactional id, and so a marker.
     first_task: int = 0
 
     def transactional_id(self, task: int) -> str:
@@ -162,8 +163,8 @@ def produce_partition(
     ``marker``: write in one transaction with a step marker (exactly once, S15); None: an
     idempotent producer (at least once, byte-identical replays).
     Probe rows are not written: each comes back as a summary row of kind ``probe`` (``n``:
-    the step, ``detail``: the maxima), so the step's first job writes the dead letters and
-    brings the probes in one pass, on a replay too.
+    the step, ``detail``: the maxima), so the first job of a rereadable plan's step writes the
+    dead letters and brings the probes in one pass, on a replay too (ADR 0006).
     """
     records: list[_Record] = []
     counts: Counter[tuple[str, str, str, str]] = Counter()

@@ -54,8 +54,8 @@ __all__ = ["StepReport", "StepSink", "sink_identity"]
 
 log = structlog.get_logger("tidemark.step")
 
-#: The first task number of a step's second (output) job; the first job's tasks, one per
-#: partition of the batch (source slices, shuffle partitions), are numbered below it.
+#: The first task number of a step's second (output) job; the first job's writing tasks (a
+#: rereadable plan's, one per source slice) are numbered from 0, below it.
 OUTPUT_TASKS = 1 << 20
 
 
