@@ -87,11 +87,13 @@ def unique_topic(request: pytest.FixtureRequest) -> Callable[[str], str]:
     return make
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def spark() -> Iterator[Any]:
-    """One local Spark session for the test run (starting one costs several seconds)."""
+    """The running local Spark session, or a new one (starting one costs several seconds).
+
+    Asked for per test: a test module with its own session (test_prometheus_listener.py)
+    stops it when it is done, and a session kept for the whole run would then be a stopped one
+    (its context gone) for every test after it. Spark stops with the test process."""
     from app.runtime.session import spark_session
 
-    session = spark_session("local[2]", shuffle_partitions=2)
-    yield session
-    session.stop()
+    yield spark_session("local[2]", shuffle_partitions=2)
