@@ -61,6 +61,9 @@ def _steps(progress: list[dict[str, Any]]) -> list[dict[str, Any]]:
         seen[(str(p.get("runId")), int(p.get("batchId", -1)))] = {
             "start_ms": int(start.timestamp() * 1000),
             "ms": int((p.get("durationMs") or {}).get("triggerExecution", 0)),
+            # Where the step's time went, by Spark's phases (addBatch is the sink's jobs;
+            # latestOffset, walCommit, commitOffsets and queryPlanning come between them).
+            "phases_ms": {k: int(v) for k, v in (p.get("durationMs") or {}).items()},
             # None: the first step of a fresh checkpoint has no start offset (Spark's source).
             "events": (
                 sum(max(0, n - begin.get(part, n)) for part, n in end.items())

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, islice
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +50,8 @@ from app.connectors.late_gate import GateVerdict, LateGate, SourceSpec
 __all__ = [
     "META_COLUMNS",
     "SKIP_ACCEPTED",
+    "SLICE_OUTPUT",
+    "SLICE_SUMMARY",
     "KafkaSource",
     "arrow_type",
     "decode_slice",
@@ -448,6 +450,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         batches = SliceCache(self.state_dir, self.spec).read(
             partition, lambda: read_slice(self.spec, self.kafka_conf, partition)
         )
+        output = _slice_output()
+        if output is not None:
+            return _written(output, batches, _arrow_schema(self.spec))
         return _without_accepted(batches) if _skip_accepted() else batches
 
     def commit(self, end: dict[str, Any]) -> None:
@@ -478,6 +483,45 @@ def _without_accepted(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBa
         kept = batch.filter(pc.not_equal(batch.column("_kind"), "ok"))
         if kept.num_rows:
             yield kept
+
+
+#: The Spark local property that carries a step's :class:`SliceWriter` to its source tasks.
+SLICE_OUTPUT = "tidemark.slice_output"
+#: The ``_kind`` of the one row a source task hands over under :data:`SLICE_OUTPUT`; it
+#: reaches the step sink as a dead-letter-shaped row with this ``reason``.
+SLICE_SUMMARY = "slice_summary"
+
+
+class SliceWriter(Protocol):
+    """What a step's writing job asks of each source task (app.runtime.arrow_views
+    .SliceOutput): write what the slice's batches give and say what was written."""
+
+    def write(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]: ...
+
+
+def _slice_output() -> SliceWriter | None:
+    import base64
+    import pickle
+
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    text = context.getLocalProperty(SLICE_OUTPUT) if context is not None else None
+    if not text:
+        return None
+    writer: SliceWriter = pickle.loads(base64.b64decode(text))  # noqa: S301 (the driver's own)
+    return writer
+
+
+def _written(
+    writer: SliceWriter, batches: Iterable[pa.RecordBatch], schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The slice handed to ``writer`` in this task, and to Spark only the summary of what it
+    wrote: one row of kind :data:`SLICE_SUMMARY` whose ``_message`` is the JSON list of the
+    summary rows (ADR 0007)."""
+    summary = writer.write(batches)
+    row = {"_kind": SLICE_SUMMARY, "_message": json.dumps(summary)}
+    yield pa.RecordBatch.from_pylist([row], schema=schema)
 
 
 def _permanent_codes() -> frozenset[int]:

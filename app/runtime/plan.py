@@ -44,6 +44,7 @@ from app.connectors.kafka_source import KafkaSource
 from app.connectors.late_gate import SourceColumn, SourceSpec
 from app.errors import ProgramError, TidemarkError
 from app.runtime.aggregate import aggregate_branch
+from app.runtime.arrow_views import slice_computable
 from app.runtime.encode import ViewEncoding, encode_view_rows
 from app.runtime.native_aggregate import is_native, native_branch
 from app.runtime.sink_rows import gate_rows
@@ -115,6 +116,10 @@ class TablePlan:
     #: no Spark state and no view gate, so the step sink may run it once for the probes and
     #: again for the writes instead of caching the batch.
     rereadable: bool = False
+    #: The step views are computed, encoded and produced by the source's own tasks over the
+    #: slice's Arrow columns (app/runtime/arrow_views.py, ADR 0007): the query carries no
+    #: accepted rows at all.
+    slice_views: bool = False
 
 
 def plan_table(
@@ -200,6 +205,8 @@ def plan_table(
     if aggregates:
         assert event_time is not None
         branches.append(aggregate_branch(aggregates, event_time))
+    rereadable = not branches
+    slice_views = rereadable and bool(step_views) and slice_computable(step_views)
     frame = gate_rows(
         source,
         "_kind",
@@ -218,9 +225,8 @@ def plan_table(
             for x in table.lateness
         ],
         accepted="_accepted",
-        carry=carried_columns(table, step_views) if step_views else (),
+        carry=carried_columns(table, step_views) if step_views and not slice_views else (),
     )
-    rereadable = not branches
     if "row" in frame.columns:
         no_row = F.lit(None).cast(frame.schema["row"].dataType)
         branches = [branch.withColumn("row", no_row) for branch in branches]
@@ -233,6 +239,7 @@ def plan_table(
         time_source,
         step_views,
         rereadable,
+        slice_views,
     )
 
 

@@ -24,7 +24,9 @@ from :data:`OUTPUT_TASKS` so no two tasks of a step share a marker.
 
 from __future__ import annotations
 
+import base64
 import json
+import pickle
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -45,8 +47,15 @@ from app.connectors.kafka_sink import (
     format_time_value,
     produce_partition,
 )
-from app.connectors.kafka_source import SKIP_ACCEPTED, load_waterlines, store_waterlines
+from app.connectors.kafka_source import (
+    SKIP_ACCEPTED,
+    SLICE_OUTPUT,
+    SLICE_SUMMARY,
+    load_waterlines,
+    store_waterlines,
+)
 from app.observability.logging import LateRowLog, log_dead_letters
+from app.runtime.arrow_views import SliceOutput
 from app.runtime.plan import TablePlan, TimeUnit, table_units, time_unit
 from app.runtime.step_views import produce_step_views
 
@@ -207,6 +216,32 @@ class StepSink:
         finally:
             context.setLocalProperty(SKIP_ACCEPTED, None)  # type: ignore[arg-type]
 
+    def _slice_job(
+        self, batch: DataFrame, batch_id: int, view_headers: Mapping[str, list[tuple[str, bytes]]]
+    ) -> list[Any]:
+        """The writing job of a plan whose step views the source's tasks compute (ADR 0007):
+        each source task reads its slice (from the slice cache), computes, encodes and
+        produces the views' records in one transaction, and hands Spark one summary row."""
+        writer = SliceOutput(
+            self.table.name,
+            tuple(c.name for c in self.table.columns),
+            self.plan.step_views,
+            self.kafka_conf,
+            {self.table.name: table_units(self.table)},
+            view_headers,
+            StepMarker(self.sink_id, batch_id, self.table.dead_letter_topic, OUTPUT_TASKS)
+            if self.exactly_once
+            else None,
+        )
+        job = batch.filter(F.col("reason") == SLICE_SUMMARY).select("message")
+        context = batch.sparkSession.sparkContext
+        context.setLocalProperty(SLICE_OUTPUT, base64.b64encode(pickle.dumps(writer)).decode())
+        try:
+            rows = job.collect()
+        finally:
+            context.setLocalProperty(SLICE_OUTPUT, None)  # type: ignore[arg-type]
+        return [summary for row in rows for summary in json.loads(row["message"])]
+
     def _write(self, batch: DataFrame, batch_id: int) -> StepReport:
         summary = self._first_job(batch, batch_id)
         probes = [row for row in summary if row["kind"] == "probe"]
@@ -224,8 +259,12 @@ class StepSink:
             if source_col is not None:
                 mark = format_time_value(waterlines.get(source_col), self._units[source_col])
                 view_headers[view.name] = [("tidemark.waterline", mark.encode())]
-        produce = self._produce(batch_id, OUTPUT_TASKS, view_headers)
-        outputs = produce_step_views(batch, self.plan.table, self.plan.step_views, produce)
+        if self.plan.slice_views:
+            summary += self._slice_job(batch, batch_id, view_headers)
+            outputs = []
+        else:
+            produce = self._produce(batch_id, OUTPUT_TASKS, view_headers)
+            outputs = produce_step_views(batch, self.plan.table, self.plan.step_views, produce)
         if not self.plan.rereadable:  # its dead letters and the records made in the query
             written = batch.filter(~F.col("kind").isin("probe", "row")).drop("row")
             outputs.insert(0, written.mapInArrow(produce, SUMMARY_SCHEMA))

@@ -15,6 +15,7 @@ from pyspark.daemon import manager
 import app.connectors.kafka_sink  # noqa: F401 - imported for the forks
 import app.connectors.kafka_source  # noqa: F401
 import app.runtime.aggregate  # noqa: F401
+import app.runtime.arrow_views  # noqa: F401
 import app.runtime.encode  # noqa: F401
 import app.runtime.native_aggregate  # noqa: F401
 import app.runtime.view_gate  # noqa: F401
