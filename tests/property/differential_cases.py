@@ -64,6 +64,19 @@ WINDOWED_KEYS = (
     ("window_start", "window_end", "k", "u"),
 )
 UNWINDOWED_KEYS = (("k",), ("u",))
+#: WHERE clauses of the stateless views a source task computes over Arrow (ADR 0007):
+#: comparisons of strings, integers and timestamps, three-valued AND/OR/NOT, IS [NOT] NULL.
+SLICE_WHERES = (
+    "x > 0",
+    "x IS NOT NULL",
+    "k <> 'b'",
+    "(x > 2 AND k = 'a') OR u <= 10",
+    "NOT (x < 3)",
+    "k = 'a' OR k IS NULL",
+    "u >= 20 AND x <> 4",
+    "-2 < x AND NOT (k IS NULL OR k > 'b')",
+    "ts >= TIMESTAMP '2023-11-14 22:13:30'",
+)
 #: (EMIT clause, formats the compiler accepts for it: L5/L6)
 WINDOWED_EMITS = (
     ("", ("upsert", "changelog")),
@@ -230,6 +243,25 @@ def _case(
     return Case(name, table, sql, emit or "default", fmt)
 
 
+def _slice_views(rng: random.Random, table: str) -> dict[str, str]:
+    """Three output views of ``table`` with drawn WHERE clauses, the last over a local view
+    that renames a column: filters and plain columns only (ADR 0007)."""
+    views = {
+        f"sa{i}": (
+            f"CREATE VIEW sa{i} WITH ('topic' = '{{topic}}', 'format' = 'append') AS\n"
+            f"SELECT ts, k, u, x FROM {table} WHERE {rng.choice(SLICE_WHERES)};"
+        )
+        for i in range(2)
+    }
+    views["sa_chain"] = (
+        f"CREATE LOCAL VIEW la AS SELECT ts, k AS kk, x FROM {table} "
+        f"WHERE {rng.choice(SLICE_WHERES)};\n"
+        "CREATE VIEW sa_chain WITH ('topic' = '{topic}', 'format' = 'append') AS\n"
+        "SELECT kk, ts FROM la WHERE kk <> 'c' OR kk IS NULL;"
+    )
+    return views
+
+
 def _row(rng: random.Random, ts_s: int) -> dict[str, Any]:
     return {
         "ts": BASE_MS + ts_s * S,
@@ -252,13 +284,17 @@ def generate(
     native: bool = False,
     delay: bool = False,
     delay_s: int = 20,
+    slice_views: bool = False,
 ) -> Scenario:
     """A scenario of ``cases`` generated views over two tables ``ev_a``/``ev_b``; ``native``:
     only windowed AFTER WATERMARK views with exactly computable aggregates (the views Spark's
     own aggregation runs), so the native path is compared case by case; ``delay``: only
     ``EMIT ... AFTER DELAY INTERVAL 'delay_s' SECOND`` views, case ``i`` taking form ``i`` of
     :data:`DELAY_FORMS` in turn (so ``cases >= len(DELAY_FORMS)`` covers every form and
-    format), windows, keys, aggregates, WHERE and HAVING drawn as for the other cases."""
+    format), windows, keys, aggregates, WHERE and HAVING drawn as for the other cases;
+    ``slice_views``: ``ev_a``'s stateless views are the ones a source task computes over
+    Arrow (:func:`_slice_views`, ADR 0007; give ``cases=0`` so no aggregate keeps ``ev_a`` in
+    the streaming query), while ``ev_b``'s stay with Spark."""
     rng = random.Random(seed)
     lateness = {"ev_a": rng.choice((0, 2, 4)), "ev_b": rng.choice((3, 6, 10))}
     tables = list(lateness)
@@ -273,7 +309,10 @@ def generate(
             f"SELECT ts, k, u, x * 2 AS x2 FROM {t} WHERE x > 4;"
         )
         for t in tables
+        if not slice_views or t != "ev_a"
     }
+    if slice_views:
+        stateless.update(_slice_views(rng, "ev_a"))
     scenario_steps = []
     now = {t: rng.randint(0, 10) for t in tables}
     top = {t: -(10**9) for t in tables}
