@@ -135,6 +135,11 @@ _PRODUCER_SETTINGS: dict[str, Any] = {
     # 8 ms); every writing task of every step starts one (issue 7).
     "enable.sparse.connections": False,
     "acks": "all",
+    # Delivery reports of failed records only: a step produces every output record through
+    # here, and a Python callback per delivered record was a fifth of the producer's CPU
+    # (50,000 transactional records: 0.19 s -> 0.15 s, issue 7). A transaction with a failed
+    # record cannot commit either way.
+    "delivery.report.only.error": True,
     "linger.ms": 5,
     "batch.num.messages": 10000,
     "message.max.bytes": 10485760,

@@ -5,7 +5,7 @@ row of the step from the source's slice into the JVM and the view's rows back ou
 to be encoded and produced. The source's Python task already holds the slice as Arrow
 columns, so a view that only filters rows and forwards columns can be evaluated there, with
 pyarrow's kernels, and its records encoded and produced in the same task: the rows never
-enter the JVM (:class:`SliceOutput`).
+enter the JVM (:mod:`app.runtime.slice_writers`).
 
 Only what Arrow computes exactly as Spark and the reference evaluator do is taken here
 (:func:`arrow_evaluable`): column references and literals; comparisons of integers,
@@ -18,8 +18,7 @@ this evaluator to the reference evaluator, and the differential tests the whole 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 import pyarrow as pa
@@ -27,7 +26,7 @@ import pyarrow.compute as pc
 
 from app.circuit.ir import Call, ColumnRef, Expr, Filter, Literal_, Project, SqlType, View
 
-__all__ = ["SliceOutput", "arrow_evaluable", "evaluate", "slice_computable", "view_rows"]
+__all__ = ["arrow_evaluable", "evaluate", "slice_computable", "view_rows"]
 
 _COMPARISONS = {
     "=": pc.equal,
@@ -193,46 +192,3 @@ def view_rows(
     for view in views:
         frames[view.name] = _rows(view, frames[view.source])
     return frames
-
-
-@dataclass(frozen=True)
-class SliceOutput:
-    """What the second job of a step asks of each source task (through a Spark local
-    property): compute ``views`` over the slice's accepted rows, encode the output views'
-    records and produce them, with the S14 headers, in the task's transaction.
-
-    Everything the task needs travels in here, since the step's waterline (and so the
-    headers) is only known on the driver after the first job."""
-
-    table: str
-    columns: tuple[str, ...]
-    views: tuple[View, ...]
-    conf: Mapping[str, str]
-    tables: Mapping[str, Mapping[str, Any]]
-    view_headers: Mapping[str, list[tuple[str, bytes]]]
-    marker: Any  # kafka_sink.StepMarker | None
-
-    def write(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]:
-        """Produce the views' records of a slice's batches; the summary rows of the write
-        (SUMMARY_SCHEMA dicts: outputs per view, or the replayed step's stored counts)."""
-        from app.connectors.kafka_sink import produce_partition
-        from app.runtime.encode import ViewEncoding, encode_view_rows
-
-        encodings = {v.name: ViewEncoding.for_view(v) for v in self.views if v.output is not None}
-
-        def records() -> Iterator[pa.RecordBatch]:
-            for batch in batches:
-                accepted = batch.filter(pc.equal(batch.column("_kind"), "ok"))
-                if not accepted.num_rows:
-                    continue
-                frames = view_rows(self.views, self.table, accepted.select(list(self.columns)))
-                for name, enc in encodings.items():
-                    if frames[name].num_rows:
-                        yield from encode_view_rows(iter([frames[name]]), enc)
-
-        summary: list[dict[str, Any]] = []
-        for out in produce_partition(
-            records(), self.conf, self.tables, self.view_headers, self.marker
-        ):
-            summary.extend(out.to_pylist())
-        return summary

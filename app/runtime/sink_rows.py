@@ -7,18 +7,43 @@ one place builds those rows so the two gates cannot drift apart.
 Both kinds come out of **one** branch of the gate's rows (everything but the accepted ones):
 Spark runs each branch of the plan's union as its own scan of the Python source, so a branch
 for dead letters and another for probes read every slice twice (issue 7).
+
+A source task that writes its own slice's dead letters (ADR 0007) builds the same rows over
+Arrow (:func:`arrow_dead_letters`, :func:`arrow_probes`), from the same column map
+(:data:`TABLE_GATE`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from app.connectors.kafka_sink import SINK_COLUMNS, SINK_TYPES
 
-__all__ = ["gate_rows"]
+__all__ = ["TABLE_GATE", "arrow_dead_letters", "arrow_probes", "gate_rows"]
+
+#: The table gate's (the source's) column of each dead-letter sink column; the view gate
+#: takes ``reason``, ``message`` and the late columns from its own (app/runtime/view_gate.py).
+TABLE_GATE: Mapping[str, str] = {
+    "key": "_key",
+    "value": "_value",
+    "headers": "_headers",
+    "reason": "_kind",
+    "message": "_message",
+    "src_partition": "_partition",
+    "src_offset": "_offset",
+    "late_column": "_late_column",
+    "late_value": "_late_value",
+    "late_waterline": "_late_waterline",
+    "step": "_step",
+}
 
 _HEADERS = "array<struct<key:string,value:binary>>"
 
@@ -58,17 +83,17 @@ def gate_rows(
         F.lit("dead_letter"),
         F.lit(table),
         F.lit(topic),
-        F.col("_key"),
-        F.col("_value"),
-        F.col("_headers"),
+        F.col(TABLE_GATE["key"]),
+        F.col(TABLE_GATE["value"]),
+        F.col(TABLE_GATE["headers"]),
         reason,
         F.col(message),
-        F.col("_partition"),
-        F.col("_offset"),
+        F.col(TABLE_GATE["src_partition"]),
+        F.col(TABLE_GATE["src_offset"]),
         F.col(late_column),
         F.col(late_value),
         F.col(late_waterline),
-        F.col("_step"),
+        F.col(TABLE_GATE["step"]),
     )
     probe = (
         F.lit("probe"),
@@ -98,3 +123,54 @@ def gate_rows(
     return frame.filter(F.col(kind).isNotNull()).select(
         *columns, F.when(is_ok, F.struct(*carry)).alias("row")
     )
+
+
+def arrow_dead_letters(batch: pa.RecordBatch, table: str, topic: str) -> pa.RecordBatch:
+    """The dead letters :func:`gate_rows` gives for the table's gate over one source batch,
+    in Python (a source task writing its own slice's, ADR 0007)."""
+    kinds = batch.column(TABLE_GATE["reason"])
+    dead = batch.filter(pc.invert(pc.is_in(kinds, pa.array(["ok", "probe"]))))
+    n = dead.num_rows
+    columns = {
+        "kind": pa.array(["dead_letter"] * n, pa.string()),
+        "rel": pa.array([table] * n, pa.string()),
+        "topic": pa.array([topic] * n, pa.string()),
+        **{name: dead.column(source) for name, source in TABLE_GATE.items()},
+    }
+    return pa.RecordBatch.from_arrays([columns[c] for c in SINK_COLUMNS], SINK_COLUMNS)
+
+
+def arrow_probes(
+    batch: pa.RecordBatch, table: str, maxima: Sequence[tuple[str, bool]]
+) -> list[dict[str, Any]]:
+    """The probe rows :func:`gate_rows` gives for the table's gate over one source batch, as
+    the SUMMARY rows of kind ``probe`` that ``produce_partition`` makes of them. ``maxima``:
+    each waterline column and whether it is a TIMESTAMP (sent as epoch ms, as the SQL of
+    :func:`gate_rows`' ``maxima``)."""
+    probes = []
+    for row in batch.filter(pc.equal(batch.column(TABLE_GATE["reason"]), "probe")).to_pylist():
+        detail: dict[str, Any] = {}
+        for column, is_time in maxima:
+            value = row[column]
+            if value is not None:  # to_json leaves out NULL fields
+                detail[column] = _epoch_ms(value) if is_time else int(value)
+        detail["_accepted"] = row["_accepted"]
+        probes.append(
+            {
+                "kind": "probe",
+                "rel": table,
+                "topic": None,
+                "reason": None,
+                "n": row[TABLE_GATE["step"]],
+                "detail": json.dumps(detail, separators=(",", ":")),
+            }
+        )
+    return probes
+
+
+def _epoch_ms(moment: datetime) -> int:
+    """A timestamp as Spark's ``unix_millis`` gives it: epoch ms, floored."""
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

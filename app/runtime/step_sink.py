@@ -55,8 +55,8 @@ from app.connectors.kafka_source import (
     store_waterlines,
 )
 from app.observability.logging import LateRowLog, log_dead_letters
-from app.runtime.arrow_views import SliceOutput
 from app.runtime.plan import TablePlan, TimeUnit, table_units, time_unit
+from app.runtime.slice_writers import ProbePass, SliceOutput
 from app.runtime.step_views import produce_step_views
 
 __all__ = ["StepReport", "StepSink", "sink_identity"]
@@ -184,11 +184,7 @@ class StepSink:
             conf=self.kafka_conf,
             tables={self.table.name: table_units(self.table)},
             view_headers=view_headers,
-            marker=(
-                StepMarker(self.sink_id, batch_id, self.table.dead_letter_topic, first_task)
-                if self.exactly_once
-                else None
-            ),
+            marker=self._marker(batch_id, first_task),
         )
 
     def _first_job(self, batch: DataFrame, batch_id: int) -> list[Any]:
@@ -216,25 +212,37 @@ class StepSink:
         finally:
             context.setLocalProperty(SKIP_ACCEPTED, None)  # type: ignore[arg-type]
 
-    def _slice_job(
-        self, batch: DataFrame, batch_id: int, view_headers: Mapping[str, list[tuple[str, bytes]]]
-    ) -> list[Any]:
-        """The writing job of a plan whose step views the source's tasks compute (ADR 0007):
-        each source task reads its slice (from the slice cache), computes, encodes and
-        produces the views' records in one transaction, and hands Spark one summary row."""
-        writer = SliceOutput(
+    def _marker(self, batch_id: int, first_task: int) -> StepMarker | None:
+        if not self.exactly_once:
+            return None
+        return StepMarker(self.sink_id, batch_id, self.table.dead_letter_topic, first_task)
+
+    def _probe_pass(self) -> ProbePass:
+        return ProbePass(
             self.table.name,
+            tuple((x.column, self._units[x.column] == "ms") for x in self.table.lateness),
+        )
+
+    def _slice_output(
+        self, batch_id: int, view_headers: Mapping[str, list[tuple[str, bytes]]]
+    ) -> SliceOutput:
+        return SliceOutput(
+            self.table.name,
+            self.table.dead_letter_topic,
             tuple(c.name for c in self.table.columns),
             self.plan.step_views,
             self.kafka_conf,
             {self.table.name: table_units(self.table)},
             view_headers,
-            StepMarker(self.sink_id, batch_id, self.table.dead_letter_topic, OUTPUT_TASKS)
-            if self.exactly_once
-            else None,
+            self._marker(batch_id, OUTPUT_TASKS),
         )
-        job = batch.filter(F.col("reason") == SLICE_SUMMARY).select("message")
-        context = batch.sparkSession.sparkContext
+
+    @staticmethod
+    def _run_slices(job: DataFrame, writer: ProbePass | SliceOutput) -> list[Any]:
+        """One job of a slice-views plan (ADR 0007): each source task does what ``writer``
+        says over its slice and hands Spark one summary row. Both jobs of a step run the same
+        DataFrame, so Spark plans the step's query once."""
+        context = job.sparkSession.sparkContext
         context.setLocalProperty(SLICE_OUTPUT, base64.b64encode(pickle.dumps(writer)).decode())
         try:
             rows = job.collect()
@@ -243,7 +251,15 @@ class StepSink:
         return [summary for row in rows for summary in json.loads(row["message"])]
 
     def _write(self, batch: DataFrame, batch_id: int) -> StepReport:
-        summary = self._first_job(batch, batch_id)
+        slices = (
+            batch.filter(F.col("reason") == SLICE_SUMMARY).select("message")
+            if self.plan.slice_views
+            else None
+        )
+        if slices is not None:
+            summary = self._run_slices(slices, self._probe_pass())
+        else:
+            summary = self._first_job(batch, batch_id)
         probes = [row for row in summary if row["kind"] == "probe"]
         steps = {int(r["n"]) for r in probes}
         step = max(steps) if steps else None
@@ -259,8 +275,8 @@ class StepSink:
             if source_col is not None:
                 mark = format_time_value(waterlines.get(source_col), self._units[source_col])
                 view_headers[view.name] = [("tidemark.waterline", mark.encode())]
-        if self.plan.slice_views:
-            summary += self._slice_job(batch, batch_id, view_headers)
+        if slices is not None:
+            summary += self._run_slices(slices, self._slice_output(batch_id, view_headers))
             outputs = []
         else:
             produce = self._produce(batch_id, OUTPUT_TASKS, view_headers)
