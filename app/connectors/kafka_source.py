@@ -20,6 +20,11 @@ numpy (:mod:`app.connectors.avro_columns`), the plain ``ok`` rows pass the gate 
 (:meth:`LateGate.accepts`), and only the others (late, future, bad, punctuation) are classified
 one by one, so verdicts and messages are the per-record gate's. ``loadtests/source_speed.py``
 measures it; tests/unit/connectors/test_columnar_source.py holds it to the per-record path.
+
+What a task hands Spark depends on the job (Spark local properties, set by the step sink):
+everything; only the dead letters and the probe (:data:`SKIP_ACCEPTED`, ADR 0006); or one
+summary row of what a :class:`SliceWriter` did with the slice in the task itself
+(:data:`SLICE_OUTPUT`, ADR 0007).
 """
 
 from __future__ import annotations
@@ -255,7 +260,7 @@ class SliceCache:
     One step's plan reads the source once per branch (dead letters with the probe and the rows
     of the step sink's views, each view computed in the query, the aggregates): Spark re-runs
     the scan for each branch of the union, and a rereadable plan is run in both of the step
-    sink's jobs (ADR 0006). Without this, every read would consume the same Kafka offsets and
+    sink's jobs (ADRs 0006, 0007). Without this, every read would consume the same Kafka offsets and
     decode the same Avro again. The first reader of a slice writes it here; the others read
     the file. A slice is a pure function of
     (offsets, step, waterlines, wall clock), all fixed by the offset log, so a cached slice is

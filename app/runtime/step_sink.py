@@ -15,6 +15,10 @@ A batch with Spark state (aggregates) or a view gate is persisted for the two jo
 the table's gate rows alone (a rereadable plan, ADR 0006) is read twice instead: in the first
 job the source hands over only the dead letters and probes, and that job writes the dead
 letters (they do not need the new waterline); the source's slice cache serves the second read.
+When the source's own tasks can compute every step view (a slice-views plan, ADR 0007), both
+jobs run one DataFrame whose source tasks do the work themselves, told what by a writer in a
+Spark local property (:mod:`app.runtime.slice_writers`): the first brings back the probes,
+the second writes the dead letters and the views' records.
 
 Both jobs write through :func:`produce_partition` on the executors, one Kafka transaction per
 task with a step marker keyed by Spark's ``batch_id``, which a replay of the batch after a
