@@ -492,8 +492,8 @@ def _without_accepted(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBa
 
 #: The Spark local property that carries a step's :class:`SliceWriter` to its source tasks.
 SLICE_OUTPUT = "tidemark.slice_output"
-#: The ``_kind`` of the one row a source task hands over under :data:`SLICE_OUTPUT`; it
-#: reaches the step sink as a dead-letter-shaped row with this ``reason``.
+#: The ``_kind`` of the one row a source task hands over under :data:`SLICE_OUTPUT`, the
+#: only rows a slice-views plan keeps (app/runtime/plan.py).
 SLICE_SUMMARY = "slice_summary"
 
 

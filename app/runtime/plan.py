@@ -40,7 +40,7 @@ from app.circuit.ir import (
     Window,
 )
 from app.connectors.kafka_sink import SINK_SCHEMA
-from app.connectors.kafka_source import KafkaSource
+from app.connectors.kafka_source import SLICE_SUMMARY, KafkaSource
 from app.connectors.late_gate import SourceColumn, SourceSpec
 from app.errors import ProgramError, TidemarkError
 from app.runtime.aggregate import aggregate_branch
@@ -117,8 +117,8 @@ class TablePlan:
     #: again for the writes instead of caching the batch.
     rereadable: bool = False
     #: The step views are computed, encoded and produced by the source's own tasks over the
-    #: slice's Arrow columns (app/runtime/arrow_views.py, ADR 0007): the query carries no
-    #: accepted rows at all.
+    #: slice's Arrow columns (app/runtime/slice_writers.py, ADR 0007): the query's rows are
+    #: one ``message`` per source task, the JSON summary rows of what it did.
     slice_views: bool = False
 
 
@@ -207,26 +207,32 @@ def plan_table(
         branches.append(aggregate_branch(aggregates, event_time))
     rereadable = not branches
     slice_views = rereadable and bool(step_views) and slice_computable(step_views)
-    frame = gate_rows(
-        source,
-        "_kind",
-        table.name,
-        table.dead_letter_topic,
-        reason=F.col("_kind"),
-        message="_message",
-        late=("_late_column", "_late_value", "_late_waterline"),
-        maxima=[
-            (
-                x.column,
-                ms_sql(x.column)
-                if time_unit(table.column(x.column).type) == "ms"
-                else f"cast(`{x.column}` as bigint)",
-            )
-            for x in table.lateness
-        ],
-        accepted="_accepted",
-        carry=carried_columns(table, step_views) if step_views and not slice_views else (),
-    )
+    if slice_views:
+        # ADR 0007: each source task hands Spark one summary row of what it did with its slice.
+        frame = source.filter(F.col("_kind") == SLICE_SUMMARY).select(
+            F.col("_message").alias("message")
+        )
+    else:
+        frame = gate_rows(
+            source,
+            "_kind",
+            table.name,
+            table.dead_letter_topic,
+            reason=F.col("_kind"),
+            message="_message",
+            late=("_late_column", "_late_value", "_late_waterline"),
+            maxima=[
+                (
+                    x.column,
+                    ms_sql(x.column)
+                    if time_unit(table.column(x.column).type) == "ms"
+                    else f"cast(`{x.column}` as bigint)",
+                )
+                for x in table.lateness
+            ],
+            accepted="_accepted",
+            carry=carried_columns(table, step_views) if step_views else (),
+        )
     if "row" in frame.columns:
         no_row = F.lit(None).cast(frame.schema["row"].dataType)
         branches = [branch.withColumn("row", no_row) for branch in branches]

@@ -54,7 +54,6 @@ from app.connectors.kafka_sink import (
 from app.connectors.kafka_source import (
     SKIP_ACCEPTED,
     SLICE_OUTPUT,
-    SLICE_SUMMARY,
     load_waterlines,
     store_waterlines,
 )
@@ -255,11 +254,7 @@ class StepSink:
         return [summary for row in rows for summary in json.loads(row["message"])]
 
     def _write(self, batch: DataFrame, batch_id: int) -> StepReport:
-        slices = (
-            batch.filter(F.col("reason") == SLICE_SUMMARY).select("message")
-            if self.plan.slice_views
-            else None
-        )
+        slices = batch if self.plan.slice_views else None
         if slices is not None:
             summary = self._run_slices(slices, self._probe_pass())
         else:
