@@ -498,8 +498,8 @@ SLICE_SUMMARY = "slice_summary"
 
 
 class SliceWriter(Protocol):
-    """What a step's writing job asks of each source task (app.runtime.arrow_views
-    .SliceOutput): write what the slice's batches give and say what was written."""
+    """What a step's job asks of each source task (app/runtime/slice_writers.py: ProbePass,
+    SliceOutput): do its work over the slice's batches and say what it did, as SUMMARY rows."""
 
     def write(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]: ...
 

@@ -47,7 +47,7 @@ from app.runtime.aggregate import aggregate_branch
 from app.runtime.arrow_views import slice_computable
 from app.runtime.encode import ViewEncoding, encode_view_rows
 from app.runtime.native_aggregate import is_native, native_branch
-from app.runtime.sink_rows import gate_rows
+from app.runtime.sink_rows import TABLE_GATE, gate_rows
 from app.runtime.step_views import carried_columns, per_step_views
 from app.runtime.view_frame import batch_time, ms_sql, view_frame
 from app.runtime.view_gate import (
@@ -218,9 +218,13 @@ def plan_table(
             "_kind",
             table.name,
             table.dead_letter_topic,
-            reason=F.col("_kind"),
-            message="_message",
-            late=("_late_column", "_late_value", "_late_waterline"),
+            reason=F.col(TABLE_GATE["reason"]),
+            message=TABLE_GATE["message"],
+            late=(
+                TABLE_GATE["late_column"],
+                TABLE_GATE["late_value"],
+                TABLE_GATE["late_waterline"],
+            ),
             maxima=[
                 (
                     x.column,

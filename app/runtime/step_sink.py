@@ -16,7 +16,7 @@ the table's gate rows alone (a rereadable plan, ADR 0006) is read twice instead:
 job the source hands over only the dead letters and probes, and that job writes the dead
 letters (they do not need the new waterline); the source's slice cache serves the second read.
 When the source's own tasks can compute every step view (a slice-views plan, ADR 0007), both
-jobs run one DataFrame whose source tasks do the work themselves, told what by a writer in a
+jobs collect the batch itself, whose source tasks do the work, told what by a writer in a
 Spark local property (:mod:`app.runtime.slice_writers`): the first brings back the probes,
 the second writes the dead letters and the views' records.
 
@@ -243,8 +243,8 @@ class StepSink:
     @staticmethod
     def _run_slices(job: DataFrame, writer: ProbePass | SliceOutput) -> list[Any]:
         """One job of a slice-views plan (ADR 0007): each source task does what ``writer``
-        says over its slice and hands Spark one summary row. Both jobs of a step run the same
-        DataFrame, so Spark plans the step's query once."""
+        says over its slice and hands Spark one summary row. Both jobs collect the step's own
+        batch (the source's summary rows alone), so nothing is planned for them."""
         context = job.sparkSession.sparkContext
         context.setLocalProperty(SLICE_OUTPUT, base64.b64encode(pickle.dumps(writer)).decode())
         try:
