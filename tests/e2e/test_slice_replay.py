@@ -9,14 +9,13 @@ its marker and write nothing, and read_committed consumers see each record once.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.connectors.avro_codec import AvroCodec
+from app.connectors.kafka_source import SliceCache
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.runtime.service import Service
@@ -69,7 +68,7 @@ def test_a_replayed_slice_step_writes_nothing_twice_s15(
     commits = checkpoint / "clicks" / "spark" / "commits"
     last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
     (commits / str(last)).unlink()
-    shutil.rmtree(Path(tempfile.gettempdir()) / "tidemark-slices", ignore_errors=True)
+    SliceCache(str(checkpoint / "clicks" / "tidemark")).clear()
 
     reports.clear()
     service = Service(circuit, kafka.conf(), checkpoint, on_step=reports.append)
