@@ -457,7 +457,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         )
         output = _slice_output()
         if output is not None:
-            return _written(output, batches, _arrow_schema(self.spec))
+            return _written(output, batches, _arrow_schema(self.spec), self.kafka_conf)
         return _without_accepted(batches) if _skip_accepted() else batches
 
     def commit(self, end: dict[str, Any]) -> None:
@@ -499,9 +499,13 @@ SLICE_SUMMARY = "slice_summary"
 
 class SliceWriter(Protocol):
     """What a step's job asks of each source task (app/runtime/slice_writers.py: ProbePass,
-    SliceOutput): do its work over the slice's batches and say what it did, as SUMMARY rows."""
+    SliceOutput): do its work over the slice's batches and say what it did, as SUMMARY rows.
+    The Kafka settings are the source's own: credentials never ride in a local property,
+    which Spark's event log would keep unredacted."""
 
-    def write(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]: ...
+    def write(
+        self, batches: Iterable[pa.RecordBatch], kafka_conf: Mapping[str, str]
+    ) -> list[dict[str, Any]]: ...
 
 
 def _slice_output() -> SliceWriter | None:
@@ -519,12 +523,15 @@ def _slice_output() -> SliceWriter | None:
 
 
 def _written(
-    writer: SliceWriter, batches: Iterable[pa.RecordBatch], schema: pa.Schema
+    writer: SliceWriter,
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    kafka_conf: Mapping[str, str],
 ) -> Iterator[pa.RecordBatch]:
     """The slice handed to ``writer`` in this task, and to Spark only the summary of what it
     wrote: one row of kind :data:`SLICE_SUMMARY` whose ``_message`` is the JSON list of the
     summary rows (ADR 0007)."""
-    summary = writer.write(batches)
+    summary = writer.write(batches, kafka_conf)
     row = {"_kind": SLICE_SUMMARY, "_message": json.dumps(summary)}
     yield pa.RecordBatch.from_pylist([row], schema=schema)
 

@@ -14,7 +14,8 @@ work itself, told what by a writer in the Spark local property
    header, in one Kafka transaction with a step marker (S15), task numbers from
    ``OUTPUT_TASKS``.
 
-Both are pickled into the local property, so they carry everything the task needs.
+Both are pickled into the local property and carry everything the task needs but the Kafka
+settings, which are the source's own (so no credentials ride in a local property).
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ class ProbePass:
     #: Each waterline column of the table and whether it is a TIMESTAMP.
     maxima: tuple[tuple[str, bool], ...]
 
-    def write(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]:
+    def write(
+        self, batches: Iterable[pa.RecordBatch], kafka_conf: Mapping[str, str]
+    ) -> list[dict[str, Any]]:
         """The probe as a SUMMARY row of kind ``probe``; nothing is written."""
         probes: list[dict[str, Any]] = []
         for batch in batches:
@@ -60,12 +63,13 @@ class SliceOutput:
     dead_letter_topic: str
     columns: tuple[str, ...]
     views: tuple[View, ...]
-    conf: Mapping[str, str]
     tables: Mapping[str, Mapping[str, Any]]
     view_headers: Mapping[str, list[tuple[str, bytes]]]
     marker: StepMarker | None
 
-    def write(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]:
+    def write(
+        self, batches: Iterable[pa.RecordBatch], kafka_conf: Mapping[str, str]
+    ) -> list[dict[str, Any]]:
         """The summary rows: dead letters and outputs per view (or a replayed step's stored
         counts), and the late rows' details for the S6 log."""
         encodings = {v.name: ViewEncoding.for_view(v) for v in self.views if v.output is not None}
@@ -85,7 +89,7 @@ class SliceOutput:
 
         summary: list[dict[str, Any]] = []
         for out in produce_partition(
-            records(), self.conf, self.tables, self.view_headers, self.marker
+            records(), kafka_conf, self.tables, self.view_headers, self.marker
         ):
             summary.extend(out.to_pylist())
         return summary

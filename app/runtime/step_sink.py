@@ -234,7 +234,6 @@ class StepSink:
             self.table.dead_letter_topic,
             tuple(c.name for c in self.table.columns),
             self.plan.step_views,
-            self.kafka_conf,
             {self.table.name: table_units(self.table)},
             view_headers,
             self._marker(batch_id, OUTPUT_TASKS),
