@@ -50,6 +50,7 @@ __all__ = [
     "SUMMARY_SCHEMA",
     "StepMarker",
     "format_time_value",
+    "probe_summary",
     "produce_partition",
 ]
 
@@ -253,17 +254,13 @@ def produce_partition(
 def _probe_summaries(batch: pa.RecordBatch, kinds: list[str]) -> list[dict[str, Any]]:
     at = [i for i, kind in enumerate(kinds) if kind == "probe"]
     rows = batch.take(at).select(["rel", "value", "step"]).to_pylist()
-    return [
-        {
-            "kind": "probe",
-            "rel": row["rel"],
-            "topic": None,
-            "reason": None,
-            "n": row["step"],
-            "detail": bytes(row["value"]).decode(),
-        }
-        for row in rows
-    ]
+    return [probe_summary(row["rel"], row["step"], bytes(row["value"]).decode()) for row in rows]
+
+
+def probe_summary(rel: str, step: int, detail: str) -> dict[str, Any]:
+    """A probe as the SUMMARY row the step sink reads: ``n`` the step, ``detail`` the JSON of
+    the step maxima and the accepted-row count."""
+    return {"kind": "probe", "rel": rel, "topic": None, "reason": None, "n": step, "detail": detail}
 
 
 _Record = tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]]]

@@ -471,11 +471,16 @@ class KafkaStreamReader(DataSourceStreamReader):
 SKIP_ACCEPTED = "tidemark.skip_accepted"
 
 
-def _skip_accepted() -> bool:
+def _task_property(key: str) -> str | None:
+    """A Spark local property of the job this task belongs to (None outside a task)."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
-    return context is not None and context.getLocalProperty(SKIP_ACCEPTED) == "true"
+    return context.getLocalProperty(key) if context is not None else None
+
+
+def _skip_accepted() -> bool:
+    return _task_property(SKIP_ACCEPTED) == "true"
 
 
 def _without_accepted(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -512,10 +517,7 @@ def _slice_output() -> SliceWriter | None:
     import base64
     import pickle
 
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    text = context.getLocalProperty(SLICE_OUTPUT) if context is not None else None
+    text = _task_property(SLICE_OUTPUT)
     if not text:
         return None
     writer: SliceWriter = pickle.loads(base64.b64decode(text))  # noqa: S301 (the driver's own)

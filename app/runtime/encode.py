@@ -18,7 +18,7 @@ from app.circuit.ir import View
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.avro_column_encoder import ColumnarEncoder, ColumnValues
 
-__all__ = ["ViewEncoding", "encode_record", "encode_view_rows", "output_batch"]
+__all__ = ["ViewEncoding", "circuit_units", "encode_record", "encode_view_rows", "output_batch"]
 
 
 class ViewEncoding:
@@ -90,7 +90,7 @@ class ViewEncoding:
         return {**self.__dict__, "_codecs": None, "_columnar": None}
 
 
-def _circuit_units(column: pa.Array) -> pa.Array:
+def circuit_units(column: pa.Array) -> pa.Array:
     """A column in the circuit's units, as both encoding paths write it: TIMESTAMP as epoch
     ms (floored), DATE as days; anything else unchanged."""
     if pa.types.is_timestamp(column.type):
@@ -103,7 +103,7 @@ def _circuit_units(column: pa.Array) -> pa.Array:
 
 def _plain_columns(batch: pa.RecordBatch) -> dict[str, list[Any]]:
     return {
-        name: _circuit_units(column).to_pylist()
+        name: circuit_units(column).to_pylist()
         for name, column in zip(batch.schema.names, batch.columns, strict=True)
     }
 
@@ -150,12 +150,12 @@ def encode_view_rows(
 
 
 def _column_values(column: pa.Array) -> ColumnValues:
-    """A view column as the columnar encoder takes it, in :func:`_circuit_units`."""
+    """A view column as the columnar encoder takes it, in :func:`circuit_units`."""
     null = np.asarray(column.is_null().to_numpy(zero_copy_only=False), np.bool_)
     kind = column.type
     if pa.types.is_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_string(kind):
         return ColumnValues(null, array=column)
-    filled = _circuit_units(column).fill_null(False if pa.types.is_boolean(kind) else 0)
+    filled = circuit_units(column).fill_null(False if pa.types.is_boolean(kind) else 0)
     return ColumnValues(null, numbers=filled.to_numpy(zero_copy_only=False))
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -25,7 +24,8 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from app.connectors.kafka_sink import SINK_COLUMNS, SINK_TYPES
+from app.connectors.kafka_sink import SINK_COLUMNS, SINK_TYPES, probe_summary
+from app.runtime.encode import circuit_units
 
 __all__ = ["TABLE_GATE", "arrow_dead_letters", "arrow_probes", "gate_rows"]
 
@@ -140,37 +140,18 @@ def arrow_dead_letters(batch: pa.RecordBatch, table: str, topic: str) -> pa.Reco
     return pa.RecordBatch.from_arrays([columns[c] for c in SINK_COLUMNS], SINK_COLUMNS)
 
 
-def arrow_probes(
-    batch: pa.RecordBatch, table: str, maxima: Sequence[tuple[str, bool]]
-) -> list[dict[str, Any]]:
+def arrow_probes(batch: pa.RecordBatch, table: str, maxima: Sequence[str]) -> list[dict[str, Any]]:
     """The probe rows :func:`gate_rows` gives for the table's gate over one source batch, as
-    the SUMMARY rows of kind ``probe`` that ``produce_partition`` makes of them. ``maxima``:
-    each waterline column and whether it is a TIMESTAMP (sent as epoch ms, as the SQL of
-    :func:`gate_rows`' ``maxima``)."""
-    probes = []
-    for row in batch.filter(pc.equal(batch.column(TABLE_GATE["reason"]), "probe")).to_pylist():
-        detail: dict[str, Any] = {}
-        for column, is_time in maxima:
-            value = row[column]
-            if value is not None:  # to_json leaves out NULL fields
-                detail[column] = _epoch_ms(value) if is_time else int(value)
-        detail["_accepted"] = row["_accepted"]
-        probes.append(
-            {
-                "kind": "probe",
-                "rel": table,
-                "topic": None,
-                "reason": None,
-                "n": row[TABLE_GATE["step"]],
-                "detail": json.dumps(detail, separators=(",", ":")),
-            }
-        )
-    return probes
-
-
-def _epoch_ms(moment: datetime) -> int:
-    """A timestamp as Spark's ``unix_millis`` gives it: epoch ms, floored."""
-    return (moment - _EPOCH) // timedelta(milliseconds=1)
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+    the SUMMARY rows ``produce_partition`` makes of them; ``maxima``: the waterline columns,
+    sent in the circuit's units (TIMESTAMP as epoch ms), as :func:`gate_rows`' SQL does."""
+    probes = batch.filter(pc.equal(batch.column(TABLE_GATE["reason"]), "probe"))
+    values = {c: circuit_units(probes.column(c)).to_pylist() for c in maxima}
+    steps = probes.column(TABLE_GATE["step"]).to_pylist()
+    accepted = probes.column("_accepted").to_pylist()
+    out = []
+    for i, step in enumerate(steps):
+        # to_json leaves out NULL fields
+        detail = {c: values[c][i] for c in maxima if values[c][i] is not None}
+        detail["_accepted"] = accepted[i]
+        out.append(probe_summary(table, step, json.dumps(detail, separators=(",", ":"))))
+    return out

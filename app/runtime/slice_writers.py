@@ -41,8 +41,8 @@ class ProbePass:
     """The first job: the slice read (into the slice cache) and its probe brought back."""
 
     table: str
-    #: Each waterline column of the table and whether it is a TIMESTAMP.
-    maxima: tuple[tuple[str, bool], ...]
+    #: The table's waterline columns.
+    maxima: tuple[str, ...]
 
     def write(
         self, batches: Iterable[pa.RecordBatch], kafka_conf: Mapping[str, str]

@@ -122,6 +122,17 @@ def sink_identity(state_dir: str) -> str:
     return identity
 
 
+def _collect_with(job: DataFrame, key: str, value: str) -> list[Any]:
+    """``job``'s rows, collected with the Spark local property ``key`` set: its tasks (the
+    source's) read it to know what this job asks of them."""
+    context = job.sparkSession.sparkContext
+    context.setLocalProperty(key, value)
+    try:
+        return job.collect()
+    finally:
+        context.setLocalProperty(key, None)  # type: ignore[arg-type]
+
+
 class StepSink:
     def __init__(
         self,
@@ -208,12 +219,7 @@ class StepSink:
             .drop("row")  # a no-op when absent
             .mapInArrow(self._produce(batch_id, 0, {}), SUMMARY_SCHEMA)
         )
-        context = batch.sparkSession.sparkContext
-        context.setLocalProperty(SKIP_ACCEPTED, "true")
-        try:
-            return job.collect()
-        finally:
-            context.setLocalProperty(SKIP_ACCEPTED, None)  # type: ignore[arg-type]
+        return _collect_with(job, SKIP_ACCEPTED, "true")
 
     def _marker(self, batch_id: int, first_task: int) -> StepMarker | None:
         if not self.exactly_once:
@@ -221,10 +227,7 @@ class StepSink:
         return StepMarker(self.sink_id, batch_id, self.table.dead_letter_topic, first_task)
 
     def _probe_pass(self) -> ProbePass:
-        return ProbePass(
-            self.table.name,
-            tuple((x.column, self._units[x.column] == "ms") for x in self.table.lateness),
-        )
+        return ProbePass(self.table.name, tuple(x.column for x in self.table.lateness))
 
     def _slice_output(
         self, batch_id: int, view_headers: Mapping[str, list[tuple[str, bytes]]]
@@ -244,18 +247,12 @@ class StepSink:
         """One job of a slice-views plan (ADR 0007): each source task does what ``writer``
         says over its slice and hands Spark one summary row. Both jobs collect the step's own
         batch (the source's summary rows alone), so nothing is planned for them."""
-        context = job.sparkSession.sparkContext
-        context.setLocalProperty(SLICE_OUTPUT, base64.b64encode(pickle.dumps(writer)).decode())
-        try:
-            rows = job.collect()
-        finally:
-            context.setLocalProperty(SLICE_OUTPUT, None)  # type: ignore[arg-type]
+        rows = _collect_with(job, SLICE_OUTPUT, base64.b64encode(pickle.dumps(writer)).decode())
         return [summary for row in rows for summary in json.loads(row["message"])]
 
     def _write(self, batch: DataFrame, batch_id: int) -> StepReport:
-        slices = batch if self.plan.slice_views else None
-        if slices is not None:
-            summary = self._run_slices(slices, self._probe_pass())
+        if self.plan.slice_views:
+            summary = self._run_slices(batch, self._probe_pass())
         else:
             summary = self._first_job(batch, batch_id)
         probes = [row for row in summary if row["kind"] == "probe"]
@@ -273,8 +270,8 @@ class StepSink:
             if source_col is not None:
                 mark = format_time_value(waterlines.get(source_col), self._units[source_col])
                 view_headers[view.name] = [("tidemark.waterline", mark.encode())]
-        if slices is not None:
-            summary += self._run_slices(slices, self._slice_output(batch_id, view_headers))
+        if self.plan.slice_views:
+            summary += self._run_slices(batch, self._slice_output(batch_id, view_headers))
             outputs = []
         else:
             produce = self._produce(batch_id, OUTPUT_TASKS, view_headers)
