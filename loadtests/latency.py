@@ -37,6 +37,7 @@ import collections
 import json
 import math
 import multiprocessing
+import re
 import signal
 import subprocess
 import sys
@@ -65,6 +66,8 @@ __all__ = [
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
+#: A side's ``STEP <input rows>`` announcement (loadtests/side.py).
+_STEP = re.compile(r"STEP (\d+)(?:\s|$)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -431,7 +434,8 @@ class _Side:
             self.lines.append(line.rstrip("\n"))
             if line.startswith("READY"):
                 self.ready.set()
-            elif line.startswith("STEP ") and int(line.split()[1]) > 0:
+            elif (step := _STEP.search(line)) is not None and int(step.group(1)) > 0:
+                # Searched, not parsed from the start: another thread's log line may share it.
                 if not self.first_input.is_set():
                     self.first_input_ms = time.time() * 1000
                     self.first_input.set()

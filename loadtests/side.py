@@ -98,7 +98,11 @@ def _listener(progress: list[dict[str, Any]], announce: bool) -> Any:
             p = json.loads(event.progress.json)
             progress.append(p)
             if announce:
-                print(f"STEP {int(p.get('numInputRows', 0))}", flush=True)
+                # One write of the whole line: the service's log lines go to the same stdout
+                # from other threads, and print's separate newline let one land in between
+                # ("STEP 4" + "2026-11-23 ..." on one line, CI of 2026-11-23).
+                sys.stdout.write(f"STEP {int(p.get('numInputRows', 0))}\n")
+                sys.stdout.flush()
 
         def onQueryIdle(self, event: Any) -> None:
             return None
