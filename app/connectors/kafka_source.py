@@ -334,6 +334,49 @@ class SliceCache:
                 old.unlink(missing_ok=True)
 
 
+def cached_slice(
+    spec: SourceSpec, conf: Mapping[str, str], state_dir: str, part: KafkaPartitionSlice
+) -> Iterator[pa.RecordBatch]:
+    """One slice's batches: from the slice cache, else read from Kafka (and cached)."""
+    return SliceCache(state_dir, spec).read(part, lambda: read_slice(spec, conf, part))
+
+
+#: The file in ``state_dir`` holding the slices of the step Spark planned last (ADR 0008).
+PLANNED_SLICES = "planned-slices.json"
+
+
+def record_planned_slices(state_dir: str, slices: Sequence[KafkaPartitionSlice]) -> None:
+    """Keep the slices ``partitions()`` just planned (none for a step without data), so the
+    step sink can read them in a job of its own before the step's query runs."""
+    path = Path(state_dir) / PLANNED_SLICES
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps([vars(part) for part in slices]))
+    tmp.replace(path)
+
+
+def planned_slices(state_dir: str) -> list[KafkaPartitionSlice]:
+    """The slices of the step Spark planned last, in the order of the query's source tasks
+    (so a task of a job over them has the number the source task has)."""
+    path = Path(state_dir) / PLANNED_SLICES
+    if not path.is_file():
+        return []
+    return [KafkaPartitionSlice(**fields) for fields in json.loads(path.read_text())]
+
+
+def write_slices(
+    parts: Iterable[KafkaPartitionSlice],
+    spec: SourceSpec,
+    conf: Mapping[str, str],
+    state_dir: str,
+    writer: SliceWriter,
+) -> Iterator[str]:
+    """A task of a job over planned slices (not the query's): each slice handed to
+    ``writer``, and the JSON list of its summary rows handed back."""
+    for part in parts:
+        yield json.dumps(writer.write(cached_slice(spec, conf, state_dir, part), conf))
+
+
 class KafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.spec = SourceSpec.from_json(json.loads(options["spec"]))
@@ -347,6 +390,9 @@ class KafkaStreamReader(DataSourceStreamReader):
             else None
         )
         self._admin: Any = None
+        #: Leave each planned step's slices in ``state_dir`` (:data:`PLANNED_SLICES`): the
+        #: step sink of a plan that writes in its query reads them (ADR 0008).
+        self.record_slices = options.get("record_slices") == "true"
 
     def _partition_ends(self) -> dict[int, tuple[int, int]]:
         """Low and high offsets per partition, riding out a broker restart or a leader change
@@ -435,6 +481,8 @@ class KafkaStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         step = int(end["step"])
         if step == int(start["step"]):
+            if self.record_slices:
+                record_planned_slices(self.state_dir, [])
             return []
         waterlines = load_waterlines(self.state_dir, step)
         begin = {int(p): int(o) for p, o in start["partitions"].items()}
@@ -448,13 +496,13 @@ class KafkaStreamReader(DataSourceStreamReader):
                         p, first, int(stop), step, int(end["wall_clock_ms"]), waterlines
                     )
                 )
+        if self.record_slices:
+            record_planned_slices(self.state_dir, out)
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaPartitionSlice)
-        batches = SliceCache(self.state_dir, self.spec).read(
-            partition, lambda: read_slice(self.spec, self.kafka_conf, partition)
-        )
+        batches = cached_slice(self.spec, self.kafka_conf, self.state_dir, partition)
         output = _slice_output()
         if output is not None:
             return _written(output, batches, _arrow_schema(self.spec), self.kafka_conf)
@@ -471,7 +519,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 SKIP_ACCEPTED = "tidemark.skip_accepted"
 
 
-def _task_property(key: str) -> str | None:
+def task_property(key: str) -> str | None:
     """A Spark local property of the job this task belongs to (None outside a task)."""
     from pyspark import TaskContext
 
@@ -480,7 +528,7 @@ def _task_property(key: str) -> str | None:
 
 
 def _skip_accepted() -> bool:
-    return _task_property(SKIP_ACCEPTED) == "true"
+    return task_property(SKIP_ACCEPTED) == "true"
 
 
 def _without_accepted(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -517,7 +565,7 @@ def _slice_output() -> SliceWriter | None:
     import base64
     import pickle
 
-    text = _task_property(SLICE_OUTPUT)
+    text = task_property(SLICE_OUTPUT)
     if not text:
         return None
     writer: SliceWriter = pickle.loads(base64.b64decode(text))  # noqa: S301 (the driver's own)

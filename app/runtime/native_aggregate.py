@@ -28,7 +28,7 @@ Why the results are equal to the reference evaluator's:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 
 from app.circuit.functions import to_spark_sql
 from app.circuit.ir import AggCall, Aggregate, Circuit, ColumnRef, Filter, Project, View, Window
-from app.connectors.kafka_sink import SINK_SCHEMA
+from app.connectors.kafka_sink import SINK_SCHEMA, SUMMARY_SCHEMA
 from app.runtime.aggregate import (
     _Acc,
     _emit_rows,
@@ -299,8 +299,14 @@ def _windowed(df: DataFrame, op: Window) -> DataFrame:
     )
 
 
-def native_branch(view: View, rows: DataFrame) -> DataFrame:
-    """The Kafka records (SINK_SCHEMA) of one native view over its table's accepted rows."""
+def native_branch(
+    view: View,
+    rows: DataFrame,
+    produce: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]] | None = None,
+) -> DataFrame:
+    """The Kafka records (SINK_SCHEMA) of one native view over its table's accepted rows; or,
+    with ``produce``, what ``produce`` makes of them in the same Python pass (SUMMARY_SCHEMA
+    rows: the records written in the query, ADR 0008)."""
     plan = plan_of(view)
     aggregate = plan.aggregate
     position = view.operators.index(aggregate)
@@ -331,6 +337,9 @@ def native_branch(view: View, rows: DataFrame) -> DataFrame:
     grouped = df.groupBy(*grouping).agg(*aggregates).withColumn(
         "_ptime", batch_time([plan.encoding.format])
     )
-    return grouped.select(
-        *finished, *results, F.expr("unix_millis(_ptime)").alias("_ptime")
-    ).mapInArrow(lambda batches: _finish_groups(batches, plan), SINK_SCHEMA)
+    completed = grouped.select(*finished, *results, F.expr("unix_millis(_ptime)").alias("_ptime"))
+    if produce is None:
+        return completed.mapInArrow(lambda batches: _finish_groups(batches, plan), SINK_SCHEMA)
+    return completed.mapInArrow(
+        lambda batches: produce(_finish_groups(batches, plan)), SUMMARY_SCHEMA
+    )

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import partial, reduce
 from typing import Any, Literal
 
 from pyspark.sql import DataFrame, SparkSession
@@ -47,6 +47,7 @@ from app.runtime.aggregate import aggregate_branch
 from app.runtime.arrow_views import slice_computable
 from app.runtime.encode import ViewEncoding, encode_view_rows
 from app.runtime.native_aggregate import is_native, native_branch
+from app.runtime.query_writes import produce_step_output
 from app.runtime.sink_rows import TABLE_GATE, gate_rows
 from app.runtime.step_views import carried_columns, per_step_views
 from app.runtime.view_frame import batch_time, ms_sql, view_frame
@@ -58,7 +59,14 @@ from app.runtime.view_gate import (
     waterline_key,
 )
 
-__all__ = ["TablePlan", "plan_table", "source_spec", "state_operator_views", "time_unit"]
+__all__ = [
+    "TablePlan",
+    "plan_table",
+    "source_spec",
+    "state_operator_views",
+    "time_unit",
+    "writes_in_query",
+]
 
 
 def _kind(t: SqlType) -> str:
@@ -120,6 +128,12 @@ class TablePlan:
     #: slice's Arrow columns (app/runtime/slice_writers.py, ADR 0007): the query's rows are
     #: one ``message`` per source task, the JSON summary rows of what it did.
     slice_views: bool = False
+    #: The table's source, as the query reads it (a job over its slices must read the same).
+    source: SourceSpec | None = None
+    #: Every output is a native aggregate whose records the query's own tasks produce
+    #: (app/runtime/query_writes.py, ADR 0008); the step sink writes the dead letters and
+    #: brings the probes in a job of its own over the planned slices.
+    writes_in_query: bool = False
 
 
 def plan_table(
@@ -136,11 +150,14 @@ def plan_table(
     # original record too when a view gate may have to write it back as a dead letter (L2).
     gated_views = [v for v in views if v.lateness]
     spec = source_spec(table, ok_payload=bool(gated_views))
+    step_views = per_step_views(circuit, views)
+    in_query = writes_in_query(circuit, table)
     source = (
         spark.readStream.format(KafkaSource.name())
         .option("spec", json.dumps(spec.to_json()))
         .option("kafka", json.dumps(dict(kafka_conf)))
         .option("state_dir", state_dir)
+        .option("record_slices", "true" if in_query else "false")
         .option("max_records_per_step", str(max_records_per_step))
         .option("stop_at", json.dumps({str(p): o for p, o in stop_at.items()}) if stop_at else "")
         .load()
@@ -169,7 +186,15 @@ def plan_table(
     time_source: dict[str, str | None] = {}
     aggregates: list[tuple[View, DataFrame]] = []
     event_time = table.lateness[0].column if table.lateness else None
-    step_views = per_step_views(circuit, views)
+    produce = (
+        partial(
+            produce_step_output,
+            conf=dict(kafka_conf),
+            tables={table.name: table_units(table)},
+        )
+        if in_query
+        else None
+    )
     computed_per_step = {v.name for v in step_views}
     for view in views:
         frames[view.name] = view_frame(view, frames)
@@ -191,7 +216,7 @@ def plan_table(
         if view.name in computed_per_step:
             continue
         if is_native(circuit, view):
-            branches.append(native_branch(view, frames[view.source]))
+            branches.append(native_branch(view, frames[view.source], produce))
             continue
         if not view.is_stateless:
             aggregates.append((view, frames[view.name]))
@@ -207,7 +232,12 @@ def plan_table(
         branches.append(aggregate_branch(aggregates, event_time))
     rereadable = not branches
     slice_views = rereadable and bool(step_views) and slice_computable(step_views)
-    if slice_views:
+    if in_query:
+        # ADR 0008: the step sink writes the dead letters and gets the probes in a job of its
+        # own over the planned slices; the query's rows are what its writing tasks wrote.
+        frame = reduce(DataFrame.unionByName, branches)
+        branches = []
+    elif slice_views:
         # ADR 0007: each source task hands Spark one summary row of what it did with its slice.
         frame = source.filter(F.col("_kind") == SLICE_SUMMARY).select(
             F.col("_message").alias("message")
@@ -250,6 +280,24 @@ def plan_table(
         step_views,
         rereadable,
         slice_views,
+        spec,
+        in_query,
+    )
+
+
+def writes_in_query(circuit: Circuit, table: Table) -> bool:
+    """Whether ``table``'s query writes its records itself (ADR 0008): its output views are
+    aggregates on Spark's own (native) path, at least one, and stateless views the source's
+    tasks compute (ADR 0007), with no view of its own LATENESS."""
+    views = [v for v in circuit.views if circuit.root_table(v.name).name == table.name]
+    outputs = [v for v in views if v.output is not None]
+    stateless = per_step_views(circuit, views)
+    computed = {v.name for v in stateless}
+    return (
+        any(is_native(circuit, v) for v in outputs)
+        and not any(v.lateness for v in views)
+        and all(is_native(circuit, v) or v.name in computed for v in outputs)
+        and (not stateless or slice_computable(stateless))
     )
 
 

@@ -66,16 +66,22 @@ class SliceOutput:
     tables: Mapping[str, Mapping[str, Any]]
     view_headers: Mapping[str, list[tuple[str, bytes]]]
     marker: StepMarker | None
+    #: The table's waterline columns when this pass brings back the slice's probe too: the
+    #: first job of a plan that writes in its query writes its dead letters (ADR 0008).
+    maxima: tuple[str, ...] = ()
 
     def write(
         self, batches: Iterable[pa.RecordBatch], kafka_conf: Mapping[str, str]
     ) -> list[dict[str, Any]]:
         """The summary rows: dead letters and outputs per view (or a replayed step's stored
-        counts), and the late rows' details for the S6 log."""
+        counts), the late rows' details for the S6 log, and the probe when asked."""
         encodings = {v.name: ViewEncoding.for_view(v) for v in self.views if v.output is not None}
+        probes: list[dict[str, Any]] = []
 
         def records() -> Iterator[pa.RecordBatch]:
             for batch in batches:
+                if self.maxima:
+                    probes.extend(arrow_probes(batch, self.table, self.maxima))
                 dead = arrow_dead_letters(batch, self.table, self.dead_letter_topic)
                 if dead.num_rows:
                     yield dead
@@ -92,4 +98,4 @@ class SliceOutput:
             records(), kafka_conf, self.tables, self.view_headers, self.marker
         ):
             summary.extend(out.to_pylist())
-        return summary
+        return summary + probes

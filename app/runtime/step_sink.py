@@ -54,11 +54,16 @@ from app.connectors.kafka_sink import (
 from app.connectors.kafka_source import (
     SKIP_ACCEPTED,
     SLICE_OUTPUT,
+    KafkaPartitionSlice,
+    SliceWriter,
     load_waterlines,
+    planned_slices,
     store_waterlines,
+    write_slices,
 )
 from app.observability.logging import LateRowLog, log_dead_letters
 from app.runtime.plan import TablePlan, TimeUnit, table_units, time_unit
+from app.runtime.query_writes import STEP_OUTPUT, StepWrite
 from app.runtime.slice_writers import ProbePass, SliceOutput
 from app.runtime.step_views import produce_step_views
 
@@ -155,6 +160,9 @@ class StepSink:
         self._units = {
             x.column: time_unit(self.table.column(x.column).type) for x in self.table.lateness
         }
+        #: The last step this sink wrote (in this process): a step's planned slices are read
+        #: once, never again by a later step without data (ADR 0008).
+        self._last_step = -1
 
     def _waterline_after(self, step: int, probes: list[Any]) -> dict[str, int | None]:
         previous = load_waterlines(self.state_dir, step)
@@ -179,7 +187,7 @@ class StepSink:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        if self.plan.rereadable:
+        if self.plan.rereadable or self.plan.writes_in_query:
             report = self._write(batch, batch_id)
         else:
             batch.persist()
@@ -230,16 +238,23 @@ class StepSink:
         return ProbePass(self.table.name, tuple(x.column for x in self.table.lateness))
 
     def _slice_output(
-        self, batch_id: int, view_headers: Mapping[str, list[tuple[str, bytes]]]
+        self,
+        batch_id: int,
+        view_headers: Mapping[str, list[tuple[str, bytes]]],
+        first_task: int = OUTPUT_TASKS,
+        with_views: bool = True,
     ) -> SliceOutput:
+        """The slices' dead letters and, ``with_views``, the step views' records; without
+        them the pass brings the probes back too (the first job of ADR 0008)."""
         return SliceOutput(
             self.table.name,
             self.table.dead_letter_topic,
             tuple(c.name for c in self.table.columns),
-            self.plan.step_views,
+            self.plan.step_views if with_views else (),
             {self.table.name: table_units(self.table)},
             view_headers,
-            self._marker(batch_id, OUTPUT_TASKS),
+            self._marker(batch_id, first_task),
+            () if with_views else tuple(x.column for x in self.table.lateness),
         )
 
     @staticmethod
@@ -250,9 +265,45 @@ class StepSink:
         rows = _collect_with(job, SLICE_OUTPUT, base64.b64encode(pickle.dumps(writer)).decode())
         return [summary for row in rows for summary in json.loads(row["message"])]
 
+    def _new_slices(self) -> list[KafkaPartitionSlice]:
+        """The slices Spark planned for this step (ADR 0008): none for a step without data
+        (Spark runs one to evict state), nor if they are still the last step's."""
+        slices = planned_slices(self.state_dir)
+        return slices if slices and slices[0].step > self._last_step else []
+
+    def _slice_job(
+        self, batch: DataFrame, slices: list[KafkaPartitionSlice], writer: SliceWriter
+    ) -> list[Any]:
+        """A job of the step sink's own over the step's planned slices, not over the query
+        (ADR 0008): task ``i`` reads slice ``i`` (from the slice cache, else from Kafka into
+        it) and does what ``writer`` says, so its task number is its source task's."""
+        if not slices:
+            return []
+        assert self.plan.source is not None
+        run = partial(
+            write_slices,
+            spec=self.plan.source,
+            conf=self.kafka_conf,
+            state_dir=self.state_dir,
+            writer=writer,
+        )
+        context = batch.sparkSession.sparkContext
+        rows = context.parallelize(slices, len(slices)).mapPartitions(run).collect()
+        return [summary for text in rows for summary in json.loads(text)]
+
     def _write(self, batch: DataFrame, batch_id: int) -> StepReport:
+        slices: list[KafkaPartitionSlice] = []
         if self.plan.slice_views:
             summary = self._run_slices(batch, self._probe_pass())
+        elif self.plan.writes_in_query:
+            slices = self._new_slices()
+            # The dead letters go with the step views' records when there are any (job 3).
+            first: SliceWriter = (
+                self._probe_pass()
+                if self.plan.step_views
+                else self._slice_output(batch_id, {}, first_task=0, with_views=False)
+            )
+            summary = self._slice_job(batch, slices, first)
         else:
             summary = self._first_job(batch, batch_id)
         probes = [row for row in summary if row["kind"] == "probe"]
@@ -270,17 +321,26 @@ class StepSink:
             if source_col is not None:
                 mark = format_time_value(waterlines.get(source_col), self._units[source_col])
                 view_headers[view.name] = [("tidemark.waterline", mark.encode())]
+        outputs: list[DataFrame] = []
         if self.plan.slice_views:
             summary += self._run_slices(batch, self._slice_output(batch_id, view_headers))
-            outputs = []
+        elif self.plan.writes_in_query:
+            write = StepWrite(view_headers, self._marker(batch_id, OUTPUT_TASKS))
+            summary += _collect_with(batch, STEP_OUTPUT, write.encoded())
+            if self.plan.step_views:
+                views = self._slice_output(batch_id, view_headers, first_task=0)
+                summary += self._slice_job(batch, slices, views)
         else:
             produce = self._produce(batch_id, OUTPUT_TASKS, view_headers)
             outputs = produce_step_views(batch, self.plan.table, self.plan.step_views, produce)
-        if not self.plan.rereadable:  # its dead letters and the records made in the query
+        if not (self.plan.rereadable or self.plan.writes_in_query):
+            # its dead letters and the records made in the query
             written = batch.filter(~F.col("kind").isin("probe", "row")).drop("row")
             outputs.insert(0, written.mapInArrow(produce, SUMMARY_SCHEMA))
         if outputs:
             summary += reduce(DataFrame.union, outputs).collect()
+        if step is not None:
+            self._last_step = step
         report = StepReport(self.table.name, batch_id, step, waterlines=waterlines)
         late_details: list[dict[str, Any]] = []
         for row in summary:

@@ -18,6 +18,7 @@ import app.runtime.aggregate  # noqa: F401
 import app.runtime.arrow_views  # noqa: F401
 import app.runtime.encode  # noqa: F401
 import app.runtime.native_aggregate  # noqa: F401
+import app.runtime.query_writes  # noqa: F401
 import app.runtime.slice_writers  # noqa: F401
 import app.runtime.view_gate  # noqa: F401
 

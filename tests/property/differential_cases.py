@@ -285,6 +285,7 @@ def generate(
     delay: bool = False,
     delay_s: int = 20,
     slice_views: bool = False,
+    bare: tuple[str, ...] = (),
 ) -> Scenario:
     """A scenario of ``cases`` generated views over two tables ``ev_a``/``ev_b``; ``native``:
     only windowed AFTER WATERMARK views with exactly computable aggregates (the views Spark's
@@ -294,7 +295,8 @@ def generate(
     format), windows, keys, aggregates, WHERE and HAVING drawn as for the other cases;
     ``slice_views``: ``ev_a``'s stateless views are the ones a source task computes over
     Arrow (:func:`_slice_views`, ADR 0007; give ``cases=0`` so no aggregate keeps ``ev_a`` in
-    the streaming query), while ``ev_b``'s stay with Spark."""
+    the streaming query), while ``ev_b``'s stay with Spark; ``bare``: tables with no
+    stateless view (their output views are the generated cases alone)."""
     rng = random.Random(seed)
     lateness = {"ev_a": rng.choice((0, 2, 4)), "ev_b": rng.choice((3, 6, 10))}
     tables = list(lateness)
@@ -309,7 +311,7 @@ def generate(
             f"SELECT ts, k, u, x * 2 AS x2 FROM {t} WHERE x > 4;"
         )
         for t in tables
-        if not slice_views or t != "ev_a"
+        if (not slice_views or t != "ev_a") and t not in bare
     }
     if slice_views:
         stateless.update(_slice_views(rng, "ev_a"))

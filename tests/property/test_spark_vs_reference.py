@@ -41,6 +41,7 @@ from app.connectors.kafka_sink import format_time_value
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.runtime.arrow_views import slice_computable
+from app.runtime.plan import writes_in_query
 from app.runtime.service import Service
 from app.runtime.step_sink import StepReport
 from app.runtime.step_views import per_step_views
@@ -320,9 +321,22 @@ def test_native_aggregation_equals_reference_s11_s12(
 ) -> None:
     """30 windowed AFTER WATERMARK views with exactly computable aggregates, the views Spark's
     own aggregation runs (app/runtime/native_aggregate.py): TUMBLE/HOP, offsets, WHERE/HAVING,
-    every format, rows equal to the waterline and windows ending on it, record for record."""
-    scenario = generate(seed, cases=30, steps=4, rows_per_step=18, native=True)
-    _check(scenario, kafka, unique_topic, tmp_path)
+    every format, rows equal to the waterline and windows ending on it, record for record.
+    Both tables' queries write their records themselves (ADR 0008): ``ev_a`` with stateless
+    views its source tasks compute (dead letters written with them), ``ev_b`` with none
+    (dead letters written by the step's first job)."""
+    scenario = generate(
+        seed, cases=30, steps=4, rows_per_step=18, native=True, slice_views=True, bare=("ev_b",)
+    )
+    run = _check(scenario, kafka, unique_topic, tmp_path)
+    circuit = run.circuit
+    assert {t.name: writes_in_query(circuit, t) for t in circuit.tables} == {
+        "ev_a": True,
+        "ev_b": True,
+    }
+    assert sum(r.outputs.get("sa_chain", 0) for r in run.reports) > 0
+    for table in ("ev_a", "ev_b"):
+        assert sum(r.dead_letters.get("late", 0) for r in run.reports if r.table == table) > 0
 
 
 @pytest.mark.parametrize("seed", _seeds([20261123]))
