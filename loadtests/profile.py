@@ -42,7 +42,7 @@ def main() -> None:
         }
         pyspy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
         subprocess.run(
-            [pyspy, "record", "--subprocesses", "--idle", "--format", "raw", "--rate", "50",
+            [pyspy, "record", "--subprocesses", "--format", "raw", "--rate", "50",
              "-o", str(out), "--", sys.executable, "-m", "loadtests.side", json.dumps(spec)],
             cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )

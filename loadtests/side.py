@@ -210,10 +210,13 @@ def run_peer(spec: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     spec = json.loads(sys.argv[1])
     if spec["side"] == "peer":
+        # The peer's jars, before any arguments given (an event log, say: --conf ...).
+        given = os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
         os.environ["PYSPARK_SUBMIT_ARGS"] = (
             "--jars "
             + ",".join(sorted(glob.glob(str(ROOT / ".cache/spark-peer/*.jar"))))
-            + " pyspark-shell"
+            + " "
+            + given
         )
         result = run_peer(spec)
     else:
