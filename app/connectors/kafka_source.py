@@ -506,6 +506,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         output = _slice_output()
         if output is not None:
             return _written(output, batches, _arrow_schema(self.spec), self.kafka_conf)
+        side: SliceTee | None = _local_object(STEP_SIDE)
+        if side is not None:
+            return side.tee(batches, self.kafka_conf, partition.step, partition.partition)
         return _without_accepted(batches) if _skip_accepted() else batches
 
     def commit(self, end: dict[str, Any]) -> None:
@@ -561,15 +564,34 @@ class SliceWriter(Protocol):
     ) -> list[dict[str, Any]]: ...
 
 
-def _slice_output() -> SliceWriter | None:
+class SliceTee(Protocol):
+    """What a step's source tasks do with their slice while handing it to Spark
+    (app/runtime/query_writes.py: SourceSide)."""
+
+    def tee(
+        self, batches: Iterable[pa.RecordBatch], conf: Mapping[str, str], step: int, partition: int
+    ) -> Iterator[pa.RecordBatch]: ...
+
+
+def _local_object(key: str) -> Any:
+    """The object the step sink pickled into this task's job's local property ``key``."""
     import base64
     import pickle
 
-    text = task_property(SLICE_OUTPUT)
+    text = task_property(key)
     if not text:
         return None
-    writer: SliceWriter = pickle.loads(base64.b64decode(text))  # noqa: S301 (the driver's own)
+    return pickle.loads(base64.b64decode(text))  # noqa: S301 (the driver's own)
+
+
+def _slice_output() -> SliceWriter | None:
+    writer: SliceWriter | None = _local_object(SLICE_OUTPUT)
     return writer
+
+
+#: The Spark local property under which a step's source tasks also write their dead letters
+#: and leave their probes for the query's own writing tasks (app/runtime/query_writes.py).
+STEP_SIDE = "tidemark.step_side"
 
 
 def _written(

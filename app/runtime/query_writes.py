@@ -1,17 +1,25 @@
 """Aggregates that write their records in the step's query itself (ADR 0008).
 
 A table whose every output view runs on Spark's native aggregation (:func:`app.runtime
-.native_aggregate.is_native`), with no view of its own LATENESS and no stateless view for the
-step sink, runs its step as two jobs that each touch the data once:
+.native_aggregate.is_native`), besides stateless views its source tasks can compute (ADR
+0007), with no view of its own LATENESS, writes its aggregates' records in the query: each
+task of the aggregate's last stage finishes and encodes its completed groups and produces
+them, with the S14 header, in one transaction with a step marker (S15), and hands Spark only
+the summary rows. What the task needs that only this step knows (its marker, the headers)
+rides in the Spark local property :data:`STEP_OUTPUT` as a :class:`StepWrite`.
 
-1. the step sink's own job over the step's planned slices (not the query's): each task reads
-   its slice (from Kafka into the slice cache), writes its dead letters in a transaction with
-   a step marker, and brings back the probe; the driver computes the step's waterline (S3);
-2. the query itself, collected with the step's :class:`StepWrite` in the Spark local property
-   :data:`STEP_OUTPUT`: the source tasks read the slices back from the cache, Spark
-   aggregates, and each task of the aggregate's last stage finishes and encodes its completed
-   groups and produces them, with the S14 header of the waterline the first job gave, in one
-   transaction with a step marker (S15), handing Spark only the summary rows.
+The header is the step's new waterline, which needs every source task's probe (S3). How the
+writing tasks learn it depends on where the tasks run:
+
+* local mode (one machine, the chart's deployment): the step is one job. Each source task
+  reads its slice, writes its dead letters, and leaves its probe and what it wrote in a file
+  of the step (:class:`SourceSide`, under the local property :data:`STEP_SIDE`); the
+  aggregate's tasks start only when every source task is done (the shuffle between them), so
+  they read those files and compute the waterline themselves (:class:`ProbeRendezvous`),
+  exactly as the driver does after the job (:func:`waterline_after`);
+* a cluster: the step sink first runs a job of its own over the step's planned slices (the
+  source's slice cache keeps what it read for the query): dead letters and probes; the driver
+  computes the waterline and the query's tasks get the headers themselves.
 
 Before this, such a query's batch was persisted: its first job ran the whole query (state
 included) to get the probes, encoded the outputs into the cache, and a second job read them
@@ -21,29 +29,165 @@ back into Python to produce them. The state operators still run once per step, i
 from __future__ import annotations
 
 import base64
+import json
+import os
 import pickle
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from app.connectors.kafka_sink import StepMarker, produce_partition
-from app.connectors.kafka_source import task_property
+from app.connectors.kafka_sink import StepMarker, format_time_value, produce_partition
+from app.connectors.kafka_source import STEP_SIDE, SliceWriter, task_property
 from app.errors import TidemarkError
 
-__all__ = ["STEP_OUTPUT", "StepWrite", "produce_step_output"]
+__all__ = [
+    "STEP_OUTPUT",
+    "STEP_SIDE",
+    "ProbeRendezvous",
+    "SourceSide",
+    "StepWrite",
+    "produce_step_output",
+    "view_headers",
+    "waterline_after",
+]
 
 #: The Spark local property carrying a step's :class:`StepWrite` to the query's writing tasks.
 STEP_OUTPUT = "tidemark.step_output"
 
+Headers = Mapping[str, list[tuple[str, bytes]]]
+
+
+def waterline_after(
+    previous: Mapping[str, int | None],
+    probes: Iterable[Mapping[str, Any]],
+    lateness: Iterable[tuple[str, int]],
+) -> dict[str, int | None]:
+    """S3: ``w(t) = max(w(t-1), max(D(t)) - L)`` per waterline column, from the step's probe
+    summary rows (``detail``: the JSON maxima); a column no probe saw keeps ``w(t-1)``."""
+    maxima: dict[str, int] = {}
+    for row in probes:
+        for col, value in json.loads(row["detail"]).items():
+            if (
+                col != "_accepted"
+                and value is not None
+                and (col not in maxima or value > maxima[col])
+            ):
+                maxima[col] = int(value)
+    result: dict[str, int | None] = {}
+    for column, amount in lateness:
+        old = previous.get(column)
+        top = maxima.get(column)
+        candidate = None if top is None else top - amount
+        result[column] = (
+            old if candidate is None else candidate if old is None else max(old, candidate)
+        )
+    return result
+
+
+def view_headers(
+    waterlines: Mapping[str, int | None],
+    time_source: Mapping[str, str | None],
+    units: Mapping[str, str],
+) -> dict[str, list[tuple[str, bytes]]]:
+    """S14: each output view's ``tidemark.waterline`` header, from the waterline of its time
+    source (views without one get none)."""
+    return {
+        view: [("tidemark.waterline", format_time_value(waterlines.get(col), units[col]).encode())]
+        for view, col in time_source.items()
+        if col is not None
+    }
+
+
+def _probe_path(directory: str, step: int, partition: int) -> Path:
+    return Path(directory) / f"{step}-{partition}.json"
+
+
+def read_step_summaries(directory: str, step: int, partitions: Iterable[int]) -> list[Any]:
+    """What the step's source tasks left (:class:`SourceSide`): their summary rows."""
+    rows: list[Any] = []
+    for partition in partitions:
+        path = _probe_path(directory, step, partition)
+        try:
+            rows.extend(json.loads(path.read_text()))
+        except FileNotFoundError:
+            raise TidemarkError(
+                f"the source task of partition {partition} of step {step} left no probe at "
+                f"{path}: the query's tasks must share the driver's disk (local mode)"
+            ) from None
+    return rows
+
+
+def forget_steps_before(directory: str, step: int) -> None:
+    for old in Path(directory).glob("*.json"):
+        head = old.name.split("-", 1)[0]
+        if head.isdigit() and int(head) < step:
+            old.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class SourceSide:
+    """What a source task of a one-job step does besides handing its rows to Spark: its
+    slice's non-accepted rows (dead letters, probe) go to ``writer`` (which writes the dead
+    letters, or only brings the probe back when the step views' job writes them), and the
+    summary rows it returns are left in ``directory`` for the aggregate's tasks and the
+    driver."""
+
+    writer: SliceWriter
+    directory: str
+
+    def tee(
+        self, batches: Iterable[pa.RecordBatch], conf: Mapping[str, str], step: int, partition: int
+    ) -> Iterator[pa.RecordBatch]:
+        kept: list[pa.RecordBatch] = []
+        for batch in batches:
+            others = batch.filter(pc.not_equal(batch.column("_kind"), "ok"))
+            if others.num_rows:
+                kept.append(others)
+            yield batch
+        summary = self.writer.write(kept, conf)
+        path = _probe_path(self.directory, step, partition)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(summary))
+        tmp.replace(path)
+
+
+@dataclass(frozen=True)
+class ProbeRendezvous:
+    """How a writing task of a one-job step computes its headers: from the probes the step's
+    source tasks left in ``directory``, exactly as the driver computes the waterline."""
+
+    directory: str
+    step: int
+    partitions: tuple[int, ...]
+    previous: Mapping[str, int | None]
+    lateness: tuple[tuple[str, int], ...]
+    units: Mapping[str, str]
+    time_source: Mapping[str, str | None]
+
+    def summaries(self) -> list[Any]:
+        return read_step_summaries(self.directory, self.step, self.partitions)
+
+    def waterlines(self, summaries: Iterable[Mapping[str, Any]]) -> dict[str, int | None]:
+        probes = [row for row in summaries if row["kind"] == "probe"]
+        return waterline_after(self.previous, probes, self.lateness)
+
+    def headers(self) -> dict[str, list[tuple[str, bytes]]]:
+        return view_headers(self.waterlines(self.summaries()), self.time_source, self.units)
+
 
 @dataclass(frozen=True)
 class StepWrite:
-    """What only the driver knows when a step's query starts: its marker and headers."""
+    """What only the driver knows when a step's query starts: its marker, and its headers or
+    where the writing tasks find what they are computed from."""
 
-    view_headers: Mapping[str, list[tuple[str, bytes]]]
+    view_headers: Headers
     marker: StepMarker | None
+    rendezvous: ProbeRendezvous | None = None
 
     def encoded(self) -> str:
         return base64.b64encode(pickle.dumps(self)).decode()
@@ -62,4 +206,9 @@ def produce_step_output(
             f"{STEP_OUTPUT}, which the step sink sets: run it through the step sink"
         )
     step: StepWrite = pickle.loads(base64.b64decode(text))  # noqa: S301 (the driver's own)
-    yield from produce_partition(batches, conf, tables, step.view_headers, step.marker)
+    headers = step.view_headers
+    if step.rendezvous is not None:
+        # Every source task of the step is done before the first row gets here (a shuffle
+        # lies between), and so has left its probe.
+        headers = step.rendezvous.headers()
+    yield from produce_partition(batches, conf, tables, headers, step.marker)

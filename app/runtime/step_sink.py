@@ -54,6 +54,7 @@ from app.connectors.kafka_sink import (
 from app.connectors.kafka_source import (
     SKIP_ACCEPTED,
     SLICE_OUTPUT,
+    STEP_SIDE,
     KafkaPartitionSlice,
     SliceWriter,
     load_waterlines,
@@ -63,13 +64,26 @@ from app.connectors.kafka_source import (
 )
 from app.observability.logging import LateRowLog, log_dead_letters
 from app.runtime.plan import TablePlan, TimeUnit, table_units, time_unit
-from app.runtime.query_writes import STEP_OUTPUT, StepWrite
+from app.runtime.query_writes import (
+    STEP_OUTPUT,
+    ProbeRendezvous,
+    SourceSide,
+    StepWrite,
+    forget_steps_before,
+    view_headers,
+    waterline_after,
+)
 from app.runtime.slice_writers import ProbePass, SliceOutput
 from app.runtime.step_views import produce_step_views
 
 __all__ = ["StepReport", "StepSink", "sink_identity"]
 
 log = structlog.get_logger("tidemark.step")
+
+#: Whether a step of a plan that writes in its query runs as one job when Spark runs in local
+#: mode (ADR 0008). The cluster's way (a job over the planned slices first) is correct
+#: anywhere; the differential tests turn this off to run it on a local master too.
+ONE_JOB_IN_LOCAL_MODE = True
 
 #: The first task number of a step's second (output) job; the first job's writing tasks (a
 #: rereadable plan's, one per source slice) are numbered from 0, below it.
@@ -127,15 +141,22 @@ def sink_identity(state_dir: str) -> str:
     return identity
 
 
-def _collect_with(job: DataFrame, key: str, value: str) -> list[Any]:
-    """``job``'s rows, collected with the Spark local property ``key`` set: its tasks (the
-    source's) read it to know what this job asks of them."""
+def _encoded(writer: object) -> str:
+    """An object as a local property's value (the tasks unpickle it)."""
+    return base64.b64encode(pickle.dumps(writer)).decode()
+
+
+def _collect_with(job: DataFrame, properties: Mapping[str, str]) -> list[Any]:
+    """``job``'s rows, collected with these Spark local properties set: its tasks read them
+    to know what this job asks of them."""
     context = job.sparkSession.sparkContext
-    context.setLocalProperty(key, value)
+    for key, value in properties.items():
+        context.setLocalProperty(key, value)
     try:
         return job.collect()
     finally:
-        context.setLocalProperty(key, None)  # type: ignore[arg-type]
+        for key in properties:
+            context.setLocalProperty(key, None)  # type: ignore[arg-type]
 
 
 class StepSink:
@@ -160,30 +181,15 @@ class StepSink:
         self._units = {
             x.column: time_unit(self.table.column(x.column).type) for x in self.table.lateness
         }
+        self._lateness = tuple((x.column, x.amount) for x in self.table.lateness)
+        self._time_sources = {
+            view.name: plan.view_time_source.get(view.name) for view in plan.output_views
+        }
         #: The last step this sink wrote (in this process): a step's planned slices are read
         #: once, never again by a later step without data (ADR 0008).
         self._last_step = -1
-
-    def _waterline_after(self, step: int, probes: list[Any]) -> dict[str, int | None]:
-        previous = load_waterlines(self.state_dir, step)
-        maxima: dict[str, int] = {}
-        for row in probes:
-            for col, value in json.loads(row["detail"]).items():
-                if (
-                    col != "_accepted"
-                    and value is not None
-                    and (col not in maxima or value > maxima[col])
-                ):
-                    maxima[col] = int(value)
-        result: dict[str, int | None] = {}
-        for lateness in self.table.lateness:
-            old = previous.get(lateness.column)
-            top = maxima.get(lateness.column)
-            candidate = None if top is None else top - lateness.amount
-            result[lateness.column] = (
-                old if candidate is None else candidate if old is None else max(old, candidate)
-            )
-        return result
+        #: Where a one-job step's source tasks leave their probes (ADR 0008).
+        self._probe_dir = str(Path(state_dir) / "step-probes")
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -227,7 +233,7 @@ class StepSink:
             .drop("row")  # a no-op when absent
             .mapInArrow(self._produce(batch_id, 0, {}), SUMMARY_SCHEMA)
         )
-        return _collect_with(job, SKIP_ACCEPTED, "true")
+        return _collect_with(job, {SKIP_ACCEPTED: "true"})
 
     def _marker(self, batch_id: int, first_task: int) -> StepMarker | None:
         if not self.exactly_once:
@@ -262,7 +268,7 @@ class StepSink:
         """One job of a slice-views plan (ADR 0007): each source task does what ``writer``
         says over its slice and hands Spark one summary row. Both jobs collect the step's own
         batch (the source's summary rows alone), so nothing is planned for them."""
-        rows = _collect_with(job, SLICE_OUTPUT, base64.b64encode(pickle.dumps(writer)).decode())
+        rows = _collect_with(job, {SLICE_OUTPUT: _encoded(writer)})
         return [summary for row in rows for summary in json.loads(row["message"])]
 
     def _new_slices(self) -> list[KafkaPartitionSlice]:
@@ -291,54 +297,28 @@ class StepSink:
         rows = context.parallelize(slices, len(slices)).mapPartitions(run).collect()
         return [summary for text in rows for summary in json.loads(text)]
 
-    def _write(self, batch: DataFrame, batch_id: int) -> StepReport:
-        slices: list[KafkaPartitionSlice] = []
-        if self.plan.slice_views:
-            summary = self._run_slices(batch, self._probe_pass())
-        elif self.plan.writes_in_query:
-            slices = self._new_slices()
-            # The dead letters go with the step views' records when there are any (job 3).
-            first: SliceWriter = (
-                self._probe_pass()
-                if self.plan.step_views
-                else self._slice_output(batch_id, {}, first_task=0, with_views=False)
-            )
-            summary = self._slice_job(batch, slices, first)
-        else:
-            summary = self._first_job(batch, batch_id)
+    def _waterlines(self, summary: list[Any]) -> tuple[int | None, dict[str, int | None]]:
+        """The step (None without data) and its waterlines from its probe summary rows,
+        stored under the step (S3, S5)."""
         probes = [row for row in summary if row["kind"] == "probe"]
         steps = {int(r["n"]) for r in probes}
-        step = max(steps) if steps else None
-        if step is not None:
-            waterlines = self._waterline_after(step, probes)
-            store_waterlines(self.state_dir, step, waterlines)
-        else:
+        if not steps:
             # A step without data (Spark runs one to evict state): the waterline stands.
-            waterlines = load_waterlines(self.state_dir, 1 << 62)
-        view_headers: dict[str, list[tuple[str, bytes]]] = {}
-        for view in self.plan.output_views:
-            source_col = self.plan.view_time_source.get(view.name)
-            if source_col is not None:
-                mark = format_time_value(waterlines.get(source_col), self._units[source_col])
-                view_headers[view.name] = [("tidemark.waterline", mark.encode())]
-        outputs: list[DataFrame] = []
-        if self.plan.slice_views:
-            summary += self._run_slices(batch, self._slice_output(batch_id, view_headers))
-        elif self.plan.writes_in_query:
-            write = StepWrite(view_headers, self._marker(batch_id, OUTPUT_TASKS))
-            summary += _collect_with(batch, STEP_OUTPUT, write.encoded())
-            if self.plan.step_views:
-                views = self._slice_output(batch_id, view_headers, first_task=0)
-                summary += self._slice_job(batch, slices, views)
+            return None, load_waterlines(self.state_dir, 1 << 62)
+        step = max(steps)
+        previous = load_waterlines(self.state_dir, step)
+        waterlines = waterline_after(previous, probes, self._lateness)
+        store_waterlines(self.state_dir, step, waterlines)
+        return step, waterlines
+
+    def _headers(self, waterlines: Mapping[str, int | None]) -> dict[str, Any]:
+        return view_headers(waterlines, self._time_sources, self._units)
+
+    def _write(self, batch: DataFrame, batch_id: int) -> StepReport:
+        if self.plan.writes_in_query:
+            summary, step, waterlines = self._write_in_query(batch, batch_id)
         else:
-            produce = self._produce(batch_id, OUTPUT_TASKS, view_headers)
-            outputs = produce_step_views(batch, self.plan.table, self.plan.step_views, produce)
-        if not (self.plan.rereadable or self.plan.writes_in_query):
-            # its dead letters and the records made in the query
-            written = batch.filter(~F.col("kind").isin("probe", "row")).drop("row")
-            outputs.insert(0, written.mapInArrow(produce, SUMMARY_SCHEMA))
-        if outputs:
-            summary += reduce(DataFrame.union, outputs).collect()
+            summary, step, waterlines = self._write_by_jobs(batch, batch_id)
         if step is not None:
             self._last_step = step
         report = StepReport(self.table.name, batch_id, step, waterlines=waterlines)
@@ -354,9 +334,84 @@ class StepSink:
                 report.replayed_tasks += int(row["n"])
             elif row["kind"] == "late_detail":
                 late_details.extend(json.loads(row["detail"]))
-        report.accepted = sum(int(json.loads(r["detail"])["_accepted"]) for r in probes)
+            elif row["kind"] == "probe":
+                report.accepted += int(json.loads(row["detail"])["_accepted"])
         self._log_late(report, late_details)
         return report
+
+    def _write_by_jobs(
+        self, batch: DataFrame, batch_id: int
+    ) -> tuple[list[Any], int | None, dict[str, int | None]]:
+        if self.plan.slice_views:
+            summary = self._run_slices(batch, self._probe_pass())
+        else:
+            summary = self._first_job(batch, batch_id)
+        step, waterlines = self._waterlines(summary)
+        headers = self._headers(waterlines)
+        outputs: list[DataFrame] = []
+        if self.plan.slice_views:
+            summary += self._run_slices(batch, self._slice_output(batch_id, headers))
+        else:
+            produce = self._produce(batch_id, OUTPUT_TASKS, headers)
+            outputs = produce_step_views(batch, self.plan.table, self.plan.step_views, produce)
+        if not self.plan.rereadable:  # its dead letters and the records made in the query
+            written = batch.filter(~F.col("kind").isin("probe", "row")).drop("row")
+            outputs.insert(0, written.mapInArrow(produce, SUMMARY_SCHEMA))
+        if outputs:
+            summary += reduce(DataFrame.union, outputs).collect()
+        return summary, step, waterlines
+
+    def _write_in_query(
+        self, batch: DataFrame, batch_id: int
+    ) -> tuple[list[Any], int | None, dict[str, int | None]]:
+        """A step of a plan whose query writes its aggregates' records (ADR 0008): in local
+        mode one job, whose writing tasks compute the headers from the probes the source
+        tasks leave; elsewhere a job of the sink's own over the planned slices first. Then,
+        if the table has step views, a job over the slices writes them with the dead letters.
+        """
+        slices = self._new_slices()
+        # The dead letters go with the step views' records when there are any.
+        first: SliceWriter = (
+            self._probe_pass()
+            if self.plan.step_views
+            else self._slice_output(batch_id, {}, first_task=0, with_views=False)
+        )
+        marker = self._marker(batch_id, OUTPUT_TASKS)
+        context = batch.sparkSession.sparkContext
+        if slices and ONE_JOB_IN_LOCAL_MODE and (context.master or "").startswith("local"):
+            step = slices[0].step
+            rendezvous = ProbeRendezvous(
+                self._probe_dir,
+                step,
+                tuple(part.partition for part in slices),
+                load_waterlines(self.state_dir, step),
+                self._lateness,
+                self._units,
+                self._time_sources,
+            )
+            side = SourceSide(first, self._probe_dir)
+            rows = _collect_with(
+                batch,
+                {
+                    STEP_OUTPUT: StepWrite({}, marker, rendezvous).encoded(),
+                    STEP_SIDE: _encoded(side),
+                },
+            )
+            summary = rendezvous.summaries()
+            waterlines = rendezvous.waterlines(summary)
+            store_waterlines(self.state_dir, step, waterlines)
+            forget_steps_before(self._probe_dir, step - 3)
+            summary += rows
+            step_found: int | None = step
+        else:
+            summary = self._slice_job(batch, slices, first)
+            step_found, waterlines = self._waterlines(summary)
+            write = StepWrite(self._headers(waterlines), marker)
+            summary += _collect_with(batch, {STEP_OUTPUT: write.encoded()})
+        if self.plan.step_views and slices:
+            views = self._slice_output(batch_id, self._headers(waterlines), first_task=0)
+            summary += self._slice_job(batch, slices, views)
+        return summary, step_found, waterlines
 
     def _log_late(self, report: StepReport, details: list[dict[str, Any]]) -> None:
         """S6: late rows in powers of ten per table, every dead-letter reason with counts."""

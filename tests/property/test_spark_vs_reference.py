@@ -40,6 +40,7 @@ from app.connectors.avro_codec import AvroCodec
 from app.connectors.kafka_sink import format_time_value
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
+from app.runtime import step_sink
 from app.runtime.arrow_views import slice_computable
 from app.runtime.plan import writes_in_query
 from app.runtime.service import Service
@@ -337,6 +338,24 @@ def test_native_aggregation_equals_reference_s11_s12(
     assert sum(r.outputs.get("sa_chain", 0) for r in run.reports) > 0
     for table in ("ev_a", "ev_b"):
         assert sum(r.dead_letters.get("late", 0) for r in run.reports if r.table == table) > 0
+        # Local mode: one job a step, the source tasks' probes left for the writing tasks.
+        assert list((tmp_path / "ck" / table / "tidemark" / "step-probes").glob("*.json"))
+
+
+@pytest.mark.parametrize("seed", _seeds([20261124]))
+def test_native_aggregation_by_two_jobs_equals_reference_s11_s14(
+    seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any, monkeypatch: Any
+) -> None:
+    """The same views and tables, each step run as on a cluster (ADR 0008): a job over the
+    step's planned slices (dead letters, probes) before the query writes its records with the
+    headers the driver computed."""
+    monkeypatch.setattr(step_sink, "ONE_JOB_IN_LOCAL_MODE", False)
+    scenario = generate(
+        seed, cases=12, steps=4, rows_per_step=18, native=True, slice_views=True, bare=("ev_b",)
+    )
+    run = _check(scenario, kafka, unique_topic, tmp_path)
+    assert all(writes_in_query(run.circuit, t) for t in run.circuit.tables)
+    assert not list((tmp_path / "ck").glob("*/tidemark/step-probes/*.json"))
 
 
 @pytest.mark.parametrize("seed", _seeds([20261123]))
