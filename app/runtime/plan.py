@@ -130,10 +130,12 @@ class TablePlan:
     slice_views: bool = False
     #: The table's source, as the query reads it (a job over its slices must read the same).
     source: SourceSpec | None = None
-    #: Every output is a native aggregate whose records the query's own tasks produce
-    #: (app/runtime/query_writes.py, ADR 0008); the step sink writes the dead letters and
-    #: brings the probes in a job of its own over the planned slices.
+    #: The query's own tasks produce its native aggregates' records (ADR 0008,
+    #: app/runtime/query_writes.py).
     writes_in_query: bool = False
+    #: Such a query reads the source once (one aggregate branch), so its source tasks may
+    #: also do the step's side work, which must run once a slice: a step can be one job.
+    scans_once: bool = False
 
 
 def plan_table(
@@ -232,9 +234,10 @@ def plan_table(
         branches.append(aggregate_branch(aggregates, event_time))
     rereadable = not branches
     slice_views = rereadable and bool(step_views) and slice_computable(step_views)
+    branches_written = branches if in_query else []
     if in_query:
-        # ADR 0008: the step sink writes the dead letters and gets the probes in a job of its
-        # own over the planned slices; the query's rows are what its writing tasks wrote.
+        # ADR 0008: the query's rows are what its writing tasks wrote; the dead letters and
+        # probes come from its source tasks or from a job of the step sink's own.
         frame = reduce(DataFrame.unionByName, branches)
         branches = []
     elif slice_views:
@@ -282,6 +285,7 @@ def plan_table(
         slice_views,
         spec,
         in_query,
+        in_query and len(branches_written) == 1,
     )
 
 

@@ -80,11 +80,6 @@ __all__ = ["StepReport", "StepSink", "sink_identity"]
 
 log = structlog.get_logger("tidemark.step")
 
-#: Whether a step of a plan that writes in its query runs as one job when Spark runs in local
-#: mode (ADR 0008). The cluster's way (a job over the planned slices first) is correct
-#: anywhere; the differential tests turn this off to run it on a local master too.
-ONE_JOB_IN_LOCAL_MODE = True
-
 #: The first task number of a step's second (output) job; the first job's writing tasks (a
 #: rereadable plan's, one per source slice) are numbered from 0, below it.
 OUTPUT_TASKS = 1 << 20
@@ -365,10 +360,10 @@ class StepSink:
         self, batch: DataFrame, batch_id: int
     ) -> tuple[list[Any], int | None, dict[str, int | None]]:
         """A step of a plan whose query writes its aggregates' records (ADR 0008): in local
-        mode one job, whose writing tasks compute the headers from the probes the source
-        tasks leave; elsewhere a job of the sink's own over the planned slices first. Then,
-        if the table has step views, a job over the slices writes them with the dead letters.
-        """
+        mode, when the query reads the source once, one job, whose writing tasks compute the
+        headers from the probes the source tasks leave; otherwise a job of the sink's own
+        over the planned slices first. Then, if the table has step views, a job over the
+        slices writes them with the dead letters."""
         slices = self._new_slices()
         # The dead letters go with the step views' records when there are any.
         first: SliceWriter = (
@@ -378,7 +373,8 @@ class StepSink:
         )
         marker = self._marker(batch_id, OUTPUT_TASKS)
         context = batch.sparkSession.sparkContext
-        if slices and ONE_JOB_IN_LOCAL_MODE and (context.master or "").startswith("local"):
+        local = (context.master or "").startswith("local")
+        if slices and local and self.plan.scans_once:
             step = slices[0].step
             rendezvous = ProbeRendezvous(
                 self._probe_dir,

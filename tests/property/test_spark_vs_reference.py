@@ -40,7 +40,6 @@ from app.connectors.avro_codec import AvroCodec
 from app.connectors.kafka_sink import format_time_value
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
-from app.runtime import step_sink
 from app.runtime.arrow_views import slice_computable
 from app.runtime.plan import writes_in_query
 from app.runtime.service import Service
@@ -115,11 +114,23 @@ class Run:
         self.reports: list[StepReport] = []
 
 
-def run_scenario(scenario: Scenario, kafka: Any, unique_topic: Any, tmp_path: Path) -> Run:
+def run_scenario(
+    scenario: Scenario,
+    kafka: Any,
+    unique_topic: Any,
+    tmp_path: Path,
+    single_partition_outputs: bool = False,
+) -> Run:
+    """``single_partition_outputs``: the cases' output topics get one partition (the service
+    would give them the input's two), so a step's records follow the last step's in offset
+    order (:func:`compare_step_headers`)."""
     tag = unique_topic("d")
     topics = {name: f"{tag}.{name}" for name in scenario.topic_names()}
     for table in scenario.lateness_s:
         kafka.create_topic(topics[table], partitions=2)
+    if single_partition_outputs:
+        for case in scenario.cases:
+            kafka.create_topic(topics[case.name], partitions=1)
     program = tmp_path / f"differential_{scenario.seed}.sql"
     program.write_text(scenario.program(topics))
     circuit = compile_program(program)
@@ -141,6 +152,29 @@ def run_scenario(scenario: Scenario, kafka: Any, unique_topic: Any, tmp_path: Pa
 
 
 # --- comparing --------------------------------------------------------------------------------
+
+
+def compare_step_headers(run: Run, views: Sequence[str]) -> Mismatches:
+    """S14 step by step: every record a step wrote carries the waterline the step sink
+    computed after that step. The output topics have one partition, so a step's records are
+    the next ``report.outputs[view]`` of the topic, in step order."""
+    problems: Mismatches = []
+    for name in views:
+        table = run.circuit.root_table(name).name
+        messages = list(read_topic(run.kafka_conf, run.topics[name]))
+        assert {m.partition() for m in messages} <= {0}, "give the outputs one partition"
+        position = 0
+        for report in (r for r in run.reports if r.table == table):
+            count = report.outputs.get(name, 0)
+            want = format_time_value(report.waterlines.get("ts"), "ms")
+            block = messages[position : position + count]
+            position += count
+            got = {dict(m.headers() or ()).get("tidemark.waterline", b"").decode() for m in block}
+            if got - {want}:
+                problems.append(f"{name} batch {report.batch_id}: headers {got} != {want}")
+        if position != len(messages):
+            problems.append(f"{name}: {len(messages)} records, the steps reported {position}")
+    return problems
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -287,8 +321,14 @@ def compare(run: Run) -> dict[str, Mismatches]:
     return found
 
 
-def _check(scenario: Scenario, kafka: Any, unique_topic: Any, tmp_path: Path) -> Run:
-    run = run_scenario(scenario, kafka, unique_topic, tmp_path)
+def _check(
+    scenario: Scenario,
+    kafka: Any,
+    unique_topic: Any,
+    tmp_path: Path,
+    single_partition_outputs: bool = False,
+) -> Run:
+    run = run_scenario(scenario, kafka, unique_topic, tmp_path, single_partition_outputs)
     found = compare(run)
     if found:
         details = "\n".join(f"{name}: {p}" for name, ps in found.items() for p in ps[:4])
@@ -323,39 +363,44 @@ def test_native_aggregation_equals_reference_s11_s12(
     """30 windowed AFTER WATERMARK views with exactly computable aggregates, the views Spark's
     own aggregation runs (app/runtime/native_aggregate.py): TUMBLE/HOP, offsets, WHERE/HAVING,
     every format, rows equal to the waterline and windows ending on it, record for record.
-    Both tables' queries write their records themselves (ADR 0008): ``ev_a`` with stateless
-    views its source tasks compute (dead letters written with them), ``ev_b`` with none
-    (dead letters written by the step's first job)."""
+    Both tables' queries write their records themselves (ADR 0008), after a job over the
+    step's slices (their queries read the source once per view): ``ev_a`` beside stateless
+    views its source tasks compute (dead letters written with them), ``ev_b`` alone (dead
+    letters written by that first job). Each step's records carry that step's waterline."""
     scenario = generate(
         seed, cases=30, steps=4, rows_per_step=18, native=True, slice_views=True, bare=("ev_b",)
     )
-    run = _check(scenario, kafka, unique_topic, tmp_path)
+    run = _check(scenario, kafka, unique_topic, tmp_path, single_partition_outputs=True)
     circuit = run.circuit
     assert {t.name: writes_in_query(circuit, t) for t in circuit.tables} == {
         "ev_a": True,
         "ev_b": True,
     }
+    assert compare_step_headers(run, [c.name for c in scenario.cases]) == []
     assert sum(r.outputs.get("sa_chain", 0) for r in run.reports) > 0
     for table in ("ev_a", "ev_b"):
         assert sum(r.dead_letters.get("late", 0) for r in run.reports if r.table == table) > 0
-        # Local mode: one job a step, the source tasks' probes left for the writing tasks.
-        assert list((tmp_path / "ck" / table / "tidemark" / "step-probes").glob("*.json"))
-
-
-@pytest.mark.parametrize("seed", _seeds([20261124]))
-def test_native_aggregation_by_two_jobs_equals_reference_s11_s14(
-    seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any, monkeypatch: Any
-) -> None:
-    """The same views and tables, each step run as on a cluster (ADR 0008): a job over the
-    step's planned slices (dead letters, probes) before the query writes its records with the
-    headers the driver computed."""
-    monkeypatch.setattr(step_sink, "ONE_JOB_IN_LOCAL_MODE", False)
-    scenario = generate(
-        seed, cases=12, steps=4, rows_per_step=18, native=True, slice_views=True, bare=("ev_b",)
-    )
-    run = _check(scenario, kafka, unique_topic, tmp_path)
-    assert all(writes_in_query(run.circuit, t) for t in run.circuit.tables)
     assert not list((tmp_path / "ck").glob("*/tidemark/step-probes/*.json"))
+
+
+@pytest.mark.parametrize("seed", _seeds([20261124, 20261125]))
+def test_native_aggregation_in_one_job_equals_reference_s11_s14(
+    seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """One native view per table, so each table's query reads its source once and, in local
+    mode, a step is one job (ADR 0008): the source tasks write the dead letters (``ev_b``;
+    ``ev_a``'s go with its filter views) and leave their probes, from which the aggregate's
+    tasks compute the step's header themselves. Each step's records carry that step's
+    waterline, the one the driver computed."""
+    scenario = generate(
+        seed, cases=2, steps=4, rows_per_step=24, native=True, slice_views=True, bare=("ev_b",)
+    )
+    run = _check(scenario, kafka, unique_topic, tmp_path, single_partition_outputs=True)
+    assert compare_step_headers(run, [c.name for c in scenario.cases]) == []
+    for table, view in (("ev_a", "v000"), ("ev_b", "v001")):
+        assert sum(r.outputs.get(view, 0) for r in run.reports) > 0
+        assert sum(r.dead_letters.get("late", 0) for r in run.reports if r.table == table) > 0
+        assert list((tmp_path / "ck" / table / "tidemark" / "step-probes").glob("*.json"))
 
 
 @pytest.mark.parametrize("seed", _seeds([20261123]))
