@@ -506,7 +506,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         output = _slice_output()
         if output is not None:
             return _written(output, batches, _arrow_schema(self.spec), self.kafka_conf)
-        side: SliceTee | None = _local_object(STEP_SIDE)
+        side: SliceTee | None = local_object(STEP_SIDE)
         if side is not None:
             return side.tee(batches, self.kafka_conf, partition.step, partition.partition)
         return _without_accepted(batches) if _skip_accepted() else batches
@@ -522,7 +522,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 SKIP_ACCEPTED = "tidemark.skip_accepted"
 
 
-def task_property(key: str) -> str | None:
+def _task_property(key: str) -> str | None:
     """A Spark local property of the job this task belongs to (None outside a task)."""
     from pyspark import TaskContext
 
@@ -531,7 +531,7 @@ def task_property(key: str) -> str | None:
 
 
 def _skip_accepted() -> bool:
-    return task_property(SKIP_ACCEPTED) == "true"
+    return _task_property(SKIP_ACCEPTED) == "true"
 
 
 def _without_accepted(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -573,19 +573,19 @@ class SliceTee(Protocol):
     ) -> Iterator[pa.RecordBatch]: ...
 
 
-def _local_object(key: str) -> Any:
+def local_object(key: str) -> Any:
     """The object the step sink pickled into this task's job's local property ``key``."""
     import base64
     import pickle
 
-    text = task_property(key)
+    text = _task_property(key)
     if not text:
         return None
     return pickle.loads(base64.b64decode(text))  # noqa: S301 (the driver's own)
 
 
 def _slice_output() -> SliceWriter | None:
-    writer: SliceWriter | None = _local_object(SLICE_OUTPUT)
+    writer: SliceWriter | None = local_object(SLICE_OUTPUT)
     return writer
 
 

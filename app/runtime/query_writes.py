@@ -28,10 +28,8 @@ back into Python to produce them. The state operators still run once per step, i
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-import pickle
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.connectors.kafka_sink import StepMarker, format_time_value, produce_partition
-from app.connectors.kafka_source import STEP_SIDE, SliceWriter, task_property
+from app.connectors.kafka_source import STEP_SIDE, SliceWriter, local_object
 from app.errors import TidemarkError
 
 __all__ = [
@@ -189,9 +187,6 @@ class StepWrite:
     marker: StepMarker | None
     rendezvous: ProbeRendezvous | None = None
 
-    def encoded(self) -> str:
-        return base64.b64encode(pickle.dumps(self)).decode()
-
 
 def produce_step_output(
     batches: Iterator[pa.RecordBatch], conf: Mapping[str, str], tables: Mapping[str, Any]
@@ -199,13 +194,12 @@ def produce_step_output(
     """Produce a task's finished records (SINK_SCHEMA) as the step's :class:`StepWrite`
     says; yield the SUMMARY rows. The Kafka settings are the plan's, so no credentials ride in
     the local property (Spark's event log keeps those unredacted)."""
-    text = task_property(STEP_OUTPUT)
-    if not text:
+    step: StepWrite | None = local_object(STEP_OUTPUT)
+    if step is None:
         raise TidemarkError(
             f"this query writes its records itself and needs the Spark local property "
             f"{STEP_OUTPUT}, which the step sink sets: run it through the step sink"
         )
-    step: StepWrite = pickle.loads(base64.b64decode(text))  # noqa: S301 (the driver's own)
     headers = step.view_headers
     if step.rendezvous is not None:
         # Every source task of the step is done before the first row gets here (a shuffle

@@ -241,7 +241,7 @@ class StepSink:
     def _slice_output(
         self,
         batch_id: int,
-        view_headers: Mapping[str, list[tuple[str, bytes]]],
+        headers: Mapping[str, list[tuple[str, bytes]]],
         first_task: int = OUTPUT_TASKS,
         with_views: bool = True,
     ) -> SliceOutput:
@@ -253,7 +253,7 @@ class StepSink:
             tuple(c.name for c in self.table.columns),
             self.plan.step_views if with_views else (),
             {self.table.name: table_units(self.table)},
-            view_headers,
+            headers,
             self._marker(batch_id, first_task),
             () if with_views else tuple(x.column for x in self.table.lateness),
         )
@@ -389,7 +389,7 @@ class StepSink:
             rows = _collect_with(
                 batch,
                 {
-                    STEP_OUTPUT: StepWrite({}, marker, rendezvous).encoded(),
+                    STEP_OUTPUT: _encoded(StepWrite({}, marker, rendezvous)),
                     STEP_SIDE: _encoded(side),
                 },
             )
@@ -403,7 +403,7 @@ class StepSink:
             summary = self._slice_job(batch, slices, first)
             step_found, waterlines = self._waterlines(summary)
             write = StepWrite(self._headers(waterlines), marker)
-            summary += _collect_with(batch, {STEP_OUTPUT: write.encoded()})
+            summary += _collect_with(batch, {STEP_OUTPUT: _encoded(write)})
         if self.plan.step_views and slices:
             views = self._slice_output(batch_id, self._headers(waterlines), first_task=0)
             summary += self._slice_job(batch, slices, views)
