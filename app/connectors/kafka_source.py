@@ -162,15 +162,29 @@ def load_waterlines(state_dir: str, before_step: int) -> dict[str, int | None]:
     return {}
 
 
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so a reader sees the old file or the whole new one, never
+    a part (write beside it, then rename over it), creating its directory if needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def forget_steps_before(directory: Path, step: int, suffix: str) -> None:
+    """Remove the files ``<step>-...<suffix>`` of steps below ``step`` from ``directory``."""
+    for old in directory.glob(f"*{suffix}"):
+        head = old.name.split("-", 1)[0]
+        if head.isdigit() and int(head) < step:
+            old.unlink(missing_ok=True)
+
+
 def store_waterlines(
     state_dir: str, step: int, waterlines: Mapping[str, int | None], keep: int = 50
 ) -> None:
     """Atomically write w(step) and drop files older than the newest ``keep``."""
     directory = _waterline_dir(state_dir)
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{step}.json.tmp"
-    tmp.write_text(json.dumps(dict(waterlines), sort_keys=True))
-    os.replace(tmp, directory / f"{step}.json")
+    write_atomically(directory / f"{step}.json", json.dumps(dict(waterlines), sort_keys=True))
     steps = sorted(int(p.stem) for p in directory.glob("*.json") if p.stem.isdigit())
     for old in steps[:-keep]:
         (directory / f"{old}.json").unlink(missing_ok=True)
@@ -319,19 +333,13 @@ class SliceCache:
             if writer is not None:
                 writer.close()
             tmp.unlink(missing_ok=True)
-        self._forget_before(part.step - self.KEEP_STEPS)
+        forget_steps_before(self.directory, part.step - self.KEEP_STEPS, ".arrow")
 
     def clear(self) -> None:
         """Remove this query's cached slices (the service calls it when its queries stop)."""
         import shutil
 
         shutil.rmtree(self.directory, ignore_errors=True)
-
-    def _forget_before(self, step: int) -> None:
-        for old in self.directory.glob("*.arrow"):
-            head = old.name.split("-", 1)[0]
-            if head.isdigit() and int(head) < step:
-                old.unlink(missing_ok=True)
 
 
 def cached_slice(
@@ -348,11 +356,7 @@ PLANNED_SLICES = "planned-slices.json"
 def record_planned_slices(state_dir: str, slices: Sequence[KafkaPartitionSlice]) -> None:
     """Keep the slices ``partitions()`` just planned (none for a step without data), so the
     step sink can read them in a job of its own before the step's query runs."""
-    path = Path(state_dir) / PLANNED_SLICES
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps([vars(part) for part in slices]))
-    tmp.replace(path)
+    write_atomically(Path(state_dir) / PLANNED_SLICES, json.dumps([vars(part) for part in slices]))
 
 
 def planned_slices(state_dir: str) -> list[KafkaPartitionSlice]:

@@ -234,7 +234,7 @@ def plan_table(
         branches.append(aggregate_branch(aggregates, event_time))
     rereadable = not branches
     slice_views = rereadable and bool(step_views) and slice_computable(step_views)
-    branches_written = branches if in_query else []
+    scans_once = in_query and len(branches) == 1
     if in_query:
         # ADR 0008: the query's rows are what its writing tasks wrote; the dead letters and
         # probes come from its source tasks or from a job of the step sink's own.
@@ -285,7 +285,7 @@ def plan_table(
         slice_views,
         spec,
         in_query,
-        in_query and len(branches_written) == 1,
+        scans_once,
     )
 
 

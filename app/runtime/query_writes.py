@@ -29,7 +29,6 @@ back into Python to produce them. The state operators still run once per step, i
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.connectors.kafka_sink import StepMarker, format_time_value, produce_partition
-from app.connectors.kafka_source import STEP_SIDE, SliceWriter, local_object
+from app.connectors.kafka_source import STEP_SIDE, SliceWriter, local_object, write_atomically
 from app.errors import TidemarkError
 
 __all__ = [
@@ -61,13 +60,16 @@ Headers = Mapping[str, list[tuple[str, bytes]]]
 
 def waterline_after(
     previous: Mapping[str, int | None],
-    probes: Iterable[Mapping[str, Any]],
+    summary: Iterable[Mapping[str, Any]],
     lateness: Iterable[tuple[str, int]],
 ) -> dict[str, int | None]:
-    """S3: ``w(t) = max(w(t-1), max(D(t)) - L)`` per waterline column, from the step's probe
-    summary rows (``detail``: the JSON maxima); a column no probe saw keeps ``w(t-1)``."""
+    """S3: ``w(t) = max(w(t-1), max(D(t)) - L)`` per waterline column, from the step's
+    summary rows, of which the probes count (``detail``: the JSON maxima); a column no probe
+    saw keeps ``w(t-1)``."""
     maxima: dict[str, int] = {}
-    for row in probes:
+    for row in summary:
+        if row["kind"] != "probe":
+            continue
         for col, value in json.loads(row["detail"]).items():
             if (
                 col != "_accepted"
@@ -119,13 +121,6 @@ def read_step_summaries(directory: str, step: int, partitions: Iterable[int]) ->
     return rows
 
 
-def forget_steps_before(directory: str, step: int) -> None:
-    for old in Path(directory).glob("*.json"):
-        head = old.name.split("-", 1)[0]
-        if head.isdigit() and int(head) < step:
-            old.unlink(missing_ok=True)
-
-
 @dataclass(frozen=True)
 class SourceSide:
     """What a source task of a one-job step does besides handing its rows to Spark: its
@@ -147,11 +142,7 @@ class SourceSide:
                 kept.append(others)
             yield batch
         summary = self.writer.write(kept, conf)
-        path = _probe_path(self.directory, step, partition)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(summary))
-        tmp.replace(path)
+        write_atomically(_probe_path(self.directory, step, partition), json.dumps(summary))
 
 
 @dataclass(frozen=True)
@@ -170,12 +161,9 @@ class ProbeRendezvous:
     def summaries(self) -> list[Any]:
         return read_step_summaries(self.directory, self.step, self.partitions)
 
-    def waterlines(self, summaries: Iterable[Mapping[str, Any]]) -> dict[str, int | None]:
-        probes = [row for row in summaries if row["kind"] == "probe"]
-        return waterline_after(self.previous, probes, self.lateness)
-
     def headers(self) -> dict[str, list[tuple[str, bytes]]]:
-        return view_headers(self.waterlines(self.summaries()), self.time_source, self.units)
+        waterlines = waterline_after(self.previous, self.summaries(), self.lateness)
+        return view_headers(waterlines, self.time_source, self.units)
 
 
 @dataclass(frozen=True)

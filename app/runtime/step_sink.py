@@ -57,9 +57,11 @@ from app.connectors.kafka_source import (
     STEP_SIDE,
     KafkaPartitionSlice,
     SliceWriter,
+    forget_steps_before,
     load_waterlines,
     planned_slices,
     store_waterlines,
+    write_atomically,
     write_slices,
 )
 from app.observability.logging import LateRowLog, log_dead_letters
@@ -69,7 +71,6 @@ from app.runtime.query_writes import (
     ProbeRendezvous,
     SourceSide,
     StepWrite,
-    forget_steps_before,
     view_headers,
     waterline_after,
 )
@@ -128,11 +129,8 @@ def sink_identity(state_dir: str) -> str:
     path = Path(state_dir) / "sink-id"
     if path.is_file():
         return path.read_text().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
     identity = uuid.uuid4().hex[:16]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(identity)
-    tmp.replace(path)
+    write_atomically(path, identity)
     return identity
 
 
@@ -393,12 +391,11 @@ class StepSink:
                     STEP_SIDE: _encoded(side),
                 },
             )
+            # The same files and functions the writing tasks computed the headers from.
             summary = rendezvous.summaries()
-            waterlines = rendezvous.waterlines(summary)
-            store_waterlines(self.state_dir, step, waterlines)
-            forget_steps_before(self._probe_dir, step - 3)
+            step_found, waterlines = self._waterlines(summary)
+            forget_steps_before(Path(self._probe_dir), step - 3, ".json")
             summary += rows
-            step_found: int | None = step
         else:
             summary = self._slice_job(batch, slices, first)
             step_found, waterlines = self._waterlines(summary)
