@@ -567,6 +567,10 @@ class SliceWriter(Protocol):
         self, batches: Iterable[pa.RecordBatch], kafka_conf: Mapping[str, str]
     ) -> list[dict[str, Any]]: ...
 
+    def prepare(self, kafka_conf: Mapping[str, str]) -> None:
+        """Start opening the Kafka transaction :meth:`write` will use, if it writes one
+        (app/connectors/kafka_sink.open_early); called as early as the task knows it will."""
+
 
 class SliceTee(Protocol):
     """What a step's source tasks do with their slice while handing it to Spark
@@ -607,6 +611,7 @@ def _written(
     """The slice handed to ``writer`` in this task, and to Spark only the summary of what it
     wrote: one row of kind :data:`SLICE_SUMMARY` whose ``_message`` is the JSON list of the
     summary rows (ADR 0007)."""
+    writer.prepare(kafka_conf)
     summary = writer.write(batches, kafka_conf)
     row = {"_kind": SLICE_SUMMARY, "_message": json.dumps(summary)}
     yield pa.RecordBatch.from_pylist([row], schema=schema)

@@ -37,7 +37,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from app.connectors.kafka_sink import StepMarker, format_time_value, produce_partition
+from app.connectors.kafka_sink import StepMarker, format_time_value, open_early, produce_partition
 from app.connectors.kafka_source import STEP_SIDE, SliceWriter, local_object, write_atomically
 from app.errors import TidemarkError
 
@@ -139,6 +139,10 @@ class SourceSide:
         for batch in batches:
             others = batch.filter(pc.not_equal(batch.column("_kind"), "ok"))
             if others.num_rows:
+                if pc.any(pc.not_equal(others.column("_kind"), "probe")).as_py():
+                    # Dead letters to write: their transaction opens while the rest of the
+                    # slice is read and handed to Spark (prepare is idempotent).
+                    self.writer.prepare(conf)
                 kept.append(others)
             yield batch
         summary = self.writer.write(kept, conf)
@@ -188,6 +192,9 @@ def produce_step_output(
             f"this query writes its records itself and needs the Spark local property "
             f"{STEP_OUTPUT}, which the step sink sets: run it through the step sink"
         )
+    # The transaction opens while Spark shuffles and aggregates the step, before the first
+    # completed group arrives (a step without any writes the opener off).
+    open_early(conf, step.marker)
     headers = step.view_headers
     if step.rendezvous is not None:
         # Every source task of the step is done before the first row gets here (a shuffle

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.circuit.ir import View
-from app.connectors.kafka_sink import StepMarker, produce_partition
+from app.connectors.kafka_sink import StepMarker, open_early, produce_partition
 from app.runtime.arrow_views import view_rows
 from app.runtime.encode import ViewEncoding, encode_view_rows
 from app.runtime.sink_rows import arrow_dead_letters, arrow_probes
@@ -43,6 +43,9 @@ class ProbePass:
     table: str
     #: The table's waterline columns.
     maxima: tuple[str, ...]
+
+    def prepare(self, kafka_conf: Mapping[str, str]) -> None:
+        """Nothing to open: this pass writes nothing."""
 
     def write(
         self, batches: Iterable[pa.RecordBatch], kafka_conf: Mapping[str, str]
@@ -69,6 +72,9 @@ class SliceOutput:
     #: The table's waterline columns when this pass brings back the slice's probe too: the
     #: first job of a plan that writes in its query writes its dead letters (ADR 0008).
     maxima: tuple[str, ...] = ()
+
+    def prepare(self, kafka_conf: Mapping[str, str]) -> None:
+        open_early(kafka_conf, self.marker)
 
     def write(
         self, batches: Iterable[pa.RecordBatch], kafka_conf: Mapping[str, str]

@@ -1,0 +1,112 @@
+"""A task's transaction opened before its records (kafka_sink.open_early, issue 7) writes
+exactly what one opened after them writes (S15), on the real broker.
+
+Opening early moves producer creation, fencing and the marker read off the task's critical
+path; it must change nothing else: the records and the marker are committed once, a step whose
+marker is committed is still recognised as a replay, an opener left by another step is never
+used (its marker reading would be stale), and an opener the task did not need does not
+outlive the task (a late ``init_transactions`` would fence the next step's writer).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from app.connectors import kafka_sink
+from app.connectors.kafka_sink import StepMarker, open_early, produce_partition
+
+pytestmark = pytest.mark.e2e
+
+
+#: The SINK_SCHEMA columns a view's output records use.
+_OUTPUT = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("rel", pa.string()),
+        ("topic", pa.string()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+        ("reason", pa.string()),
+    ]
+)
+
+
+def _records(topic: str, n: int) -> pa.RecordBatch:
+    rows = [
+        {"kind": "output", "rel": "v", "topic": topic, "value": f"r{i}".encode()}
+        for i in range(n)
+    ]
+    return pa.RecordBatch.from_pylist(rows, schema=_OUTPUT)
+
+
+def _write(
+    kafka: Any, marker: StepMarker, batches: list[pa.RecordBatch]
+) -> list[dict[str, Any]]:
+    out = produce_partition(
+        iter(batches),
+        conf=kafka.conf(),
+        tables={},
+        view_headers={"v": [("tidemark.waterline", b"w")]},
+        marker=marker,
+    )
+    return [row for batch in out for row in batch.to_pylist()]
+
+
+def _committed_values(kafka: Any, topic: str) -> list[bytes]:
+    consumer = Consumer(
+        {
+            **kafka.conf(),
+            "group.id": uuid.uuid4().hex,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "log_level": 3,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values: list[bytes] = []
+    empty = 0
+    while empty < 3:
+        messages = consumer.consume(1000, timeout=1.0)
+        empty = 0 if messages else empty + 1
+        values.extend(m.value() for m in messages if m.error() is None)
+    consumer.close()
+    return values
+
+
+def test_early_opened_transaction_writes_once_and_recognises_replays_s15(
+    kafka: Any, unique_topic: Callable[[str], str]
+) -> None:
+    out = kafka.create_topic(unique_topic("out"))
+    anchor = kafka.create_topic(unique_topic("dlq"))
+    sink = uuid.uuid4().hex[:16]
+
+    # Step batch 0, opened before its records: written, the opener taken over.
+    first = StepMarker(sink, 0, anchor)
+    open_early(kafka.conf(), first)
+    assert _write(kafka, first, [_records(out, 5)])[0]["n"] == 5
+    assert kafka_sink._OPENING == {}
+
+    # The same batch again (a replay after a crash), opened early too: nothing is written,
+    # the stored counts come back.
+    open_early(kafka.conf(), first)
+    replay = _write(kafka, first, [_records(out, 5)])
+    assert {r["kind"] for r in replay} == {"output", "replayed"}
+
+    # An opener left for batch 1 is not used by batch 2 (a new one is opened), and batch 2 is
+    # written.
+    open_early(kafka.conf(), StepMarker(sink, 1, anchor))
+    assert _write(kafka, StepMarker(sink, 2, anchor), [_records(out, 3)])[0]["n"] == 3
+
+    # A task with nothing to write waits out its opener: none is left behind.
+    open_early(kafka.conf(), StepMarker(sink, 3, anchor))
+    assert _write(kafka, StepMarker(sink, 3, anchor), []) == []
+    assert kafka_sink._OPENING == {}
+
+    assert _committed_values(kafka, out) == [f"r{i}".encode() for i in (*range(5), *range(3))]
