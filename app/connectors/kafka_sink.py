@@ -371,13 +371,18 @@ def open_early(conf: Mapping[str, str], marker: StepMarker | None) -> None:
     if marker is None:
         return
     tid = marker.transactional_id(_task_id())
-    found = _OPENING.get(tid)
-    if found is not None and found[0] == marker.batch_id:
+    if _opening_for(tid, marker.batch_id) is not None:
         return
     _forget_opened(tid)
     if _OPENER is None:
         _OPENER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tidemark-open")
     _OPENING[tid] = (marker.batch_id, _OPENER.submit(_open, dict(conf), tid, marker.anchor_topic))
+
+
+def _opening_for(tid: str, batch_id: int) -> Future[_Opened] | None:
+    """The opener of ``tid`` started for this batch, if any."""
+    found = _OPENING.get(tid)
+    return found[1] if found is not None and found[0] == batch_id else None
 
 
 def _forget_opened(tid: str) -> None:
@@ -392,10 +397,10 @@ def _forget_opened(tid: str) -> None:
 
 def _opened(conf: Mapping[str, str], tid: str, marker: StepMarker) -> _Opened:
     """The transaction :func:`open_early` opened for this very batch, else a new one."""
-    found = _OPENING.get(tid)
-    if found is not None and found[0] == marker.batch_id:
+    opening = _opening_for(tid, marker.batch_id)
+    if opening is not None:
         del _OPENING[tid]
-        return found[1].result()
+        return opening.result()
     _forget_opened(tid)
     return _open(conf, tid, marker.anchor_topic)
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from app.connectors import kafka_sink
 from app.connectors.kafka_sink import StepMarker, open_early, produce_partition
+from app.connectors.topic_reader import read_topic
 
 pytestmark = pytest.mark.e2e
 
@@ -59,27 +59,6 @@ def _write(
     return [row for batch in out for row in batch.to_pylist()]
 
 
-def _committed_values(kafka: Any, topic: str) -> list[bytes]:
-    consumer = Consumer(
-        {
-            **kafka.conf(),
-            "group.id": uuid.uuid4().hex,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-            "log_level": 3,
-        }
-    )
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    values: list[bytes] = []
-    empty = 0
-    while empty < 3:
-        messages = consumer.consume(1000, timeout=1.0)
-        empty = 0 if messages else empty + 1
-        values.extend(m.value() for m in messages if m.error() is None)
-    consumer.close()
-    return values
-
-
 def test_early_opened_transaction_writes_once_and_recognises_replays_s15(
     kafka: Any, unique_topic: Callable[[str], str]
 ) -> None:
@@ -99,14 +78,17 @@ def test_early_opened_transaction_writes_once_and_recognises_replays_s15(
     replay = _write(kafka, first, [_records(out, 5)])
     assert {r["kind"] for r in replay} == {"output", "replayed"}
 
-    # An opener left for batch 1 is not used by batch 2 (a new one is opened), and batch 2 is
-    # written.
-    open_early(kafka.conf(), StepMarker(sink, 1, anchor))
-    assert _write(kafka, StepMarker(sink, 2, anchor), [_records(out, 3)])[0]["n"] == 3
+    # An opener left for another batch is not used (a new one is opened once the stale one
+    # is done, or the stale init could fence the new writer: a race, so tried several times),
+    # and the batch is written.
+    for batch in range(2, 12, 2):
+        open_early(kafka.conf(), StepMarker(sink, batch - 1, anchor))
+        assert _write(kafka, StepMarker(sink, batch, anchor), [_records(out, 1)])[0]["n"] == 1
 
     # A task with nothing to write waits out its opener: none is left behind.
-    open_early(kafka.conf(), StepMarker(sink, 3, anchor))
-    assert _write(kafka, StepMarker(sink, 3, anchor), []) == []
+    open_early(kafka.conf(), StepMarker(sink, 13, anchor))
+    assert _write(kafka, StepMarker(sink, 13, anchor), []) == []
     assert kafka_sink._OPENING == {}
 
-    assert _committed_values(kafka, out) == [f"r{i}".encode() for i in (*range(5), *range(3))]
+    committed = [m.value() for m in read_topic(kafka.conf(), out)]
+    assert committed == [f"r{i}".encode() for i in (*range(5), *[0] * 5)]
