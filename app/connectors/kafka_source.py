@@ -195,6 +195,13 @@ def store_waterlines(
 _CONSUMERS: dict[str, Any] = {}
 
 
+def _forget_consumer(conf: Mapping[str, str]) -> None:
+    """Close this process's kept consumer of ``conf``; the next :func:`_consumer` is new."""
+    stale = _CONSUMERS.pop(json.dumps(conf, sort_keys=True), None)
+    if stale is not None:
+        stale.close()
+
+
 def _consumer(conf: Mapping[str, str]) -> Any:
     from confluent_kafka import Consumer
 
@@ -410,6 +417,10 @@ class KafkaStreamReader(DataSourceStreamReader):
             except KafkaException:
                 if time.monotonic() > deadline:
                     raise
+                # A fresh client next time: a CI run saw the kept one fail every metadata
+                # request for 240 s after a broker restart the broker itself recovered from in
+                # 4.5 s ("Broker transport failure").
+                _forget_consumer(self.kafka_conf)
                 time.sleep(1.0)
 
     retry_seconds = 240.0
