@@ -7,7 +7,9 @@ LATENESS plus ``spread_ms`` so the late gate (SPEC L3/S5) routes it to the dead-
 while a plain Spark job's watermark silently drops it. The generator is deterministic for a seed,
 so Tidemark and the peer read the same bytes. ``produce(times=...)`` records when each event
 was produced, and ``timeline`` regenerates which event it was: the latency probe
-(loadtests/latency.py) needs both.
+(loadtests/latency.py) needs both. The probe produces from a file of events encoded beforehand
+(``encode_events``): encoding on the fly took half a core of the two at (b)'s half load,
+which the systems under test then lacked.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ import time
 from array import array
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from app.connectors.avro_codec import AvroCodec
 
-__all__ = ["EventShape", "events", "produce", "timeline"]
+__all__ = ["EventShape", "encode_events", "encoded_events", "events", "produce", "timeline"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,30 @@ def events(shape: EventShape, count: int) -> Iterator[tuple[int, dict[str, Any]]
         yield i, row
 
 
+_LENGTH = struct.Struct(">I")
+
+
+def encode_events(shape: EventShape, count: int, path: Path) -> None:
+    """The first ``count`` events of ``shape``, Avro-encoded in production order, to ``path``
+    (each value after its 4-byte big-endian length): the same bytes :func:`produce` would
+    encode, paid for before a measurement starts instead of during it."""
+    codec = AvroCodec(shape.schema)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb", buffering=1 << 20) as f:
+        for _, row in events(shape, count):
+            value = codec.encode(row)
+            f.write(_LENGTH.pack(len(value)))
+            f.write(value)
+    tmp.replace(path)
+
+
+def encoded_events(path: Path) -> Iterator[bytes]:
+    """The values :func:`encode_events` wrote, in order."""
+    with open(path, "rb", buffering=1 << 20) as f:
+        while head := f.read(4):
+            yield f.read(_LENGTH.unpack(head)[0])
+
+
 def produce(
     conf: Mapping[str, str],
     topic: str,
@@ -91,6 +118,7 @@ def produce(
     stamp: bool = False,
     times: array | None = None,
     stop: Callable[[], bool] | None = None,
+    values: Iterator[bytes] | None = None,
 ) -> float:
     """Produce ``count`` events to ``topic`` (keyed by index, spread over partitions by the
     key's hash); ``rate`` events/s when given, else as fast as the producer goes. ``stamp``
@@ -98,11 +126,15 @@ def produce(
     ``array('d')``) receives each event's produce time, wall-clock ms taken when the event is
     handed to the producer (the latency probe's start of the clock; the producer's linger is
     part of the latency). ``stop``, checked every 100 events, ends production early (the
-    probe produces until its measured period is over). ``conf`` overrides the producer
-    settings below. Returns the seconds it took, delivery included."""
+    probe produces until its measured period is over). ``values``: the events already
+    encoded (:func:`encoded_events` of this shape); production ends early when they run
+    out. ``conf`` overrides the producer settings below. Returns the seconds it took,
+    delivery included."""
     from confluent_kafka import Producer
 
-    codec = AvroCodec(shape.schema)
+    if values is None:
+        codec = AvroCodec(shape.schema)
+        values = (codec.encode(row) for _, row in events(shape, count))
     producer = Producer(
         {
             "linger.ms": 20,
@@ -114,13 +146,16 @@ def produce(
         }
     )
     started = time.monotonic()
-    for i, row in events(shape, count):
-        if stop is not None and i % 100 == 0 and stop():
+    for i, value in enumerate(values):
+        if i >= count or (stop is not None and i % 100 == 0 and stop()):
             break
         if rate is not None:
             due = started + i / rate
             ahead = due - time.monotonic()
-            if ahead > 0:
+            # Sleep in steps of a millisecond or more: a sleep per event (tens of thousands
+            # a second) cost the generator more CPU than producing; each event's time is
+            # taken when it is handed over all the same.
+            if ahead > 0.001:
                 time.sleep(ahead)
         now_ms = time.time() * 1000
         if times is not None:
@@ -128,7 +163,7 @@ def produce(
         headers = [("produce_ms", struct.pack(">q", int(now_ms)))] if stamp else None
         while True:
             try:
-                producer.produce(topic, codec.encode(row), key=str(i).encode(), headers=headers)
+                producer.produce(topic, value, key=str(i).encode(), headers=headers)
                 break
             except BufferError:
                 producer.poll(0.05)

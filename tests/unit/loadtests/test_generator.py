@@ -34,3 +34,16 @@ def test_late_flag_marks_exactly_the_events_behind_lateness_and_spread() -> None
             assert 0 <= behind < SHAPE.spread_ms  # out of order at most, never late
         lates += late
     assert 150 < lates < 350  # about 5%
+
+
+def test_encoded_events_are_the_events_encoded_in_order(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The latency probe produces from a file encoded beforehand: it must hold exactly the
+    values produce() would encode, so the attribution (which regenerates the timeline) and
+    the throughput runs see the same events."""
+    from app.connectors.avro_codec import AvroCodec
+    from loadtests.generator import encode_events, encoded_events
+
+    path = tmp_path / "events.bin"
+    encode_events(SHAPE, 3_000, path)
+    codec = AvroCodec(SCHEMA)
+    assert list(encoded_events(path)) == [codec.encode(row) for _, row in events(SHAPE, 3_000)]
