@@ -88,15 +88,19 @@ def events(shape: EventShape, count: int) -> Iterator[tuple[int, dict[str, Any]]
 _LENGTH = struct.Struct(">I")
 
 
+def _encoded(shape: EventShape, count: int) -> Iterator[bytes]:
+    """The Avro values of the first ``count`` events, in production order."""
+    codec = AvroCodec(shape.schema)
+    return (codec.encode(row) for _, row in events(shape, count))
+
+
 def encode_events(shape: EventShape, count: int, path: Path) -> None:
     """The first ``count`` events of ``shape``, Avro-encoded in production order, to ``path``
     (each value after its 4-byte big-endian length): the same bytes :func:`produce` would
     encode, paid for before a measurement starts instead of during it."""
-    codec = AvroCodec(shape.schema)
     tmp = path.with_suffix(".tmp")
     with open(tmp, "wb", buffering=1 << 20) as f:
-        for _, row in events(shape, count):
-            value = codec.encode(row)
+        for value in _encoded(shape, count):
             f.write(_LENGTH.pack(len(value)))
             f.write(value)
     tmp.replace(path)
@@ -133,8 +137,7 @@ def produce(
     from confluent_kafka import Producer
 
     if values is None:
-        codec = AvroCodec(shape.schema)
-        values = (codec.encode(row) for _, row in events(shape, count))
+        values = _encoded(shape, count)
     producer = Producer(
         {
             "linger.ms": 20,

@@ -377,8 +377,8 @@ def _generate(
     """The generator process: encodes ``count`` events to ``events_path`` unless there,
     sets ``ready``, and once ``go`` is set produces them at ``rate``/s until ``stop`` is set;
     produce times to a file (the events themselves are regenerated from the seed afterwards).
-    Encoding while the side starts leaves the generator about a quarter of the CPU it took
-    encoding as it produced (measured at 44,600 events/s: 0.5 of the two cores)."""
+    Encoding while the side starts spares the measured period what encoding as it produced
+    cost (0.5 of the two cores at 44,600 events/s, measured)."""
     from loadtests.bench import input_schema, shape_of
     from loadtests.generator import encode_events, encoded_events, produce
 

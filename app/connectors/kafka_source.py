@@ -195,9 +195,14 @@ def store_waterlines(
 _CONSUMERS: dict[str, Any] = {}
 
 
+def _consumer_key(conf: Mapping[str, str]) -> str:
+    """The key under which this process keeps its consumer of ``conf``."""
+    return json.dumps(conf, sort_keys=True)
+
+
 def _forget_consumer(conf: Mapping[str, str]) -> None:
     """Close this process's kept consumer of ``conf``; the next :func:`_consumer` is new."""
-    stale = _CONSUMERS.pop(json.dumps(conf, sort_keys=True), None)
+    stale = _CONSUMERS.pop(_consumer_key(conf), None)
     if stale is not None:
         stale.close()
 
@@ -205,7 +210,7 @@ def _forget_consumer(conf: Mapping[str, str]) -> None:
 def _consumer(conf: Mapping[str, str]) -> Any:
     from confluent_kafka import Consumer
 
-    key = json.dumps(conf, sort_keys=True)
+    key = _consumer_key(conf)
     consumer = _CONSUMERS.get(key)
     if consumer is None:
         consumer = Consumer(

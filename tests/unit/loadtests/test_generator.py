@@ -4,6 +4,8 @@ mark exactly the events moved back past LATENESS (the ones Tidemark's late gate 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from loadtests.generator import EventShape, events, timeline
 
 SCHEMA = {
@@ -36,7 +38,7 @@ def test_late_flag_marks_exactly_the_events_behind_lateness_and_spread() -> None
     assert 150 < lates < 350  # about 5%
 
 
-def test_encoded_events_are_the_events_encoded_in_order(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_encoded_events_are_the_events_encoded_in_order(tmp_path: Path) -> None:
     """The latency probe produces from a file encoded beforehand: it must hold exactly the
     values produce() would encode, so the attribution (which regenerates the timeline) and
     the throughput runs see the same events."""
