@@ -88,9 +88,9 @@ def _result(seconds: float, progress: list[dict[str, Any]]) -> dict[str, Any]:
 def _listener(progress: list[dict[str, Any]], announce: bool) -> Any:
     """A listener keeping every progress event; ``announce`` prints ``STEP <input rows>`` per
     step, which the latency probe uses to start its warm-up at the first step with input."""
-    from pyspark.sql.streaming import StreamingQueryListener
+    from app.observability.listener import ProgressListener
 
-    class Progress(StreamingQueryListener):
+    class Progress(ProgressListener):
         def onQueryStarted(self, event: Any) -> None:
             return None
 

@@ -8,6 +8,7 @@ go through its query API: state rows per view (SPEC S11), step durations (S1), q
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus import PrometheusServer, prometheus_server  # noqa: F401
 
-from app.observability.listener import InputLagProbe, TidemarkQueryListener
+from app.observability.listener import InputLagProbe, ProgressListener, TidemarkQueryListener
 from app.observability.metrics import TidemarkMetrics
 from app.observability.server import MetricsServer
 
@@ -79,6 +80,59 @@ def test_s11_state_rows_per_view_step_durations_and_query_up_from_a_real_spark_q
         if query is not None:
             query.stop()
         spark.streams.removeListener(listener)
+
+
+def test_a_progress_listener_gets_the_progress_the_query_reports(
+    spark: object, tmp_path: Path
+) -> None:
+    """ProgressListener builds its events from each progress's JSON, not field by field over
+    py4j: the events must carry what the query itself reports for those steps, state
+    operators and source offsets (as the JSON strings PySpark's own events give) included."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.listener import StreamingQueryProgress
+
+    assert isinstance(spark, SparkSession)
+    seen: list[StreamingQueryProgress] = []
+
+    class Recorder(ProgressListener):
+        def onQueryStarted(self, event: object) -> None:  # noqa: N802 - Spark's name
+            return None
+
+        def onQueryProgress(self, event: object) -> None:  # noqa: N802
+            seen.append(event.progress)  # type: ignore[attr-defined]
+
+        def onQueryTerminated(self, event: object) -> None:  # noqa: N802
+            return None
+
+    recorder = Recorder()
+    spark.streams.addListener(recorder)
+    query = (
+        spark.readStream.format("rate").option("rowsPerSecond", 50).load()
+        .withWatermark("timestamp", "2 seconds")
+        .groupBy(F.window("timestamp", "1 second"), (F.col("value") % 7).alias("k"))
+        .count()
+        .writeStream.format("noop").outputMode("append")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="300 milliseconds")
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(seen) < 4 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        query.stop()
+    finally:
+        if query.isActive:
+            query.stop()
+        spark.streams.removeListener(recorder)
+    reported = {p.batchId: json.loads(p.json) for p in query.recentProgress}
+    assert len(seen) >= 4
+    for progress in seen:
+        assert json.loads(progress.json) == reported[progress.batchId]
+        assert isinstance(progress.sources[0].endOffset, str)
+        json.loads(progress.sources[0].endOffset)
+    assert any(p.stateOperators and p.stateOperators[0].numRowsTotal > 0 for p in seen)
 
 
 def test_input_lag_is_end_offset_minus_processed_offset_from_a_real_broker() -> None:
