@@ -54,6 +54,7 @@ __all__ = [
     "open_early",
     "probe_summary",
     "produce_partition",
+    "task_partition",
 ]
 
 SINK_SCHEMA = (
@@ -150,7 +151,9 @@ _PRODUCER_SETTINGS: dict[str, Any] = {
 }
 
 
-def _task_id() -> int:
+def task_partition() -> int:
+    """The partition of the Spark task running this (0 outside a task): what numbers a
+    task's transactional id and marker."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -178,7 +181,7 @@ def produce_partition(
         yield from _produce_partition(batches, conf, tables, view_headers, marker)
     finally:
         if marker is not None:
-            _forget_opened(marker.transactional_id(_task_id()))
+            _forget_opened(marker.transactional_id(task_partition()))
 
 
 def _produce_partition(
@@ -246,7 +249,7 @@ def _produce_partition(
         if marker is None:
             _write_idempotent(conf, records)
         else:
-            stored = _write_transaction(conf, records, marker, _task_id(), summary)
+            stored = _write_transaction(conf, records, marker, task_partition(), summary)
             if stored is not None:
                 # A replayed step: its records are already committed; report what was written.
                 replayed = {"kind": "replayed", "rel": None, "topic": None, "reason": None}
@@ -370,7 +373,7 @@ def open_early(conf: Mapping[str, str], marker: StepMarker | None) -> None:
     global _OPENER
     if marker is None:
         return
-    tid = marker.transactional_id(_task_id())
+    tid = marker.transactional_id(task_partition())
     if _opening_for(tid, marker.batch_id) is not None:
         return
     _forget_opened(tid)

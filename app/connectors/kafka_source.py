@@ -162,12 +162,15 @@ def load_waterlines(state_dir: str, before_step: int) -> dict[str, int | None]:
     return {}
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so a reader sees the old file or the whole new one, never
+def write_atomically(path: Path, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` so a reader sees the old file or the whole new one, never
     a part (write beside it, then rename over it), creating its directory if needed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
+    if isinstance(data, bytes):
+        tmp.write_bytes(data)
+    else:
+        tmp.write_text(data)
     os.replace(tmp, path)
 
 

@@ -12,11 +12,12 @@ The header is the step's new waterline, which needs every source task's probe (S
 writing tasks learn it depends on where the tasks run:
 
 * local mode (one machine, the chart's deployment): the step is one job. Each source task
-  reads its slice, writes its dead letters, and leaves its probe and what it wrote in a file
-  of the step (:class:`SourceSide`, under the local property :data:`STEP_SIDE`); the
-  aggregate's tasks start only when every source task is done (the shuffle between them), so
-  they read those files and compute the waterline themselves (:class:`ProbeRendezvous`),
-  exactly as the driver does after the job (:func:`waterline_after`);
+  reads its slice and leaves its probe, and its dead letters as records, in files of the step
+  (:class:`SourceSide`, under the local property :data:`STEP_SIDE`); the aggregate's tasks
+  start only when every source task is done (the shuffle between them), so they read those
+  files and compute the waterline themselves (:class:`ProbeRendezvous`), exactly as the
+  driver does after the job (:func:`waterline_after`), and the first of them produces the
+  dead letters in its transaction (when the table has step views, their job writes them);
 * a cluster: the step sink first runs a job of its own over the step's planned slices (the
   source's slice cache keeps what it read for the query): dead letters and probes; the driver
   computes the waterline and the query's tasks get the headers themselves.
@@ -28,6 +29,7 @@ back into Python to produce them. The state operators still run once per step, i
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -37,11 +39,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from app.connectors.kafka_sink import StepMarker, format_time_value, open_early, produce_partition
-from app.connectors.kafka_source import STEP_SIDE, SliceWriter, local_object, write_atomically
+from app.connectors.kafka_sink import (
+    StepMarker,
+    format_time_value,
+    open_early,
+    produce_partition,
+    task_partition,
+)
+from app.connectors.kafka_source import STEP_SIDE, local_object, write_atomically
 from app.errors import TidemarkError
+from app.runtime.sink_rows import arrow_dead_letters, arrow_probes
 
 __all__ = [
+    "DEAD_LETTER_TASK",
     "STEP_OUTPUT",
     "STEP_SIDE",
     "ProbeRendezvous",
@@ -121,32 +131,56 @@ def read_step_summaries(directory: str, step: int, partitions: Iterable[int]) ->
     return rows
 
 
+def _dead_letter_path(directory: str, step: int, partition: int) -> Path:
+    return Path(directory) / f"{step}-{partition}.dead.arrow"
+
+
+#: The writing task that produces the source tasks' dead letters of a one-job step: every
+#: aggregate stage has a task 0, and a replay gives the same task the same records (S15).
+DEAD_LETTER_TASK = 0
+
+
 @dataclass(frozen=True)
 class SourceSide:
-    """What a source task of a one-job step does besides handing its rows to Spark: its
-    slice's non-accepted rows (dead letters, probe) go to ``writer`` (which writes the dead
-    letters, or only brings the probe back when the step views' job writes them), and the
-    summary rows it returns are left in ``directory`` for the aggregate's tasks and the
-    driver."""
+    """What a source task of a one-job step does besides handing its rows to Spark: it
+    leaves its probe (a summary row) in ``directory`` for the aggregate's tasks and the
+    driver, and, when ``dead_letter_topic`` is set, its slice's dead letters, as records to
+    produce, for writing task :data:`DEAD_LETTER_TASK`, which produces them in its own
+    transaction. A source task with a transaction of its own held the end of the step's first
+    stage for its commit (~40 ms, issue 7); without ``dead_letter_topic`` the step views' job
+    writes them."""
 
-    writer: SliceWriter
+    table: str
+    maxima: tuple[str, ...]
     directory: str
+    dead_letter_topic: str | None = None
 
     def tee(
         self, batches: Iterable[pa.RecordBatch], conf: Mapping[str, str], step: int, partition: int
     ) -> Iterator[pa.RecordBatch]:
-        kept: list[pa.RecordBatch] = []
+        probes: list[dict[str, Any]] = []
+        dead: list[pa.RecordBatch] = []
         for batch in batches:
             others = batch.filter(pc.not_equal(batch.column("_kind"), "ok"))
             if others.num_rows:
-                if pc.any(pc.not_equal(others.column("_kind"), "probe")).as_py():
-                    # Dead letters to write: their transaction opens while the rest of the
-                    # slice is read and handed to Spark (prepare is idempotent).
-                    self.writer.prepare(conf)
-                kept.append(others)
+                probes.extend(arrow_probes(others, self.table, self.maxima))
+                if self.dead_letter_topic is not None:
+                    letters = arrow_dead_letters(others, self.table, self.dead_letter_topic)
+                    if letters.num_rows:
+                        dead.append(letters)
             yield batch
-        summary = self.writer.write(kept, conf)
-        write_atomically(_probe_path(self.directory, step, partition), json.dumps(summary))
+        if self.dead_letter_topic is not None:
+            # Written (empty too) before the probe: a probe found means its dead letters are
+            # there, and an earlier attempt's file never stands in for this one's.
+            data = b""
+            if dead:
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, dead[0].schema) as stream:
+                    for letters in dead:
+                        stream.write_batch(letters)
+                data = sink.getvalue().to_pybytes()
+            write_atomically(_dead_letter_path(self.directory, step, partition), data)
+        write_atomically(_probe_path(self.directory, step, partition), json.dumps(probes))
 
 
 @dataclass(frozen=True)
@@ -169,6 +203,15 @@ class ProbeRendezvous:
         waterlines = waterline_after(self.previous, self.summaries(), self.lateness)
         return view_headers(waterlines, self.time_source, self.units)
 
+    def dead_letters(self) -> Iterator[pa.RecordBatch]:
+        """The dead letters the step's source tasks left (:class:`SourceSide`), as records
+        for :func:`produce_partition`."""
+        for partition in self.partitions:
+            data = _dead_letter_path(self.directory, self.step, partition).read_bytes()
+            if data:
+                with pa.ipc.open_stream(data) as stream:
+                    yield from stream
+
 
 @dataclass(frozen=True)
 class StepWrite:
@@ -178,6 +221,9 @@ class StepWrite:
     view_headers: Headers
     marker: StepMarker | None
     rendezvous: ProbeRendezvous | None = None
+    #: Task :data:`DEAD_LETTER_TASK` also produces the dead letters the step's source tasks
+    #: left beside their probes (a one-job step without step views).
+    dead_letters: bool = False
 
 
 def produce_step_output(
@@ -198,6 +244,8 @@ def produce_step_output(
     headers = step.view_headers
     if step.rendezvous is not None:
         # Every source task of the step is done before the first row gets here (a shuffle
-        # lies between), and so has left its probe.
+        # lies between), and so has left its probe and its dead letters.
         headers = step.rendezvous.headers()
+        if step.dead_letters and task_partition() == DEAD_LETTER_TASK:
+            batches = itertools.chain(batches, step.rendezvous.dead_letters())
     yield from produce_partition(batches, conf, tables, headers, step.marker)

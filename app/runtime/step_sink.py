@@ -363,12 +363,6 @@ class StepSink:
         over the planned slices first. Then, if the table has step views, a job over the
         slices writes them with the dead letters."""
         slices = self._new_slices()
-        # The dead letters go with the step views' records when there are any.
-        first: SliceWriter = (
-            self._probe_pass()
-            if self.plan.step_views
-            else self._slice_output(batch_id, {}, first_task=0, with_views=False)
-        )
         marker = self._marker(batch_id, OUTPUT_TASKS)
         context = batch.sparkSession.sparkContext
         local = (context.master or "").startswith("local")
@@ -383,20 +377,36 @@ class StepSink:
                 self._units,
                 self._time_sources,
             )
-            side = SourceSide(first, self._probe_dir)
+            # The dead letters go with the step views' records when there are any, else with
+            # the records of the query's first writing task.
+            dead_letters = not self.plan.step_views
+            side = SourceSide(
+                self.table.name,
+                tuple(x.column for x in self.table.lateness),
+                self._probe_dir,
+                self.table.dead_letter_topic if dead_letters else None,
+            )
+            write = StepWrite({}, marker, rendezvous, dead_letters=dead_letters)
             rows = _collect_with(
                 batch,
                 {
-                    STEP_OUTPUT: _encoded(StepWrite({}, marker, rendezvous)),
+                    STEP_OUTPUT: _encoded(write),
                     STEP_SIDE: _encoded(side),
                 },
             )
             # The same files and functions the writing tasks computed the headers from.
             summary = rendezvous.summaries()
             step_found, waterlines = self._waterlines(summary)
-            forget_steps_before(Path(self._probe_dir), step - 3, ".json")
+            for suffix in (".json", ".dead.arrow"):
+                forget_steps_before(Path(self._probe_dir), step - 3, suffix)
             summary += rows
         else:
+            # The dead letters go with the step views' records when there are any.
+            first: SliceWriter = (
+                self._probe_pass()
+                if self.plan.step_views
+                else self._slice_output(batch_id, {}, first_task=0, with_views=False)
+            )
             summary = self._slice_job(batch, slices, first)
             step_found, waterlines = self._waterlines(summary)
             write = StepWrite(self._headers(waterlines), marker)
