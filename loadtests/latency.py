@@ -255,6 +255,23 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[rank - 1]
 
 
+def step_lengths(step_log: Iterable[Mapping[str, Any]], start_ms: float, end_ms: float) -> Any:
+    """p50/p90/max of the steps (``ms``, as the side's step log has them) that started in
+    ``[start_ms, end_ms)``: the step length is what the latency at a given rate follows (a
+    window is written two to three steps after its due event), so a slow run shows here."""
+    lengths = sorted(
+        float(s["ms"]) for s in step_log if start_ms <= float(s["start_ms"]) < end_ms
+    )
+    if not lengths:
+        return None
+    return {
+        "n": len(lengths),
+        "p50_ms": percentile(lengths, 0.50),
+        "p90_ms": percentile(lengths, 0.90),
+        "max_ms": lengths[-1],
+    }
+
+
 def summarize(
     attribution: Attribution,
     due: Sequence[tuple[Hashable, float]],
@@ -657,6 +674,7 @@ def measure(
         cpu_s_per_m=round(cpu_s / in_window * 1e6, 1) if in_window else None,
         state=state.get("state"),
         steps=state.get("steps"),
+        step_ms=step_lengths(state.get("step_log") or [], start, end),
     )
     return result
 

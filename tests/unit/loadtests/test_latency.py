@@ -22,6 +22,7 @@ from loadtests.latency import (
     expected,
     percentile,
     rule_for,
+    step_lengths,
     summarize,
 )
 from loadtests.workloads import WORKLOADS
@@ -151,6 +152,16 @@ def test_summary_of_window_rows_counts_distinct_due_events() -> None:
 def test_empty_period_has_no_percentiles() -> None:
     got = summarize(attribute([], [], FILTER), [], 0.0, 1.0, 2.0)
     assert got["count"] == 0 and got["p99_ms"] is None
+
+
+def test_step_lengths_cover_the_steps_that_started_in_the_measured_period() -> None:
+    log = [{"start_ms": 900, "ms": 5000}] + [
+        {"start_ms": 1000 + 100 * i, "ms": 100 + i} for i in range(10)
+    ] + [{"start_ms": 2000, "ms": 7000}]
+    assert step_lengths(log, 1000, 2000) == {
+        "n": 10, "p50_ms": 104.0, "p90_ms": 108.0, "max_ms": 109.0,
+    }
+    assert step_lengths(log, 3000, 4000) is None
 
 
 def test_percentile_is_nearest_rank() -> None:
