@@ -90,6 +90,7 @@ class Run:
 
         self.producer = Producer({**kafka.conf(), "log_level": 3})
         self.placed: list[tuple[int, int, dict[str, Any]]] = []
+        self._calls = 0
         self.reports: list[StepReport] = []
         self.checkpoint = tmp_path / "ck"
         self.service = Service(
@@ -102,7 +103,13 @@ class Run:
         )
 
     def produce(self, rows: list[tuple[int, str, int]]) -> None:
-        for i, (sec, usr, n) in enumerate(rows):
+        """One call's rows go to one partition, in order, as one record batch; calls alternate
+        between the two partitions. Split over partitions, a phase's rows could reach Spark in
+        two steps, the later event first: (30, b) moving w past (5, a) makes it late, and the
+        checks by hand below count on each phase being one step."""
+        partition = self._calls % 2
+        self._calls += 1
+        for sec, usr, n in rows:
             row = {"ts": BASE_MS + sec * S, "usr": usr, "n": n}
 
             def delivered(err: Any, msg: Any, row: dict[str, Any] = row) -> None:
@@ -112,7 +119,7 @@ class Run:
             self.producer.produce(
                 self.topics["topic"],
                 value=self.codec.encode(row),
-                partition=i % 2,
+                partition=partition,
                 on_delivery=delivered,
             )
         assert self.producer.flush(30) == 0
