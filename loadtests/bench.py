@@ -347,7 +347,11 @@ def plot(result: dict[str, Any], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description="Tidemark vs plain Spark, side by side")
     parser.add_argument("--workload", choices=sorted(WORKLOADS), required=True)
-    parser.add_argument("--events", type=int, default=1_000_000)
+    # 4M events: over fewer, a run's counted steps end while the peer's JVM is still
+    # warming, which flattered Tidemark (docs/performance.md, eleventh session).
+    parser.add_argument(
+        "--events", type=int, default=4_000_000, help="input events per side (default 4M)"
+    )
     parser.add_argument("--partitions", type=int, nargs="+", default=[2])
     parser.add_argument("--masters", nargs="+", default=["local[2]"])
     parser.add_argument("--sides", nargs="+", default=["tidemark", "peer"])

@@ -54,7 +54,14 @@ def conform(value: Any, type_: SqlType) -> Any:
         source = _EXACT_SOURCE[type(value)]
     else:
         return value
-    if source.name == type_.name and (type_.name != "DECIMAL" or source.scale == type_.scale):
+    # A Python int is unbounded, so an int "BIGINT" may lie outside BIGINT (a SUM past its
+    # limits): it goes through CAST, which makes a value outside its type NULL (integer
+    # overflow is NULL), where returning it unchanged failed the record's Avro encoding.
+    if (
+        source.name == type_.name
+        and type_.name != "BIGINT"
+        and (type_.name != "DECIMAL" or source.scale == type_.scale)
+    ):
         return value
     if type_.name == "DECIMAL" and (type_.precision is None or type_.scale is None):
         return value

@@ -6,6 +6,13 @@ has only pyspark imported, so every new worker paid ~0.45 s of CPU importing pya
 pandas, confluent-kafka, fastavro and the source, sink and operator modules before its first
 row (issue 7: the first step of a run forks several). Imported here, the forks inherit them.
 The daemon itself is pyspark's, unchanged.
+
+Everything imported is frozen out of the garbage collector (``gc.freeze``) before the daemon
+forks: pyspark's worker calls ``gc.collect()`` after every task, and each call walked the
+~83,000 objects every fork inherits, about 45 ms of CPU a task, twice a step per worker
+(measured in Spark's workers during a run of benchmark (b); 0.1 ms frozen, the task's own
+work unchanged: issue 7, docs/performance.md). The frozen objects live as long as the daemon
+anyway; freezing them also spares the forks' copy-on-write of the pages they sit on.
 """
 
 from __future__ import annotations
@@ -23,4 +30,7 @@ import app.runtime.slice_writers  # noqa: F401
 import app.runtime.view_gate  # noqa: F401
 
 if __name__ == "__main__":
+    import gc
+
+    gc.freeze()
     manager()

@@ -54,6 +54,17 @@ def test_l3_avg_of_decimal_is_decimal_rounded_half_up_to_the_result_scale() -> N
                SqlType("DECIMAL", True, 10, 2)) == Decimal("0.01")
 
 
+def test_l3_sum_of_integers_is_exact_and_null_outside_bigint() -> None:
+    """Integer overflow is NULL (docs/language.md): only the exact total counts, so a sum that
+    passes BIGINT's limits on the way but ends inside them is that total."""
+    top, bottom = 2**63 - 1, -(2**63)
+    assert run("SUM", [(top,), (top,), (-top,), (-5,)], BIGINT) == top - 5
+    assert run("SUM", [(bottom,), (5,), (-5,)], BIGINT) == bottom
+    assert run("SUM", [(top,), (1,)], BIGINT) is None
+    assert run("SUM", [(bottom,), (-1,)], BIGINT) is None
+    assert run("AVG", [(top,), (1,)], DOUBLE) == 2**62
+
+
 def test_l3_sum_of_decimal_is_exact() -> None:
     rows = [(Decimal("0.10"),)] * 3
     assert run("SUM", rows, SqlType("DECIMAL", True, 20, 2)) == Decimal("0.30")

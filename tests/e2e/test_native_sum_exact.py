@@ -1,0 +1,101 @@
+"""SUM and AVG of BIGINT on Spark's native aggregation are exact at BIGINT's limits (L3, S11).
+
+The native path (ADR 0004) sums a BIGINT as three BIGINT sums of slices of each value and joins
+them once per group. These windows are chosen so that any running BIGINT sum would overflow
+on the way, while the exact totals fall inside BIGINT, on its limits, or outside it (a NULL
+SUM: integer overflow is NULL, docs/language.md); AVG of integers is the exact total divided
+once, as a DOUBLE. One step, then a row far ahead closes the windows (EMIT AFTER WATERMARK).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.connectors.avro_codec import AvroCodec
+from app.connectors.topic_reader import read_topic
+from app.program.compile import compile_program
+from app.runtime.native_aggregate import is_native
+from app.runtime.service import Service
+
+pytestmark = pytest.mark.e2e
+
+BASE_MS = 1_700_000_040_000  # a minute boundary
+MAX = 2**63 - 1
+MIN = -(2**63)
+
+PROGRAM = """
+CREATE TABLE readings (
+    ts   TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND,
+    usr  VARCHAR NOT NULL,
+    n    BIGINT
+) WITH ('topic' = '{topic}');
+
+CREATE VIEW totals WITH ('topic' = '{out}', 'format' = 'append') AS
+SELECT window_start, usr, COUNT(*) AS c, SUM(n) AS s, AVG(n) AS a
+FROM TABLE(TUMBLE(TABLE readings, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, usr
+EMIT AFTER WATERMARK;
+"""
+
+#: usr -> the values of its window [0, 60 s).
+VALUES: dict[str, list[int | None]] = {
+    "back_in_range": [MAX, MAX, -MAX, -5],  # passes MAX twice, ends at MAX - 5
+    "just_max": [MAX - 1, 1, None],  # ends exactly on MAX; a NULL is skipped
+    "just_min": [MIN, 5, -5],  # ends exactly on MIN
+    "above": [MAX, 1],  # 2^63: outside BIGINT
+    "below": [MIN, -1],  # -2^63 - 1: outside BIGINT
+    "slices": [(1 << 42) + 3, -(1 << 21) - 7, -(1 << 42), 123_456_789_012],  # every slice
+    "all_null": [None, None],
+}
+
+
+def _expected(values: list[int | None]) -> tuple[int, int | None, float | None]:
+    present = [v for v in values if v is not None]
+    total = sum(present)
+    in_range = MIN <= total <= MAX
+    return (
+        len(values),
+        total if present and in_range else None,
+        total / len(present) if present else None,
+    )
+
+
+def test_native_sum_and_avg_are_exact_past_bigint_on_the_way_l3(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    topic, out = unique_topic("in"), unique_topic("out")
+    kafka.create_topic(topic, partitions=1)
+    program = tmp_path / "readings.sql"
+    program.write_text(PROGRAM.format(topic=topic, out=out))
+    circuit = compile_program(program)
+    assert is_native(circuit, circuit.view("totals")), "the view must run on the native path"
+    codec = AvroCodec(circuit.table("readings").avro_schema)
+    from confluent_kafka import Producer
+
+    producer = Producer({**kafka.conf(), "log_level": 3})
+    second = 0
+    for usr, values in VALUES.items():
+        for n in values:
+            second += 1
+            row = {"ts": BASE_MS + second * 1000, "usr": usr, "n": n}
+            producer.produce(topic, value=codec.encode(row), partition=0)
+    closing = {"ts": BASE_MS + 200_000, "usr": "closing", "n": 0}
+    producer.produce(topic, value=codec.encode(closing), partition=0)
+    assert producer.flush(30) == 0
+
+    service = Service(circuit, kafka.conf(), tmp_path / "ck", shuffle_partitions=2)
+    service.start(once=True)
+    service.wait(timeout_seconds=300)
+
+    output = circuit.view("totals").output
+    assert output is not None
+    value_codec = AvroCodec(output.value_schema)
+    written = {}
+    for msg in read_topic(kafka.conf(), out):
+        value = value_codec.decode(msg.value())
+        assert value["window_start"] == BASE_MS
+        written[value["usr"]] = (value["c"], value["s"], value["a"])
+    assert written == {usr: _expected(values) for usr, values in VALUES.items()}
