@@ -1,0 +1,69 @@
+"""Spark's cost of the native path's exact SUM of a BIGINT, against a plain ``sum`` (issue 7):
+``python -m loadtests.sum_speed [--rows 8000000] [--repeat 3]``.
+
+A batch aggregation, ``local[2]``, of ``--rows`` cached rows over 10,000 keys and windows of
+30,000 rows (workload (b)'s shape), with COUNT(*), SUM(n), MAX(n) written three ways:
+
+* ``plain``: ``count(1), sum(n), max(n)``, what the plain Spark job writes (BIGINT ``sum``,
+  which fails the query on overflow under ANSI mode);
+* ``decimal``: ``count(1), count(n), sum(cast(n as decimal(38,0))), max(n)``, Tidemark's exact
+  sum until the twelfth session;
+* ``slices``: ``count(1), count(n)``, three BIGINT sums of 21- and 22-bit slices of ``n``, and
+  ``max(n)``, Tidemark's exact sum now (app/runtime/native_aggregate.py).
+
+Prints one JSON line per run: seconds to aggregate and write to Spark's ``noop`` sink.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=8_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    from pyspark.sql import functions as F
+
+    from app.runtime.session import spark_session
+
+    spark = spark_session("local[2]", shuffle_partitions=2)
+    rows = spark.range(args.rows).select(
+        (F.col("id") % 10_000).alias("usr"),
+        (F.col("id") / 30_000).cast("long").alias("w"),
+        (F.col("id") % 1000).alias("n"),
+    )
+    rows.cache().count()
+    variants = {
+        "plain": [F.count(F.lit(1)), F.sum("n"), F.max("n")],
+        "decimal": [
+            F.count(F.lit(1)),
+            F.count("n"),
+            F.sum(F.expr("cast(n as decimal(38,0))")),
+            F.max("n"),
+        ],
+        "slices": [
+            F.count(F.lit(1)),
+            F.count("n"),
+            F.sum(F.expr("n & 2097151")),
+            F.sum(F.expr("(n >> 21) & 2097151")),
+            F.sum(F.expr("n >> 42")),
+            F.max("n"),
+        ],
+    }
+    for run in range(args.repeat):
+        for name, aggregates in variants.items():
+            started = time.perf_counter()
+            grouped = rows.groupBy("w", "usr").agg(*aggregates)
+            grouped.write.format("noop").mode("overwrite").save()
+            seconds = round(time.perf_counter() - started, 2)
+            print(json.dumps({"run": run, "variant": name, "seconds": seconds}), flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
