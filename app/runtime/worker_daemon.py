@@ -10,9 +10,10 @@ The daemon itself is pyspark's, unchanged.
 Everything imported is frozen out of the garbage collector (``gc.freeze``) before the daemon
 forks: pyspark's worker calls ``gc.collect()`` after every task, and each call walked the
 ~83,000 objects every fork inherits, about 45 ms of CPU a task, twice a step per worker
-(measured in Spark's workers during a run of benchmark (b); 0.1 ms frozen, the task's own
-work unchanged: issue 7, docs/performance.md). The frozen objects live as long as the daemon
-anyway; freezing them also spares the forks' copy-on-write of the pages they sit on.
+(measured in Spark's workers during a run of benchmark (b); 0.1 ms frozen, the tasks' own
+work no slower: ``loadtests.worker_gc``, docs/performance.md, issue 7). The frozen objects
+live as long as the daemon anyway; freezing them also spares the forks' copy-on-write of the
+pages they sit on.
 """
 
 from __future__ import annotations
