@@ -16,7 +16,6 @@ import argparse
 import gc
 import json
 import os
-import sys
 import time
 from typing import Any
 
@@ -72,7 +71,6 @@ def main() -> None:
                 finally:
                     os._exit(0)
             os.waitpid(pid, 0)
-    sys.stdout.flush()
 
 
 if __name__ == "__main__":

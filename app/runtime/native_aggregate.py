@@ -130,8 +130,8 @@ def _spark_aggregate(index: int, call: AggCall) -> list[Column]:
         # sums BIGINT with primitive arithmetic, where a DECIMAL(38,0) sum (exact too) took
         # a Decimal object per row and was half as slow again as the plain job's `sum`
         # (issue 7, loadtests.sum_speed: 8M rows, 3.4-3.8 s against 2.2-2.5 s; the slices
-        # 2.3-2.7 s). A slice's sum stays within BIGINT
-        # below 2^42 rows of a group; :func:`_result_columns` joins the slices once per group.
+        # 2.3-2.7 s). A slice's sum stays within BIGINT below 2^42 rows of a group;
+        # :func:`_result_columns` joins the slices once per group.
         value = f"cast({args[0]} as bigint)"
         return [
             F.count(F.expr(args[0])).alias(f"{name}_n"),
