@@ -1,15 +1,18 @@
-"""Spark's cost of the native path's exact SUM of a BIGINT, against a plain ``sum`` (issue 7):
+"""Spark's cost of the native path's exact SUM, against a plain ``sum`` (issue 7):
 ``python -m loadtests.sum_speed [--rows 8000000] [--repeat 3]``.
 
 A batch aggregation, ``local[2]``, of ``--rows`` cached rows over 10,000 keys and windows of
-30,000 rows (workload (b)'s shape), with COUNT(*), SUM(n), MAX(n) written three ways:
+30,000 rows (workload (b)'s shape), with COUNT(*), SUM(n), MAX(n) of an INT ``n`` written four ways:
 
 * ``plain``: ``count(1), sum(n), max(n)``, what the plain Spark job writes (BIGINT ``sum``,
   which fails the query on overflow under ANSI mode);
 * ``decimal``: ``count(1), count(n), sum(cast(n as decimal(38,0))), max(n)``, Tidemark's exact
   sum until the twelfth session;
 * ``slices``: ``count(1), count(n)``, three BIGINT sums of 21- and 22-bit slices of ``n``, and
-  ``max(n)``, Tidemark's exact sum now (app/runtime/native_aggregate.py).
+  ``max(n)``, Tidemark's exact sum of a BIGINT (app/runtime/native_aggregate.py), and of an
+  INT until the thirteenth session;
+* ``int``: what the native path runs for (b)'s ``COUNT(*), SUM(n), MAX(n)`` of an ``INT NOT
+  NULL`` ``n`` now: one count for both calls, ``try_sum(cast(n as bigint))`` and ``max(n)``.
 
 Prints one JSON line per run: seconds to aggregate and write to Spark's ``noop`` sink.
 """
@@ -35,12 +38,15 @@ def main() -> None:
 
     bigint = SqlType("BIGINT")
     total = AggCall("SUM", (ColumnRef("n", bigint),), False, bigint)
+    n = ColumnRef("n", SqlType("INT", nullable=False))
+    count_all = AggCall("COUNT", (), False, bigint)
+    int_total = AggCall("SUM", (n,), False, bigint)
 
     spark = spark_session("local[2]", shuffle_partitions=2)
     rows = spark.range(args.rows).select(
         (F.col("id") % 10_000).alias("usr"),
         (F.col("id") / 30_000).cast("long").alias("w"),
-        (F.col("id") % 1000).alias("n"),
+        (F.col("id") % 1000).cast("int").alias("n"),
     )
     rows.cache().count()
     variants = {
@@ -53,6 +59,7 @@ def main() -> None:
         ],
         # The native path's own aggregates of SUM(n), so this measures what Tidemark runs.
         "slices": [F.count(F.lit(1)), *_spark_aggregate(0, total), F.max("n")],
+        "int": [*_spark_aggregate(0, count_all), *_spark_aggregate(1, int_total), F.max("n")],
     }
     for run in range(args.repeat):
         for name, aggregates in variants.items():

@@ -126,7 +126,7 @@ class _Acc:
             return self.best
         if self.fn in ("ARG_MAX", "ARG_MIN"):
             return None if self.best is None else sum_result(self.best[2], self.type)
-        if self.count == 0:
+        if self.count == 0 or self.total is None:  # None: the native INT sum's try_sum overflowed
             return None
         total = float(self.total) if isinstance(self.total, Fraction) else self.total
         if self.fn == "SUM":

@@ -16,10 +16,11 @@ Why the results are equal to the reference evaluator's:
   exactly as on the shared operator. Spark's late-row filter of an aggregation compares the
   *window end* with the watermark, and an accepted row (``c >= w(t-1)``, S5) always lies in a
   window ending after the waterline, so Spark drops nothing the late gate kept.
-- Exact accumulators: COUNT, SUM/AVG of integers (three BIGINT sums of slices of each value,
-  joined as DECIMAL(38,0) once per group, so nothing overflows or rounds), MIN/MAX of
-  non-floating types, ARG_MAX/ARG_MIN with the earliest row winning ties (the arrival
-  coordinates order the candidates). Floating-point sums and extremes, DISTINCT and DECIMAL
+- Exact accumulators: COUNT, SUM/AVG of integers (of an INT one BIGINT sum, of a BIGINT
+  three BIGINT sums of slices of each value joined as DECIMAL(38,0) once per group, so
+  nothing overflows or rounds below 2^32 and 2^42 rows of a group), MIN/MAX of non-floating
+  types, ARG_MAX/ARG_MIN with the earliest row winning ties (the arrival coordinates order the
+  candidates). Floating-point sums and extremes, DISTINCT and DECIMAL
   sums stay on the shared operator, whose arithmetic is the oracle's.
 - The finished row goes through the shared operator's own code: accumulator results
   (:class:`app.runtime.aggregate._Acc`), HAVING and the SELECT list (``_finish``, the oracle's
@@ -117,24 +118,42 @@ def _circuit_sql(sql: str, kind: str) -> str:
     return sql
 
 
+def _counted(call: AggCall, args: list[str]) -> Column:
+    """COUNT of the call's argument: ``count(1)`` when it cannot be NULL, which Spark computes
+    once for every such call of the view (``COUNT(*)`` and ``SUM(n)`` of a NOT NULL ``n`` share
+    one count in the state)."""
+    if not args or not _type_of(call.args[0]).nullable:
+        return F.count(F.lit(1))
+    return F.count(F.expr(args[0]))
+
+
 def _spark_aggregate(index: int, call: AggCall) -> list[Column]:
     """The native aggregates of one call, named ``_a<index>_<part>``."""
     fn = call.fn.upper()
     name = f"_a{index}"
     args = [to_spark_sql(a) for a in call.args]
     if fn == "COUNT":
-        counted = F.count(F.lit(1)) if not args else F.count(F.expr(args[0]))
-        return [counted.alias(f"{name}_n")]
+        return [_counted(call, args).alias(f"{name}_n")]
+    if fn in ("SUM", "AVG") and _type_of(call.args[0]).name == "INT":
+        # One BIGINT sum: an INT is below 2^31 in size, so no running sum leaves BIGINT below
+        # 2^32 rows of a group. Past that, a running sum that leaves it makes the result
+        # NULL (``try_sum``), not a wrapped total nor, as ``sum`` under ANSI mode, a failed
+        # query. As fast as ``sum``; the slices below cost up to 10% more in a batch
+        # aggregation of (b)'s shape (loadtests.sum_speed).
+        return [
+            _counted(call, args).alias(f"{name}_n"),
+            F.expr(f"try_sum(cast({args[0]} as bigint))").alias(f"{name}_s"),
+        ]
     if fn in ("SUM", "AVG"):
-        # The exact total as three BIGINT sums of 21- and 22-bit slices of each value: Spark
-        # sums BIGINT with primitive arithmetic, where a DECIMAL(38,0) sum (exact too) took
-        # a Decimal object per row and was half as slow again as the plain job's `sum`
-        # (issue 7, loadtests.sum_speed: 8M rows, 3.4-3.8 s against 2.2-2.5 s; the slices
-        # 2.3-2.7 s). A slice's sum stays within BIGINT below 2^42 rows of a group;
+        # The exact total of a BIGINT as three BIGINT sums of 21- and 22-bit slices of each
+        # value: Spark sums BIGINT with primitive arithmetic, where a DECIMAL(38,0) sum (exact
+        # too) took a Decimal object per row and was half as slow again as the plain job's
+        # `sum` (issue 7, loadtests.sum_speed: 8M rows, 3.4-3.8 s against 2.2-2.5 s; the
+        # slices 2.3-2.7 s). A slice's sum stays within BIGINT below 2^42 rows of a group;
         # :func:`_result_columns` joins the slices once per group.
         value = f"cast({args[0]} as bigint)"
         return [
-            F.count(F.expr(args[0])).alias(f"{name}_n"),
+            _counted(call, args).alias(f"{name}_n"),
             F.sum(F.expr(f"{value} & {_SLICE_MASK}")).alias(f"{name}_lo"),
             F.sum(F.expr(f"({value} >> {_SLICE_BITS}) & {_SLICE_MASK}")).alias(f"{name}_mid"),
             F.sum(F.expr(f"{value} >> {2 * _SLICE_BITS}")).alias(f"{name}_hi"),
@@ -160,6 +179,8 @@ def _result_columns(index: int, call: AggCall) -> list[Column]:
     name = f"_a{index}"
     if fn == "COUNT":
         return [F.col(f"{name}_n")]
+    if fn in ("SUM", "AVG") and _type_of(call.args[0]).name == "INT":
+        return [F.col(f"{name}_n"), F.col(f"{name}_s").alias(f"{name}_v")]
     if fn in ("SUM", "AVG"):
         slices = [
             f"cast(`{name}_{part}` as decimal(38,0)) * {1 << (shift * _SLICE_BITS)}"
