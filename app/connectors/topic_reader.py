@@ -11,8 +11,15 @@ from typing import Any
 __all__ = ["read_topic"]
 
 
-def read_topic(conf: dict[str, str], topic: str, timeout_seconds: float = 30) -> list[Any]:
-    """Every record of ``topic`` from the beginning to its current end (read_committed)."""
+def read_topic(
+    conf: dict[str, str],
+    topic: str,
+    timeout_seconds: float = 30,
+    isolation: str = "read_committed",
+) -> list[Any]:
+    """Every record of ``topic`` from the beginning to its current end (read_committed; a
+    test reads an open transaction's records with ``read_uncommitted``). Under read_committed
+    an open transaction holds the reader until ``timeout_seconds``."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
@@ -20,7 +27,7 @@ def read_topic(conf: dict[str, str], topic: str, timeout_seconds: float = 30) ->
             **conf,
             "group.id": "tidemark-topic-reader",
             "enable.auto.commit": False,
-            "isolation.level": "read_committed",
+            "isolation.level": isolation,
             "log_level": 3,
         }
     )
