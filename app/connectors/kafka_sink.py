@@ -507,12 +507,12 @@ class _TaskWriter:
         """Commit the records; None when written now, the stored summary of a replay."""
         self.send_new()
         if self.marker is None:
-            attempt = self._attempt or _Attempt.start(self.conf, None, task_partition())
-            attempt.commit(None, summary)
+            idempotent = self._attempt or _Attempt.start(self.conf, None, task_partition())
+            idempotent.commit(None, summary)
             return None
-        attempt, self._attempt = self._attempt, None
+        begun, self._attempt = self._attempt, None
         return _write_transaction(
-            self.conf, self.records, self.marker, task_partition(), summary, attempt
+            self.conf, self.records, self.marker, task_partition(), summary, begun
         )
 
     def abandon(self) -> None:
