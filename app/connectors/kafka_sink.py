@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import itertools
 import json
 import time
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -178,36 +177,25 @@ def produce_partition(
     the step, ``detail``: the maxima), so the first job of a rereadable plan's step writes the
     dead letters and brings the probes in one pass, on a replay too (ADR 0006).
     """
-    writer = _TaskWriter(conf, marker)
     try:
-        yield from _produce_partition(batches, tables, view_headers, writer)
-    except BaseException:
-        writer.abandon()
-        raise
+        yield from _produce_partition(batches, conf, tables, view_headers, marker)
     finally:
         if marker is not None:
             _forget_opened(marker.transactional_id(task_partition()))
 
 
-def _sending(batches: Iterator[pa.RecordBatch], writer: _TaskWriter) -> Iterator[pa.RecordBatch]:
-    """``batches``, producing each one's records once it is read, before asking Spark for
-    the next."""
-    for batch in batches:
-        yield batch
-        writer.send_new()
-
-
 def _produce_partition(
     batches: Iterator[pa.RecordBatch],
+    conf: Mapping[str, str],
     tables: Mapping[str, Mapping[str, Any]],
     view_headers: Mapping[str, list[tuple[str, bytes]]],
-    writer: _TaskWriter,
+    marker: StepMarker | None,
 ) -> Iterator[pa.RecordBatch]:
-    records = writer.records
+    records: list[_Record] = []
     counts: Counter[tuple[str, str, str, str]] = Counter()
     late_details: list[dict[str, Any]] = []
     probes: list[dict[str, Any]] = []
-    for batch in _sending(batches, writer):
+    for batch in batches:
         # Column lists, not row dicts: a step writes every output row through here, and
         # building a 14-key dict per row was most of this loop's time (issue 7).
         kinds = batch.column("kind").to_pylist()
@@ -258,13 +246,16 @@ def _produce_partition(
         for (k, r, t, reason), n in counts.items()
     ]
     if records:
-        stored = writer.finish(summary)
-        if stored is not None:
-            # A replayed step: its records are already committed; report what was written.
-            replayed = {"kind": "replayed", "rel": None, "topic": None, "reason": None}
-            stored.append({**replayed, "n": 1, "detail": None})
-            yield pa.RecordBatch.from_pylist([*stored, *probes], schema=_SUMMARY_ARROW)
-            return
+        if marker is None:
+            _write_idempotent(conf, records)
+        else:
+            stored = _write_transaction(conf, records, marker, task_partition(), summary)
+            if stored is not None:
+                # A replayed step: its records are already committed; report what was written.
+                replayed = {"kind": "replayed", "rel": None, "topic": None, "reason": None}
+                stored.append({**replayed, "n": 1, "detail": None})
+                yield pa.RecordBatch.from_pylist([*stored, *probes], schema=_SUMMARY_ARROW)
+                return
     if late_details:
         summary.append(
             {
@@ -292,6 +283,21 @@ def probe_summary(rel: str, step: int, detail: str) -> dict[str, Any]:
 
 
 _Record = tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]]]
+
+
+def _write_idempotent(conf: Mapping[str, str], records: list[_Record]) -> None:
+    producer = _producer(conf)
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    for topic, key, value, headers in records:
+        _produce(producer, topic, key, value, headers, on_delivery)
+    remaining = _flush(producer)
+    if remaining or errors:
+        raise KafkaError(f"Kafka did not acknowledge {remaining} records; errors: {errors[:5]}")
 
 
 #: Brokers cap offset-commit metadata at 4096 bytes by default (offset.metadata.max.bytes).
@@ -402,157 +408,56 @@ def _opened(conf: Mapping[str, str], tid: str, marker: StepMarker) -> _Opened:
     return _open(conf, tid, marker.anchor_topic)
 
 
-class _Attempt:
-    """One try at writing a task's records: a Kafka transaction ending with the step marker,
-    or, without a marker, the idempotent producer. ``stored`` is set instead when the marker
-    says this (sink, batch, task) was committed before: a replay writes nothing."""
-
-    def __init__(self, producer: Any, stored: list[dict[str, Any]] | None = None) -> None:
-        self.producer = producer
-        self.stored = stored
-        self.errors: list[str] = []
-        self.group: Any = None
-
-    @classmethod
-    def start(cls, conf: Mapping[str, str], marker: StepMarker | None, task: int) -> _Attempt:
-        if marker is None:
-            return cls(_producer(conf))
-        opened = _opened(conf, marker.transactional_id(task), marker)
-        if opened.done.offset is not None and opened.done.offset > marker.batch_id:
-            return cls(opened.producer, _decode_summary(opened.done.metadata or ""))
-        attempt = cls(opened.producer)
-        attempt.group = opened.group
-        opened.producer.begin_transaction()
-        return attempt
-
-    def on_delivery(self, err: Any, _msg: Any) -> None:
-        if err is not None:
-            self.errors.append(str(err))
-
-    def produce(self, records: Iterable[_Record]) -> None:
-        if self.stored is not None:
-            return
-        for topic, key, value, headers in records:
-            _produce(self.producer, topic, key, value, headers, self.on_delivery)
-
-    def commit(self, marker: StepMarker | None, summary: list[dict[str, Any]]) -> None:
-        """Wait for every record, then commit them with the marker carrying ``summary``."""
-        from confluent_kafka import KafkaException, TopicPartition
-
-        try:
-            remaining = self.producer.flush(120)
-        except SystemError as exc:
-            # A fatal error (a fenced producer) is raised inside ``flush``, which then runs
-            # the delivery callback with it pending: Python reports a SystemError caused by
-            # the KafkaException, which is what the retry loop must judge.
-            if isinstance(exc.__cause__, KafkaException):
-                raise exc.__cause__ from None
-            raise
-        if remaining or self.errors:
-            raise KafkaError(
-                f"Kafka did not acknowledge {remaining} records; errors: {self.errors[:5]}"
-            )
-        if marker is None:
-            return
-        offset = TopicPartition(
-            marker.anchor_topic, 0, marker.batch_id + 1, metadata=_encode_summary(summary)
-        )
-        self.producer.send_offsets_to_transaction(
-            [offset], self.group.consumer_group_metadata(), 60
-        )
-        self.producer.commit_transaction(120)
-
-    def abort(self) -> None:
-        from confluent_kafka import KafkaException
-
-        if self.group is not None:
-            with contextlib.suppress(KafkaException):
-                self.producer.abort_transaction(30)
-
-
-class _TaskWriter:
-    """A task's records, produced as they come rather than after the last one (issue 7):
-    Kafka takes each batch, and the transaction adds its partitions, while the task waits for
-    Spark's next batch, so little is left to flush at the end. The records stay listed: a
-    transaction that fails on the way is aborted and written again whole by
-    :func:`_write_transaction`, which retries until the broker takes it."""
-
-    def __init__(self, conf: Mapping[str, str], marker: StepMarker | None) -> None:
-        self.conf = conf
-        self.marker = marker
-        self.records: list[_Record] = []
-        self._sent = 0
-        self._attempt: _Attempt | None = None
-        #: False once a transaction failed on the way: :meth:`finish` writes it all again.
-        self._streaming = True
-
-    def send_new(self) -> None:
-        """Produce the records listed since the last call."""
-        if not self._streaming or self._sent == len(self.records):
-            return
-        from confluent_kafka import KafkaException
-
-        try:
-            if self._attempt is None:
-                self._attempt = _Attempt.start(self.conf, self.marker, task_partition())
-            self._attempt.produce(itertools.islice(self.records, self._sent, None))
-            self._sent = len(self.records)
-        except (KafkaException, KafkaError):
-            if self.marker is None:
-                raise  # without transactions there is nothing to retry from
-            self.abandon()
-            self._streaming = False
-
-    def finish(self, summary: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-        """Commit the records; None when written now, the stored summary of a replay."""
-        self.send_new()
-        if self.marker is None:
-            idempotent = self._attempt or _Attempt.start(self.conf, None, task_partition())
-            idempotent.commit(None, summary)
-            return None
-        begun, self._attempt = self._attempt, None
-        return _write_transaction(
-            self.conf, self.records, self.marker, task_partition(), summary, begun
-        )
-
-    def abandon(self) -> None:
-        """Abort a transaction begun and not committed (the task failed, or Kafka did): no
-        read_committed consumer sees its records, and the retry's producer starts clean."""
-        attempt, self._attempt = self._attempt, None
-        if attempt is not None:
-            attempt.abort()
-
-
 def _write_transaction(
     conf: Mapping[str, str],
     records: list[_Record],
     marker: StepMarker,
     task: int,
     summary: list[dict[str, Any]],
-    attempt: _Attempt | None = None,
 ) -> list[dict[str, Any]] | None:
     """Write ``records`` and the step marker in one transaction; None when written now, the
-    stored summary when the marker says this (sink, batch, task) was committed before.
-    ``attempt``: a transaction begun already, every record produced into it."""
-    from confluent_kafka import KafkaException
+    stored summary when the marker says this (sink, batch, task) was committed before."""
+    from confluent_kafka import KafkaException, TopicPartition
 
     tid = marker.transactional_id(task)
     deadline = time.monotonic() + TRANSACTION_RETRY_SECONDS
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
     while True:
+        opened: _Opened | None = None
         try:
-            if attempt is None:
-                attempt = _Attempt.start(conf, marker, task)
-                attempt.produce(records)
-            if attempt.stored is not None:
-                return attempt.stored
-            attempt.commit(marker, summary)
+            opened = _opened(conf, tid, marker)
+            producer, group = opened.producer, opened.group
+            if opened.done.offset is not None and opened.done.offset > marker.batch_id:
+                return _decode_summary(opened.done.metadata or "")
+            producer.begin_transaction()
+            errors.clear()
+            for topic, key, value, headers in records:
+                _produce(producer, topic, key, value, headers, on_delivery)
+            remaining = _flush(producer)
+            if remaining or errors:
+                raise KafkaError(
+                    f"Kafka did not acknowledge {remaining} records; errors: {errors[:5]}"
+                )
+            offset = TopicPartition(
+                marker.anchor_topic,
+                0,
+                marker.batch_id + 1,
+                metadata=_encode_summary(summary),
+            )
+            producer.send_offsets_to_transaction([offset], group.consumer_group_metadata(), 60)
+            producer.commit_transaction(120)
             return None
         except (KafkaException, KafkaError) as exc:
             error = exc.args[0] if exc.args and hasattr(exc.args[0], "fatal") else None
             fatal = error is not None and error.fatal() and not error.retriable()
-            if not fatal and attempt is not None:
-                attempt.abort()
-            attempt = None
+            if not fatal and opened is not None:
+                with contextlib.suppress(KafkaException):
+                    opened.producer.abort_transaction(30)
             if fatal or time.monotonic() > deadline:
                 raise KafkaError(
                     f"transaction {tid} of step batch {marker.batch_id} failed: {exc}"
@@ -561,6 +466,21 @@ def _write_transaction(
             if reader is not None:
                 reader.close()
             time.sleep(1.0)  # the broker is restarting or the coordinator moved: try again
+
+
+def _flush(producer: Any) -> int:
+    """``producer.flush``, raising a fatal error as the KafkaException it is: confluent-kafka
+    raises one (a fenced producer) inside ``flush`` and then runs the delivery callback with it
+    pending, which Python reports as a SystemError caused by it. The retry loop must see the
+    KafkaException to judge it fatal."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return int(producer.flush(120))
+    except SystemError as exc:
+        if isinstance(exc.__cause__, KafkaException):
+            raise exc.__cause__ from None
+        raise
 
 
 #: Per worker process: the consumer that reads and commits one transactional id's step marker.
