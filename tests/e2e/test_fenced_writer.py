@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from sink_records import output_records
 
 from app.connectors import kafka_sink
 from app.connectors.kafka_sink import StepMarker, produce_partition
@@ -23,26 +24,6 @@ from app.connectors.topic_reader import read_topic
 from app.errors import KafkaError
 
 pytestmark = pytest.mark.e2e
-
-_OUTPUT = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("rel", pa.string()),
-        ("topic", pa.string()),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-        ("reason", pa.string()),
-    ]
-)
-
-
-def _records(topic: str, first: int, n: int) -> pa.RecordBatch:
-    rows = [
-        {"kind": "output", "rel": "v", "topic": topic, "value": f"r{i}".encode()}
-        for i in range(first, first + n)
-    ]
-    return pa.RecordBatch.from_pylist(rows, schema=_OUTPUT)
 
 
 def _visible(kafka: Any, topic: str, isolation: str, timeout_seconds: float = 30) -> list[bytes]:
@@ -84,11 +65,11 @@ def test_a_writer_fenced_on_the_way_fails_and_its_successor_writes_once_s15(
 
     monkeypatch.setattr(kafka_sink, "_produce", fenced_after_five)
     with pytest.raises(KafkaError, match="fenced"):
-        _write(kafka, marker, iter([_records(out, 0, 5), _records(out, 5, 3)]))
+        _write(kafka, marker, iter([output_records(out, 0, 5), output_records(out, 5, 3)]))
     monkeypatch.undo()
     assert _visible(kafka, out, "read_committed") == []
     # The task run again writes every record once.
-    assert _write(kafka, marker, iter([_records(out, 0, 5), _records(out, 5, 3)])) == 8
+    assert _write(kafka, marker, iter([output_records(out, 0, 5), output_records(out, 5, 3)])) == 8
     assert _visible(kafka, out, "read_committed") == [f"r{i}".encode() for i in range(8)]
     assert len(_visible(kafka, out, "read_uncommitted")) == 13  # the aborted five stay unread
 
@@ -97,6 +78,8 @@ def test_without_transactions_every_batch_is_written(
     kafka: Any, unique_topic: Callable[[str], str]
 ) -> None:
     out = kafka.create_topic(unique_topic("out"))
-    batches = iter([_records(out, 0, 4), _records(out, 4, 0), _records(out, 4, 6)])
+    batches = iter(
+        [output_records(out, 0, 4), output_records(out, 4, 0), output_records(out, 4, 6)]
+    )
     assert _write(kafka, None, batches) == 10
     assert _visible(kafka, out, "read_committed") == [f"r{i}".encode() for i in range(10)]

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from sink_records import output_records
 
 from app.connectors import kafka_sink
 from app.connectors.kafka_sink import StepMarker, open_early, produce_partition
@@ -24,31 +25,7 @@ from app.connectors.topic_reader import read_topic
 pytestmark = pytest.mark.e2e
 
 
-#: The SINK_SCHEMA columns a view's output records use.
-_OUTPUT = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("rel", pa.string()),
-        ("topic", pa.string()),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-        ("reason", pa.string()),
-    ]
-)
-
-
-def _records(topic: str, n: int) -> pa.RecordBatch:
-    rows = [
-        {"kind": "output", "rel": "v", "topic": topic, "value": f"r{i}".encode()}
-        for i in range(n)
-    ]
-    return pa.RecordBatch.from_pylist(rows, schema=_OUTPUT)
-
-
-def _write(
-    kafka: Any, marker: StepMarker, batches: list[pa.RecordBatch]
-) -> list[dict[str, Any]]:
+def _write(kafka: Any, marker: StepMarker, batches: list[pa.RecordBatch]) -> list[dict[str, Any]]:
     out = produce_partition(
         iter(batches),
         conf=kafka.conf(),
@@ -69,13 +46,13 @@ def test_early_opened_transaction_writes_once_and_recognises_replays_s15(
     # Step batch 0, opened before its records: written, the opener taken over.
     first = StepMarker(sink, 0, anchor)
     open_early(kafka.conf(), first)
-    assert _write(kafka, first, [_records(out, 5)])[0]["n"] == 5
+    assert _write(kafka, first, [output_records(out, 0, 5)])[0]["n"] == 5
     assert kafka_sink._OPENING == {}
 
     # The same batch again (a replay after a crash), opened early too: nothing is written,
     # the stored counts come back.
     open_early(kafka.conf(), first)
-    replay = _write(kafka, first, [_records(out, 5)])
+    replay = _write(kafka, first, [output_records(out, 0, 5)])
     assert {r["kind"] for r in replay} == {"output", "replayed"}
 
     # An opener left for another batch is not used (a new one is opened once the stale one
@@ -83,7 +60,9 @@ def test_early_opened_transaction_writes_once_and_recognises_replays_s15(
     # and the batch is written.
     for batch in range(2, 12, 2):
         open_early(kafka.conf(), StepMarker(sink, batch - 1, anchor))
-        assert _write(kafka, StepMarker(sink, batch, anchor), [_records(out, 1)])[0]["n"] == 1
+        assert (
+            _write(kafka, StepMarker(sink, batch, anchor), [output_records(out, 0, 1)])[0]["n"] == 1
+        )
 
     # A task with nothing to write waits out its opener: none is left behind.
     open_early(kafka.conf(), StepMarker(sink, 13, anchor))

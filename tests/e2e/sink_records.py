@@ -1,0 +1,27 @@
+"""Batches of a view's output records in the sink's row shape (SINK_SCHEMA's columns a view's
+records use), for the tests that drive ``produce_partition`` directly."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+OUTPUT = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("rel", pa.string()),
+        ("topic", pa.string()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+        ("reason", pa.string()),
+    ]
+)
+
+
+def output_records(topic: str, first: int, n: int) -> pa.RecordBatch:
+    """Records ``r<first>`` .. ``r<first + n - 1>`` of view ``v`` for ``topic``."""
+    rows = [
+        {"kind": "output", "rel": "v", "topic": topic, "value": f"r{i}".encode()}
+        for i in range(first, first + n)
+    ]
+    return pa.RecordBatch.from_pylist(rows, schema=OUTPUT)
