@@ -119,10 +119,14 @@ def _circuit_sql(sql: str, kind: str) -> str:
 
 
 def _counted(call: AggCall, args: list[str]) -> Column:
-    """COUNT of the call's argument: ``count(1)`` when it cannot be NULL, which Spark computes
-    once for every such call of the view (``COUNT(*)`` and ``SUM(n)`` of a NOT NULL ``n`` share
-    one count in the state)."""
-    if not args or not _type_of(call.args[0]).nullable:
+    """COUNT of the call's argument: ``count(1)`` when it is a NOT NULL column of the table,
+    which Spark computes once for every such call of the view (``COUNT(*)`` and ``SUM(n)`` of
+    a NOT NULL ``n`` share one count in the state). Only a column: an expression typed NOT
+    NULL can still be NULL (``m + m`` past INT, integer overflow is NULL)."""
+    if not args:
+        return F.count(F.lit(1))
+    arg = call.args[0]
+    if isinstance(arg, ColumnRef) and not _type_of(arg).nullable:
         return F.count(F.lit(1))
     return F.count(F.expr(args[0]))
 
