@@ -123,12 +123,15 @@ def _counted(call: AggCall, args: list[str]) -> Column:
     which Spark computes once for every such call of the view (``COUNT(*)`` and ``SUM(n)`` of
     a NOT NULL ``n`` share one count in the state). Only a column: an expression typed NOT
     NULL can still be NULL (``m + m`` past INT, integer overflow is NULL)."""
-    if not args:
-        return F.count(F.lit(1))
-    arg = call.args[0]
-    if isinstance(arg, ColumnRef) and not _type_of(arg).nullable:
+    if not args or (isinstance(call.args[0], ColumnRef) and not _type_of(call.args[0]).nullable):
         return F.count(F.lit(1))
     return F.count(F.expr(args[0]))
+
+
+def _int_sum(call: AggCall) -> bool:
+    """SUM/AVG of an INT: one BIGINT ``try_sum`` (:func:`_spark_aggregate`) rather than the
+    slices, which :func:`_result_columns` must read back the same way."""
+    return call.fn.upper() in ("SUM", "AVG") and _type_of(call.args[0]).name == "INT"
 
 
 def _spark_aggregate(index: int, call: AggCall) -> list[Column]:
@@ -138,7 +141,7 @@ def _spark_aggregate(index: int, call: AggCall) -> list[Column]:
     args = [to_spark_sql(a) for a in call.args]
     if fn == "COUNT":
         return [_counted(call, args).alias(f"{name}_n")]
-    if fn in ("SUM", "AVG") and _type_of(call.args[0]).name == "INT":
+    if _int_sum(call):
         # One BIGINT sum: an INT is below 2^31 in size, so no running sum leaves BIGINT below
         # 2^32 rows of a group. Past that, a running sum that leaves it makes the result
         # NULL (``try_sum``), not a wrapped total nor, as ``sum`` under ANSI mode, a failed
@@ -183,7 +186,7 @@ def _result_columns(index: int, call: AggCall) -> list[Column]:
     name = f"_a{index}"
     if fn == "COUNT":
         return [F.col(f"{name}_n")]
-    if fn in ("SUM", "AVG") and _type_of(call.args[0]).name == "INT":
+    if _int_sum(call):
         return [F.col(f"{name}_n"), F.col(f"{name}_s").alias(f"{name}_v")]
     if fn in ("SUM", "AVG"):
         slices = [
