@@ -259,16 +259,22 @@ def step_lengths(step_log: Iterable[Mapping[str, Any]], start_ms: float, end_ms:
     """p50/p90/max of the steps (``ms``, as the side's step log has them) that started in
     ``[start_ms, end_ms)``: the step length is what the latency at a given rate follows (a
     window is written two to three steps after its due event), so a slow run shows here."""
-    lengths = sorted(
-        float(s["ms"]) for s in step_log if start_ms <= float(s["start_ms"]) < end_ms
-    )
+    steps = [s for s in step_log if start_ms <= float(s["start_ms"]) < end_ms]
+    lengths = sorted(float(s["ms"]) for s in steps)
     if not lengths:
         return None
+    # Where a median step's time goes, by Spark's phases (addBatch is the sink's jobs; the
+    # rest is the driver's between them), to compare the two sides' fixed parts per step.
+    phases: dict[str, list[float]] = collections.defaultdict(list)
+    for step in steps:
+        for phase, ms in (step.get("phases_ms") or {}).items():
+            phases[phase].append(float(ms))
     return {
         "n": len(lengths),
         "p50_ms": percentile(lengths, 0.50),
         "p90_ms": percentile(lengths, 0.90),
         "max_ms": lengths[-1],
+        "phases_p50_ms": {k: percentile(sorted(v), 0.50) for k, v in sorted(phases.items())},
     }
 
 

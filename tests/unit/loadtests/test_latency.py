@@ -155,11 +155,13 @@ def test_empty_period_has_no_percentiles() -> None:
 
 
 def test_step_lengths_cover_the_steps_that_started_in_the_measured_period() -> None:
-    log = [{"start_ms": 900, "ms": 5000}] + [
-        {"start_ms": 1000 + 100 * i, "ms": 100 + i} for i in range(10)
+    log = [{"start_ms": 900, "ms": 5000, "phases_ms": {"addBatch": 4000}}] + [
+        {"start_ms": 1000 + 100 * i, "ms": 100 + i, "phases_ms": {"addBatch": 50 + i}}
+        for i in range(10)
     ] + [{"start_ms": 2000, "ms": 7000}]
     assert step_lengths(log, 1000, 2000) == {
         "n": 10, "p50_ms": 104.0, "p90_ms": 108.0, "max_ms": 109.0,
+        "phases_p50_ms": {"addBatch": 54.0},
     }
     assert step_lengths(log, 3000, 4000) is None
 
