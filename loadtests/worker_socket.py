@@ -40,8 +40,9 @@ def _child(variant: str, jobs: int) -> None:
     from app.runtime.session import spark_session
 
     # Tidemark's session, then the same settings but the one compared.
-    conf = spark_session("local[2]", shuffle_partitions=2).sparkContext.getConf()
-    SparkSession.getActiveSession().stop()  # type: ignore[union-attr]
+    tidemark = spark_session("local[2]", shuffle_partitions=2)
+    conf = tidemark.sparkContext.getConf()
+    tidemark.stop()
     conf.set("spark.python.unix.domain.socket.enabled", str(variant == "uds").lower())
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
 

@@ -62,9 +62,9 @@ def spark_session(
         .config("spark.sql.execution.arrow.maxBytesPerBatch", str(2**31 - 1))
         .config("spark.python.worker.reuse", "true")
         # Spark talks to its Python workers over loopback TCP by default, and every Python
-        # task then lost ~40 ms (the length of Linux's delayed ACK) between its function and
-        # its end: a trivial two-task mapInArrow job's tasks took 61 ms, 27 ms over a Unix
-        # domain socket, an RDD map's 53 and 13 ms (issue 7, measured with Spark's event log).
+        # task then lost ~40 ms (the length of Linux's delayed ACK) waiting for its input: a
+        # trivial two-task mapInArrow job's tasks took 61 ms, 27 ms over a Unix domain
+        # socket, an RDD map's 53 and 13 ms (issue 7, measured with Spark's event log).
         # A step of Tidemark runs two Python stages (the source's read, the writing
         # mapInArrow), so this was ~80 ms of every step; the plain Spark job has none. The
         # sockets are files in the JVM's temporary directory (/tmp: an emptyDir in the chart's
