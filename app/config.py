@@ -124,7 +124,7 @@ class Settings(BaseSettings):
     metrics_port: int = Field(default=9108, ge=0, le=65535)
     log_format: Literal["json", "console"] | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    trigger_interval: str = "1s"
+    trigger_interval: str = "0s"
     max_records_per_step: int = Field(default=200_000, gt=0)
     shuffle_partitions: int = Field(default=4, gt=0)
     wait_for_topics_seconds: float = Field(default=0, ge=0)

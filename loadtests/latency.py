@@ -556,8 +556,12 @@ def measure(
     warmup_s: float = 30,
     measure_s: float = 120,
     tail_s: float = 60,
+    trigger_ms: int = 0,
 ) -> dict[str, Any]:
     """One latency run of one side at ``rate`` events/s; the result dict of the bench JSON.
+
+    ``trigger_ms``: the query's trigger interval, 0 (both sides' default) for steps back to
+    back.
 
     The side starts first (Spark start-up is not measured); the generator starts once the
     side's query runs. Warm-up: ``warmup_s`` from the side's first step with input (its Python
@@ -591,6 +595,7 @@ def measure(
         "max_records_per_step": 200_000,
         "work_dir": str(run_dir),
         "once": False,
+        "trigger_ms": trigger_ms,
         "timeout": 1800 + warmup_s + measure_s + tail_s,
     }
     the_side = _Side(spec, run_dir / "side.log")
@@ -676,6 +681,7 @@ def measure(
         warmup_s=warmup_s,
         measure_s=measure_s,
         tail_s=tail_s,
+        trigger_ms=trigger_ms,
         cold_start_s=round((the_side.first_input_ms - times[0]) / 1000, 1) if times else None,
         cpu_s_per_m=round(cpu_s / in_window * 1e6, 1) if in_window else None,
         state=state.get("state"),
@@ -700,6 +706,12 @@ def main() -> None:
     parser.add_argument("--warmup-seconds", type=float, default=30)
     parser.add_argument("--measure-seconds", type=float, default=120)
     parser.add_argument("--tail-seconds", type=float, default=60)
+    parser.add_argument(
+        "--trigger-ms",
+        type=int,
+        default=0,
+        help="trigger interval of both sides' queries (default 0: back to back, their default)",
+    )
     args = parser.parse_args()
     if "peer" in args.sides:
         subprocess.run(["bash", str(ROOT / "scripts" / "fetch-spark-peer.sh")], check=True)
@@ -718,6 +730,7 @@ def main() -> None:
                     args.warmup_seconds,
                     args.measure_seconds,
                     args.tail_seconds,
+                    args.trigger_ms,
                 )
                 print(json.dumps(r), flush=True)
     finally:

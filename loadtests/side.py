@@ -133,7 +133,7 @@ def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
         spark_master=spec["master"],
         shuffle_partitions=spec["shuffle_partitions"],
         max_records_per_step=spec["max_records_per_step"],
-        trigger_interval_ms=0,
+        trigger_interval_ms=int(spec.get("trigger_ms", 0)),  # 0: Tidemark's default
     )
     if not once:
         service.install_signal_handlers()
@@ -181,7 +181,9 @@ def run_peer(spec: dict[str, Any]) -> dict[str, Any]:
         .outputMode("append")
     )
     writer = (
-        writer.trigger(availableNow=True) if once else writer.trigger(processingTime="0 seconds")
+        writer.trigger(availableNow=True)
+        if once
+        else writer.trigger(processingTime=f"{int(spec.get('trigger_ms', 0))} milliseconds")
     )
     stopping = threading.Event()
     if not once:

@@ -30,7 +30,7 @@ from app.runtime.plan import check_supported, plan_table, state_operator_views
 from app.runtime.session import spark_session
 from app.runtime.step_sink import StepMetrics, StepReport, StepSink
 
-__all__ = ["Service", "ensure_topics"]
+__all__ = ["POLLED_INTERVAL_MS", "Service", "ensure_topics", "step_interval_ms"]
 
 log = structlog.get_logger("tidemark.service")
 
@@ -93,13 +93,32 @@ def ensure_topics(
                     raise KafkaError(f"cannot create topic {name}: {exc}") from exc
 
 
+#: How often a table with an AFTER DELAY view steps when the trigger interval is 0.
+POLLED_INTERVAL_MS = 1000
+
+
+def step_interval_ms(trigger_interval_ms: int, *, polled: bool, once: bool) -> int:
+    """The Spark trigger interval of one table's query.
+
+    0 (the default) runs steps back to back: a step starts as soon as the previous one ends
+    and input is waiting, as a plain Spark query does. A table with an AFTER DELAY view
+    (``polled``) steps even without input, to write held changes whose delay is over
+    (processing-time timeouts); back to back that would spin, so it keeps a positive
+    interval: the configured one, else :data:`POLLED_INTERVAL_MS`. ``--once`` runs the other
+    tables back to back whatever the interval (and stops by the offsets it reached, see
+    ``Service._caught_up``)."""
+    if polled:
+        return trigger_interval_ms or POLLED_INTERVAL_MS
+    return 0 if once else trigger_interval_ms
+
+
 @dataclass
 class Service:
     circuit: Circuit
     kafka_conf: Mapping[str, str]
     checkpoint: Path
     spark_master: str = "local[2]"
-    trigger_interval_ms: int = 1000
+    trigger_interval_ms: int = 0
     max_records_per_step: int = 200_000
     shuffle_partitions: int = 4
     metrics: StepMetrics | None = None
@@ -153,10 +172,7 @@ class Service:
                     if v.output is not None and self.circuit.root_table(v.name).name == table.name
                 ]
             )
-            # A table with an AFTER DELAY view runs a step every trigger even without input
-            # (processing-time timeouts): with interval 0 that would spin, so --once keeps the
-            # normal interval there and stops by the steps it counted (see _caught_up).
-            interval = 0 if once and not polled else self.trigger_interval_ms
+            interval = step_interval_ms(self.trigger_interval_ms, polled=polled, once=once)
             query = (
                 plan.frame.writeStream.foreachBatch(sink)
                 .queryName(f"tidemark-{table.name}")
