@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import tempfile
 import time
 import uuid
@@ -53,12 +52,10 @@ def measure(bootstrap: str, workload: str, trigger_ms: int, seconds: float) -> d
         time.sleep(seconds)
         used = cpu.stop() - before
         elapsed = time.monotonic() - started
-    finally:
-        side.proc.send_signal(signal.SIGTERM)
-        try:
-            side.proc.wait(120)
-        except Exception:  # noqa: BLE001 - a side that does not stop is killed
-            side.proc.kill()
+    except BaseException:
+        side.proc.kill()
+        raise
+    side.stop()  # SIGTERM; raises if the service did not end cleanly
     return {
         "workload": workload,
         "trigger_ms": trigger_ms,
