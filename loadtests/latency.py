@@ -278,6 +278,36 @@ def step_lengths(step_log: Iterable[Mapping[str, Any]], start_ms: float, end_ms:
     }
 
 
+def slowest_dues(
+    samples: Iterable[Sample],
+    step_log: Iterable[Mapping[str, Any]],
+    start_ms: float,
+    end_ms: float,
+    count: int = 3,
+) -> list[dict[str, Any]]:
+    """Where the slowest outputs' latency went: for the ``count`` due events produced in
+    ``[start_ms, end_ms)`` whose last output became visible latest after them, the wait from
+    the event to the start of the next step (the one that can read it) and the length of each
+    step that started from then until the output was visible. A p99 made of one long step
+    reads differently from one made of several ordinary ones (issue 7)."""
+    latest: dict[float, float] = {}
+    for s in samples:
+        if start_ms <= s.due_ms < end_ms:
+            latest[s.due_ms] = max(latest.get(s.due_ms, s.visible_ms), s.visible_ms)
+    steps = sorted((float(s["start_ms"]), float(s["ms"])) for s in step_log)
+    out = []
+    for due, visible in sorted(latest.items(), key=lambda kv: kv[0] - kv[1])[:count]:
+        after = [(at, ms) for at, ms in steps if due <= at < visible]
+        out.append(
+            {
+                "latency_ms": round(visible - due, 1),
+                "wait_ms": round(after[0][0] - due, 1) if after else None,
+                "steps_ms": [round(ms) for _, ms in after],
+            }
+        )
+    return out
+
+
 def summarize(
     attribution: Attribution,
     due: Sequence[tuple[Hashable, float]],
@@ -687,6 +717,7 @@ def measure(
         state=state.get("state"),
         steps=state.get("steps"),
         step_ms=step_lengths(state.get("step_log") or [], start, end),
+        slowest=slowest_dues(attribution.samples, state.get("step_log") or [], start, end),
     )
     return result
 

@@ -17,11 +17,13 @@ from app.program.compile import compile_program
 from loadtests.latency import (
     Produced,
     Rule,
+    Sample,
     Visible,
     attribute,
     expected,
     percentile,
     rule_for,
+    slowest_dues,
     step_lengths,
     summarize,
 )
@@ -202,3 +204,20 @@ def _compiled(workload: str) -> object:
         program = Path(tmp) / "p.sql"
         program.write_text(WORKLOADS[workload].program.format(topic="t", out="o"))
         return compile_program(program)
+
+
+def test_slowest_dues_split_into_the_wait_and_the_steps_until_visible() -> None:
+    samples = [
+        Sample("w1", 1000.0, 1500.0),
+        Sample("w1", 1000.0, 1900.0),  # a window's last record decides
+        Sample("w2", 2000.0, 2300.0),
+        Sample("w3", 9000.0, 9900.0),  # due outside the measured period
+    ]
+    log = [{"start_ms": 900 + 250 * i, "ms": 250} for i in range(20)]
+    assert slowest_dues(samples, log, 0, 5000, count=2) == [
+        {"latency_ms": 900.0, "wait_ms": 150.0, "steps_ms": [250, 250, 250]},
+        {"latency_ms": 300.0, "wait_ms": 150.0, "steps_ms": [250]},
+    ]
+    assert slowest_dues([Sample("w", 10.0, 20.0)], [], 0, 100) == [
+        {"latency_ms": 10.0, "wait_ms": None, "steps_ms": []}
+    ]
