@@ -287,9 +287,11 @@ def slowest_dues(
 ) -> list[dict[str, Any]]:
     """Where the slowest outputs' latency went: for the ``count`` due events produced in
     ``[start_ms, end_ms)`` whose last output became visible latest after them, the wait from
-    the event to the start of the next step (the one that can read it) and the length of each
-    step that started from then until the output was visible. A p99 made of one long step
-    reads differently from one made of several ordinary ones (issue 7)."""
+    the event to the start of the next step (the one that can read it), the lengths of the
+    steps that started and ended before the output was visible, and the time from the end of
+    the last of them to visible (the consumer's own delay, or part of a step still running).
+    A p99 made of one long step reads differently from one made of several ordinary ones
+    (issue 7)."""
     latest: dict[float, float] = {}
     for s in samples:
         if start_ms <= s.due_ms < end_ms:
@@ -298,11 +300,14 @@ def slowest_dues(
     out = []
     for due, visible in sorted(latest.items(), key=lambda kv: kv[0] - kv[1])[:count]:
         after = [(at, ms) for at, ms in steps if due <= at < visible]
+        done = [(at, ms) for at, ms in after if at + ms <= visible]
+        last = done[-1][0] + done[-1][1] if done else after[0][0] if after else due
         out.append(
             {
                 "latency_ms": round(visible - due, 1),
                 "wait_ms": round(after[0][0] - due, 1) if after else None,
-                "steps_ms": [round(ms) for _, ms in after],
+                "steps_ms": [round(ms) for _, ms in done],
+                "then_ms": round(visible - last, 1),
             }
         )
     return out

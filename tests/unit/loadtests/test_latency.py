@@ -214,10 +214,12 @@ def test_slowest_dues_split_into_the_wait_and_the_steps_until_visible() -> None:
         Sample("w3", 9000.0, 9900.0),  # due outside the measured period
     ]
     log = [{"start_ms": 900 + 250 * i, "ms": 250} for i in range(20)]
+    # Steps start at 900, 1150, ...: w1 waits 150 ms for the step at 1150, then three steps
+    # end by 1900; w2 waits for the step at 2150, visible 150 ms into it.
     assert slowest_dues(samples, log, 0, 5000, count=2) == [
-        {"latency_ms": 900.0, "wait_ms": 150.0, "steps_ms": [250, 250, 250]},
-        {"latency_ms": 300.0, "wait_ms": 150.0, "steps_ms": [250]},
+        {"latency_ms": 900.0, "wait_ms": 150.0, "steps_ms": [250, 250, 250], "then_ms": 0.0},
+        {"latency_ms": 300.0, "wait_ms": 150.0, "steps_ms": [], "then_ms": 150.0},
     ]
     assert slowest_dues([Sample("w", 10.0, 20.0)], [], 0, 100) == [
-        {"latency_ms": 10.0, "wait_ms": None, "steps_ms": []}
+        {"latency_ms": 10.0, "wait_ms": None, "steps_ms": [], "then_ms": 10.0}
     ]
