@@ -291,15 +291,23 @@ def slowest_dues(
     steps that started and ended before the output was visible, and the time from the end of
     the last of them to visible (the consumer's own delay, or part of a step still running).
     A p99 made of one long step reads differently from one made of several ordinary ones
-    (issue 7)."""
+    (issue 7). Each entry is a different episode: a due event read by the same step as a
+    slower one (neighbouring records of a stateless view) is skipped."""
     latest: dict[float, float] = {}
     for s in samples:
         if start_ms <= s.due_ms < end_ms:
             latest[s.due_ms] = max(latest.get(s.due_ms, s.visible_ms), s.visible_ms)
     steps = sorted((float(s["start_ms"]), float(s["ms"])) for s in step_log)
-    out = []
-    for due, visible in sorted(latest.items(), key=lambda kv: kv[0] - kv[1])[:count]:
+    out: list[dict[str, Any]] = []
+    seen: set[float | None] = set()
+    for due, visible in sorted(latest.items(), key=lambda kv: kv[0] - kv[1]):
+        if len(out) == count:
+            break
         after = [(at, ms) for at, ms in steps if due <= at < visible]
+        episode = after[0][0] if after else None
+        if episode in seen:
+            continue
+        seen.add(episode)
         done = [(at, ms) for at, ms in after if at + ms <= visible]
         last = done[-1][0] + done[-1][1] if done else after[0][0] if after else due
         out.append(

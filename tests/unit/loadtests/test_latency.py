@@ -211,6 +211,7 @@ def test_slowest_dues_split_into_the_wait_and_the_steps_until_visible() -> None:
         Sample("w1", 1000.0, 1500.0),
         Sample("w1", 1000.0, 1900.0),  # a window's last record decides
         Sample("w2", 2000.0, 2300.0),
+        Sample("w1b", 1001.0, 1900.0),  # read by w1's step: the same episode, left out
         Sample("w3", 9000.0, 9900.0),  # due outside the measured period
     ]
     log = [{"start_ms": 900 + 250 * i, "ms": 250} for i in range(20)]
