@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtests.bench import TreeCpu, broker, create_topic
-from loadtests.latency import _Side
+from loadtests.latency import _Side, continuous_spec
 from loadtests.workloads import WORKLOADS
 
 
@@ -29,20 +29,10 @@ def measure(bootstrap: str, workload: str, trigger_ms: int, seconds: float) -> d
     create_topic(bootstrap, topic, 2)
     create_topic(bootstrap, topic + ".out", 2)
     work = Path(tempfile.mkdtemp(prefix="idle-"))
-    spec = {
-        "side": "tidemark",
-        "workload": workload,
-        "bootstrap": bootstrap,
-        "topic": topic,
-        "out": topic + ".out",
-        "master": "local[2]",
-        "shuffle_partitions": 2,
-        "max_records_per_step": 200_000,
-        "work_dir": str(work),
-        "once": False,
-        "trigger_ms": trigger_ms,
-        "timeout": 600 + 2 * seconds,
-    }
+    spec = continuous_spec(
+        "tidemark", workload, bootstrap, (topic, topic + ".out"), "local[2]", work, trigger_ms,
+        600 + 2 * seconds,
+    )
     side = _Side(spec, work / "side.log")
     try:
         side.wait_for(side.ready, "did not start", 900)

@@ -588,6 +588,34 @@ def _sleep_until(wall_ms: float) -> None:
     time.sleep(max(0.0, wall_ms / 1000 - time.time()))
 
 
+def continuous_spec(
+    side: str,
+    workload: str,
+    bootstrap: str,
+    topics: tuple[str, str],
+    master: str,
+    run_dir: Path,
+    trigger_ms: int,
+    timeout_s: float,
+) -> dict[str, Any]:
+    """The ``loadtests.side`` spec of a side running as a continuous service (not ``--once``)
+    from ``topics[0]`` to ``topics[1]``: what the latency probe and ``loadtests.idle_cpu`` run."""
+    return {
+        "side": side,
+        "workload": workload,
+        "bootstrap": bootstrap,
+        "topic": topics[0],
+        "out": topics[1],
+        "master": master,
+        "shuffle_partitions": 2,
+        "max_records_per_step": 200_000,
+        "work_dir": str(run_dir),
+        "once": False,
+        "trigger_ms": trigger_ms,
+        "timeout": timeout_s,
+    }
+
+
 def measure(
     bootstrap: str,
     workload: str,
@@ -627,20 +655,16 @@ def measure(
     program.write_text(w.program.format(topic=topic, out=out_topic))
     circuit = compile_program(program)
     rule = rule_for(circuit)
-    spec = {
-        "side": side,
-        "workload": workload,
-        "bootstrap": bootstrap,
-        "topic": topic,
-        "out": out_topic,
-        "master": master,
-        "shuffle_partitions": 2,
-        "max_records_per_step": 200_000,
-        "work_dir": str(run_dir),
-        "once": False,
-        "trigger_ms": trigger_ms,
-        "timeout": 1800 + warmup_s + measure_s + tail_s,
-    }
+    spec = continuous_spec(
+        side,
+        workload,
+        bootstrap,
+        (topic, out_topic),
+        master,
+        run_dir,
+        trigger_ms,
+        1800 + warmup_s + measure_s + tail_s,
+    )
     the_side = _Side(spec, run_dir / "side.log")
     times_path = run_dir / "produce_ms.bin"
     ctx = multiprocessing.get_context("spawn")
