@@ -17,7 +17,9 @@ nothing, returning the counts it stored, so read_committed consumers see every r
 This relies on the step's task partitions being the same on replay: the union's partitions
 are the source slices (fixed by the offsets in Spark's offset log) and the aggregate's shuffle
 partitions (fixed by the checkpoint; adaptive execution is off), and each partition's rows are
-a function of the replayed input and state; see docs/reliability.md.
+a function of the replayed input and state; see docs/reliability.md. A task's producer is kept
+in its worker for the id's next task there (``_KEPT``), which then skips ``init_transactions``;
+``_open`` says how fencing stays exact when the id has moved to another writer since.
 
 Without ``exactly_once`` (a broker without transactions) the producer is idempotent with
 ``acks=all`` and a replay is byte-identical, so consumers can de-duplicate.

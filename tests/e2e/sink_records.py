@@ -3,7 +3,12 @@ records use), for the tests that drive ``produce_partition`` directly."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 import pyarrow as pa
+
+from app.connectors.kafka_sink import StepMarker, produce_partition
 
 OUTPUT = pa.schema(
     [
@@ -25,3 +30,17 @@ def output_records(topic: str, first: int, n: int) -> pa.RecordBatch:
         for i in range(first, first + n)
     ]
     return pa.RecordBatch.from_pylist(rows, schema=OUTPUT)
+
+
+def write_task(
+    conf: Mapping[str, str], marker: StepMarker | None, batches: Iterable[pa.RecordBatch]
+) -> list[dict[str, Any]]:
+    """The SUMMARY rows of one writing task producing ``batches`` of view ``v``."""
+    out = produce_partition(
+        iter(batches),
+        conf=conf,
+        tables={},
+        view_headers={"v": [("tidemark.waterline", b"w")]},
+        marker=marker,
+    )
+    return [row for batch in out for row in batch.to_pylist()]

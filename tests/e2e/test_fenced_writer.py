@@ -16,10 +16,10 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from sink_records import output_records
+from sink_records import output_records, write_task
 
 from app.connectors import kafka_sink
-from app.connectors.kafka_sink import StepMarker, produce_partition
+from app.connectors.kafka_sink import StepMarker
 from app.connectors.topic_reader import read_topic
 from app.errors import KafkaError
 
@@ -31,14 +31,9 @@ def _visible(kafka: Any, topic: str, isolation: str, timeout_seconds: float = 30
 
 
 def _write(kafka: Any, marker: StepMarker | None, batches: Iterator[pa.RecordBatch]) -> int:
-    out = produce_partition(
-        batches,
-        conf=kafka.conf(),
-        tables={},
-        view_headers={"v": [("tidemark.waterline", b"w")]},
-        marker=marker,
+    return sum(
+        row["n"] for row in write_task(kafka.conf(), marker, batches) if row["kind"] == "output"
     )
-    return sum(row["n"] for batch in out for row in batch.to_pylist() if row["kind"] == "output")
 
 
 def test_a_writer_fenced_on_the_way_fails_and_its_successor_writes_once_s15(

@@ -18,10 +18,10 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from sink_records import output_records
+from sink_records import output_records, write_task
 
 from app.connectors import kafka_sink
-from app.connectors.kafka_sink import StepMarker, open_early, produce_partition
+from app.connectors.kafka_sink import StepMarker, open_early
 from app.connectors.topic_reader import read_topic
 
 pytestmark = pytest.mark.e2e
@@ -29,14 +29,7 @@ pytestmark = pytest.mark.e2e
 
 def _write(kafka: Any, marker: StepMarker, batches: list[pa.RecordBatch]) -> list[dict[str, Any]]:
     open_early(kafka.conf(), marker)
-    out = produce_partition(
-        iter(batches),
-        conf=kafka.conf(),
-        tables={},
-        view_headers={"v": [("tidemark.waterline", b"w")]},
-        marker=marker,
-    )
-    return [row for batch in out for row in batch.to_pylist()]
+    return write_task(kafka.conf(), marker, batches)
 
 
 def _in_another_worker(kafka: Any, marker: StepMarker, batch: pa.RecordBatch) -> None:
