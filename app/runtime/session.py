@@ -8,15 +8,22 @@ the Python worker). State lives in RocksDB so it is checkpointed with the offset
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shlex
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+import structlog
 from pyspark.sql import SparkSession
 
 from app.connectors.kafka_source import KafkaSource
 
 __all__ = ["spark_session"]
+
+log = structlog.get_logger("tidemark.session")
 
 
 def spark_session(
@@ -27,6 +34,9 @@ def spark_session(
 ) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    python = os.environ["PYSPARK_PYTHON"]
+    if master.startswith("local"):
+        python = _local_python(python, local_dir)
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -83,7 +93,71 @@ def spark_session(
     )
     if local_dir is not None:
         builder = builder.config("spark.local.dir", str(local_dir))
-    spark = builder.getOrCreate()
+    # What Spark starts its Python processes with is read from the environment when the JVM
+    # and the SparkContext start (the JVM's data source lookup takes PYSPARK_DRIVER_PYTHON);
+    # the process's own settings are left as they were.
+    configured = {name: os.environ[name] for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    os.environ.update(dict.fromkeys(configured, python))
+    try:
+        spark = builder.getOrCreate()
+    finally:
+        os.environ.update(configured)
     spark.sparkContext.setLogLevel("WARN")
     spark.dataSource.register(KafkaSource)
     return spark
+
+
+def _local_python(python: str, local_dir: Path | None) -> str:
+    """The command a local Spark starts its Python processes with: ``python`` itself, or,
+    when it is this process's interpreter, a script that runs it with pyspark imported from
+    its installed package instead of from the zip files Spark puts first on their PYTHONPATH.
+
+    Python compiles a module imported from a zip file from source every time (it cannot
+    cache the bytecode there): each of the half-dozen processes Spark starts for a query
+    (the Python source's planners and runner, the worker daemon) spent 0.5-0.7 s of CPU
+    importing pyspark so, and each forked worker another ~0.2 s rereading the zip's
+    directory on its first task (issue 7; ``python -c 'import pyspark.worker'``: 0.69 s from
+    the zip, 0.15 s from the package). The package is the same pyspark, as the zip files
+    are those inside it: only those two paths are dropped. Any other interpreter may need
+    the zip, and on a cluster the script would not exist on the executors.
+    """
+    if os.path.abspath(python) != os.path.abspath(sys.executable):
+        return python
+    import pyspark
+
+    lib = Path(pyspark.__file__).resolve().parent / "python" / "lib"
+    zips = sorted(str(path) for path in lib.glob("*.zip"))
+    if not zips:
+        return python
+    same = " || ".join(f'[ "$entry" -ef {shlex.quote(path)} ]' for path in zips)
+    script = (
+        "#!/bin/sh\n"
+        "# Written by Tidemark (app/runtime/session.py): runs the interpreter below with\n"
+        "# pyspark from its package, not from Spark's zip files of the same pyspark.\n"
+        "set -f\n"
+        "kept=\n"
+        "IFS=:\n"
+        "for entry in $PYTHONPATH; do\n"
+        f"  if {same}; then continue; fi\n"
+        '  kept="${kept:+$kept:}$entry"\n'
+        "done\n"
+        "unset IFS\n"
+        'if [ -n "$kept" ]; then export PYTHONPATH="$kept"; else unset PYTHONPATH; fi\n'
+        f'exec {shlex.quote(os.path.abspath(python))} "$@"\n'
+    )
+    digest = hashlib.sha256(script.encode()).hexdigest()[:16]
+    directory = local_dir if local_dir is not None else Path(tempfile.gettempdir())
+    path = directory / f"tidemark-python-{os.getuid()}-{digest}"
+    try:
+        if not path.is_file():
+            directory.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            partial.write_text(script)
+            partial.chmod(0o755)
+            os.replace(partial, path)
+        # A temporary directory mounted noexec cannot run it: find out here, not in Spark.
+        subprocess.run([str(path), "-c", ""], check=True, timeout=30, capture_output=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("session.python_script_unusable", path=str(path), error=str(exc))
+        return python
+    return str(path)

@@ -5,7 +5,8 @@ task (``spark.python.daemon.module``, set by :mod:`app.runtime.session`). pyspar
 has only pyspark imported, so every new worker paid ~0.45 s of CPU importing pyarrow, numpy,
 pandas, confluent-kafka, fastavro and the source, sink and operator modules before its first
 row (issue 7: the first step of a run forks several). Imported here, the forks inherit them.
-The daemon itself is pyspark's, unchanged.
+The daemon itself is pyspark's, unchanged; it imports the worker module (``pyspark.worker``)
+in each fork, so that is imported here too.
 
 Everything imported is frozen out of the garbage collector (``gc.freeze``) before the daemon
 forks: pyspark's worker calls ``gc.collect()`` after every task, and each call walked the
@@ -18,6 +19,7 @@ pages they sit on.
 
 from __future__ import annotations
 
+import pyspark.worker  # noqa: F401 - imported for the forks
 from pyspark.daemon import manager
 
 import app.connectors.kafka_sink  # noqa: F401 - imported for the forks
