@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -36,11 +37,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 class TreeCpu:
     """CPU seconds of a process and all its descendants, sampled while it runs (a child that
-    exits between samples loses at most one interval of its time)."""
+    exits between samples loses at most one interval of its time).
+
+    :meth:`split` says where they went (:func:`cpu_part`): in the JVM, its task threads, its
+    JIT compilers, its garbage collector and the rest; in Python, the process itself (the
+    driver), Spark's workers, and the other processes Spark starts (the Python source's
+    planners). Both sides' JVMs spent about a third of their CPU compiling (issue 7)."""
 
     def __init__(self, pid: int, interval: float = 0.5) -> None:
         self.pid, self.interval = pid, interval
         self.seen: dict[int, float] = {}
+        self.parts: dict[int, str] = {}
+        self.threads: dict[tuple[int, str], tuple[str, float]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -55,8 +63,28 @@ class TreeCpu:
             try:
                 t = p.cpu_times()
                 self.seen[p.pid] = max(self.seen.get(p.pid, 0.0), t.user + t.system)
+                if p.pid not in self.parts:
+                    self.parts[p.pid] = cpu_part(p.cmdline(), p.pid == self.pid)
             except psutil.NoSuchProcess:
                 continue
+            if self.parts[p.pid] == "jvm":
+                self._sample_threads(p.pid)
+
+    def _sample_threads(self, pid: int) -> None:
+        tasks = Path(f"/proc/{pid}/task")
+        try:
+            tids = [t.name for t in tasks.iterdir()]
+        except OSError:
+            return
+        for tid in tids:
+            try:
+                stat = (tasks / tid / "stat").read_text()
+            except OSError:
+                continue
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2 :].split()
+            seconds = (int(fields[11]) + int(fields[12])) / _TICKS
+            self.threads[(pid, tid)] = (jvm_thread_part(name), seconds)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -67,6 +95,23 @@ class TreeCpu:
         """CPU seconds so far (sampled now), e.g. at the start and end of a measured period."""
         self._sample()
         return sum(self.seen.values())
+
+    def split(self) -> dict[str, float]:
+        """CPU seconds per part so far; they add up to :meth:`total`. A JVM's threads that
+        ended before a sample count as ``jvm: other``."""
+        out: dict[str, float] = {}
+        for pid, seconds in self.seen.items():
+            part = self.parts.get(pid, "other")
+            if part == "jvm":
+                named = 0.0
+                for (owner, _), (thread_part, used) in self.threads.items():
+                    if owner == pid:
+                        out[thread_part] = out.get(thread_part, 0.0) + used
+                        named += used
+                out["jvm: other"] = out.get("jvm: other", 0.0) + max(0.0, seconds - named)
+            else:
+                out[part] = out.get(part, 0.0) + seconds
+        return {k: round(v, 1) for k, v in sorted(out.items())}
 
     def stop(self) -> float:
         self._stop.set()
@@ -177,6 +222,34 @@ def limit(bootstrap: str, topic: str, count: int, schema: dict[str, Any]) -> dic
     }
 
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_part(cmdline: list[str], root: bool) -> str:
+    """Which part of a side a process is (:class:`TreeCpu`); ``jvm`` is split by thread."""
+    text = " ".join(cmdline)
+    if cmdline and Path(cmdline[0]).name == "java":
+        return "jvm"
+    if root:
+        return "python: driver"
+    if "python" not in text:
+        return "other"  # the spark-class shell
+    if text.endswith("pyspark.worker"):
+        return "python: workers"
+    return "python: planners"
+
+
+def jvm_thread_part(name: str) -> str:
+    """The part of a JVM a thread is, by its (15-character) Linux name."""
+    if name.startswith("Executor task"):
+        return "jvm: tasks"
+    if "CompilerThre" in name:
+        return "jvm: JIT"
+    if name.startswith(("GC Thread", "G1 ")):
+        return "jvm: GC"
+    return "jvm: other"
+
+
 def run_side(spec: dict[str, Any]) -> dict[str, Any]:
     log_path = Path(spec["work_dir"]) / "side.log"
     with log_path.open("w") as log:  # Spark's log; the child keeps its own descriptor
@@ -196,6 +269,7 @@ def run_side(spec: dict[str, Any]) -> dict[str, Any]:
         raise RuntimeError(f"{spec['side']} failed (rc {proc.returncode}): {out[-2000:]}\n{err}")
     result: dict[str, Any] = json.loads(line[7:])
     result["cpu_s_total"] = cpu_s  # includes JVM start-up: see cpu_s_per_m below
+    result["cpu_split_s"] = cpu.split()
     return result
 
 

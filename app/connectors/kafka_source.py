@@ -83,6 +83,14 @@ META_COLUMNS: tuple[tuple[str, str], ...] = (
     ("_accepted", "bigint"),  # probe rows only: accepted rows of the slice
 )
 
+#: The only columns after the table's own that a query writing its own records reads (ADR
+#: 0008; the source option ``narrow``): each row's kind (a probe row carries the slice's
+#: maxima to Spark's watermark) and its arrival (ARG_MAX ties). Its source tasks write the
+#: dead letters themselves, so the rest never has to reach Spark, whose scan turns every
+#: column of every row from Arrow into its own row format (issue 7: a JVM profile of (b)
+#: had that conversion in a fifth of its task threads' samples).
+QUERY_META = ("_kind", "_partition", "_offset", "_step")
+
 _BATCH_ROWS = 50_000
 
 
@@ -118,13 +126,19 @@ def arrow_type(kind: str) -> pa.DataType:
     }[kind]
 
 
-def source_schema(spec: SourceSpec) -> str:
+def _meta_columns(narrow: bool) -> tuple[tuple[str, str], ...]:
+    return tuple((n, k) for n, k in META_COLUMNS if not narrow or n in QUERY_META)
+
+
+def source_schema(spec: SourceSpec, narrow: bool = False) -> str:
+    """The source's Spark schema: the table's columns, then :data:`META_COLUMNS`, or only
+    :data:`QUERY_META` of them when ``narrow``."""
     cols = [f"`{c.name}` {spark_type(c.kind)}" for c in spec.columns]
-    cols += [f"`{name}` {kind}" for name, kind in META_COLUMNS]
+    cols += [f"`{name}` {kind}" for name, kind in _meta_columns(narrow)]
     return ", ".join(cols)
 
 
-def _arrow_schema(spec: SourceSpec) -> pa.Schema:
+def _arrow_schema(spec: SourceSpec, narrow: bool = False) -> pa.Schema:
     fields = [pa.field(c.name, arrow_type(c.kind)) for c in spec.columns]
     header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
     meta_types = {
@@ -133,7 +147,7 @@ def _arrow_schema(spec: SourceSpec) -> pa.Schema:
         "binary": pa.binary(),
         "int": pa.int32(),
     }
-    for name, kind in META_COLUMNS:
+    for name, kind in _meta_columns(narrow):
         fields.append(
             pa.field(name, pa.list_(header) if kind.startswith("array") else meta_types[kind])
         )
@@ -412,6 +426,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         #: Leave each planned step's slices in ``state_dir`` (:data:`PLANNED_SLICES`): the
         #: step sink of a plan that writes in its query reads them (ADR 0008).
         self.record_slices = options.get("record_slices") == "true"
+        #: Hand Spark only the table's columns and :data:`QUERY_META` (``source_schema``).
+        self.narrow = options.get("narrow") == "true"
 
     def _partition_ends(self) -> dict[int, tuple[int, int]]:
         """Low and high offsets per partition, riding out a broker restart or a leader change
@@ -531,8 +547,13 @@ class KafkaStreamReader(DataSourceStreamReader):
             return _written(output, batches, _arrow_schema(self.spec), self.kafka_conf)
         side: SliceTee | None = local_object(STEP_SIDE)
         if side is not None:
-            return side.tee(batches, self.kafka_conf, partition.step, partition.partition)
-        return _without_accepted(batches) if _skip_accepted() else batches
+            batches = side.tee(batches, self.kafka_conf, partition.step, partition.partition)
+        elif _skip_accepted():
+            batches = _without_accepted(batches)
+        if self.narrow:
+            names = _arrow_schema(self.spec, narrow=True).names
+            return (batch.select(names) for batch in batches)
+        return batches
 
     def commit(self, end: dict[str, Any]) -> None:
         return None
@@ -997,14 +1018,16 @@ def _to_batch(
 
 class KafkaSource(DataSource):
     """``spark.readStream.format("tidemark-kafka")`` with options ``spec`` (SourceSpec JSON),
-    ``kafka`` (librdkafka settings JSON), ``state_dir`` and ``max_records_per_step``."""
+    ``kafka`` (librdkafka settings JSON), ``state_dir`` and ``max_records_per_step``; ``narrow``
+    ("true") for a query that reads no dead-letter columns (:data:`QUERY_META`)."""
 
     @classmethod
     def name(cls) -> str:
         return "tidemark-kafka"
 
     def schema(self) -> StructType | str:
-        return source_schema(SourceSpec.from_json(json.loads(self.options["spec"])))
+        spec = SourceSpec.from_json(json.loads(self.options["spec"]))
+        return source_schema(spec, narrow=self.options.get("narrow") == "true")
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaStreamReader(self.options)

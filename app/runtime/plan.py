@@ -160,6 +160,8 @@ def plan_table(
         .option("kafka", json.dumps(dict(kafka_conf)))
         .option("state_dir", state_dir)
         .option("record_slices", "true" if in_query else "false")
+        # Its source tasks or the sink's own job write the dead letters (ADR 0008).
+        .option("narrow", "true" if in_query else "false")
         .option("max_records_per_step", str(max_records_per_step))
         .option("stop_at", json.dumps({str(p): o for p, o in stop_at.items()}) if stop_at else "")
         .load()

@@ -330,3 +330,21 @@ def test_generated_and_mutated_chunks_give_the_same_rows_on_both_paths(spec: Sou
         _both(spec, _messages(values, headers))
 
     check()
+
+
+def test_a_narrow_source_hands_spark_the_table_and_query_columns_only(spec: SourceSpec) -> None:
+    """ADR 0008's queries read no dead-letter column (issue 7): their source declares, and
+    hands Spark, the table's columns and QUERY_META only, in the full schema's order."""
+    from app.connectors.kafka_source import QUERY_META, _arrow_schema, source_schema
+
+    full, narrow = _arrow_schema(spec), _arrow_schema(spec, narrow=True)
+    table = [c.name for c in spec.columns]
+    assert narrow.names == table + list(QUERY_META)
+    assert [n for n in full.names if n in narrow.names] == narrow.names
+    for name in narrow.names:
+        assert narrow.field(name) == full.field(name)
+    declared = [part.split("`")[1] for part in source_schema(spec, narrow=True).split(", ")]
+    assert declared == narrow.names
+    write = _writer(spec)
+    batches = list(decode_slice(spec, _slice(), _messages([write(_record(i)) for i in range(5)])))
+    assert all(batch.select(narrow.names).schema.equals(narrow) for batch in batches)
