@@ -63,8 +63,8 @@ class TreeCpu:
             try:
                 t = p.cpu_times()
                 self.seen[p.pid] = max(self.seen.get(p.pid, 0.0), t.user + t.system)
-                if p.pid not in self.parts:
-                    self.parts[p.pid] = cpu_part(p.cmdline(), p.pid == self.pid)
+                # Every time: spark-class's shell becomes the JVM (exec) under the same pid.
+                self.parts[p.pid] = cpu_part(p.cmdline(), p.pid == self.pid)
             except psutil.NoSuchProcess:
                 continue
             if self.parts[p.pid] == "jvm":
@@ -227,14 +227,13 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 
 def cpu_part(cmdline: list[str], root: bool) -> str:
     """Which part of a side a process is (:class:`TreeCpu`); ``jvm`` is split by thread."""
-    text = " ".join(cmdline)
     if cmdline and Path(cmdline[0]).name == "java":
         return "jvm"
     if root:
         return "python: driver"
-    if "python" not in text:
-        return "other"  # the spark-class shell
-    if text.endswith("pyspark.worker"):
+    if not cmdline or "python" not in Path(cmdline[0]).name:
+        return "other"  # the spark-class shell (whose arguments name the Python too)
+    if cmdline[-1] == "pyspark.worker":
         return "python: workers"
     return "python: planners"
 
