@@ -13,7 +13,8 @@ def test_processes_are_told_apart_by_their_command_line() -> None:
     python = "/venv/bin/python"
     assert cpu_part([python, "-m", "loadtests.side", "{}"], root=True) == "python: driver"
     assert cpu_part(["/usr/lib/jvm/x/bin/java", "-cp", "jars"], root=False) == "jvm"
-    assert cpu_part(["bash", "spark-class", "SparkSubmit"], root=False) == "other"
+    shell = ["bash", "spark-class", "--conf", "spark.executorEnv.PYSPARK_PYTHON=" + python]
+    assert cpu_part(shell, root=False) == "other"
     worker = [python, "-m", "app.runtime.worker_daemon", "pyspark.worker"]
     assert cpu_part(worker, root=False) == "python: workers"
     planner = [python, "-m", "pyspark.daemon", "pyspark.sql.worker.create_data_source"]
