@@ -426,8 +426,11 @@ class KafkaStreamReader(DataSourceStreamReader):
         #: Leave each planned step's slices in ``state_dir`` (:data:`PLANNED_SLICES`): the
         #: step sink of a plan that writes in its query reads them (ADR 0008).
         self.record_slices = options.get("record_slices") == "true"
-        #: Hand Spark only the table's columns and :data:`QUERY_META` (``source_schema``).
-        self.narrow = options.get("narrow") == "true"
+        #: The columns handed to Spark when only the table's and :data:`QUERY_META` are
+        #: (``source_schema``); None: every column.
+        self.narrow_columns: list[str] | None = (
+            _arrow_schema(self.spec, narrow=True).names if options.get("narrow") == "true" else None
+        )
 
     def _partition_ends(self) -> dict[int, tuple[int, int]]:
         """Low and high offsets per partition, riding out a broker restart or a leader change
@@ -550,8 +553,8 @@ class KafkaStreamReader(DataSourceStreamReader):
             batches = side.tee(batches, self.kafka_conf, partition.step, partition.partition)
         elif _skip_accepted():
             batches = _without_accepted(batches)
-        if self.narrow:
-            names = _arrow_schema(self.spec, narrow=True).names
+        if self.narrow_columns is not None:
+            names = self.narrow_columns
             return (batch.select(names) for batch in batches)
         return batches
 

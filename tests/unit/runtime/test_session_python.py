@@ -58,7 +58,7 @@ def test_pyspark_comes_from_its_package(tmp_path: Path) -> None:
     assert ".zip" in plain
 
 
-def test_only_pythonpath_entries_only_zips(tmp_path: Path) -> None:
+def test_a_pythonpath_of_the_zips_alone_is_unset(tmp_path: Path) -> None:
     """An empty result unsets PYTHONPATH rather than leaving an empty entry (the current
     directory)."""
     script = _local_python(sys.executable, tmp_path)
