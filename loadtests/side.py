@@ -116,7 +116,6 @@ def _listener(progress: list[dict[str, Any]], announce: bool) -> Any:
 def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
     from app.program.compile import compile_program
     from app.runtime.service import Service
-    from app.runtime.session import spark_session
 
     w = WORKLOADS[spec["workload"]]
     work = Path(spec["work_dir"])
@@ -125,7 +124,6 @@ def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
     circuit = compile_program(program)
     progress: list[dict[str, Any]] = []
     once = spec.get("once", True)
-    spark_session(spec["master"], spec["shuffle_partitions"])
     service = Service(
         circuit,
         {"bootstrap.servers": spec["bootstrap"]},
@@ -135,6 +133,7 @@ def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
         max_records_per_step=spec["max_records_per_step"],
         trigger_interval_ms=int(spec.get("trigger_ms", 0)),  # 0: Tidemark's default
     )
+    service.open_session()  # the JVM's start is not the workload's
     if not once:
         service.install_signal_handlers()
     started = time.monotonic()

@@ -61,6 +61,7 @@ from app.runtime.view_gate import (
 
 __all__ = [
     "TablePlan",
+    "computed_in_source_tasks",
     "plan_table",
     "source_spec",
     "state_operator_views",
@@ -235,7 +236,8 @@ def plan_table(
         assert event_time is not None
         branches.append(aggregate_branch(aggregates, event_time))
     rereadable = not branches
-    slice_views = rereadable and bool(step_views) and slice_computable(step_views)
+    slice_views = computed_in_source_tasks(circuit, table)
+    assert rereadable or not slice_views, table.name
     scans_once = in_query and len(branches) == 1
     if in_query:
         # ADR 0008: the query's rows are what its writing tasks wrote; the dead letters and
@@ -288,6 +290,23 @@ def plan_table(
         spec,
         in_query,
         scans_once,
+    )
+
+
+def computed_in_source_tasks(circuit: Circuit, table: Table) -> bool:
+    """Whether ``table``'s plan is a slice-views plan (ADR 0007): every output view is a step
+    view the source's tasks compute over Arrow, and no view has LATENESS (no view gate), so
+    the query's only rows are the source tasks' summaries and no row of the table enters the
+    JVM. Decided from the circuit alone: the session's JVM options depend on it, and they are
+    fixed before any plan is built."""
+    views = [v for v in circuit.views if circuit.root_table(v.name).name == table.name]
+    step_views = per_step_views(circuit, views)
+    computed = {v.name for v in step_views}
+    return (
+        bool(step_views)
+        and slice_computable(step_views)
+        and not any(v.lateness for v in views)
+        and all(v.name in computed for v in views if v.output is not None)
     )
 
 

@@ -26,7 +26,12 @@ from app.circuit.ir import Circuit
 from app.connectors.kafka_source import SliceCache, topic_end_offsets
 from app.errors import KafkaError
 from app.runtime.aggregate import polls_every_step
-from app.runtime.plan import check_supported, plan_table, state_operator_views
+from app.runtime.plan import (
+    check_supported,
+    computed_in_source_tasks,
+    plan_table,
+    state_operator_views,
+)
 from app.runtime.session import spark_session
 from app.runtime.step_sink import StepMetrics, StepReport, StepSink
 
@@ -134,18 +139,33 @@ class Service:
     _polled: set[str] = field(default_factory=set)
     _reached: dict[str, int] = field(default_factory=dict)
 
+    def open_session(self) -> SparkSession:
+        """The service's Spark session, started with the JVM options its circuit needs (a
+        JVM that holds no rows compiles less, :func:`app.runtime.session.spark_session`)."""
+        if self.spark is None:
+            started = time.monotonic()
+            self.spark = spark_session(
+                self.spark_master,
+                self.shuffle_partitions,
+                rows_in_jvm=not all(
+                    computed_in_source_tasks(self.circuit, table) for table in self.circuit.tables
+                ),
+            )
+            log.info(
+                "spark.started",
+                master=self.spark_master,
+                seconds=round(time.monotonic() - started, 1),
+            )
+        return self.spark
+
     def start(self, once: bool = False, listener: Any = None) -> None:
         check_supported(self.circuit)
         ensure_topics(
             self.circuit, self.kafka_conf, wait_for_topics_seconds=self.wait_for_topics_seconds
         )
-        started = time.monotonic()
-        self.spark = spark_session(self.spark_master, self.shuffle_partitions)
-        log.info(
-            "spark.started", master=self.spark_master, seconds=round(time.monotonic() - started, 1)
-        )
+        spark = self.open_session()
         if listener is not None:
-            self.spark.streams.addListener(listener)
+            spark.streams.addListener(listener)
         self._targets = {}
         self._polled = set()
         self._reached = {}
@@ -154,7 +174,7 @@ class Service:
             state_dir = str(base / "tidemark")
             stop_at = topic_end_offsets(self.kafka_conf, table.topic) if once else None
             plan = plan_table(
-                self.spark,
+                spark,
                 self.circuit,
                 table,
                 self.kafka_conf,

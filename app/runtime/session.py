@@ -21,9 +21,19 @@ from pyspark.sql import SparkSession
 
 from app.connectors.kafka_source import KafkaSource
 
-__all__ = ["spark_session"]
+__all__ = ["COORDINATOR_JAVA_OPTIONS", "spark_session"]
 
 log = structlog.get_logger("tidemark.session")
+
+#: The driver JVM's options when it only coordinates. HotSpot's C2 compiler spends its CPU on
+#: code that runs hot for long, and a coordinating JVM has none: over a 4M-event run of
+#: benchmark (a) (a filter view, ADR 0007) its JIT compilers took 11-13 s of CPU, a third of
+#: the service's, against 1.3 s in the task threads, and were still compiling Spark's
+#: planning, scheduling and serialization code when the run ended. C1 alone compiled for
+#: ~2 s, and the run went from 10.1 to 7.0 CPU s per million events (issue 7,
+#: docs/performance.md). A JVM that aggregates keeps both compilers: there C1 alone cost a
+#: fifth of the throughput (benchmark (b)).
+COORDINATOR_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
 def spark_session(
@@ -31,7 +41,15 @@ def spark_session(
     shuffle_partitions: int = 4,
     app_name: str = "tidemark",
     local_dir: Path | None = None,
+    rows_in_jvm: bool = True,
 ) -> SparkSession:
+    """The session, with the JVM started for it if none runs yet (then every setting here
+    applies; an existing session keeps its JVM and takes only the runtime SQL settings).
+
+    ``rows_in_jvm=False`` says that no query of the session computes over rows in the JVM:
+    every table's views are computed in the source's Python tasks (ADR 0007), and the JVM
+    only plans, schedules and keeps the logs. Such a JVM then compiles with C1 alone
+    (:data:`COORDINATOR_JAVA_OPTIONS`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     python = os.environ["PYSPARK_PYTHON"]
@@ -93,6 +111,10 @@ def spark_session(
     )
     if local_dir is not None:
         builder = builder.config("spark.local.dir", str(local_dir))
+    if not rows_in_jvm:
+        # Spark prepends these to spark.driver.extraJavaOptions (the chart's spark-defaults
+        # sets those), so an operator's own -XX:TieredStopAtLevel there still wins.
+        builder = builder.config("spark.driver.defaultJavaOptions", COORDINATOR_JAVA_OPTIONS)
     # What Spark starts its Python processes with is read from the environment when the JVM
     # and the SparkContext start (the JVM's data source lookup takes PYSPARK_DRIVER_PYTHON);
     # the process's own settings are left as they were.
