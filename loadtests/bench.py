@@ -2,8 +2,9 @@
 
 1. Pre-produce N events of the workload to a fresh topic (loadtests.generator).
 2. The limit: raw confluent-kafka consume rate and fastavro decode rate of that topic.
-3. Tidemark, then the peer (plain Spark + JVM Kafka connector + spark-avro), each in its own
-   process (loadtests.side) over the same topic until every event is processed: throughput =
+3. Tidemark, then the peer (``--sides`` gives the order), each in its own process
+   (loadtests.side), once the machine is idle (:func:`wait_quiet`), over the same topic
+   until every event is processed: throughput =
    N / seconds, and the steady rate once warm (:func:`steady_rate`); CPU seconds of the whole
    process tree (driver JVM + Python workers) per million.
 4. ``--latency``: after the throughput runs, each side (per master and partition count) runs
@@ -24,6 +25,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +156,23 @@ def settle(bootstrap: str) -> None:
     )
     producer.commit_transaction(120)
     group.close()
+
+
+def wait_quiet(
+    busy: Callable[[], float] | None = None, threshold: float = 10.0, timeout: float = 60.0
+) -> tuple[float, float]:
+    """Wait until the machine is idle (``busy()``: percent of all CPUs over the last
+    interval, below ``threshold``) or ``timeout`` seconds have passed; the seconds waited and
+    the last reading. Before each side, so that neither starts while the broker, the kernel
+    or the other side's exit is still busy; the result keeps both (``quiet_wait_s``,
+    ``busy_percent_before``), so a run that started on a busy machine shows it."""
+    sample = busy or (lambda: float(psutil.cpu_percent(interval=1.0)))
+    started = time.monotonic()
+    while True:
+        reading = sample()
+        waited = time.monotonic() - started
+        if reading < threshold or waited >= timeout:
+            return round(waited, 1), reading
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -325,8 +344,11 @@ def throughput(
                 "work_dir": str(Path(tempfile.mkdtemp(dir=work))),
             }
             create_topic(bootstrap, spec["out"], partitions)
+            quiet_wait_s, busy_percent = wait_quiet()
             r = run_side(spec)
             r.update(
+                quiet_wait_s=quiet_wait_s,
+                busy_percent_before=busy_percent,
                 side=side,
                 master=master,
                 events_per_s=events / r["seconds"],
