@@ -17,11 +17,33 @@ from pathlib import Path
 import pytest
 
 from app.runtime.session import COORDINATOR_JAVA_OPTIONS
-from loadtests.workloads import WORKLOADS
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
+
+TABLE = """
+CREATE TABLE clicks (
+    ts   TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND,
+    usr  VARCHAR   NOT NULL,
+    n    INT       NOT NULL
+) WITH ('topic' = 'in');
+"""
+
+#: A filter view: computed in the source's tasks (ADR 0007), no row enters the JVM.
+FILTER = TABLE + """
+CREATE VIEW big WITH ('topic' = 'out', 'format' = 'append') AS
+SELECT ts, usr, n FROM clicks WHERE n > 500;
+"""
+
+#: A windowed aggregate: Spark's own aggregation, in the JVM.
+AGGREGATE = TABLE + """
+CREATE VIEW per_minute WITH ('topic' = 'out') AS
+SELECT window_start, window_end, usr, COUNT(*) AS c, SUM(n) AS s
+FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end, usr
+EMIT AFTER WATERMARK;
+"""
 
 CHILD = """
 import json, sys
@@ -38,9 +60,9 @@ service.shutdown()
 """
 
 
-def _jvm_options(workload: str, tmp_path: Path) -> list[str]:
-    program = tmp_path / f"{workload}.sql"
-    program.write_text(WORKLOADS[workload].program.format(topic="in", out="out"))
+def _jvm_options(name: str, text: str, tmp_path: Path) -> list[str]:
+    program = tmp_path / f"{name}.sql"
+    program.write_text(text)
     conf = tmp_path / "spark-conf"
     conf.mkdir(exist_ok=True)
     (conf / "spark-defaults.conf").write_text(
@@ -49,7 +71,7 @@ def _jvm_options(workload: str, tmp_path: Path) -> list[str]:
     env = {**os.environ, "SPARK_CONF_DIR": str(conf), "PYTHONPATH": str(ROOT)}
     env.pop("PYSPARK_SUBMIT_ARGS", None)
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(program), str(tmp_path / f"ck-{workload}")],
+        [sys.executable, "-c", CHILD, str(program), str(tmp_path / f"ck-{name}")],
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -62,7 +84,7 @@ def _jvm_options(workload: str, tmp_path: Path) -> list[str]:
 
 
 def test_a_coordinating_jvm_compiles_with_c1_alone(tmp_path: Path) -> None:
-    options = _jvm_options("a", tmp_path)  # a filter view: computed in the source's tasks
+    options = _jvm_options("filter", FILTER, tmp_path)
     assert COORDINATOR_JAVA_OPTIONS in options
     # The operator's options (the chart's spark-defaults) come after ours, so theirs win.
     assert "-XX:+ExitOnOutOfMemoryError" in options
@@ -70,6 +92,6 @@ def test_a_coordinating_jvm_compiles_with_c1_alone(tmp_path: Path) -> None:
 
 
 def test_a_jvm_that_aggregates_keeps_both_compilers(tmp_path: Path) -> None:
-    options = _jvm_options("b", tmp_path)  # TUMBLE with COUNT/SUM/MAX: rows in the JVM
+    options = _jvm_options("aggregate", AGGREGATE, tmp_path)
     assert not any(o.startswith("-XX:TieredStopAtLevel") for o in options)
     assert "-XX:+ExitOnOutOfMemoryError" in options

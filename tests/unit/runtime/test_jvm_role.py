@@ -9,7 +9,6 @@ import pytest
 
 from app.program.compile import compile_program
 from app.runtime.plan import computed_in_source_tasks
-from loadtests.workloads import WORKLOADS
 
 TABLE = """
 CREATE TABLE t (
@@ -25,15 +24,6 @@ CREATE TABLE t (
 def _computed(views: str) -> bool:
     circuit = compile_program("p.sql", TABLE + views)
     return computed_in_source_tasks(circuit, circuit.tables[0])
-
-
-@pytest.mark.parametrize(("workload", "expected"), [("a", True), ("b", False), ("c", False)])
-def test_only_the_filter_workload_keeps_its_rows_out_of_the_jvm(
-    workload: str, expected: bool
-) -> None:
-    text = WORKLOADS[workload].program.format(topic="in", out="out")
-    circuit = compile_program("p.sql", text)
-    assert computed_in_source_tasks(circuit, circuit.tables[0]) is expected
 
 
 def test_filters_and_projections_of_columns_are_computed_in_the_source_tasks() -> None:

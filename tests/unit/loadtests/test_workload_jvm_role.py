@@ -1,0 +1,19 @@
+"""Which benchmark workloads run with a coordinating JVM (ADR 0009): only (a), whose filter
+view the source's tasks compute; (b) and (c) aggregate in the JVM."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.program.compile import compile_program
+from app.runtime.plan import computed_in_source_tasks
+from loadtests.workloads import WORKLOADS
+
+
+@pytest.mark.parametrize(("workload", "expected"), [("a", True), ("b", False), ("c", False)])
+def test_only_the_filter_workload_keeps_its_rows_out_of_the_jvm(
+    workload: str, expected: bool
+) -> None:
+    text = WORKLOADS[workload].program.format(topic="in", out="out")
+    circuit = compile_program("p.sql", text)
+    assert computed_in_source_tasks(circuit, circuit.tables[0]) is expected
