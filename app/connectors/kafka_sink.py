@@ -610,11 +610,14 @@ def _produce(
     headers: list[tuple[str, bytes]],
     on_delivery: Any = None,
 ) -> None:
-    # Without a callback, no per-record callback state at all (not even for None).
-    callback = {} if on_delivery is None else {"on_delivery": on_delivery}
     while True:
         try:
-            producer.produce(topic, value=value, key=key, headers=headers, **callback)
+            if on_delivery is None:  # no callback argument at all: no per-record state
+                producer.produce(topic, value=value, key=key, headers=headers)
+            else:
+                producer.produce(
+                    topic, value=value, key=key, headers=headers, on_delivery=on_delivery
+                )
             return
         except BufferError:
             producer.poll(0.1)  # the local queue is full: let deliveries drain
