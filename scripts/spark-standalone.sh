@@ -32,14 +32,16 @@ free_port() {
 
 alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-# Alive workers as the master's web UI reports them (its /json endpoint), or "" if unreachable.
+# Alive workers as the master's web UI reports them (its /json endpoint), or "" if unreachable
+# or not answering with JSON yet (a web UI still starting once answered with an empty body,
+# which failed the start instead of waiting).
 alive_workers() {
     "$python" - "$1" <<'PY'
 import json, sys, urllib.request
 try:
     with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/json/", timeout=2) as reply:
         print(json.load(reply).get("aliveworkers", 0))
-except OSError:
+except (OSError, ValueError):
     print("")
 PY
 }
