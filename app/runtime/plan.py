@@ -148,7 +148,7 @@ def plan_table(
     max_records_per_step: int,
     stop_at: Mapping[int, int] | None = None,
 ) -> TablePlan:
-    views = [v for v in circuit.views if circuit.root_table(v.name).name == table.name]
+    views = _views_of(circuit, table)
     # Arrival coordinates ride along for ARG_MAX/ARG_MIN ties (earliest row wins); the
     # original record too when a view gate may have to write it back as a dead letter (L2).
     gated_views = [v for v in views if v.lateness]
@@ -293,13 +293,18 @@ def plan_table(
     )
 
 
+def _views_of(circuit: Circuit, table: Table) -> list[View]:
+    """The views that read ``table``, directly or through other views, in circuit order."""
+    return [v for v in circuit.views if circuit.root_table(v.name).name == table.name]
+
+
 def computed_in_source_tasks(circuit: Circuit, table: Table) -> bool:
     """Whether ``table``'s plan is a slice-views plan (ADR 0007): every output view is a step
     view the source's tasks compute over Arrow, and no view has LATENESS (no view gate), so
     the query's only rows are the source tasks' summaries and no row of the table enters the
     JVM. Decided from the circuit alone: the session's JVM options depend on it, and they are
     fixed before any plan is built."""
-    views = [v for v in circuit.views if circuit.root_table(v.name).name == table.name]
+    views = _views_of(circuit, table)
     step_views = per_step_views(circuit, views)
     computed = {v.name for v in step_views}
     return (
@@ -314,7 +319,7 @@ def writes_in_query(circuit: Circuit, table: Table) -> bool:
     """Whether ``table``'s query writes its records itself (ADR 0008): its output views are
     aggregates on Spark's own (native) path, at least one, and stateless views the source's
     tasks compute (ADR 0007), with no view of its own LATENESS."""
-    views = [v for v in circuit.views if circuit.root_table(v.name).name == table.name]
+    views = _views_of(circuit, table)
     outputs = [v for v in views if v.output is not None]
     stateless = per_step_views(circuit, views)
     computed = {v.name for v in stateless}
