@@ -44,21 +44,21 @@ def test_a_writer_fenced_on_the_way_fails_and_its_successor_writes_once_s15(
     out = kafka.create_topic(unique_topic("out"))
     anchor = kafka.create_topic(unique_topic("dlq"))
     marker = StepMarker(uuid.uuid4().hex[:16], 0, anchor)
-    produced = 0
-    produce = kafka_sink._produce
+    runs = 0
+    produce_run = kafka_sink._produce_run
 
-    def fenced_after_five(*args: Any) -> None:
-        nonlocal produced
-        produce(*args)
-        produced += 1
-        if produced == 5:
-            args[0].flush(30)  # the five reach the broker in the open transaction
+    def fenced_after_the_first_five(producer: Any, run: Any) -> None:
+        nonlocal runs
+        produce_run(producer, run)  # the first batch's five records, then the next three
+        runs += 1
+        if runs == 1:
+            producer.flush(30)  # the five reach the broker in the open transaction
             successor = Producer(
                 {**kafka.conf(), "transactional.id": marker.transactional_id(0), "log_level": 0}
             )
             successor.init_transactions(30)  # fences the writer, aborts its transaction
 
-    monkeypatch.setattr(kafka_sink, "_produce", fenced_after_five)
+    monkeypatch.setattr(kafka_sink, "_produce_run", fenced_after_the_first_five)
     with pytest.raises(KafkaError, match="fenced"):
         _write(kafka, marker, iter([output_records(out, 0, 5), output_records(out, 5, 3)]))
     monkeypatch.undo()
