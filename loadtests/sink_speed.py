@@ -1,0 +1,124 @@
+"""What a writing task's sink costs per record (issue 7, app/connectors/kafka_sink.py):
+``python -m loadtests.sink_speed [--transactions 14] [--records 67000]``.
+
+One writing task of benchmark (b) finishes ~67,000 groups a step and hands the sink its
+view's records in batches of up to 20,000 (SINK_SCHEMA rows with the view's S14 header). This
+runs ``produce_partition`` on batches of that shape, one transaction with a step marker per
+round, against the real broker (``KAFKA_BOOTSTRAP_SERVERS``, else the local one), and reports
+the process's CPU per record (librdkafka's threads included) as the median of the rounds after
+the first two. ``--build-only`` replaces the Kafka write by nothing and so measures the Python
+that turns the batches into the producer's calls alone. One JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from app.connectors import kafka_sink
+from app.connectors.kafka_sink import StepMarker, produce_partition
+
+_BATCH = 20_000
+_WARM_ROUNDS = 2
+_OUTPUT = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("rel", pa.string()),
+        ("topic", pa.string()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+        ("reason", pa.string()),
+    ]
+)
+#: A waterline header as (b)'s records carry it.
+_HEADERS = {"v": [("tidemark.waterline", b"2026-11-25T10:00:00.000Z")]}
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def batches(topic: str, records: int) -> list[pa.RecordBatch]:
+    """``records`` records of view ``v`` (10,000 keys, 40-byte values) in batches of 20,000."""
+    out = []
+    for first in range(0, records, _BATCH):
+        n = min(_BATCH, records - first)
+        columns: dict[str, list[Any]] = {
+            "kind": ["output"] * n,
+            "rel": ["v"] * n,
+            "topic": [topic] * n,
+            "key": [b"user-%05d" % (i % 10_000) for i in range(first, first + n)],
+            "value": [os.urandom(40) for _ in range(n)],
+            "headers": [None] * n,
+            "reason": [None] * n,
+        }
+        out.append(pa.RecordBatch.from_pydict(columns, schema=_OUTPUT))
+    return out
+
+
+def measure(conf: Mapping[str, str], topic: str, anchor: str, rounds: int, records: int) -> float:
+    """Median CPU microseconds per record over the rounds after the first two."""
+    data = batches(topic, records)
+    sink = uuid.uuid4().hex[:12]
+    per_record = []
+    for step in range(rounds):
+        marker = StepMarker(sink, step, anchor)
+        started = _cpu()
+        summary = list(produce_partition(iter(data), conf, {}, _HEADERS, marker))
+        used = _cpu() - started
+        written = sum(row["n"] for b in summary for row in b.to_pylist() if row["kind"] == "output")
+        if written != records:
+            raise RuntimeError(f"round {step} wrote {written} records of {records}")
+        if step >= _WARM_ROUNDS:
+            per_record.append(1e6 * used / records)
+    return statistics.median(per_record)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--transactions", type=int, default=14)
+    parser.add_argument("--records", type=int, default=67_000)
+    parser.add_argument("--build-only", action="store_true")
+    args = parser.parse_args()
+    if args.build_only:
+        kafka_sink._write_transaction = lambda *_args: None
+        kafka_sink._forget_opened = lambda _tid: None  # type: ignore[assignment]
+        us = measure({}, "out", "anchor", args.transactions, args.records)
+        print(json.dumps({"build_only": True, "cpu_us_per_record": round(us, 3)}))
+        return
+    from loadtests.bench import broker, create_topic
+
+    bootstrap, local = broker()
+    try:
+        topic, anchor = f"sink.{uuid.uuid4().hex[:6]}", f"sink.anchor.{uuid.uuid4().hex[:6]}"
+        create_topic(bootstrap, topic, 2)
+        create_topic(bootstrap, anchor, 1)
+        started = time.perf_counter()
+        conf = {"bootstrap.servers": bootstrap}
+        us = measure(conf, topic, anchor, args.transactions, args.records)
+        figures = {
+            "build_only": False,
+            "cpu_us_per_record": round(us, 3),
+            "records": args.records,
+            "transactions": args.transactions,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+        print(json.dumps(figures))
+    finally:
+        if local is not None:
+            local.cleanup()
+
+
+if __name__ == "__main__":
+    main()
