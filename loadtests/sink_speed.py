@@ -20,26 +20,15 @@ import statistics
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
 
 import pyarrow as pa
 
 from app.connectors import kafka_sink
 from app.connectors.kafka_sink import StepMarker, produce_partition
+from app.runtime.encode import ViewEncoding, output_batch
 
 _BATCH = 20_000
 _WARM_ROUNDS = 2
-_OUTPUT = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("rel", pa.string()),
-        ("topic", pa.string()),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-        ("reason", pa.string()),
-    ]
-)
 #: A waterline header as (b)'s records carry it.
 _HEADERS = {"v": [("tidemark.waterline", b"2026-11-25T10:00:00.000Z")]}
 
@@ -50,20 +39,15 @@ def _cpu() -> float:
 
 
 def batches(topic: str, records: int) -> list[pa.RecordBatch]:
-    """``records`` records of view ``v`` (10,000 keys, 40-byte values) in batches of 20,000."""
+    """``records`` records of view ``v`` (10,000 keys, 40-byte values) in batches of 20,000,
+    in the shape the writers hand the sink (``output_batch``, which reads only the
+    encoding's view and topic)."""
+    encoding = ViewEncoding("v", topic, "append", [], [], {}, None)
     out = []
     for first in range(0, records, _BATCH):
         n = min(_BATCH, records - first)
-        columns: dict[str, list[Any]] = {
-            "kind": ["output"] * n,
-            "rel": ["v"] * n,
-            "topic": [topic] * n,
-            "key": [b"user-%05d" % (i % 10_000) for i in range(first, first + n)],
-            "value": [os.urandom(40) for _ in range(n)],
-            "headers": [None] * n,
-            "reason": [None] * n,
-        }
-        out.append(pa.RecordBatch.from_pydict(columns, schema=_OUTPUT))
+        keys = [b"user-%05d" % (i % 10_000) for i in range(first, first + n)]
+        out.append(output_batch(encoding, keys, [os.urandom(40) for _ in range(n)]))
     return out
 
 

@@ -15,15 +15,10 @@ import pyarrow as pa
 
 from app.connectors.kafka_sink import _count, _output_runs
 
+#: The sink's columns these read (SINK_SCHEMA has more).
+_TEXT = ("kind", "rel", "topic", "reason")
 OUTPUT = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("rel", pa.string()),
-        ("topic", pa.string()),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("reason", pa.string()),
-    ]
+    [*((name, pa.string()) for name in _TEXT), *((b, pa.binary()) for b in ("key", "value"))]
 )
 HEADERS = {"v": [("tidemark.waterline", b"1")], "w": [("tidemark.waterline", b"2")]}
 
