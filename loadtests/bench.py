@@ -1,4 +1,4 @@
-"""The side-by-side benchmark of issue 7: ``python -m loadtests.bench --workload a``.
+"""The side-by-side benchmark: ``python -m loadtests.bench --workload a`` (docs/performance.md).
 
 1. Pre-produce N events of the workload to a fresh topic (loadtests.generator).
 2. The limit: raw confluent-kafka consume rate and fastavro decode rate of that topic.
@@ -11,7 +11,8 @@
    continuously while the generator produces at half that side's measured events/s (the
    steady rate when the run had enough steps, else the whole-run rate; or ``--rate``);
    loadtests.latency reports p50/p99/max of produce-to-visible latency.
-Writes ``loadtests/results/<workload>-<stamp>.json`` and a plot ``docs/img/perf-<w>.png``.
+Writes ``var/loadtests/<workload>-<stamp>.json`` and its plot beside it (``.png``), outside the
+tracked tree; ``--out`` and ``--plot`` choose other places.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ from loadtests.generator import EventShape, produce
 from loadtests.workloads import WORKLOADS
 
 ROOT = Path(__file__).resolve().parent.parent
+# Where a run writes its result and plot unless --out/--plot say otherwise: git-ignored
+# (/var/ in .gitignore), so a run never dirties the tree. The results docs/performance.md
+# cites are the files in loadtests/results/; a run writes there only when told to.
+RESULTS = ROOT / "var" / "loadtests"
 
 
 class TreeCpu:
@@ -44,7 +49,8 @@ class TreeCpu:
     :meth:`split` says where they went (:func:`cpu_part`): in the JVM, its task threads, its
     JIT compilers, its garbage collector and the rest; in Python, the process itself (the
     driver), Spark's workers, and the other processes Spark starts (the Python source's
-    planners). Both sides' JVMs spent about a third of their CPU compiling (issue 7)."""
+    planners). In workload (b) a third of each side's JVM CPU is its JIT compilers
+    (docs/performance.md, "What bounds Tidemark")."""
 
     def __init__(self, pid: int, interval: float = 0.5) -> None:
         self.pid, self.interval = pid, interval
@@ -411,7 +417,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, panels, figsize=(width, 4), squeeze=False)
     ax = axes[0][0]
     colors = ["#1f77b4" if r["side"] == "tidemark" else "#ff7f0e" for r in runs]
-    # The steady rate is the issue's "max sustainable throughput"; the whole-run rate beside
+    # The steady rate is the max sustainable throughput; the whole-run rate beside
     # it pays the cold start, which is where the two sides differ most (see steady_rate).
     x = range(len(runs))
     steady = [r.get("steady_events_per_s") or 0 for r in runs]
@@ -454,11 +460,11 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=90)
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Tidemark vs plain Spark, side by side")
     parser.add_argument("--workload", choices=sorted(WORKLOADS), required=True)
-    # 4M events: over fewer, a run's counted steps end while the peer's JVM is still
-    # warming, which flattered Tidemark (docs/performance.md, eleventh session).
+    # 4M events: over 2M, a run's counted steps end while the peer's JVM is still warming
+    # (its JIT busy for the first ~20 s), which favours Tidemark (docs/performance.md, Method).
     parser.add_argument(
         "--events", type=int, default=4_000_000, help="input events per side (default 4M)"
     )
@@ -472,9 +478,17 @@ def main() -> None:
     parser.add_argument("--warmup-seconds", type=float, default=30)
     parser.add_argument("--measure-seconds", type=float, default=120)
     parser.add_argument("--tail-seconds", type=float, default=60)
-    parser.add_argument("--out", type=Path, default=ROOT / "loadtests" / "results")
-    parser.add_argument("--plot", type=Path, default=None)
-    args = parser.parse_args()
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS, help="result directory (default: var/loadtests/)"
+    )
+    parser.add_argument(
+        "--plot", type=Path, default=None, help="plot file (default: the result's name, .png)"
+    )
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
     if "peer" in args.sides:
         subprocess.run(["bash", str(ROOT / "scripts" / "fetch-spark-peer.sh")], check=True)
     bootstrap, local = broker()
@@ -512,7 +526,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{args.workload}-{time.strftime('%Y%m%dT%H%M%S')}.json"
     path.write_text(json.dumps(result, indent=1))
-    plot(result, args.plot or ROOT / "docs" / "img" / f"perf-{args.workload}.png")
+    plot(result, args.plot or path.with_suffix(".png"))
     print(f"wrote {path}")
 
 

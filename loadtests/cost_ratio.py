@@ -1,4 +1,5 @@
-"""The cost of Tidemark's design against plain Spark, one quick side-by-side run (issue 4).
+"""The cost of Tidemark's design against plain Spark, one quick side-by-side run
+(docs/differential.md, "The cost of the design").
 
 Both sides read the same topic the same way (the ``tidemark-kafka`` source: confluent-kafka +
 fastavro + the late gate) on the same machine, one after the other, with the same Spark

@@ -1,5 +1,6 @@
 """What a Tidemark service with nothing to do costs: ``python -m loadtests.idle_cpu
-[--workload b] [--trigger-ms 0 1000] [--seconds 30]`` (issue 7, the trigger interval's default).
+[--workload b] [--trigger-ms 0 1000] [--seconds 30]`` (the trigger interval's default,
+docs/adr/0003-aggregates-in-one-pandas-state-operator.md).
 
 With the trigger interval 0 (steps back to back, the default) Spark asks the source for new
 offsets whenever a step finds no input, after ``spark.sql.streaming.pollingDelay``

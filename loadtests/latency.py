@@ -1,4 +1,4 @@
-"""End-to-end latency at a fixed input rate (issue 7): ``python -m loadtests.latency`` or
+"""End-to-end latency at a fixed input rate: ``python -m loadtests.latency`` or
 ``python -m loadtests.bench --latency``.
 
 One side (Tidemark or the plain Spark peer, loadtests/side.py) runs continuously in its own
@@ -291,7 +291,7 @@ def slowest_dues(
     steps that started and ended before the output was visible, and the time from the end of
     the last of them to visible (the consumer's own delay, or part of a step still running).
     A p99 made of one long step reads differently from one made of several ordinary ones
-    (issue 7). Each entry is a different episode: a due event read by the same step as a
+    Each entry is a different episode: a due event read by the same step as a
     slower one (neighbouring records of a stateless view) is skipped."""
     latest: dict[float, float] = {}
     for s in samples:
@@ -764,7 +764,7 @@ def main() -> None:
     from loadtests.workloads import WORKLOADS
 
     parser = argparse.ArgumentParser(
-        description="Produce-to-visible latency of each side at a fixed input rate (issue 7)"
+        description="Produce-to-visible latency of each side at a fixed input rate"
     )
     parser.add_argument("--workload", choices=sorted(WORKLOADS), required=True)
     parser.add_argument("--rate", type=float, required=True, help="input events/s")

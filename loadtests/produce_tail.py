@@ -1,4 +1,4 @@
-"""How long a writing task takes after its last batch (issue 7):
+"""How long a writing task takes after its last batch:
 ``python -m loadtests.produce_tail [--batches 4] [--rows 8000] [--gap-ms 40] [--tasks 30]``.
 
 A writing task of (b) gets its completed groups from Spark in a few Arrow batches, with the

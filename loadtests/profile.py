@@ -1,7 +1,8 @@
 """Profile Tidemark's hot path with py-spy over the whole process tree (driver and Python
 workers): ``python -m loadtests.profile --workload a --events 50000``. Writes py-spy's raw
-(collapsed) stacks to ``loadtests/results/profile-<w>.txt`` and prints the top frames by self
-time, grouped by the stage they belong to (consume, decode, gate, Arrow build, encode, produce)."""
+(collapsed) stacks to ``var/loadtests/profile-<w>.txt`` (git-ignored; ``--out`` elsewhere)
+and prints the top frames by self time, grouped by the stage they belong to (consume, decode,
+gate, Arrow build, encode, produce)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from loadtests.bench import ROOT, broker, create_topic, input_schema, shape_of
+from loadtests.bench import RESULTS, ROOT, broker, create_topic, input_schema, shape_of
 from loadtests.generator import produce
 
 
@@ -23,9 +24,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workload", default="a")
     parser.add_argument("--events", type=int, default=50_000)
+    parser.add_argument(
+        "--out", type=Path, default=None, help="default: var/loadtests/profile-<w>.txt"
+    )
     args = parser.parse_args()
     bootstrap, local = broker()
-    out = ROOT / "loadtests" / "results" / f"profile-{args.workload}.txt"
+    out = args.out or RESULTS / f"profile-{args.workload}.txt"
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
         topic = f"profile.{uuid.uuid4().hex[:6]}"

@@ -100,7 +100,7 @@ def _listener(progress: list[dict[str, Any]], announce: bool) -> Any:
             if announce:
                 # One write of the whole line: the service's log lines go to the same stdout
                 # from other threads, and print's separate newline let one land in between
-                # ("STEP 4" + "2026-11-23 ..." on one line, CI of 2026-11-23).
+                # ("STEP 4" and a log line's timestamp on one line).
                 sys.stdout.write(f"STEP {int(p.get('numInputRows', 0))}\n")
                 sys.stdout.flush()
 

@@ -1,4 +1,4 @@
-"""What a writing task's sink costs per record (issue 7, app/connectors/kafka_sink.py):
+"""What a writing task's sink costs per record (app/connectors/kafka_sink.py):
 ``python -m loadtests.sink_speed [--transactions 14] [--records 67000]``.
 
 One writing task of benchmark (b) finishes ~67,000 groups a step and hands the sink its

@@ -1,4 +1,4 @@
-"""Rows per second of the Kafka source's hot path on one core, without a broker (issue 7):
+"""Rows per second of the Kafka source's hot path on one core, without a broker:
 ``python -m loadtests.source_speed [--rows 200000] [--rev GIT_REV] [--profile]``.
 
 It builds ``--rows`` Avro records of workload (a) (loadtests.generator: about 1% late, 5% out of

@@ -1,4 +1,5 @@
-"""Spark's cost of the native path's exact SUM, against a plain ``sum`` (issue 7):
+"""Spark's cost of the native path's exact SUM, against a plain ``sum``
+(docs/adr/0004-native-aggregation-for-after-watermark.md):
 ``python -m loadtests.sum_speed [--rows 8000000] [--repeat 3]``.
 
 A batch aggregation, ``local[2]``, of ``--rows`` cached rows over 10,000 keys and windows of
@@ -6,11 +7,11 @@ A batch aggregation, ``local[2]``, of ``--rows`` cached rows over 10,000 keys an
 
 * ``plain``: ``count(1), sum(n), max(n)``, what the plain Spark job writes (BIGINT ``sum``,
   which fails the query on overflow under ANSI mode);
-* ``decimal``: ``count(1), count(n), sum(cast(n as decimal(38,0))), max(n)``, Tidemark's exact
-  sum until the twelfth session;
+* ``decimal``: ``count(1), count(n), sum(cast(n as decimal(38,0))), max(n)``, the exact
+  sum Tidemark ran before the slices;
 * ``slices``: ``count(1), count(n)``, three BIGINT sums of 21- and 22-bit slices of ``n``, and
-  ``max(n)``, Tidemark's exact sum of a BIGINT (app/runtime/native_aggregate.py), and of an
-  INT until the thirteenth session;
+  ``max(n)``, Tidemark's exact sum of a BIGINT (app/runtime/native_aggregate.py), which an INT
+  used before ``int``;
 * ``int``: what the native path runs for (b)'s ``COUNT(*), SUM(n), MAX(n)`` of an ``INT NOT
   NULL`` ``n`` now: one count for both calls, ``try_sum(cast(n as bigint))`` and ``max(n)``.
 

@@ -1,5 +1,5 @@
 """What pyspark's ``gc.collect()`` after every task costs a forked Python worker, with and
-without ``gc.freeze()`` in the daemon before it forks (issue 7, app/runtime/worker_daemon.py):
+without ``gc.freeze()`` in the daemon before it forks (app/runtime/worker_daemon.py):
 ``python -m loadtests.worker_gc [--tasks 15] [--rows 100000]``.
 
 The parent imports what Tidemark's worker daemon imports and encodes ``--rows`` Avro values of

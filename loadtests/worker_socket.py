@@ -1,5 +1,5 @@
-"""What the socket between Spark and its Python workers costs a task (issue 7,
-app/runtime/session.py): ``python -m loadtests.worker_socket [--jobs 40]``.
+"""What the socket between Spark and its Python workers costs a task
+(app/runtime/session.py): ``python -m loadtests.worker_socket [--jobs 40]``.
 
 Each variant runs in a child process with Tidemark's Spark session (``spark_session()``), with
 ``spark.python.unix.domain.socket.enabled`` as the variant says (``tcp``: Spark's default,

@@ -1,7 +1,8 @@
-"""The three workloads of issue 7, each as a Tidemark program and as the plain Spark job a user
-would write instead (JVM Kafka source, from_avro, withWatermark, groupBy(window).agg, to_avro,
-Kafka sink). Same input bytes, same output rows for accepted events; the peer drops late events
-silently (its watermark) or, stateless, does not notice them, where Tidemark routes them (S5)."""
+"""The three benchmark workloads (docs/performance.md), each as a Tidemark program and as
+the plain Spark job a user would write instead (JVM Kafka source, from_avro, withWatermark,
+groupBy(window).agg, to_avro, Kafka sink). Same input bytes, same output rows for accepted
+events; the peer drops late events silently (its watermark) or, stateless, does not notice
+them, where Tidemark routes them (S5)."""
 
 from __future__ import annotations
 
