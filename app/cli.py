@@ -94,6 +94,12 @@ def run(
     metrics_port: Annotated[int | None, typer.Option(help="Port of /metrics, /healthz.")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML config file.")] = None,
     max_records_per_step: Annotated[int | None, typer.Option(help="Records per step.")] = None,
+    spark_log: Annotated[
+        str | None, typer.Option(help="Spark's own logs: file (default) or console.")
+    ] = None,
+    spark_log_file: Annotated[
+        Path | None, typer.Option(help="File of Spark's logs (default: CHECKPOINT/spark.log).")
+    ] = None,
 ) -> None:
     """Run a program: read its tables' topics, write its views and dead letters."""
     from app.config import load_settings
@@ -108,6 +114,8 @@ def run(
             spark_master=spark_master,
             metrics_port=metrics_port,
             max_records_per_step=max_records_per_step,
+            spark_log=spark_log,
+            spark_log_file=spark_log_file,
         )
         configure_logging(settings.log_format, settings.log_level)
         if settings.program is None:
@@ -121,12 +129,16 @@ def run(
 def _run(circuit: Any, settings: Any, once: bool) -> None:
     from app import __version__
     from app.observability.listener import InputLagProbe, TidemarkQueryListener
-    from app.observability.logging import get_logger
+    from app.observability.logging import get_logger, route_spark_python_logs
     from app.observability.metrics import TidemarkMetrics
     from app.observability.server import BrokerReachability, MetricsServer, Readiness
     from app.runtime.service import Service
 
     log = get_logger("tidemark.cli")
+    # After the program compiled: a rejected program leaves no file behind.
+    route_spark_python_logs(settings.spark_log_path)
+    if settings.spark_log_path is not None:
+        log.info("spark.logs", file=str(settings.spark_log_path))
     kafka_conf = settings.kafka_config()
     metrics = TidemarkMetrics()
     metrics.set_build_info(__version__, str(settings.program))
@@ -147,11 +159,13 @@ def _run(circuit: Any, settings: Any, once: bool) -> None:
         metrics,
         wait_for_topics_seconds=settings.wait_for_topics_seconds,
         exactly_once=settings.exactly_once,
+        spark_log=settings.spark_log_path,
     )
+    probe = InputLagProbe(metrics, kafka_conf)
     listener = TidemarkQueryListener(
         metrics,
         service.state_views(),
-        InputLagProbe(metrics, kafka_conf),
+        probe,
         service.query_topics(),
         observe_step_duration=False,
     )
@@ -166,7 +180,10 @@ def _run(circuit: Any, settings: Any, once: bool) -> None:
         log.info("service.running", once=once, metrics_port=server.port)
         service.wait()
     finally:
+        # Queries and Spark first (Service.wait stopped the queries), then the Kafka clients
+        # of this process, so none is left retrying a connection.
         service.shutdown()
+        probe.close()
         server.stop()
     log.info("service.stopped")
 
@@ -203,14 +220,27 @@ def demo(
     rate: Annotated[int, typer.Option(help="Events per second.")] = 200,
     late_fraction: Annotated[float, typer.Option(help="Share of events sent late.")] = 0.03,
     seed: Annotated[int, typer.Option(help="Random seed of the generator.")] = 7,
+    spark_log: Annotated[
+        str | None, typer.Option(help="Spark's own logs: file (default) or console.")
+    ] = None,
+    spark_log_file: Annotated[
+        Path | None, typer.Option(help="File of Spark's logs (default: var/demo/spark.log).")
+    ] = None,
 ) -> None:
-    """Start a local Kafka broker, generate out-of-order purchases and run purchases.sql."""
-    from app.demo import run_demo
-    from app.observability.logging import configure_logging
+    """Start a local Kafka broker, generate out-of-order purchases and run a program with a
+    filter view and a windowed aggregate on them."""
+    from app.config import load_settings
+    from app.demo import DEMO_SPARK_LOG, run_demo
+    from app.observability.logging import configure_logging, route_spark_python_logs
 
     configure_logging("console", "warning")
     try:
-        ok = run_demo(duration_seconds, rate, late_fraction, seed)
+        settings = load_settings(None, spark_log=spark_log, spark_log_file=spark_log_file)
+        log_file = None
+        if settings.spark_log == "file":
+            log_file = settings.spark_log_file or DEMO_SPARK_LOG
+        route_spark_python_logs(log_file)
+        ok = run_demo(duration_seconds, rate, late_fraction, seed, log_file)
     except TidemarkError as exc:
         _fail(exc)
     raise typer.Exit(0 if ok else 1)

@@ -19,7 +19,10 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from app.errors import ConfigError
 
-__all__ = ["KafkaSecurity", "Settings", "load_settings", "parse_duration_ms"]
+__all__ = ["SPARK_LOG_NAME", "KafkaSecurity", "Settings", "load_settings", "parse_duration_ms"]
+
+#: The Spark log file's name in the checkpoint directory, when ``spark_log_file`` is not set.
+SPARK_LOG_NAME = "spark.log"
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h)?\s*$")
 
@@ -124,6 +127,10 @@ class Settings(BaseSettings):
     metrics_port: int = Field(default=9108, ge=0, le=65535)
     log_format: Literal["json", "console"] | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    #: Spark's own logs (driver JVM log4j2, its stdout/stderr, py4j and pyspark loggers):
+    #: ``file`` keeps the console for Tidemark's lines, ``console`` mixes them in.
+    spark_log: Literal["file", "console"] = "file"
+    spark_log_file: Path | None = None
     trigger_interval: str = "0s"
     max_records_per_step: int = Field(default=200_000, gt=0)
     shuffle_partitions: int = Field(default=4, gt=0)
@@ -140,6 +147,14 @@ class Settings(BaseSettings):
     @property
     def trigger_interval_ms(self) -> int:
         return parse_duration_ms(self.trigger_interval)
+
+    @property
+    def spark_log_path(self) -> Path | None:
+        """The file Spark's logs go to (``spark_log_file``, else ``spark.log`` in the
+        checkpoint directory), or None when they go to the console."""
+        if self.spark_log == "console":
+            return None
+        return self.spark_log_file or self.checkpoint / SPARK_LOG_NAME
 
     def kafka_config(self) -> dict[str, str]:
         """librdkafka settings for every client Tidemark creates."""

@@ -2,10 +2,16 @@
 
 It starts a real Kafka broker (KRaft, local jars), creates the ``purchases`` topic, produces
 out-of-order purchases for a while (a few deliberately late, a few malformed), runs
-``pipelines/purchases.sql`` on local Spark the way ``tidemark run`` does, shows progress per
-step, and ends with a summary whose counts must add up: records in = accepted + late +
-malformed, and what Tidemark says it wrote equals what a consumer reads back from the output
-and dead-letter topics.
+``pipelines/purchases_demo.sql`` (a filter view and a 10-minute window) on local Spark the
+way ``tidemark run`` does, shows progress per step, then what a consumer reads: the filter
+view's last rows, the windows written once final, and one dead letter with its headers
+decoded. It ends with a summary whose counts must add up: records in = accepted + late +
+malformed, and what Tidemark says it wrote equals what a consumer reads back from each
+output topic and the dead-letter topic.
+
+Spark's own logs go to a file (``DEMO_SPARK_LOG`` unless told otherwise), and everything is
+stopped in order before the broker: the streaming query, Spark, then this process's Kafka
+clients, so the console shows Tidemark's lines only.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import shutil
 import tempfile
 import threading
 import time
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,18 +31,28 @@ from rich.table import Table as RichTable
 
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.topic_reader import read_topic
+from app.errors import TidemarkError
 from app.local_kafka import LocalKafka
 from app.runtime.step_sink import StepReport
 
 __all__ = ["run_demo"]
 
-PROGRAM = Path(__file__).resolve().parent.parent / "pipelines" / "purchases.sql"
+PROGRAM = Path(__file__).resolve().parent.parent / "pipelines" / "purchases_demo.sql"
+#: Where the demo's Spark logs go by default (relative to the working directory); each run
+#: starts them afresh.
+DEMO_SPARK_LOG = Path("var") / "demo" / "spark.log"
 HOUR_MS = 3_600_000
+#: Event time passes this many times faster than the wall clock, so 20 seconds of demo
+#: cover 100 minutes of purchases and the waterline (one hour behind) closes windows.
+EVENT_TIME_SPEED = 300
+#: Rows of each output view shown at the end.
+SHOWN_ROWS = 4
 
 
 class _Generator:
-    """Out-of-order purchases: event time runs 1 minute per second, jitter within the
-    1-hour LATENESS, a share sent 2-3 hours behind (late once the waterline moved)."""
+    """Out-of-order purchases: event time runs :data:`EVENT_TIME_SPEED` times the wall
+    clock, jitter within the 1-hour LATENESS, a share sent 2-3 hours behind (late once the
+    waterline moved)."""
 
     def __init__(self, conf: dict[str, str], rate: int, late_fraction: float, seed: int) -> None:
         import json
@@ -44,7 +61,7 @@ class _Generator:
 
         schema = json.loads((PROGRAM.parent.parent / "schemas" / "purchase.avsc").read_text())
         self.codec = AvroCodec(schema)
-        self.producer = Producer({**conf, "linger.ms": 5, "log_level": 3})
+        self.producer: Any = Producer({**conf, "linger.ms": 5, "log_level": 3})
         self.rate, self.late_fraction = rate, late_fraction
         self.random = random.Random(seed)
         self.sent = self.late_sent = self.malformed_sent = 0
@@ -55,12 +72,19 @@ class _Generator:
         started = time.monotonic()
         while not self.stop.is_set() and time.monotonic() - started < seconds:
             tick = time.monotonic()
-            clock = self.start_ms + int((tick - started) * 60_000)
+            clock = self.start_ms + int((tick - started) * 1000 * EVENT_TIME_SPEED)
             for _ in range(max(1, self.rate // 10)):
                 self._one(clock)
             self.producer.poll(0)
             time.sleep(max(0.0, 0.1 - (time.monotonic() - tick)))
         self.producer.flush(30)
+
+    def close(self) -> None:
+        """Flush and destroy the producer: no client of it keeps reconnecting to a broker
+        that is stopping."""
+        if self.producer is not None:
+            self.producer.flush(30)
+            self.producer = None
 
     def _one(self, clock: int) -> None:
         r = self.random
@@ -91,7 +115,116 @@ def _warm_up(generator: _Generator, service: Any, timeout_seconds: float = 180) 
         time.sleep(0.5)
 
 
-def run_demo(duration_seconds: int, rate: int, late_fraction: float, seed: int) -> bool:
+def _wait_settled(service: Any, timeout_seconds: float = 30) -> None:
+    """Wait until no query has a step in flight and none started a step for a while: the
+    step Spark runs after the waterline moved, without new input, writes the windows that
+    became final then."""
+    deadline = time.monotonic() + timeout_seconds
+    seen: list[Any] = []
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline:
+        now = [q.lastProgress and q.lastProgress.get("batchId") for q in service.queries]
+        busy = any(q.status.get("isTriggerActive") for q in service.queries)
+        if busy or now != seen:
+            seen, quiet_since = now, time.monotonic()
+        elif time.monotonic() - quiet_since > 2.5:
+            return
+        time.sleep(0.25)
+
+
+def _clear_logs(log_file: Path) -> None:
+    """Remove an earlier demo's Spark logs, so the file holds this run's only."""
+    from app.observability.logging import jvm_output_path
+
+    for path in [log_file, jvm_output_path(log_file), *log_file.parent.glob(f"{log_file.name}.*")]:
+        path.unlink(missing_ok=True)
+
+
+def _time(millis: int, seconds: bool = True) -> str:
+    """An epoch-millisecond time as ``2026-11-24 21:40:58`` (UTC; minutes only without
+    ``seconds``)."""
+    moment = datetime.fromtimestamp(millis / 1000, tz=UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
+
+
+def _read_view(messages: list[Any], schema: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    """A view's records decoded, and the ``tidemark.waterline`` header of the last one."""
+    codec = AvroCodec(schema)
+    records = [codec.decode(msg.value()) for msg in messages]
+    waterline = dict(messages[-1].headers() or []).get("tidemark.waterline") if messages else None
+    return records, waterline.decode() if waterline else "-"
+
+
+def _show_outputs(console: Console, circuit: Any, read_back: dict[str, list[Any]]) -> None:
+    """The filter view's last rows and the final windows, decoded as a consumer reads them."""
+    large = circuit.view("large_purchase").output
+    windows = circuit.view("purchases_per_10m").output
+    rows, waterline = _read_view(read_back["large_purchase"], large.value_schema)
+    shown = RichTable(
+        title=f"{large.topic}: the filter view, rows as they arrive",
+        caption=f"last {min(SHOWN_ROWS, len(rows))} of {len(rows)}; "
+        f"tidemark.waterline {waterline}",
+        title_justify="left",
+    )
+    for column in ("date_time", "credit_card", "amount"):
+        shown.add_column(column, justify="right")
+    for row in rows[-SHOWN_ROWS:]:
+        shown.add_row(_time(row["date_time"]), str(row["credit_card"]), str(row["amount"]))
+    console.print(shown)
+    rows, waterline = _read_view(read_back["purchases_per_10m"], windows.value_schema)
+    rows.sort(key=lambda row: int(row["window_start"]))
+    shown = RichTable(
+        title=f"{windows.topic}: 10-minute windows, each written once, when final",
+        caption=f"last {min(SHOWN_ROWS, len(rows))} of {len(rows)}; "
+        f"tidemark.waterline {waterline}",
+        title_justify="left",
+    )
+    for column in ("window", "purchases", "total", "largest"):
+        shown.add_column(column, justify="left" if column == "window" else "right")
+    for row in rows[-SHOWN_ROWS:]:
+        span = f"{_time(row['window_start'], False)}-{_time(row['window_end'], False)[-5:]}"
+        shown.add_row(span, str(row["purchases"]), str(row["total"]), str(row["largest"]))
+    console.print(shown)
+
+
+def _show_dead_letter(console: Console, table: Any, dlq: list[Any]) -> None:
+    """One dead letter (a late one if any), its headers decoded, its value the original."""
+    if not dlq:
+        console.print(f"no dead letters in {table.dead_letter_topic}")
+        return
+    reasons = [dict(m.headers() or []).get("tidemark.error.reason") for m in dlq]
+    msg = dlq[reasons.index(b"late")] if b"late" in reasons else dlq[0]
+    shown = RichTable(
+        title=f"one dead letter from {table.dead_letter_topic}, as a consumer reads it",
+        show_header=True,
+        title_justify="left",
+    )
+    shown.add_column("header")
+    shown.add_column("value")
+    for key, value in msg.headers() or []:
+        if key.startswith("tidemark."):
+            shown.add_row(key, value.decode(errors="replace"))
+    value = msg.value() or b""
+    try:
+        original = AvroCodec(table.avro_schema).decode(value)
+        what = ", ".join(
+            f"{k}={_time(v) if k == 'date_time' else v}" for k, v in original.items()
+        )
+    except TidemarkError:
+        what = "not Avro"
+    shown.add_row("(value)", f"{len(value)} bytes, the original record unchanged: {what}")
+    console.print(shown)
+
+
+def run_demo(
+    duration_seconds: int,
+    rate: int,
+    late_fraction: float,
+    seed: int,
+    spark_log: Path | None = None,
+) -> bool:
+    """Run the demo; ``spark_log`` is the file for Spark's own logs (None: the console).
+    True when every check of the summary holds."""
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     from app.program.compile import compile_program
@@ -105,6 +238,15 @@ def run_demo(duration_seconds: int, rate: int, late_fraction: float, seed: int) 
         f"program {PROGRAM.name}: {len(circuit.tables)} table(s), "
         f"{len(circuit.views)} view(s); starting a local Kafka broker..."
     )
+    if spark_log is not None:
+        spark_log.parent.mkdir(parents=True, exist_ok=True)
+        _clear_logs(spark_log)
+        from app.observability.logging import jvm_output_path
+
+        console.print(
+            f"Spark's own logs go to {spark_log} (its JVM's output: "
+            f"{jvm_output_path(spark_log).name})"
+        )
     workdir = Path(tempfile.mkdtemp(prefix="tidemark-demo-"))
     totals: dict[str, int] = {"in": 0, "accepted": 0, "steps": 0}
     dead: dict[str, int] = {}
@@ -120,84 +262,111 @@ def run_demo(duration_seconds: int, rate: int, late_fraction: float, seed: int) 
         for view, n in report.outputs.items():
             outputs[view] = outputs.get(view, 0) + n
         last["waterline"] = report.waterlines.get("date_time")
+        if report.records_in == 0 and not any(report.outputs.values()):
+            return  # a step without input that wrote nothing
         from app.connectors.kafka_sink import format_time_value
 
+        letters = " ".join(f"{r} {n}" for r, n in sorted(report.dead_letters.items()) if n)
         console.print(
             f"step {report.step or '-':>3}  in {report.records_in:>5}  accepted "
-            f"{report.accepted:>5}  dead letters {dict(sorted(report.dead_letters.items()))}  "
-            f"out {sum(report.outputs.values()):>5}  waterline "
-            f"{format_time_value(last['waterline'], 'ms')}  ({report.seconds:.1f}s)"
+            f"{report.accepted:>5}  dead letters {letters or '-':<18} out "
+            f"{sum(report.outputs.values()):>5}  waterline "
+            f"{format_time_value(last['waterline'], 'ms')}  ({report.seconds:.1f}s)",
+            soft_wrap=True,
         )
 
+    table = circuit.table("purchase")
+    #: Output view -> its topic.
+    views = {v.name: v.output.topic for v in circuit.views if v.output is not None}
+    generator: _Generator | None = None
+    service: Any = None
     try:
         with LocalKafka(workdir=workdir / "kafka") as kafka:
             conf = {"bootstrap.servers": kafka.bootstrap_servers}
-            admin = AdminClient({**conf, "log_level": 3})
-            admin.create_topics([NewTopic("purchases", 2, 1)])["purchases"].result(30)
-            console.print(
-                f"broker at {kafka.bootstrap_servers}; generating {rate} purchases/s "
-                f"for {duration_seconds}s ({late_fraction:.0%} sent late)"
-            )
-            generator = _Generator(conf, rate, late_fraction, seed)
-            service = Service(
-                circuit,
-                conf,
-                workdir / "checkpoint",
-                trigger_interval_ms=1000,
-                max_records_per_step=max(500, rate * 2),
-                on_step=on_step,
-            )
-            console.print("starting Spark (local[2]) and the streaming query...")
-            service.start()
-            _warm_up(generator, service)
-            producing = threading.Thread(
-                target=generator.run, args=(duration_seconds,), daemon=True
-            )
-            producing.start()
-            producing.join()
-            console.print(
-                f"generator done: {generator.sent} records sent; waiting for "
-                "Tidemark to process them all..."
-            )
-            deadline = time.monotonic() + 300
-            while totals["in"] < generator.sent and time.monotonic() < deadline:
-                time.sleep(0.5)
-            service.stop()
-            service.shutdown()
-            output_topic = circuit.view("large_purchase").output.topic  # type: ignore[union-attr]
-            table = circuit.table("purchase")
-            out_read = len(read_topic(conf, output_topic))
-            dlq = read_topic(conf, table.dead_letter_topic)
+            try:
+                admin = AdminClient({**conf, "log_level": 3})
+                admin.create_topics([NewTopic("purchases", 2, 1)])["purchases"].result(30)
+                del admin
+                console.print(
+                    f"broker at {kafka.bootstrap_servers}; generating {rate} purchases/s "
+                    f"for {duration_seconds}s ({late_fraction:.0%} sent late)"
+                )
+                generator = _Generator(conf, rate, late_fraction, seed)
+                service = Service(
+                    circuit,
+                    conf,
+                    workdir / "checkpoint",
+                    trigger_interval_ms=1000,
+                    max_records_per_step=max(500, rate * 2),
+                    on_step=on_step,
+                    spark_log=spark_log,
+                )
+                console.print("starting Spark (local[2]) and the streaming query...")
+                service.start()
+                _warm_up(generator, service)
+                producing = threading.Thread(
+                    target=generator.run, args=(duration_seconds,), daemon=True
+                )
+                producing.start()
+                producing.join()
+                console.print(
+                    f"generator done: {generator.sent} records sent; waiting for "
+                    "Tidemark to process them all..."
+                )
+                deadline = time.monotonic() + 300
+                while totals["in"] < generator.sent and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                _wait_settled(service)
+                console.print("stopping the streaming query and Spark...")
+                # Spark stops before the broker: no task or worker is left writing to it.
+                service.stop()
+                service.shutdown()
+                read_back = {name: read_topic(conf, topic) for name, topic in views.items()}
+                dlq = read_topic(conf, table.dead_letter_topic)
+            finally:
+                if service is not None:
+                    try:
+                        service.stop()
+                    finally:
+                        service.shutdown()
+                if generator is not None:
+                    generator.close()
+            console.print("stopping the broker...")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    _show_outputs(console, circuit, read_back)
+    _show_dead_letter(console, table, dlq)
     dlq_reasons: dict[str, int] = {}
     for msg in dlq:
         reason = dict(msg.headers() or [])["tidemark.error.reason"].decode()
         dlq_reasons[reason] = dlq_reasons.get(reason, 0) + 1
     late, malformed = dead.get("late", 0), dead.get("malformed", 0)
+    written = {name: outputs.get(name, 0) for name in views}
+    read_counts = {name: len(read_back[name]) for name in views}
     checks = [
         ("records in = produced", totals["in"] == generator.sent),
         (
             "in = accepted + late + malformed + other dead letters",
             totals["in"] == totals["accepted"] + sum(dead.values()),
         ),
-        ("output written = output read back", sum(outputs.values()) == out_read),
+        ("output written = output read back, per view", written == read_counts),
         ("dead letters written = read back, per reason", dead == dlq_reasons),
     ]
     summary = RichTable(title="Tidemark demo summary", show_header=True)
     summary.add_column("what")
     summary.add_column("count", justify="right")
-    for name, value in [
+    rows: list[tuple[str, int]] = [
         ("records produced", generator.sent),
         ("records in (read by Tidemark)", totals["in"]),
         ("accepted", totals["accepted"]),
-        ("late -> purchases.dlq", late),
-        ("malformed -> purchases.dlq", malformed),
-        ("out -> purchases.large (written)", sum(outputs.values())),
-        ("purchases.large read back", out_read),
-        ("purchases.dlq read back", len(dlq)),
-        ("steps", totals["steps"]),
-    ]:
+        (f"late -> {table.dead_letter_topic}", late),
+        (f"malformed -> {table.dead_letter_topic}", malformed),
+    ]
+    for name, topic in views.items():
+        rows.append((f"out -> {topic} (written)", written[name]))
+        rows.append((f"{topic} read back", read_counts[name]))
+    rows += [(f"{table.dead_letter_topic} read back", len(dlq)), ("steps", totals["steps"])]
+    for name, value in rows:
         summary.add_row(name, str(value))
     console.print(summary)
     for name, ok in checks:

@@ -10,23 +10,30 @@ burst of a million late rows makes six warning lines, not a million.
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 import structlog
 from structlog.typing import FilteringBoundLogger, Processor
 
 __all__ = [
+    "SPARK_PYTHON_LOGGERS",
     "LateRowLog",
     "LogFormat",
     "bind_program",
     "configure_logging",
     "get_logger",
+    "jvm_output_path",
     "log_dead_letters",
     "powers_of_ten_between",
+    "route_spark_python_logs",
+    "spark_log4j2_properties",
     "step_context",
+    "write_spark_log4j2_config",
 ]
 
 LogFormat = Literal["json", "console"]
@@ -180,3 +187,112 @@ def log_dead_letters(
     for reason, count in sorted(counts_by_reason.items()):
         if count > 0:
             logger.info("dead_letters", table=table, reason=reason, count=count)
+
+
+# Spark's own logs -------------------------------------------------------------------------
+#
+# With ``TIDEMARK_SPARK_LOG=file`` (the default) the console carries Tidemark's lines only.
+# Spark's come from three places, and each goes to a file next to ``spark_log_file``:
+#
+# - the driver JVM's log4j2 (WARN lines, "Current batch is falling behind"): the file itself,
+#   through the configuration :func:`write_spark_log4j2_config` writes, rolled at
+#   :data:`SPARK_LOG_ROLL_SIZE` with :data:`SPARK_LOG_ROLLED_FILES` kept;
+# - the JVM's own stdout and stderr (lines the JVM prints before log4j2 starts, and the
+#   output of the Python worker daemon and workers, which Spark copies there):
+#   :func:`jvm_output_path`, given to the JVM as its stdout and stderr at launch;
+# - the driver's Python loggers of py4j and pyspark: the same file as log4j2's, through a
+#   handler that reopens it after log4j2 rolled it (:func:`route_spark_python_logs`).
+
+#: The driver process's Python loggers that belong to Spark rather than to Tidemark.
+SPARK_PYTHON_LOGGERS = ("py4j", "pyspark")
+#: Size at which the Spark log file is rolled to ``<file>.1`` (log4j2 size syntax).
+SPARK_LOG_ROLL_SIZE = "16 MB"
+#: How many rolled Spark log files are kept; older ones are deleted.
+SPARK_LOG_ROLLED_FILES = 4
+
+_SPARK_LOG4J2 = """\
+# Written by Tidemark (app/observability/logging.py): the driver JVM's log4j2 output goes to
+# {log_file}, rolled at {roll_size} with {rolled} older files kept.
+status = error
+appender.file.type = RollingFile
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.filePattern = {log_file}.%i
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = {roll_size}
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = {rolled}
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+"""
+
+
+def _properties_value(text: str) -> str:
+    """``text`` as a Java properties value: backslashes escaped, leading blanks kept."""
+    escaped = text.replace("\\", "\\\\")
+    return "\\" + escaped if escaped[:1].isspace() else escaped
+
+
+def spark_log4j2_properties(log_file: Path) -> str:
+    """The log4j2 configuration that sends the driver JVM's logs to ``log_file`` (absolute),
+    at WARN and above, rolled by size."""
+    return _SPARK_LOG4J2.format(
+        log_file=_properties_value(str(log_file.absolute())),
+        roll_size=SPARK_LOG_ROLL_SIZE,
+        rolled=SPARK_LOG_ROLLED_FILES,
+    )
+
+
+def write_spark_log4j2_config(log_file: Path) -> Path:
+    """Write :func:`spark_log4j2_properties` beside ``log_file`` and return its path.
+
+    The file is rewritten whole (write, then rename), so a JVM starting at the same moment
+    reads either the old or the new configuration, never half of one.
+    """
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    path = log_file.with_name(f"{log_file.stem}-log4j2.properties")
+    partial = path.with_name(f".{path.name}.tmp")
+    partial.write_text(spark_log4j2_properties(log_file))
+    partial.replace(path)
+    return path
+
+
+def jvm_output_path(log_file: Path) -> Path:
+    """Where the driver JVM's stdout and stderr go when Spark logs to ``log_file``:
+    ``spark.log`` -> ``spark.out`` in the same directory."""
+    return log_file.with_name(f"{log_file.stem}.out")
+
+
+class _SparkLogHandler(logging.handlers.WatchedFileHandler):
+    """The Spark Python loggers' file handler, told apart by :func:`route_spark_python_logs`."""
+
+
+def route_spark_python_logs(log_file: Path | None) -> None:
+    """Send the py4j and pyspark loggers to ``log_file`` instead of the console; ``None``
+    sends them back through the root logger's handler (:func:`configure_logging`).
+
+    Their level is WARNING either way (py4j logs every gateway call at INFO). The handler
+    reopens the file when log4j2 has rolled it, so both write to the current file.
+    """
+    for name in SPARK_PYTHON_LOGGERS:
+        logger = logging.getLogger(name)
+        for handler in [h for h in logger.handlers if isinstance(h, _SparkLogHandler)]:
+            logger.removeHandler(handler)
+            handler.close()
+        if log_file is None:
+            logger.propagate = True
+            continue
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handler = _SparkLogHandler(log_file, encoding="utf-8", delay=True)
+        handler.setFormatter(
+            logging.Formatter(
+                "%(asctime)s %(levelname)s %(name)s: %(message)s", "%y/%m/%d %H:%M:%S"
+            )
+        )
+        logger.addHandler(handler)
+        logger.setLevel(logging.WARNING)
+        logger.propagate = False

@@ -130,6 +130,8 @@ class Service:
     on_step: Callable[[StepReport], None] | None = None
     wait_for_topics_seconds: float = 0
     exactly_once: bool = True
+    #: Where Spark's own logs go (``app.runtime.session.spark_session``); None: the console.
+    spark_log: Path | None = None
     queries: list[StreamingQuery] = field(default_factory=list)
     spark: SparkSession | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
@@ -150,6 +152,7 @@ class Service:
                 rows_in_jvm=not all(
                     computed_in_source_tasks(self.circuit, table) for table in self.circuit.tables
                 ),
+                spark_log=self.spark_log,
             )
             log.info(
                 "spark.started",

@@ -4,6 +4,12 @@ Local mode by default (the embedded default of the demo and tests). Python worke
 the interpreter that has Tidemark installed, so ``PYSPARK_PYTHON`` is pinned to it before the
 JVM starts (the default picks the system python, whose missing packages look like a crash of
 the Python worker). State lives in RocksDB so it is checkpointed with the offsets.
+
+Given a ``spark_log`` file, the driver JVM is started with its log4j2 output in that file and
+its stdout and stderr (with the Python worker daemon's and workers', which Spark copies there)
+in the ``.out`` file beside it, so the console shows Tidemark's lines only
+(:mod:`app.observability.logging`, ``TIDEMARK_SPARK_LOG``). A log4j2 configuration the
+operator put in ``SPARK_CONF_DIR`` is left in charge of the JVM's log4j2 output.
 """
 
 from __future__ import annotations
@@ -17,11 +23,18 @@ import tempfile
 from pathlib import Path
 
 import structlog
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from app.connectors.kafka_source import KafkaSource
+from app.observability.logging import jvm_output_path, write_spark_log4j2_config
 
-__all__ = ["COORDINATOR_JAVA_OPTIONS", "spark_session"]
+__all__ = [
+    "COORDINATOR_JAVA_OPTIONS",
+    "driver_java_options",
+    "operator_log4j2_config",
+    "spark_session",
+]
 
 log = structlog.get_logger("tidemark.session")
 
@@ -42,6 +55,7 @@ def spark_session(
     app_name: str = "tidemark",
     local_dir: Path | None = None,
     rows_in_jvm: bool = True,
+    spark_log: Path | None = None,
 ) -> SparkSession:
     """The session, with the JVM started for it if none runs yet (then every setting here
     applies; an existing session keeps its JVM and takes only the runtime SQL settings).
@@ -49,46 +63,50 @@ def spark_session(
     ``rows_in_jvm=False`` says that no query of the session computes over rows in the JVM:
     every table's views are computed in the source's Python tasks (ADR 0007), and the JVM
     only plans, schedules and keeps the logs. Such a JVM then compiles with C1 alone
-    (:data:`COORDINATOR_JAVA_OPTIONS`)."""
+    (:data:`COORDINATOR_JAVA_OPTIONS`).
+
+    ``spark_log``: the file of Spark's own logs (see the module docstring); ``None`` leaves
+    them on the console. Both apply only to a JVM started here."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     python = os.environ["PYSPARK_PYTHON"]
     if master.startswith("local"):
         python = _local_python(python, local_dir)
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
+    conf = (
+        SparkConf(loadDefaults=False)
+        .setMaster(master)
+        .setAppName(app_name)
+        .set("spark.ui.enabled", "false")
+        .set("spark.ui.showConsoleProgress", "false")
         # The source's `kafka` option carries the client settings, SASL password included:
         # redact it (and anything named like a secret) wherever Spark prints a plan.
-        .config("spark.sql.redaction.options.regex", "(?i)url|kafka|password|secret|token")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config(
+        .set("spark.sql.redaction.options.regex", "(?i)url|kafka|password|secret|token")
+        .set("spark.sql.session.timeZone", "UTC")
+        .set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .set(
             "spark.sql.streaming.stateStore.providerClass",
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         )
-        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        .set("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         # Every step writes Spark's offset log and commit log (and state files) through this.
         # The default (FileContext API) took 35-40 ms per small file on a local disk, this one
         # (FileSystem API, write then rename, atomic on a POSIX file system like the chart's
         # checkpoint volume) 11-22 ms: measured on an idle rate-source query (issue 7). The
         # setting is Spark-internal and the class has moved package before: a Spark upgrade
         # that moves it again stops every query at start with CANNOT_LOAD_CHECKPOINT_FILE_MANAGER.
-        .config(
+        .set(
             "spark.sql.streaming.checkpointFileManagerClass",
             "org.apache.spark.sql.execution.streaming.checkpointing."
             "FileSystemBasedCheckpointFileManager",
         )
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "20000")
+        .set("spark.sql.execution.arrow.maxRecordsPerBatch", "20000")
         # Spark's default 64 MB cap on the Arrow batches it sends to Python workers is checked
         # by sizing the batch after every row, which walks the nested `headers` vectors each
         # time: a JVM profile of benchmark (a) showed it as the hottest frame, and lifting the
         # cap (Int.MaxValue skips the check) took the run from 41.7 s to 28.3 s. Batches stay
         # bounded by maxRecordsPerBatch rows.
-        .config("spark.sql.execution.arrow.maxBytesPerBatch", str(2**31 - 1))
-        .config("spark.python.worker.reuse", "true")
+        .set("spark.sql.execution.arrow.maxBytesPerBatch", str(2**31 - 1))
+        .set("spark.python.worker.reuse", "true")
         # Spark talks to its Python workers over loopback TCP by default, and every Python
         # task then lost ~40 ms (the length of Linux's delayed ACK) waiting for its input: a
         # trivial two-task mapInArrow job's tasks took 61 ms, 27 ms over a Unix domain
@@ -97,36 +115,99 @@ def spark_session(
         # mapInArrow), so this was ~80 ms of every step; the plain Spark job has none. The
         # sockets are files in the JVM's temporary directory (/tmp: an emptyDir in the chart's
         # pod, whose root file system is read-only). loadtests.worker_socket measures it.
-        .config("spark.python.unix.domain.socket.enabled", "true")
-        .config("spark.python.daemon.module", "app.runtime.worker_daemon")
+        .set("spark.python.unix.domain.socket.enabled", "true")
+        .set("spark.python.daemon.module", "app.runtime.worker_daemon")
         # With no input waiting, Spark asks the source for new offsets again after this long
         # (10 ms by default). Steps run back to back by default (trigger interval 0), and at
         # 10 ms an idle service took 15% of a core asking Kafka for its end offsets; at
         # 100 ms 4% (1% with a 1 s trigger): measured with no input, issue 7. Under load a
         # step always finds input, so it never waits; after a quiet spell the first record
         # waits at most this long.
-        .config("spark.sql.streaming.pollingDelay", "100ms")
-        .config("spark.sql.adaptive.enabled", "false")
-        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+        .set("spark.sql.streaming.pollingDelay", "100ms")
+        .set("spark.sql.adaptive.enabled", "false")
+        .set("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
     )
     if local_dir is not None:
-        builder = builder.config("spark.local.dir", str(local_dir))
-    if not rows_in_jvm:
+        conf.set("spark.local.dir", str(local_dir))
+    java_options = driver_java_options(rows_in_jvm, spark_log)
+    if java_options:
         # Spark prepends these to spark.driver.extraJavaOptions (the chart's spark-defaults
-        # sets those), so an operator's own -XX:TieredStopAtLevel there still wins.
-        builder = builder.config("spark.driver.defaultJavaOptions", COORDINATOR_JAVA_OPTIONS)
+        # sets those), so an operator's own -XX:TieredStopAtLevel or
+        # -Dlog4j2.configurationFile there still wins.
+        conf.set("spark.driver.defaultJavaOptions", java_options)
     # What Spark starts its Python processes with is read from the environment when the JVM
     # and the SparkContext start (the JVM's data source lookup takes PYSPARK_DRIVER_PYTHON);
     # the process's own settings are left as they were.
     configured = {name: os.environ[name] for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     os.environ.update(dict.fromkeys(configured, python))
     try:
-        spark = builder.getOrCreate()
+        # A JVM already running (started by an earlier session of this process) keeps the
+        # output streams and options it was started with.
+        if spark_log is not None and SparkContext._gateway is None:
+            _start_jvm(conf, jvm_output_path(spark_log))
+        spark = SparkSession.builder.config(conf=conf).getOrCreate()
     finally:
         os.environ.update(configured)
     spark.sparkContext.setLogLevel("WARN")
     spark.dataSource.register(KafkaSource)
     return spark
+
+
+#: Names log4j2 looks for on the classpath, where spark-submit puts SPARK_CONF_DIR.
+_LOG4J2_FILES = ("log4j2.properties", "log4j2.xml", "log4j2.yaml", "log4j2.yml", "log4j2.json")
+
+
+def operator_log4j2_config() -> Path | None:
+    """The log4j2 configuration in the Spark configuration directory the driver JVM will read
+    (``SPARK_CONF_DIR``, else ``$SPARK_HOME/conf`` as spark-submit does), if there is one."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if not conf_dir:
+        import pyspark
+
+        spark_home = os.environ.get("SPARK_HOME") or str(Path(pyspark.__file__).parent)
+        conf_dir = os.path.join(spark_home, "conf")
+    for name in _LOG4J2_FILES:
+        path = Path(conf_dir) / name
+        if path.is_file():
+            return path
+    return None
+
+
+def _java_option(text: str) -> str:
+    """One JVM option as Spark splits ``spark.driver.defaultJavaOptions``: quoted when it
+    holds a blank or a quote."""
+    if not any(c.isspace() or c in "\"'\\" for c in text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def driver_java_options(rows_in_jvm: bool, spark_log: Path | None) -> str:
+    """``spark.driver.defaultJavaOptions`` of a new driver JVM: C1 alone for a JVM that
+    only coordinates, and the log4j2 configuration that writes to ``spark_log`` (written
+    here) unless the operator's Spark configuration directory has one."""
+    options = [] if rows_in_jvm else [COORDINATOR_JAVA_OPTIONS]
+    if spark_log is not None:
+        operator = operator_log4j2_config()
+        if operator is None:
+            config = write_spark_log4j2_config(spark_log)
+            options.append(_java_option(f"-Dlog4j2.configurationFile={config.absolute()}"))
+        else:
+            log.info("session.operator_log4j2", config=str(operator))
+    return " ".join(options)
+
+
+def _start_jvm(conf: SparkConf, output: Path) -> None:
+    """Start the driver JVM and its SparkContext with the JVM's stdout and stderr appended
+    to ``output``; the Python processes Spark starts inherit those streams (their stderr
+    is copied to the JVM's), so a worker's last words land there too."""
+    from pyspark.java_gateway import launch_gateway
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with open(output, "ab") as stream:
+        gateway = launch_gateway(  # type: ignore[no-untyped-call]
+            conf, popen_kwargs={"stdout": stream, "stderr": stream}
+        )
+    SparkContext(conf=conf, gateway=gateway)
 
 
 def _local_python(python: str, local_dir: Path | None) -> str:
