@@ -1,22 +1,35 @@
 # syntax=docker/dockerfile:1
-# Tidemark image (issue 8): Java 17 + the project in a virtualenv, non-root, tini as PID 1.
+# Tidemark image: Java 17 + the project in a virtualenv, non-root, tini as PID 1.
 # Build:  docker build -t tidemark:0.1.0 .
+#         or, without a Docker engine, scripts/build-image.sh (podman/buildah, base image made
+#         from Debian packages and passed as PYTHON_IMAGE; docs/deployment.md)
 # Run:    docker run -v $PWD/pipelines/purchases.sql:/etc/tidemark/program.sql:ro \
 #           -e TIDEMARK_BOOTSTRAP_SERVERS=broker:9092 tidemark:0.1.0
 # The same image serves as Spark executor on Kubernetes (`entrypoint.sh executor`).
+#
+# PYTHON_IMAGE is any Debian bookworm image whose `python` is CPython 3.11 with venv: the
+# official python image (python in /usr/local/bin) or Debian's own python3, python3-venv and
+# python-is-python3 (python in /usr/bin). The venv path below, lib/python3.11, holds on both.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
-# ---- build: wheels for the project and its dependencies, installed into a venv -------------
-FROM ${PYTHON_IMAGE} AS build
+# ---- deps: the dependencies pinned in pyproject.toml, in a venv -----------------------------
+# Their own stage and layer: a change to app/ rebuilds only the small wheel below and the
+# layer that installs it, instead of downloading pyspark again and copying the whole venv.
+FROM ${PYTHON_IMAGE} AS deps
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/tidemark/venv
 COPY pyproject.toml README.md ./
-COPY app ./app
-# The project from this source tree, with the versions pinned in pyproject.toml.
-RUN /opt/tidemark/venv/bin/pip install --no-compile . \
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > /tmp/requirements.txt \
+    && /opt/tidemark/venv/bin/pip install --no-compile -r /tmp/requirements.txt \
     && find /opt/tidemark/venv -name '__pycache__' -type d -prune -exec rm -rf {} +
+
+# ---- wheel: the project from this source tree ----------------------------------------------
+FROM deps AS wheel
+COPY app ./app
+RUN /opt/tidemark/venv/bin/pip wheel --no-deps --wheel-dir /wheels .
 
 # ---- runtime ------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}
@@ -36,7 +49,13 @@ RUN apt-get update \
     && mkdir -p /etc/tidemark /var/lib/tidemark/checkpoint /var/lib/tidemark/spark-local \
     && chown -R tidemark:tidemark /var/lib/tidemark
 
-COPY --from=build /opt/tidemark/venv /opt/tidemark/venv
+COPY --from=deps /opt/tidemark/venv /opt/tidemark/venv
+# The project's wheel into the venv; pip check: the versions pinned in pyproject.toml hold.
+RUN --mount=type=bind,from=wheel,source=/wheels,target=/tmp/wheels \
+    /opt/tidemark/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps \
+        --no-compile /tmp/wheels/tidemark-*.whl \
+    && /opt/tidemark/venv/bin/pip check \
+    && find /opt/tidemark/venv -name '__pycache__' -type d -prune -exec rm -rf {} +
 COPY docker/entrypoint.sh /opt/tidemark/entrypoint.sh
 COPY docker/spark-defaults.conf /opt/tidemark/spark-conf/spark-defaults.conf
 COPY pipelines /opt/tidemark/pipelines
@@ -45,8 +64,10 @@ COPY schemas /opt/tidemark/schemas
 # PYSPARK_PYTHON: Python workers must run the venv's interpreter, which has the project's
 # packages (ARCHITECTURE.md). SPARK_DRIVER_MEMORY is read by spark-submit when PySpark starts
 # the driver JVM. Scratch space and the checkpoint live under /var/lib/tidemark, the one
-# writable volume; the root filesystem can stay read-only.
+# writable volume; the root filesystem can stay read-only. LANG: Java 17 takes its default
+# charset from the locale; the official python image sets C.UTF-8, a bare Debian base does not.
 ENV PATH=/opt/tidemark/venv/bin:$PATH \
+    LANG=C.UTF-8 \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYSPARK_PYTHON=/opt/tidemark/venv/bin/python \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Entry point of the Tidemark image (issue 8).
+# Entry point of the Tidemark image.
 #
 #   entrypoint.sh [tidemark arguments...]   exec `tidemark "$@"` (the image's CMD is `run`)
 #   entrypoint.sh executor                  a Spark executor: Spark on Kubernetes starts executor
