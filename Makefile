@@ -10,12 +10,16 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test lint typecheck setup kafka tools clean
 
+# pip's output (setuptools' editable-install notices among it) goes to $(PIP_LOG), shown
+# only when the install fails.
+PIP_LOG := $(VENV)/pip-install.log
+
 # The virtual environment, reinstalled only when pyproject.toml changes.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "installing Tidemark and its dependencies into $(VENV) (first run only)..."
-	@$(BIN)/pip install --quiet --upgrade pip
-	@$(BIN)/pip install --quiet -e '.[dev]'
+	@{ $(BIN)/pip install --upgrade pip && $(BIN)/pip install -e '.[dev]'; } \
+		> $(PIP_LOG) 2>&1 || { cat $(PIP_LOG); echo "pip install failed (log: $(PIP_LOG))"; exit 1; }
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
