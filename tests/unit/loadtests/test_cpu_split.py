@@ -1,4 +1,4 @@
-"""Where a side's CPU went (loadtests.bench.TreeCpu.split, issue 7)."""
+"""Where a side's CPU went (loadtests.bench.TreeCpu.split)."""
 
 from __future__ import annotations
 
