@@ -16,11 +16,13 @@ clients, so the console shows Tidemark's lines only.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -115,6 +117,38 @@ def _warm_up(generator: _Generator, service: Any, timeout_seconds: float = 180) 
         time.sleep(0.5)
 
 
+class _InBackground:
+    """``function()`` run in a thread; :meth:`wait` joins it and raises what it raised."""
+
+    def __init__(self, function: Callable[[], object]) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(function,), daemon=True)
+        self._thread.start()
+
+    def _run(self, function: Callable[[], object]) -> None:
+        try:
+            function()
+        except BaseException as exc:  # noqa: BLE001 - handed to wait()
+            self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+
+def _stop(service: Any, opening: _InBackground) -> None:
+    """Stop the queries (the step in flight finishes), then Spark; safe to repeat. A session
+    still starting is waited for first, so no JVM outlives the demo."""
+    with contextlib.suppress(Exception):  # raised where the session was needed
+        opening.wait()
+    try:
+        service.stop()
+    finally:
+        service.shutdown()
+
+
 def _wait_settled(service: Any, timeout_seconds: float = 30) -> None:
     """Wait until no query has a step in flight and none started a step for a while: the
     step Spark runs after the waterline moved, without new input, writes the windows that
@@ -159,13 +193,9 @@ def _show_outputs(console: Console, circuit: Any, read_back: dict[str, list[Any]
     """The filter view's last rows and the final windows, decoded as a consumer reads them."""
     large = circuit.view("large_purchase").output
     windows = circuit.view("purchases_per_10m").output
-    rows, waterline = _read_view(read_back["large_purchase"], large.value_schema)
-    shown = RichTable(
-        title=f"{large.topic}: the filter view, rows as they arrive",
-        caption=f"last {min(SHOWN_ROWS, len(rows))} of {len(rows)}; "
-        f"tidemark.waterline {waterline}",
-        title_justify="left",
-    )
+    rows, _ = _read_view(read_back["large_purchase"], large.value_schema)
+    console.print(f"[bold]{large.topic}[/]: the filter view, rows as they arrive")
+    shown = RichTable(caption=f"last {min(SHOWN_ROWS, len(rows))} of {len(rows)}")
     for column in ("date_time", "credit_card", "amount"):
         shown.add_column(column, justify="right")
     for row in rows[-SHOWN_ROWS:]:
@@ -173,18 +203,18 @@ def _show_outputs(console: Console, circuit: Any, read_back: dict[str, list[Any]
     console.print(shown)
     rows, waterline = _read_view(read_back["purchases_per_10m"], windows.value_schema)
     rows.sort(key=lambda row: int(row["window_start"]))
-    shown = RichTable(
-        title=f"{windows.topic}: 10-minute windows, each written once, when final",
-        caption=f"last {min(SHOWN_ROWS, len(rows))} of {len(rows)}; "
-        f"tidemark.waterline {waterline}",
-        title_justify="left",
-    )
+    console.print(f"[bold]{windows.topic}[/]: 10-minute windows, each written once, when final")
+    shown = RichTable(caption=f"last {min(SHOWN_ROWS, len(rows))} of {len(rows)}")
     for column in ("window", "purchases", "total", "largest"):
         shown.add_column(column, justify="left" if column == "window" else "right")
     for row in rows[-SHOWN_ROWS:]:
         span = f"{_time(row['window_start'], False)}-{_time(row['window_end'], False)[-5:]}"
         shown.add_row(span, str(row["purchases"]), str(row["total"]), str(row["largest"]))
     console.print(shown)
+    console.print(
+        f"final: each window ends at or before its record's tidemark.waterline ({waterline})",
+        soft_wrap=True,
+    )
 
 
 def _show_dead_letter(console: Console, table: Any, dlq: list[Any]) -> None:
@@ -194,11 +224,9 @@ def _show_dead_letter(console: Console, table: Any, dlq: list[Any]) -> None:
         return
     reasons = [dict(m.headers() or []).get("tidemark.error.reason") for m in dlq]
     msg = dlq[reasons.index(b"late")] if b"late" in reasons else dlq[0]
-    shown = RichTable(
-        title=f"one dead letter from {table.dead_letter_topic}, as a consumer reads it",
-        show_header=True,
-        title_justify="left",
-    )
+    topic = table.dead_letter_topic
+    console.print(f"one dead letter from [bold]{topic}[/], as a consumer reads it")
+    shown = RichTable(show_header=True)
     shown.add_column("header")
     shown.add_column("value")
     for key, value in msg.headers() or []:
@@ -278,11 +306,23 @@ def run_demo(
     table = circuit.table("purchase")
     #: Output view -> its topic.
     views = {v.name: v.output.topic for v in circuit.views if v.output is not None}
+    #: The broker's address once it is up; the service reads it from ``start()`` on.
+    conf: dict[str, str] = {}
+    service = Service(
+        circuit,
+        conf,
+        workdir / "checkpoint",
+        trigger_interval_ms=1000,
+        max_records_per_step=max(1000, rate * 5),
+        on_step=on_step,
+        spark_log=spark_log,
+    )
+    # Spark's JVM starts while the broker does: neither needs the other to start.
+    opening = _InBackground(service.open_session)
     generator: _Generator | None = None
-    service: Any = None
     try:
         with LocalKafka(workdir=workdir / "kafka") as kafka:
-            conf = {"bootstrap.servers": kafka.bootstrap_servers}
+            conf["bootstrap.servers"] = kafka.bootstrap_servers
             try:
                 admin = AdminClient({**conf, "log_level": 3})
                 admin.create_topics([NewTopic("purchases", 2, 1)])["purchases"].result(30)
@@ -292,16 +332,8 @@ def run_demo(
                     f"for {duration_seconds}s ({late_fraction:.0%} sent late)"
                 )
                 generator = _Generator(conf, rate, late_fraction, seed)
-                service = Service(
-                    circuit,
-                    conf,
-                    workdir / "checkpoint",
-                    trigger_interval_ms=1000,
-                    max_records_per_step=max(500, rate * 2),
-                    on_step=on_step,
-                    spark_log=spark_log,
-                )
                 console.print("starting Spark (local[2]) and the streaming query...")
+                opening.wait()
                 service.start()
                 _warm_up(generator, service)
                 producing = threading.Thread(
@@ -318,21 +350,17 @@ def run_demo(
                     time.sleep(0.5)
                 _wait_settled(service)
                 console.print("stopping the streaming query and Spark...")
-                # Spark stops before the broker: no task or worker is left writing to it.
-                service.stop()
-                service.shutdown()
+                _stop(service, opening)
                 read_back = {name: read_topic(conf, topic) for name, topic in views.items()}
                 dlq = read_topic(conf, table.dead_letter_topic)
             finally:
-                if service is not None:
-                    try:
-                        service.stop()
-                    finally:
-                        service.shutdown()
+                # Spark before the broker: no task or worker is left writing to it.
+                _stop(service, opening)
                 if generator is not None:
                     generator.close()
             console.print("stopping the broker...")
     finally:
+        _stop(service, opening)
         shutil.rmtree(workdir, ignore_errors=True)
     _show_outputs(console, circuit, read_back)
     _show_dead_letter(console, table, dlq)
