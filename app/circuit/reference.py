@@ -3,11 +3,11 @@
 It runs a :class:`~app.circuit.ir.Circuit` step by step (SPEC S1) over explicit step inputs,
 in plain Python, favouring obviousness over speed. Per step, in this order:
 
-1. **Late gate per table** (S2-S7, :class:`LateGate`): NOT NULL violations are dead letters
-   ``invalid``; rows too far ahead of the wall clock (``max_future``) are ``future``; the other
-   rows form D(t) and move the waterlines (``w_c(t) = max(w_c(t-1), max D(t).c - L)``, late
-   rows included, punctuations too); a row is ``late`` iff ``r.c < w_c(t-1)`` for some LATENESS
-   column. Only accepted rows go on.
+1. **Late gate per table** (S2-S7): NOT NULL violations are dead letters ``invalid``; rows
+   too far ahead of the wall clock (``max_future``) are ``future``; the other rows form D(t)
+   and move the waterlines (S3, late rows included, punctuations too); a row is ``late``
+   (S5) on the first LATENESS column where it is below the waterline. Both rules are
+   :mod:`app.circuit.waterline`'s, shared with the Spark runtime. Only accepted rows go on.
 2. **Views in dependency order** (S8): each view turns its input's delta (a Z-set: rows with
    weight +1/-1) into its own delta through its operators in IR order. Aggregate views keep
    per-group accumulators; a view with its own LATENESS (L2, decoding case) runs a late gate on
@@ -39,11 +39,11 @@ from app.circuit.ir import (
     Window,
 )
 from app.circuit.scalar import evaluate_expr, is_true
+from app.circuit.waterline import Waterlines
 from app.circuit.windows import window_bounds
 
 __all__ = [
     "DeadLetter",
-    "LateGate",
     "OutputRecord",
     "Punctuation",
     "Reference",
@@ -130,55 +130,6 @@ class StepResult:
 
 
 # ---------------------------------------------------------------------------------------------
-# Waterlines and the late gate (S3-S7).
-
-
-def _advance(current: int | None, candidate: int | None) -> int | None:
-    """``max`` with None as -infinity: waterlines never decrease (S3)."""
-    if candidate is None:
-        return current
-    if current is None:
-        return candidate
-    return max(current, candidate)
-
-
-class LateGate:
-    """S3/S5 for one relation: the waterline of each LATENESS column and the late filter.
-
-    ``columns`` are ``(column, lateness)`` in declaration order. :meth:`admit` judges a whole
-    step's rows against ``w(t-1)`` and only then moves the waterlines, so the rows of the step
-    that moved a waterline are judged by its previous value.
-    """
-
-    def __init__(self, columns: Sequence[tuple[str, int]]) -> None:
-        self.columns = tuple(columns)
-        self.waterlines: dict[str, int | None] = {name: None for name, _ in self.columns}
-
-    def late_column(self, row: Row) -> str | None:
-        """The first LATENESS column on which ``row`` is late (``r.c < w_c(t-1)``), if any."""
-        for name, _ in self.columns:
-            value, waterline = row.get(name), self.waterlines[name]
-            if value is not None and waterline is not None and value < waterline:
-                return name
-        return None
-
-    def advance(self, rows: Iterable[Row], punctuations: Iterable[Punctuation] = ()) -> None:
-        """``w_c(t) = max(w_c(t-1), max{r.c} - L)`` over all well-formed rows and bounds."""
-        lateness = dict(self.columns)
-        highest: dict[str, int | None] = {name: None for name in lateness}
-        for row in rows:
-            for name in lateness:
-                highest[name] = _advance(highest[name], row.get(name))
-        for mark in punctuations:
-            for name in lateness:
-                if mark.column is None or mark.column == name:
-                    highest[name] = _advance(highest[name], mark.bound)
-        for name, top in highest.items():
-            if top is not None:
-                self.waterlines[name] = _advance(self.waterlines[name], top - lateness[name])
-
-
-# ---------------------------------------------------------------------------------------------
 # Time sources: which waterline closes which column (S10/S11/S14).
 
 
@@ -258,7 +209,7 @@ class _ViewRuntime:
                 self.post.append(op)
         self.groups: dict[tuple[Any, ...], _Group] = {}
         self.gate = (
-            LateGate([(vl.column, vl.amount) for vl in view.lateness]) if view.lateness else None
+            Waterlines([(vl.column, vl.amount) for vl in view.lateness]) if view.lateness else None
         )
         self.started = False
         self.completion: tuple[int, _TimeSource] | None = None  # (key index, window source)
@@ -405,7 +356,7 @@ class _ViewRuntime:
             return None
         return int(value) if source.kind == "window_end" else int(value) + int(source.size or 0)
 
-    def complete(self, group: _Group, waterlines: _Waterlines) -> bool:
+    def complete(self, group: _Group, waterlines: _AllWaterlines) -> bool:
         """S11: the group's window is closed once ``w(t) >= window_end``."""
         end = self.window_end(group)
         if end is None or self.completion is None:
@@ -415,7 +366,7 @@ class _ViewRuntime:
         return waterline is not None and waterline >= end
 
     def emit(
-        self, waterlines: _Waterlines, batch_time_ms: int, view_waterline: int | None
+        self, waterlines: _AllWaterlines, batch_time_ms: int, view_waterline: int | None
     ) -> list[OutputRecord]:
         """Write this step's records per EmitPolicy and format, then free closed groups."""
         records: list[OutputRecord] = []
@@ -533,25 +484,25 @@ class _Sequence:
         return self.value
 
 
-class _Waterlines:
+class _AllWaterlines:
     """All waterlines: tables' LATENESS columns and views' own LATENESS columns."""
 
-    def __init__(self, gates: Mapping[str, LateGate]) -> None:
+    def __init__(self, gates: Mapping[str, Waterlines]) -> None:
         self.gates = gates
 
     def get(self, owner: str, column: str) -> int | None:
         gate = self.gates.get(owner)
-        return None if gate is None else gate.waterlines.get(column)
+        return None if gate is None else gate.values.get(column)
 
 
 # ---------------------------------------------------------------------------------------------
 # The evaluator.
 
 
-def _table_gate(table: Table) -> LateGate:
+def _table_gate(table: Table) -> Waterlines:
     order = {col.name: index for index, col in enumerate(table.columns)}
     columns = sorted(((lt.column, lt.amount) for lt in table.lateness), key=lambda c: order[c[0]])
-    return LateGate(columns)
+    return Waterlines(columns)
 
 
 class Reference:
@@ -560,8 +511,8 @@ class Reference:
 
     def __init__(self, circuit: Circuit) -> None:
         self.circuit = circuit
-        self.gates: dict[str, LateGate] = {t.name: _table_gate(t) for t in circuit.tables}
-        self.waterlines = _Waterlines(self.gates)
+        self.gates: dict[str, Waterlines] = {t.name: _table_gate(t) for t in circuit.tables}
+        self.waterlines = _AllWaterlines(self.gates)
         self.next_seq = _Sequence()
         sources: dict[str, dict[str, _TimeSource]] = {
             t.name: {lt.column: _TimeSource(t.name, lt.column, "forwarded") for lt in t.lateness}
@@ -606,7 +557,7 @@ class Reference:
                 if view.output is not None:
                     outputs[view.name] = tuple(records)
         return StepResult(
-            waterlines={name: dict(gate.waterlines) for name, gate in self.gates.items()},
+            waterlines={name: dict(gate.values) for name, gate in self.gates.items()},
             view_waterlines=view_waterlines,
             dead_letters=tuple(dead),
             outputs=outputs,
@@ -674,15 +625,18 @@ class Reference:
                     DeadLetter(
                         table.name, original, "late",
                         f"column {late} = {row[late]} is below the waterline "
-                        f"{gate.waterlines[late]} of table {table.name}",
-                        column=late, value=row[late], waterline=gate.waterlines[late],
+                        f"{gate.values[late]} of table {table.name}",
+                        column=late, value=row[late], waterline=gate.values[late],
                     )
                 )
-        gate.advance((row for _, row in well_formed), step.punctuations.get(table.name, ()))
+        gate.advance(
+            (row for _, row in well_formed),
+            ((mark.column, mark.bound) for mark in step.punctuations.get(table.name, ())),
+        )
         return accepted
 
     def _gate_view(
-        self, runtime: _ViewRuntime, gate: LateGate, delta: list[_Change], dead: list[DeadLetter]
+        self, runtime: _ViewRuntime, gate: Waterlines, delta: list[_Change], dead: list[DeadLetter]
     ) -> list[_Change]:
         """L2 decoding case: a view's own LATENESS gates the view's rows like S3/S5 do."""
         table = self.circuit.root_table(runtime.view.name).name
@@ -696,9 +650,9 @@ class Reference:
                 DeadLetter(
                     table, change.origin if change.origin is not None else change.row, "late",
                     f"column {runtime.view.name}.{late} = {change.row[late]} is below the "
-                    f"waterline {gate.waterlines[late]} of view {runtime.view.name}",
+                    f"waterline {gate.values[late]} of view {runtime.view.name}",
                     column=f"{runtime.view.name}.{late}", value=change.row[late],
-                    waterline=gate.waterlines[late],
+                    waterline=gate.values[late],
                 )
             )
         gate.advance(change.row for change in delta if change.weight > 0)

@@ -12,7 +12,8 @@ reference comparison share it. A record is exactly one of:
   1-9999, a DECIMAL with too many digits), which Spark could not hold (S7);
 - ``future``: a TIMESTAMP LATENESS value more than ``max_future_ms`` ahead of the step's wall
   clock (S7; the wall clock is recorded in the step's offsets, so a replay judges alike);
-- ``late``: some LATENESS column below its waterline w(t-1) (S5; equal is on time);
+- ``late``: some LATENESS column below its waterline w(t-1) (S5; equal is on time; the test
+  is :func:`app.circuit.waterline.is_late`, per column :func:`~app.circuit.waterline.late_mask`);
 - ``ok``: an accepted row.
 
 Only ``ok`` and ``late`` rows and punctuation move a waterline (S3: D(t) is every well-formed
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from app.circuit.waterline import is_late, late_mask
 from app.connectors.avro_codec import AvroCodec
 from app.errors import SerializationError
 
@@ -86,16 +88,6 @@ def _above(values: npt.NDArray[Any], bound: int) -> npt.NDArray[np.bool_]:
     if bound < _INT64[0]:
         return np.ones(len(values), np.bool_)
     result: npt.NDArray[np.bool_] = values > bound
-    return result
-
-
-def _below(values: npt.NDArray[Any], bound: int) -> npt.NDArray[np.bool_]:
-    """``values < bound`` for int64 values and any Python int bound (no overflow)."""
-    if bound <= _INT64[0]:
-        return np.zeros(len(values), np.bool_)
-    if bound > _INT64[1]:
-        return np.ones(len(values), np.bool_)
-    result: npt.NDArray[np.bool_] = values < bound
     return result
 
 
@@ -233,7 +225,7 @@ class LateGate:
                     )
         for name, _ in self.spec.lateness:
             mark = self.waterlines.get(name)
-            if mark is not None and row[name] < mark:
+            if is_late(row[name], mark):
                 return GateVerdict(
                     "late",
                     row,
@@ -246,7 +238,7 @@ class LateGate:
 
     def accepts(self, decoded: DecodedColumns) -> npt.NDArray[np.bool_]:
         """Which rows of a decoded chunk :meth:`classify` would call ``ok``, for the columnar
-        path (issue 7): decoded exactly, no NULL in a NOT NULL column, every value in its
+        path: decoded exactly, no NULL in a NOT NULL column, every value in its
         column's range, not in the future, not late. The same checks as ``classify``, made
         per column; a row it does not accept goes through ``classify`` for its verdict and
         message, so this may only ever be stricter, never looser."""
@@ -266,9 +258,7 @@ class LateGate:
             for name in self._future_cols:
                 ok &= ~_above(fields[name].numbers(), limit)
         for name, _ in self.spec.lateness:
-            mark = self.waterlines.get(name)
-            if mark is not None:
-                ok &= ~_below(fields[name].numbers(), mark)
+            ok &= ~late_mask(fields[name].numbers(), self.waterlines.get(name))
         return ok
 
     def _undecodable(self, value: bytes, exc: SerializationError) -> GateVerdict:

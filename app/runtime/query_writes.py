@@ -39,6 +39,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from app.circuit.waterline import advance, next_waterline
 from app.connectors.kafka_sink import (
     StepMarker,
     format_time_value,
@@ -73,29 +74,20 @@ def waterline_after(
     summary: Iterable[Mapping[str, Any]],
     lateness: Iterable[tuple[str, int]],
 ) -> dict[str, int | None]:
-    """S3: ``w(t) = max(w(t-1), max(D(t)) - L)`` per waterline column, from the step's
-    summary rows, of which the probes count (``detail``: the JSON maxima); a column no probe
-    saw keeps ``w(t-1)``."""
-    maxima: dict[str, int] = {}
+    """S3 (:func:`app.circuit.waterline.next_waterline`) per waterline column, from the
+    step's summary rows, of which the probes count (``detail``: the JSON maxima); a column no
+    probe saw keeps ``w(t-1)``."""
+    maxima: dict[str, int | None] = {}
     for row in summary:
         if row["kind"] != "probe":
             continue
         for col, value in json.loads(row["detail"]).items():
-            if (
-                col != "_accepted"
-                and value is not None
-                and (col not in maxima or value > maxima[col])
-            ):
-                maxima[col] = int(value)
-    result: dict[str, int | None] = {}
-    for column, amount in lateness:
-        old = previous.get(column)
-        top = maxima.get(column)
-        candidate = None if top is None else top - amount
-        result[column] = (
-            old if candidate is None else candidate if old is None else max(old, candidate)
-        )
-    return result
+            if col != "_accepted" and value is not None:
+                maxima[col] = advance(maxima.get(col), int(value))
+    return {
+        column: next_waterline(previous.get(column), maxima.get(column), amount)
+        for column, amount in lateness
+    }
 
 
 def view_headers(
@@ -148,7 +140,7 @@ class SourceSide:
     produce, for writing task :data:`DEAD_LETTER_TASK`, which produces them in its own
     transaction. A source task with a transaction of its own held the end of the step's first
     stage for its commit (an in-run A/B at (b)'s half load: stage 0 mean 149 ms with, 135 ms
-    without, issue 7); without ``dead_letter_topic`` the step views' job writes them."""
+    without); without ``dead_letter_topic`` the step views' job writes them."""
 
     table: str
     maxima: tuple[str, ...]

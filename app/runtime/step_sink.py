@@ -3,7 +3,7 @@
 It runs on the driver once per micro-batch (= step, SPEC S1), in two Spark jobs:
 
 1. the first brings back the step's probe rows, from which the driver computes the table's
-   new waterlines ``w(t) = max(w(t-1), max(D(t)) - L)`` (S3), stored under the step number so
+   new waterlines (S3, :mod:`app.circuit.waterline`), stored under the step number so
    the next step's late gate (and a replay of this one) sees exactly w(t-1) (S5);
 2. the second writes the output changes, with the S14 ``tidemark.waterline`` header of each
    view, which is why it waits for every probe, and the dead letters (S6); the stateless

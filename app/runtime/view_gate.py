@@ -4,12 +4,11 @@ When the event time arrives as text, LATENESS goes on the decoded column of a (l
 That view's rows then get their own late gate, exactly S3/S5 over the view's rows of a step
 (docs/semantics.md, "LATENESS on a view column"):
 
-- the view's waterline is ``w(t) = max(w(t-1), max of the step's view rows - L)``, late rows
-  included, NULLs (a failed CAST) ignored;
-- a view row is late iff its value is below ``w(t-1)``; it becomes a dead letter of the
-  **root table** with the original Kafka key, value and headers (the table frame carries
-  ``_key``/``_value``/``_headers``/``_partition``/``_offset`` as far as this gate), and
-  ``tidemark.late.column = "<view>.<column>"``.
+- the view's waterline moves by S3 over the step's view rows, late rows included, NULLs (a
+  failed CAST) ignored; a view row is late by S5 (both :mod:`app.circuit.waterline`'s); it
+  becomes a dead letter of the **root table** with the original Kafka key, value and headers
+  (the table frame carries ``_key``/``_value``/``_headers``/``_partition``/``_offset`` as far
+  as this gate), and ``tidemark.late.column = "<view>.<column>"``.
 
 The view's waterline lives next to the table's, in the table's waterline files, under the
 key ``"<view>.<column>"`` (:func:`waterline_key`), so one file per step still holds everything
@@ -34,6 +33,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from app.circuit.waterline import advance, is_late
 from app.connectors.kafka_source import load_waterlines
 from app.runtime.sink_rows import gate_rows
 
@@ -108,14 +108,12 @@ def gate_view_rows(
                 marks[step] = load_waterlines(spec.state_dir, int(step))
                 maxima[step] = {c: None for c, _, _ in spec.columns}
                 late_rows[step] = 0
-            verdict: tuple[str, int, int] | None = None
+            verdict: tuple[str, int | None, int | None] | None = None
             for col, _, _ in spec.columns:
                 value, mark = values[col][i], marks[step].get(waterline_key(spec.view, col))
-                if verdict is None and value is not None and mark is not None and value < mark:
+                if verdict is None and is_late(value, mark):
                     verdict = (col, value, mark)
-                top = maxima[step][col]
-                if value is not None and (top is None or value > top):
-                    maxima[step][col] = value
+                maxima[step][col] = advance(maxima[step][col], value)
             if verdict is None:
                 kinds.append("ok")
                 messages.append(None)
