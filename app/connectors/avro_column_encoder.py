@@ -1,4 +1,4 @@
-"""Encode many rows of one flat record schema as schemaless Avro values at once (issue 7).
+"""Encode many rows of one flat record schema as schemaless Avro values at once.
 
 The mirror of :mod:`app.connectors.avro_columns`: a stateless view writes every row it keeps,
 and encoding them one by one (a dict per row, fastavro's ``schemaless_writer`` per record)

@@ -1,4 +1,4 @@
-"""Decode many schemaless Avro values of one flat record schema at once, into columns (issue 7).
+"""Decode many schemaless Avro values of one flat record schema at once, into columns.
 
 Per-record decoding (fastavro builds a dict per value, the gate looks at it, Arrow is built from
 lists of those dicts) costs several microseconds a row in Python. For the common table, a record

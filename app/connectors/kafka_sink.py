@@ -141,12 +141,12 @@ _PRODUCER_SETTINGS: dict[str, Any] = {
     # (sparse connections), init_transactions often found no connection to the coordinator
     # yet and waited for its 500 ms coordinator query timer: 22 of 48 fresh transactional
     # producers took ~0.51 s to init against a local broker, none with this off (median
-    # 8 ms); every writing task of every step starts one (issue 7).
+    # 8 ms); every writing task of every step starts one.
     "enable.sparse.connections": False,
     "acks": "all",
     # Delivery reports of failed records only: a step produces every output record through
     # here, and a Python callback per delivered record was a fifth of the producer's CPU
-    # (50,000 transactional records: 0.19 s -> 0.15 s, issue 7). A transaction with a failed
+    # (50,000 transactional records: 0.19 s -> 0.15 s). A transaction with a failed
     # record cannot commit either way.
     "delivery.report.only.error": True,
     "linger.ms": 5,
@@ -216,7 +216,7 @@ def _produce_partition(
         if not dead_letters and headers_column.null_count == len(batch):
             # Output records only (a view's batch): one run per view and topic, sharing the
             # view's S14 headers, and no Python object per row but its key and value (the
-            # per-row lists, tuples and counting were ~0.5-1 us a record, issue 7).
+            # per-row lists, tuples and counting were ~0.5-1 us a record).
             runs.extend(_output_runs(batch, keys, values, view_headers))
             continue
         rels = batch.column("rel").to_pylist()
@@ -389,7 +389,7 @@ class _Opened:
 #: Per worker process: each transactional id's producer, kept after its task's transaction
 #: ended cleanly so the id's next task here skips creating and initialising one, with the
 #: token of its claim. Creating and ``init_transactions`` took 7.3 ms at the median and up to
-#: 507 ms (p99 78 ms) per writing task per step, and writing tasks waited for it (issue 7).
+#: 507 ms (p99 78 ms) per writing task per step, and writing tasks waited for it.
 #: Least recently used first.
 _KEPT: OrderedDict[str, tuple[Any, bytes]] = OrderedDict()
 #: Enough for every writing task of a few table queries; older producers are closed.
@@ -485,7 +485,7 @@ def open_early(conf: Mapping[str, str], marker: StepMarker | None) -> None:
     """Start opening this task's transaction now, in a thread, so that creating the
     producer, fencing (``init_transactions``) and reading the marker overlap the task's work
     before its records instead of following it: against a local broker that took a
-    transaction's critical part from 42-52 ms to 26-33 ms (median, issue 7), with rare
+    transaction's critical part from 42-52 ms to 26-33 ms (median), with rare
     ~0.5 s inits hidden too. The task's :func:`produce_partition` takes it over, or waits it
     out if the task has nothing to write. Opened for one batch only: an opener left by an
     earlier step is never used (its marker reading is stale)."""
@@ -562,7 +562,7 @@ def _write_transaction(
             # No delivery callback: a record Kafka did not take puts the transaction in the
             # abortable state and its commit fails (librdkafka's transactional contract), which
             # the retry below handles. A callback per record cost ~0.3 of the ~2.4 µs of CPU a
-            # record took to produce (issue 7, nineteenth session).
+            # record took to produce.
             for run in runs:
                 _produce_run(producer, run)
             remaining = _flush(producer)
@@ -618,7 +618,7 @@ def _marker_reader(conf: Mapping[str, str], tid: str) -> Any:
     It never joins the group; it only fetches the committed marker (each call asks the group
     coordinator, with ``require_stable`` under read_committed, so a kept one reads what a new
     one would) and names the group in ``send_offsets_to_transaction``. A new consumer spent
-    ~60 ms of every transactional task connecting (issue 7, measured)."""
+    ~60 ms of every transactional task connecting (measured)."""
     from confluent_kafka import Consumer
 
     key = _marker_key(conf, tid)

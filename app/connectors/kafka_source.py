@@ -15,7 +15,7 @@ maxima of the step's well-formed rows and punctuation, from which the sink compu
 The probe also flows through Spark's ``withWatermark`` so Spark's own state eviction follows the
 same waterline.
 
-Decoding is column-wise (issue 7): a chunk of up to ``_BATCH_ROWS`` messages is decoded with
+Decoding is column-wise: a chunk of up to ``_BATCH_ROWS`` messages is decoded with
 numpy (:mod:`app.connectors.avro_columns`), the plain ``ok`` rows pass the gate per column
 (:meth:`LateGate.accepts`), and only the others (late, future, bad, punctuation) are classified
 one by one, so verdicts and messages are the per-record gate's. ``loadtests/source_speed.py``
@@ -87,7 +87,7 @@ META_COLUMNS: tuple[tuple[str, str], ...] = (
 #: 0008; the source option ``narrow``): each row's kind (a probe row carries the slice's
 #: maxima to Spark's watermark) and its arrival (ARG_MAX ties). Its source tasks write the
 #: dead letters themselves, so the rest never has to reach Spark, whose scan turns every
-#: column of every row from Arrow into its own row format (issue 7: a JVM profile of (b)
+#: column of every row from Arrow into its own row format (a JVM profile of (b)
 #: had that conversion in a fifth of its task threads' samples).
 QUERY_META = ("_kind", "_partition", "_offset", "_step")
 
@@ -243,13 +243,13 @@ def _consumer(conf: Mapping[str, str]) -> Any:
                 "max.partition.fetch.bytes": 10485760,
                 # A slice is only read when its offsets exist, so the broker never has to
                 # hold a fetch for data; with the 500 ms default, the first fetch after the
-                # previous slice's unassign waited ~0.45 s (issue 7, measured).
+                # previous slice's unassign waited ~0.45 s (measured).
                 "fetch.wait.max.ms": 10,
                 # Once its prefetch queue passes queued.min.messages (100,000: about a slice),
                 # librdkafka postpones the partition's next fetch by this much, 1 s by
                 # default, and the fetcher sat out that second while the reader waited: half
                 # the first-pass source tasks of (a) took 1.2-1.5 s instead of 0.3-0.4 s
-                # (Spark event log, issue 7).
+                # (Spark event log).
                 "fetch.queue.backoff.ms": 10,
                 "log_level": 3,
             }
@@ -693,7 +693,7 @@ def _fetch(conf: Mapping[str, str], topic: str, part: KafkaPartitionSlice) -> It
         while True:
             # Never ask for more than the slice still holds: consume() waits its whole timeout
             # for a count it cannot reach, which cost every slice ending at the topic's end a
-            # full second (issue 7, measured). Gaps (transaction markers) make the count an
+            # full second (measured). Gaps (transaction markers) make the count an
             # upper bound, hence the short timeout and the position check below.
             wanted = max(1, min(10_000, part.end - following))
             messages = consumer.consume(num_messages=wanted, timeout=0.2)
@@ -768,7 +768,7 @@ class _SliceReader:
     """Turns chunks of one slice's messages into Arrow batches, keeping the probe's figures.
 
     Two paths give the same rows (tests/unit/connectors/test_columnar_source.py compares
-    them): the columnar one (issue 7) decodes a whole chunk with numpy
+    them): the columnar one decodes a whole chunk with numpy
     (:class:`ColumnarDecoder`), lets :meth:`LateGate.accepts` pass the plain ``ok`` rows per
     column and asks :meth:`LateGate.classify` only about the others (late, bad, punctuation),
     so the verdicts and messages are the gate's own; the per-record one classifies every

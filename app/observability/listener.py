@@ -166,7 +166,7 @@ class ProgressListener(StreamingQueryListener):
     step, six of which end a Java map's iteration in an exception that PySpark's error
     conversion identifies by class lookups through every jar on the class path. Measured on
     a stateful query: 150-210 ms of the driver per progress event (against 1 ms for the
-    progress's JSON), every step, while the next step plans (issue 7). Built from the JSON
+    progress's JSON), every step, while the next step plans. Built from the JSON
     with PySpark's own ``fromJson`` (the form Spark Connect uses), the event is the same
     :class:`StreamingQueryProgress`. Register it with ``spark.streams.addListener`` as any
     listener; only how its Java side converts a progress event differs."""

@@ -1,4 +1,4 @@
-"""Stateless step views over Arrow, in the source's own task (issue 7, ADR 0007).
+"""Stateless step views over Arrow, in the source's own task (ADR 0007).
 
 Why: a step sink view (:mod:`app.runtime.step_views`) computed by Spark sends every accepted
 row of the step from the source's slice into the JVM and the view's rows back out to Python

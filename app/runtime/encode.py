@@ -131,7 +131,7 @@ def encode_view_rows(
     batches: Iterator[pa.RecordBatch], enc: ViewEncoding
 ) -> Iterator[pa.RecordBatch]:
     """A stateless view's rows (plus the step's ``_ptime``) to sink rows: column-wise when
-    the schemas allow (issue 7), else one row at a time; the bytes are the same."""
+    the schemas allow, else one row at a time; the bytes are the same."""
     encoders = enc.columnar()
     for batch in batches:
         if encoders is not None:

@@ -155,7 +155,7 @@ def _spark_aggregate(index: int, call: AggCall) -> list[Column]:
         # The exact total of a BIGINT as three BIGINT sums of 21- and 22-bit slices of each
         # value: Spark sums BIGINT with primitive arithmetic, where a DECIMAL(38,0) sum (exact
         # too) took a Decimal object per row and was half as slow again as the plain job's
-        # `sum` (issue 7, loadtests.sum_speed: 8M rows, 3.4-3.8 s against 2.2-2.5 s; the
+        # `sum` (loadtests.sum_speed: 8M rows, 3.4-3.8 s against 2.2-2.5 s; the
         # slices 2.3-2.7 s). A slice's sum stays within BIGINT below 2^42 rows of a group;
         # :func:`_result_columns` joins the slices once per group.
         value = f"cast({args[0]} as bigint)"
@@ -231,7 +231,7 @@ def _finish_groups(batches: Iterator[pa.RecordBatch], plan: _Plan) -> Iterator[p
 
     Column-wise when finishing is only renaming (:func:`columnar_outputs`): a step of
     workload (b) completes ~67,000 groups, and the per-row finisher below spent most of the
-    Python workers' CPU on them (issue 7)."""
+    Python workers' CPU on them."""
     outputs = columnar_outputs(plan)
     for batch in batches:
         finished = finish_columns(batch, plan, outputs) if outputs is not None else None

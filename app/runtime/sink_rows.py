@@ -6,7 +6,7 @@ one place builds those rows so the two gates cannot drift apart.
 
 Both kinds come out of **one** branch of the gate's rows (everything but the accepted ones):
 Spark runs each branch of the plan's union as its own scan of the Python source, so a branch
-for dead letters and another for probes read every slice twice (issue 7).
+for dead letters and another for probes read every slice twice.
 
 A source task that writes its own slice's dead letters (ADR 0007) builds the same rows over
 Arrow (:func:`arrow_dead_letters`, :func:`arrow_probes`), from the same column map

@@ -1,6 +1,6 @@
 """Stateless output views computed at the end of each step, over the step's accepted rows.
 
-Why (issue 7): inside the streaming query a stateless view's rows crossed between the JVM and
+Why: inside the streaming query a stateless view's rows crossed between the JVM and
 Python four times per step: out of the source, into and out of the encoder, and into the
 producer after the step's waterline was known (the S14 header needs it, so nothing can be
 written before every slice's probe is in). A view that keeps no state and has no LATENESS of

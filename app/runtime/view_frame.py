@@ -76,7 +76,7 @@ def batch_time(formats: Iterable[str]) -> Column:
     Spark writes ``current_timestamp()`` into the generated code of each step as a literal, so
     a plan holding it compiles new classes every step, which the JVM runs interpreted until it
     compiles them again: the JIT compiler took 0.4-0.8 of the two cores in steady state
-    (per-thread CPU, workload (a), issue 7), and a plan without it compiles nothing after
+    (per-thread CPU, workload (a)), and a plan without it compiles nothing after
     its first step (Spark's CodegenMetrics)."""
     if "changelog" in formats:
         return F.current_timestamp().alias("_ptime")

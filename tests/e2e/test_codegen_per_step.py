@@ -1,4 +1,4 @@
-"""A stateless pipeline compiles no new Java classes once warm (issue 7, ADR 0005).
+"""A stateless pipeline compiles no new Java classes once warm (ADR 0005).
 
 Spark writes ``current_timestamp()`` into its generated code as a literal, so a plan holding it
 compiles new classes every step, and the JVM runs them interpreted until its JIT compiles

@@ -1,5 +1,5 @@
 """A writing task's transactional producer kept from step to step in its worker
-(kafka_sink._KEPT, issue 7) writes exactly what a new one per step writes (S15), on the real
+(kafka_sink._KEPT) writes exactly what a new one per step writes (S15), on the real
 broker.
 
 Keeping the producer skips creating and initialising one per task per step, and so the

@@ -1,4 +1,4 @@
-"""A task's transaction opened before its records (kafka_sink.open_early, issue 7) writes
+"""A task's transaction opened before its records (kafka_sink.open_early) writes
 exactly what one opened after them writes (S15), on the real broker.
 
 Opening early moves producer creation, fencing and the marker read off the task's critical

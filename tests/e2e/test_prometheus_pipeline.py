@@ -1,4 +1,4 @@
-"""Issue 5's proof: a running pipeline fed by a real broker, observed through a real Prometheus.
+"""A running pipeline fed by a real broker, observed through a real Prometheus.
 
 ``tidemark run`` (the real CLI, in its own process) reads a program with a stateless and a
 windowed view from a real Kafka broker (``app.local_kafka``); a real Prometheus scrapes its
@@ -95,7 +95,7 @@ def kafka() -> Iterator[LocalKafka]:
         yield broker
 
 
-def test_issue5_prometheus_sees_the_waterline_late_counter_and_state_of_a_running_pipeline(
+def test_prometheus_sees_the_waterline_late_counter_and_state_of_a_running_pipeline(
     kafka: LocalKafka,
     tmp_path: Path,
     prometheus_server: Callable[..., PrometheusServer],  # noqa: F811

@@ -1,4 +1,4 @@
-"""Authenticated, encrypted Kafka connections from configuration only (issue 6, item 5).
+"""Authenticated, encrypted Kafka connections from configuration only.
 
 A local broker whose only client listener is SASL_SSL (PLAIN and SCRAM-SHA-512) and which also
 demands a client certificate (mTLS), with certificates made by openssl in the test. A program

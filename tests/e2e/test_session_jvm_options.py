@@ -1,5 +1,5 @@
 """A service whose JVM holds no rows compiles with C1 alone; one that aggregates keeps both
-compilers (issue 7, ``COORDINATOR_JAVA_OPTIONS`` in app/runtime/session.py).
+compilers (``COORDINATOR_JAVA_OPTIONS`` in app/runtime/session.py).
 
 Each case starts a fresh JVM in a child process (the shared session's JVM is started once, with
 its options fixed) through ``Service.open_session``, with a ``spark-defaults.conf`` like the

@@ -3,7 +3,7 @@
 A table whose query is its gate rows alone (no Spark state, no view gate) is not cached
 between the step's two jobs: the first (dead letters and probes) asks the source, through a
 Spark local property, to leave the accepted rows out, and the source still reads the whole
-slice into its slice cache, from which the second job's read comes (issue 7). This runs the
+slice into its slice cache, from which the second job's read comes. This runs the
 real source in real Spark tasks against a real broker: with the property a task sees the
 dead letters and the probe with the slice's figures; without it, every row, equal to a fresh
 decode of the slice.

@@ -1,7 +1,7 @@
 """The source's Kafka read of one slice (``_fetch``) against a real broker, no Spark.
 
 ``_fetch`` asks the consumer for no more messages than the slice's offsets still hold (asking
-for more made every slice ending at the topic's end wait a whole second, issue 7). Offsets are
+for more made every slice ending at the topic's end wait a whole second. Offsets are
 only an upper bound on messages: a transactional producer leaves a commit marker at an offset
 no consumer sees. These tests hold the read to exactly the slice's messages, in order, when
 slices start, end or lie next to such markers, and when the slice ends at the topic's end.

@@ -1,4 +1,4 @@
-"""Issue 8's proof of scale-out: the same program on a Spark standalone cluster (a master and
+"""Scale-out: the same program on a Spark standalone cluster (a master and
 two workers, each its own JVM, started from the pyspark wheel by scripts/spark-standalone.sh)
 writes the same outputs and dead letters as in local mode.
 
@@ -104,7 +104,7 @@ def _outputs(conf: dict[str, str], out: str) -> dict[str, Any]:
 
 
 @pytest.mark.timeout(1800)
-def test_issue8_standalone_cluster_gives_local_mode_outputs_s3_s5_s9(
+def test_standalone_cluster_gives_local_mode_outputs_s3_s5_s9(
     kafka: Any, standalone_cluster: tuple[str, Path], tmp_path: Path
 ) -> None:
     master, state = standalone_cluster

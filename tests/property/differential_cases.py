@@ -1,4 +1,4 @@
-"""Generated programs and steps for the Spark-vs-reference differential tests (issue 4).
+"""Generated programs and steps for the Spark-vs-reference differential tests.
 
 One :class:`Scenario` is a program of two tables and many generated aggregate views (the
 *cases*), plus the steps fed to both runtimes. Everything derives from one integer seed through

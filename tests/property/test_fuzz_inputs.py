@@ -1,4 +1,4 @@
-"""Fuzzing the two places untrusted input enters Tidemark (issue 6; SPEC L7, S7).
+"""Fuzzing the two places untrusted input enters Tidemark (SPEC L7, S7).
 
 1. The program compiler (``compile_program``) on generated and mutated program text: it either
    accepts or raises a :class:`~app.errors.ProgramError` (a TidemarkError with diagnostics),

@@ -1,4 +1,4 @@
-"""The columnar Avro encoder writes exactly fastavro's bytes (issue 7).
+"""The columnar Avro encoder writes exactly fastavro's bytes.
 
 Generated rows of a schema with every primitive field type, NOT NULL and nullable (the shapes
 record_schema writes, TIMESTAMP and DATE with their logical types), are encoded column-wise and

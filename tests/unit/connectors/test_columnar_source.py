@@ -1,4 +1,4 @@
-"""The source's columnar path gives exactly the rows of the per-record path (issue 7; S2-S7).
+"""The source's columnar path gives exactly the rows of the per-record path (S2-S7).
 
 The per-record path classifies each message with ``LateGate.classify`` (the gate's definition,
 pinned by test_late_gate_bad_input.py). The columnar path decodes a chunk with numpy and asks
@@ -333,7 +333,7 @@ def test_generated_and_mutated_chunks_give_the_same_rows_on_both_paths(spec: Sou
 
 
 def test_a_narrow_source_hands_spark_the_table_and_query_columns_only(spec: SourceSpec) -> None:
-    """ADR 0008's queries read no dead-letter column (issue 7): their source declares, and
+    """ADR 0008's queries read no dead-letter column: their source declares, and
     hands Spark, the table's columns and QUERY_META only, in the full schema's order."""
     from app.connectors.kafka_source import QUERY_META, _arrow_schema, source_schema
 

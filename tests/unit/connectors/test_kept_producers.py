@@ -1,4 +1,4 @@
-"""The worker's kept transactional producers (kafka_sink._KEPT, issue 7): a kept producer is
+"""The worker's kept transactional producers (kafka_sink._KEPT): a kept producer is
 handed out only while its claim is the id's latest on this machine, and the worker keeps a
 bounded number, closing the least recently used. The broker side (fencing, replays) is in
 tests/e2e/test_kept_producer.py."""

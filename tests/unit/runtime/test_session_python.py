@@ -1,4 +1,4 @@
-"""The interpreter command a local Spark starts its Python processes with (issue 7).
+"""The interpreter command a local Spark starts its Python processes with.
 
 Spark puts pyspark's zip files first on its Python processes' PYTHONPATH, and Python
 compiles what it imports from a zip file from source every time. The session's script drops
