@@ -15,12 +15,13 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # ---- deps: the dependencies pinned in pyproject.toml, in a venv -----------------------------
 # Their own stage and layer: a change to app/ rebuilds only the small wheel below and the
-# layer that installs it, instead of downloading pyspark again and copying the whole venv.
+# layer that installs it, instead of downloading pyspark again and copying the whole venv;
+# only a change to pyproject.toml rebuilds this stage.
 FROM ${PYTHON_IMAGE} AS deps
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/tidemark/venv
-COPY pyproject.toml README.md ./
+COPY pyproject.toml ./
 RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
         > /tmp/requirements.txt \
     && /opt/tidemark/venv/bin/pip install --no-compile -r /tmp/requirements.txt \
@@ -28,6 +29,8 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
 
 # ---- wheel: the project from this source tree ----------------------------------------------
 FROM deps AS wheel
+# README.md is the package's long description (pyproject.toml's readme).
+COPY README.md ./
 COPY app ./app
 RUN /opt/tidemark/venv/bin/pip wheel --no-deps --wheel-dir /wheels .
 

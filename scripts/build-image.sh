@@ -147,7 +147,8 @@ build_image() {
     fi
     [[ -f /etc/pip.conf ]] && mounts+=(--volume /etc/pip.conf:/etc/pip.conf:ro)
     say "building $image from the Dockerfile (PYTHON_IMAGE=$python_image)..."
-    local started=$SECONDS
+    local started=$SECONDS previous
+    previous="$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
     # --format docker keeps the Dockerfile's HEALTHCHECK (the OCI image format has none);
     # --pull=never: the base is local and no registry is asked for anything.
     podman build --runtime "$runtime" --network host --pull=never --layers --format docker \
@@ -155,6 +156,11 @@ build_image() {
         --build-arg "PYTHON_IMAGE=$python_image" \
         --tag "$image" --file Dockerfile . >&2
     local image_seconds=$((SECONDS - started))
+    # The image this tag named before is superseded: remove it unless a container still uses it
+    # (its layers shared with the new one stay, and so does the build cache).
+    if [[ -n "$previous" && "$previous" != "$(podman image inspect --format '{{.Id}}' "$image")" ]]; then
+        podman rmi "$previous" >/dev/null 2>&1 || true
+    fi
     local size
     size="$(podman image inspect --format '{{.Size}}' "$image")"
     say "image $image built in ${image_seconds} s; size $((size / 1000000)) MB (${size} bytes)"
