@@ -64,22 +64,45 @@ def _compile(program: Path) -> Any:
 def explain(
     program: Annotated[Path, typer.Argument(help="The SQL program file.")],
     format: Annotated[str, typer.Option("--format", help="text or json")] = "text",
+    physical: Annotated[
+        bool,
+        typer.Option(
+            "--physical",
+            help="The physical plan: Spark queries, where each view is computed, which "
+            "waterline frees its state (docs/architecture.md).",
+        ),
+    ] = False,
 ) -> None:
     """Print the compiled circuit: waterlines, what is late, state and when it is freed."""
     from app.circuit.explain import explain_json, explain_text
     from app.observability.logging import configure_logging
 
     configure_logging("console", "warning")
+    if format not in ("text", "json"):
+        _fail(TidemarkError(f"--format must be text or json, not {format!r}"))
     try:
         circuit = _compile(program)
     except TidemarkError as exc:
         _fail(exc)
-    if format == "json":
+    if physical:
+        from app.runtime.physical import (
+            explain_physical_json,
+            explain_physical_text,
+            physical_plan,
+        )
+        from app.runtime.plan import refused_by_spark
+
+        plan = physical_plan(circuit)
+        refused = refused_by_spark(circuit)
+        if format == "json":
+            data = explain_physical_json(plan) | {"refused": list(refused)}
+            typer.echo(json.dumps(data, indent=2, sort_keys=False))
+        else:
+            typer.echo(explain_physical_text(plan, refused), nl=False)
+    elif format == "json":
         typer.echo(json.dumps(explain_json(circuit), indent=2, sort_keys=False))
-    elif format == "text":
-        typer.echo(explain_text(circuit), nl=False)
     else:
-        _fail(TidemarkError(f"--format must be text or json, not {format!r}"))
+        typer.echo(explain_text(circuit), nl=False)
 
 
 @app.command()

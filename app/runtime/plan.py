@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 from app.circuit.ir import (
     Circuit,
     Column,
+    Diagnostic,
     Lateness,
     SqlType,
     Table,
@@ -44,12 +45,12 @@ from app.connectors.kafka_source import SLICE_SUMMARY, KafkaSource
 from app.connectors.late_gate import SourceColumn, SourceSpec
 from app.errors import ProgramError, TidemarkError
 from app.runtime.aggregate import aggregate_branch
-from app.runtime.arrow_views import slice_computable
 from app.runtime.encode import ViewEncoding, encode_view_rows
-from app.runtime.native_aggregate import is_native, native_branch
+from app.runtime.native_aggregate import native_branch
+from app.runtime.physical import QueryPlan, watermark_owner
 from app.runtime.query_writes import produce_step_output
 from app.runtime.sink_rows import TABLE_GATE, gate_rows
-from app.runtime.step_views import carried_columns, per_step_views
+from app.runtime.step_views import carried_columns
 from app.runtime.view_frame import batch_time, ms_sql, view_frame
 from app.runtime.view_gate import (
     ORIGIN_COLUMNS,
@@ -61,12 +62,11 @@ from app.runtime.view_gate import (
 
 __all__ = [
     "TablePlan",
-    "computed_in_source_tasks",
+    "check_supported",
     "plan_table",
+    "refused_by_spark",
     "source_spec",
-    "state_operator_views",
     "time_unit",
-    "writes_in_query",
 ]
 
 
@@ -142,19 +142,23 @@ class TablePlan:
 def plan_table(
     spark: SparkSession,
     circuit: Circuit,
+    query: QueryPlan,
     table: Table,
     kafka_conf: Mapping[str, str],
     state_dir: str,
     max_records_per_step: int,
     stop_at: Mapping[int, int] | None = None,
 ) -> TablePlan:
-    views = _views_of(circuit, table)
+    """The streaming DataFrame of ``query`` (the physical plan's query of ``table``), built
+    as the plan places its views; nothing is decided here again."""
+    views = [circuit.view(v.view) for v in query.views]
+    placement = {v.view: v.placement for v in query.views}
     # Arrival coordinates ride along for ARG_MAX/ARG_MIN ties (earliest row wins); the
     # original record too when a view gate may have to write it back as a dead letter (L2).
     gated_views = [v for v in views if v.lateness]
     spec = source_spec(table, ok_payload=bool(gated_views))
-    step_views = per_step_views(circuit, views)
-    in_query = writes_in_query(circuit, table)
+    step_views = tuple(circuit.view(name) for name in query.placed("step_sink", "source_task"))
+    in_query = query.shape == "writes_in_query"
     source = (
         spark.readStream.format(KafkaSource.name())
         .option("spec", json.dumps(spec.to_json()))
@@ -168,7 +172,7 @@ def plan_table(
         .load()
     )
     columns = [c.name for c in table.columns]
-    owners = {watermark_owner(circuit, v.name) for v in views if not v.is_stateless}
+    owners = {v.state_owner for v in query.views if v.state_owner is not None}
     accepted = source.filter(F.col("_kind").isin("ok", "probe"))
     watermarked: str | None = None
     if table.name in owners:
@@ -220,7 +224,7 @@ def plan_table(
         time_source[view.name] = _time_key(circuit, view, table)
         if view.name in computed_per_step:
             continue
-        if is_native(circuit, view):
+        if placement[view.name] == "native":
             branches.append(native_branch(view, frames[view.source], produce))
             continue
         if not view.is_stateless:
@@ -235,10 +239,11 @@ def plan_table(
     if aggregates:
         assert event_time is not None
         branches.append(aggregate_branch(aggregates, event_time))
-    rereadable = not branches
-    slice_views = computed_in_source_tasks(circuit, table)
-    assert rereadable or not slice_views, table.name
-    scans_once = in_query and len(branches) == 1
+    rereadable = query.shape in ("rereadable", "slice_views")
+    slice_views = query.shape == "slice_views"
+    assert rereadable == (not branches), (query.name, query.shape)
+    scans_once = query.scans_once
+    assert scans_once == (in_query and len(branches) == 1), (query.name, query.shape)
     if in_query:
         # ADR 0008: the query's rows are what its writing tasks wrote; the dead letters and
         # probes come from its source tasks or from a job of the step sink's own.
@@ -293,76 +298,6 @@ def plan_table(
     )
 
 
-def _views_of(circuit: Circuit, table: Table) -> list[View]:
-    """The views that read ``table``, directly or through other views, in circuit order."""
-    return [v for v in circuit.views if circuit.root_table(v.name).name == table.name]
-
-
-def computed_in_source_tasks(circuit: Circuit, table: Table) -> bool:
-    """Whether ``table``'s plan is a slice-views plan (ADR 0007): every output view is a step
-    view the source's tasks compute over Arrow, and no view has LATENESS (no view gate), so
-    the query's only rows are the source tasks' summaries and no row of the table enters the
-    JVM. Decided from the circuit alone: the session's JVM options depend on it, and they are
-    fixed before any plan is built."""
-    views = _views_of(circuit, table)
-    step_views = per_step_views(circuit, views)
-    computed = {v.name for v in step_views}
-    return (
-        bool(step_views)
-        and slice_computable(step_views)
-        and not any(v.lateness for v in views)
-        and all(v.name in computed for v in views if v.output is not None)
-    )
-
-
-def writes_in_query(circuit: Circuit, table: Table) -> bool:
-    """Whether ``table``'s query writes its records itself (ADR 0008): its output views are
-    aggregates on Spark's own (native) path, at least one, and stateless views the source's
-    tasks compute (ADR 0007), with no view of its own LATENESS."""
-    views = _views_of(circuit, table)
-    outputs = [v for v in views if v.output is not None]
-    stateless = per_step_views(circuit, views)
-    computed = {v.name for v in stateless}
-    return (
-        any(is_native(circuit, v) for v in outputs)
-        and not any(v.lateness for v in views)
-        and all(is_native(circuit, v) or v.name in computed for v in outputs)
-        and (not stateless or slice_computable(stateless))
-    )
-
-
-def state_operator_views(circuit: Circuit, table: Table) -> list[str | None]:
-    """The view each stateful operator of ``table``'s query holds state for, in the order
-    Spark lists them in ``progress.stateOperators`` (the union's order in :func:`plan_table`):
-    one native aggregation per native view, then the shared operator, whose state is reported
-    under the first view it serves."""
-    views = [
-        v
-        for v in circuit.views
-        if not v.is_stateless
-        and v.output is not None
-        and circuit.root_table(v.name).name == table.name
-    ]
-    native: list[str | None] = [v.name for v in views if is_native(circuit, v)]
-    shared = [v.name for v in views if not is_native(circuit, v)]
-    return native + shared[:1]
-
-
-def watermark_owner(circuit: Circuit, relation: str) -> str:
-    """The relation whose waterline frees the state of ``relation``'s input rows: the nearest
-    view with its own LATENESS upstream of it (L2), else its table."""
-    current = circuit.view(relation).source
-    while True:
-        try:
-            circuit.table(current)
-            return current
-        except KeyError:
-            view = circuit.view(current)
-            if view.lateness:
-                return view.name
-            current = view.source
-
-
 def view_gate_spec(view: View, state_dir: str) -> ViewGateSpec:
     types = {c.name: c.type for c in view.columns}
     return ViewGateSpec(
@@ -402,8 +337,17 @@ def _time_key(circuit: Circuit, view: View, table: Table) -> str | None:
 
 def check_supported(circuit: Circuit) -> None:
     """Fail before Spark starts on what this runtime cannot run yet (named, never mis-run)."""
-    from app.circuit.ir import Diagnostic
+    problems = _unsupported(circuit)
+    if problems:
+        raise ProgramError(problems)
 
+
+def refused_by_spark(circuit: Circuit) -> tuple[str, ...]:
+    """What :func:`check_supported` would refuse, as text (for ``explain --physical``)."""
+    return tuple(str(problem) for problem in _unsupported(circuit))
+
+
+def _unsupported(circuit: Circuit) -> list[Diagnostic]:
     problems: list[Diagnostic] = []
 
     def reject(view: View, what: str, fix: str) -> None:
@@ -464,8 +408,7 @@ def check_supported(circuit: Circuit) -> None:
                 f"({', '.join(owners)})",
                 "aggregate over one time source per table",
             )
-    if problems:
-        raise ProgramError(problems)
+    return problems
 
 
 def table_units(table: Table) -> dict[str, Any]:

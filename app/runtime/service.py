@@ -26,12 +26,8 @@ from app.circuit.ir import Circuit
 from app.connectors.kafka_source import SliceCache, topic_end_offsets
 from app.errors import KafkaError
 from app.runtime.aggregate import polls_every_step
-from app.runtime.plan import (
-    check_supported,
-    computed_in_source_tasks,
-    plan_table,
-    state_operator_views,
-)
+from app.runtime.physical import PhysicalPlan, physical_plan
+from app.runtime.plan import check_supported, plan_table
 from app.runtime.session import spark_session
 from app.runtime.step_sink import StepMetrics, StepReport, StepSink
 
@@ -140,6 +136,14 @@ class Service:
     #: first progress seen with the target offsets committed (``--once``).
     _polled: set[str] = field(default_factory=set)
     _reached: dict[str, int] = field(default_factory=dict)
+    _physical: PhysicalPlan | None = None
+
+    @property
+    def physical(self) -> PhysicalPlan:
+        """The circuit's physical plan (app/runtime/physical.py), computed once."""
+        if self._physical is None:
+            self._physical = physical_plan(self.circuit)
+        return self._physical
 
     def open_session(self) -> SparkSession:
         """The service's Spark session, started with the JVM options its circuit needs (a
@@ -149,9 +153,7 @@ class Service:
             self.spark = spark_session(
                 self.spark_master,
                 self.shuffle_partitions,
-                rows_in_jvm=not all(
-                    computed_in_source_tasks(self.circuit, table) for table in self.circuit.tables
-                ),
+                rows_in_jvm=self.physical.rows_in_jvm,
                 spark_log=self.spark_log,
             )
             log.info(
@@ -179,6 +181,7 @@ class Service:
             plan = plan_table(
                 spark,
                 self.circuit,
+                self.physical.query_of(table.name),
                 table,
                 self.kafka_conf,
                 state_dir,
@@ -198,7 +201,7 @@ class Service:
             interval = step_interval_ms(self.trigger_interval_ms, polled=polled, once=once)
             query = (
                 plan.frame.writeStream.foreachBatch(sink)
-                .queryName(f"tidemark-{table.name}")
+                .queryName(self.physical.query_of(table.name).name)
                 .option("checkpointLocation", str(base / "spark"))
                 .outputMode("append")
                 .trigger(processingTime=f"{interval} milliseconds")
@@ -217,9 +220,7 @@ class Service:
 
     def state_views(self) -> dict[str, list[str | None]]:
         """Query name -> the view of each stateful operator, in plan order."""
-        return {
-            f"tidemark-{t.name}": state_operator_views(self.circuit, t) for t in self.circuit.tables
-        }
+        return {q.name: list(q.state_operators) for q in self.physical.queries}
 
     def request_stop(self, *_: Any) -> None:
         """Signal handler: finish the step in flight, then stop (SIGTERM, SIGINT)."""

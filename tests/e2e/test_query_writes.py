@@ -24,7 +24,7 @@ from app.connectors.avro_codec import AvroCodec
 from app.connectors.kafka_sink import format_time_value
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
-from app.runtime.plan import writes_in_query
+from app.runtime.physical import physical_plan
 from app.runtime.service import Service
 from app.runtime.step_sink import StepReport
 
@@ -97,7 +97,7 @@ def test_each_step_writes_its_windows_with_its_own_waterline_s11_s14(
     program = tmp_path / "query_writes.sql"
     program.write_text(PROGRAM.format(**t))
     circuit = compile_program(program)
-    assert all(writes_in_query(circuit, table) for table in circuit.tables)
+    assert {q.shape for q in physical_plan(circuit).queries} == {"writes_in_query"}
     from confluent_kafka import Producer
 
     producer = Producer({**kafka.conf(), "log_level": 3})

@@ -1,5 +1,6 @@
 """STYLE habit 9: docs/explain/<program>.txt is what ``tidemark explain`` prints for every
-example program, regenerated here so the committed text never goes stale (SPEC L7, S3, S11).
+example program, and docs/explain/<program>.physical.txt what ``tidemark explain --physical``
+prints, regenerated here so the committed text never goes stale (SPEC L7, S3, S11).
 
 Run with TIDEMARK_REGENERATE=1 to rewrite the files after an intended change.
 """
@@ -33,6 +34,27 @@ def test_explain_text_matches_committed_docs(program: Path,
     assert golden.exists(), f"{golden} is missing: rerun with TIDEMARK_REGENERATE=1"
     assert golden.read_text(encoding="utf-8") == text, (
         f"{golden.relative_to(ROOT)} is stale: rerun with TIDEMARK_REGENERATE=1 and commit it")
+
+
+@pytest.mark.parametrize("program", PIPELINES, ids=[p.stem for p in PIPELINES])
+def test_explain_physical_matches_committed_docs(program: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every example program's physical plan names its queries, where each view is computed
+    and what frees its state; a program the Spark runtime refuses says why."""
+    from app.runtime.physical import explain_physical_text, physical_plan
+    from app.runtime.plan import refused_by_spark
+
+    monkeypatch.chdir(ROOT)
+    circuit = compile_program(Path("pipelines") / program.name)
+    text = explain_physical_text(physical_plan(circuit), refused_by_spark(circuit))
+    golden = EXPLAIN_DIR / f"{program.stem}.physical.txt"
+    if os.environ.get("TIDEMARK_REGENERATE") == "1":
+        golden.write_text(text, encoding="utf-8")
+    assert golden.exists(), f"{golden} is missing: rerun with TIDEMARK_REGENERATE=1"
+    assert golden.read_text(encoding="utf-8") == text, (
+        f"{golden.relative_to(ROOT)} is stale: rerun with TIDEMARK_REGENERATE=1 and commit it")
+    for view in circuit.views:
+        assert f"view {view.name} <- " in text
 
 
 @pytest.mark.parametrize("program", PIPELINES, ids=[p.stem for p in PIPELINES])

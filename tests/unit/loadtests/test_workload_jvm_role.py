@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.program.compile import compile_program
-from app.runtime.plan import computed_in_source_tasks
+from app.runtime.physical import physical_plan
 from loadtests.workloads import WORKLOADS
 
 
@@ -16,4 +16,4 @@ def test_only_the_filter_workload_keeps_its_rows_out_of_the_jvm(
 ) -> None:
     text = WORKLOADS[workload].program.format(topic="in", out="out")
     circuit = compile_program("p.sql", text)
-    assert computed_in_source_tasks(circuit, circuit.tables[0]) is expected
+    assert (not physical_plan(circuit).query_of(circuit.tables[0].name).rows_in_jvm) is expected

@@ -1,6 +1,6 @@
 """Whether a table's rows ever enter the JVM (ADR 0007): decided from the circuit alone,
 because the session's JVM options (C1 alone for a JVM that only coordinates) are
-fixed before any plan is built. ``plan_table`` asserts that a table said to be computed in
+fixed before any query is built. ``plan_table`` asserts that a table said to be computed in
 its source's tasks gets a plan with no branch of Spark's own."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from app.program.compile import compile_program
-from app.runtime.plan import computed_in_source_tasks
+from app.runtime.physical import physical_plan
 
 TABLE = """
 CREATE TABLE t (
@@ -23,7 +23,7 @@ CREATE TABLE t (
 
 def _computed(views: str) -> bool:
     circuit = compile_program("p.sql", TABLE + views)
-    return computed_in_source_tasks(circuit, circuit.tables[0])
+    return not physical_plan(circuit).query_of(circuit.tables[0].name).rows_in_jvm
 
 
 def test_filters_and_projections_of_columns_are_computed_in_the_source_tasks() -> None:

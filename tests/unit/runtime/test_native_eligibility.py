@@ -7,7 +7,7 @@ import pytest
 
 from app.program.compile import compile_program
 from app.runtime.native_aggregate import is_native
-from app.runtime.plan import state_operator_views
+from app.runtime.physical import physical_plan
 
 TABLE = """
 CREATE TABLE t (
@@ -109,4 +109,4 @@ def test_state_operators_list_native_views_then_the_shared_operator() -> None:
         .replace("'out'", "'out2'")
     )
     circuit = compile_program("p.sql", text)
-    assert state_operator_views(circuit, circuit.table("t")) == ["w", "v"]
+    assert list(physical_plan(circuit).query_of("t").state_operators) == ["w", "v"]

@@ -1,0 +1,367 @@
+"""The physical plan: what runs where, decided once from the circuit IR.
+
+An ordered tuple of small pure passes (:data:`PASSES`, in the way of sqlglot's optimizer
+rules) turns a :class:`~app.circuit.ir.Circuit` into a frozen :class:`PhysicalPlan`:
+
+1. :func:`group_queries`: one Spark query per connected part of the circuit (the relations
+   linked by the views that read them), so every relation a view reads is in its query;
+2. :func:`place_views`: where each view is computed: ``source_task`` (over Arrow in the
+   Kafka source's own tasks, ADR 0007), ``step_sink`` (over the step's accepted rows at the
+   end of the step, ADR 0005), ``jvm`` (Spark SQL in the streaming query), ``native``
+   (Spark's own windowed aggregation, ADR 0004) or ``state_operator`` (the Python state
+   operator, ADR 0003); and whether the view gates its rows with its own LATENESS (L2);
+3. :func:`free_state`: the waterline that frees each stateful view's state (S11): the first
+   LATENESS column of the nearest relation upstream with LATENESS, which is also what feeds
+   the query's Spark watermark;
+4. :func:`choose_step_shape`: how the query's steps run (ADRs 0005-0008) and whether any row
+   enters the JVM (ADR 0009).
+
+``tidemark explain --physical`` prints the plan (text and JSON); the runtime builds each
+query from it (:mod:`app.runtime.plan`) and decides nothing again. Every query runs in
+Spark's micro-batch mode; ``trigger`` is where a low-latency placement would be recorded
+(ADR 0010).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from app.circuit.ir import Circuit, View
+from app.runtime.arrow_views import slice_computable
+from app.runtime.native_aggregate import is_native
+from app.runtime.step_views import per_step_views
+
+__all__ = [
+    "PASSES",
+    "PhysicalPlan",
+    "QueryPlan",
+    "ViewPlacement",
+    "choose_step_shape",
+    "explain_physical_json",
+    "explain_physical_text",
+    "free_state",
+    "group_queries",
+    "physical_plan",
+    "place_views",
+    "watermark_owner",
+]
+
+Placement = Literal["source_task", "step_sink", "jvm", "native", "state_operator"]
+#: How a query's steps run: ``slice_views`` (ADR 0007), ``writes_in_query`` (ADR 0008),
+#: ``rereadable`` (ADR 0006), ``persisted`` (the step sink's two jobs over a cached batch,
+#: ADR 0005).
+StepShape = Literal["slice_views", "writes_in_query", "rereadable", "persisted"]
+
+PLACEMENT_TEXT: Mapping[str, str] = {
+    "source_task": "in the Kafka source's tasks, over Arrow (ADR 0007)",
+    "step_sink": "at the end of the step, over its accepted rows (ADR 0005)",
+    "jvm": "in the streaming query, Spark SQL",
+    "native": "Spark's own windowed aggregation (ADR 0004)",
+    "state_operator": "the Python state operator (ADR 0003)",
+}
+SHAPE_TEXT: Mapping[str, str] = {
+    "slice_views": "one job a step: the source's tasks compute, encode and write every "
+    "output (ADR 0007)",
+    "writes_in_query": "the query's own tasks write its records (ADR 0008)",
+    "rereadable": "the step sink reads the step's slices twice: probes, then writes "
+    "(ADR 0006)",
+    "persisted": "the step sink caches the step's rows: probes, then writes (ADR 0005)",
+}
+
+
+@dataclass(frozen=True)
+class ViewPlacement:
+    """One view of a query: where it is computed and what frees its state."""
+
+    view: str
+    source: str
+    placement: Placement
+    output: bool
+    #: The view gates its own rows (its own LATENESS, SPEC L2).
+    gate: bool
+    #: What state the view holds (S11): none, per window, or unbounded (no time key).
+    state: Literal["none", "window", "unbounded"] = "none"
+    #: The relation whose waterline frees this view's state (S11); None without state.
+    state_owner: str | None = None
+    #: ``"<relation>.<column>"``: that waterline; None without state or without LATENESS.
+    state_freed_by: str | None = None
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """One Spark streaming query: its tables, its views in circuit order, its step shape."""
+
+    name: str
+    tables: tuple[str, ...]
+    views: tuple[ViewPlacement, ...] = ()
+    shape: StepShape = "persisted"
+    #: Some row of the query is computed on in the JVM (else the JVM only coordinates).
+    rows_in_jvm: bool = True
+    #: The query reads its source once (one branch), so one job can do a step (ADR 0008).
+    scans_once: bool = False
+    #: ``"<relation>.<column>"`` of the Spark watermark the query's state follows, if any.
+    watermark: str | None = None
+    trigger: Literal["micro-batch"] = "micro-batch"
+
+    def placed(self, *placements: Placement) -> tuple[str, ...]:
+        """The views computed at one of ``placements``, in circuit order."""
+        return tuple(v.view for v in self.views if v.placement in placements)
+
+    @property
+    def state_operators(self) -> tuple[str | None, ...]:
+        """The output view each stateful operator holds state for, in the order Spark lists
+        them in ``progress.stateOperators``: one native aggregation per native view, then
+        the shared Python operator, reported under the first view it serves."""
+        outputs = [v for v in self.views if v.output]
+        native = [v.view for v in outputs if v.placement == "native"]
+        shared = [v.view for v in outputs if v.placement == "state_operator"]
+        return (*native, *shared[:1])
+
+
+@dataclass(frozen=True)
+class PhysicalPlan:
+    """The queries of a program, in the order of their first table."""
+
+    program: str
+    queries: tuple[QueryPlan, ...]
+
+    @property
+    def rows_in_jvm(self) -> bool:
+        """Some query computes over rows in the JVM (the session's JVM options, ADR 0009)."""
+        return any(q.rows_in_jvm for q in self.queries)
+
+    def query_of(self, relation: str) -> QueryPlan:
+        """The query that holds ``relation`` (a table or a view)."""
+        for query in self.queries:
+            if relation in query.tables or any(v.view == relation for v in query.views):
+                return query
+        raise KeyError(relation)
+
+    def placement(self, view: str) -> ViewPlacement:
+        return next(v for v in self.query_of(view).views if v.view == view)
+
+
+Pass = Callable[[Circuit, PhysicalPlan], PhysicalPlan]
+
+
+def _inputs(view: View) -> tuple[str, ...]:
+    """The relations a view reads."""
+    return (view.source,)
+
+
+def group_queries(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
+    """One query per connected part of the circuit: relations linked by a view that reads
+    them share a query (union-find over the views' inputs)."""
+    parent: dict[str, str] = {}
+
+    def find(name: str) -> str:
+        while parent.setdefault(name, name) != name:
+            name = parent[name]
+        return name
+
+    for table in circuit.tables:
+        find(table.name)
+    for view in circuit.views:
+        for source in _inputs(view):
+            parent[find(source)] = find(view.name)
+    queries: dict[str, list[str]] = {}
+    for table in circuit.tables:
+        queries.setdefault(find(table.name), []).append(table.name)
+    views: dict[str, list[ViewPlacement]] = {}
+    for view in circuit.views:
+        views.setdefault(find(view.name), []).append(
+            ViewPlacement(view.name, view.source, "jvm", view.output is not None,
+                          bool(view.lateness))
+        )
+    return replace(plan, queries=tuple(
+        QueryPlan(f"tidemark-{tables[0]}", tuple(tables), tuple(views.get(root, ())))
+        for root, tables in queries.items()
+    ))
+
+
+def place_views(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
+    """Each view's placement. Aggregates: ``native`` when Spark computes them exactly
+    (:func:`~app.runtime.native_aggregate.is_native`), else ``state_operator``. Stateless
+    views with no LATENESS on their way from the table are step views
+    (:func:`~app.runtime.step_views.per_step_views`), computed at the end of the step
+    (``step_sink``; :func:`choose_step_shape` may move them into the source's tasks). Every
+    other stateless view is ``jvm``."""
+    queries = []
+    for query in plan.queries:
+        views = [circuit.view(v.view) for v in query.views]
+        step_views = {v.name for v in per_step_views(circuit, views)}
+        placed = []
+        for view, entry in zip(views, query.views, strict=True):
+            where: Placement
+            if not view.is_stateless:
+                where = "native" if is_native(circuit, view) else "state_operator"
+            elif view.name in step_views:
+                where = "step_sink"
+            else:
+                where = "jvm"
+            placed.append(replace(entry, placement=where))
+        queries.append(replace(query, views=tuple(placed)))
+    return replace(plan, queries=tuple(queries))
+
+
+def watermark_owner(circuit: Circuit, relation: str) -> str:
+    """The relation whose waterline frees the state of ``relation``'s input rows: the nearest
+    view with its own LATENESS upstream of it (L2), else its table."""
+    tables = {t.name for t in circuit.tables}
+    current = circuit.view(relation).source
+    while current not in tables:
+        view = circuit.view(current)
+        if view.lateness:
+            return view.name
+        current = view.source
+    return current
+
+
+def _first_lateness(circuit: Circuit, relation: str) -> str | None:
+    tables = {t.name: t for t in circuit.tables}
+    lateness = (tables[relation] if relation in tables else circuit.view(relation)).lateness
+    return lateness[0].column if lateness else None
+
+
+def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
+    """The waterline that frees each stateful view's state, and the query's watermark."""
+    queries = []
+    for query in plan.queries:
+        placed = []
+        owners = []
+        for entry in query.views:
+            if circuit.view(entry.view).is_stateless:
+                placed.append(entry)
+                continue
+            owner = watermark_owner(circuit, entry.view)
+            column = _first_lateness(circuit, owner)
+            freed = None if column is None else f"{owner}.{column}"
+            owners.append(freed)
+            kind = circuit.view(entry.view).state.kind
+            placed.append(replace(
+                entry,
+                state=kind,
+                state_owner=owner,
+                state_freed_by=freed if kind == "window" else None,
+            ))
+        watermark = next((o for o in owners if o is not None), None)
+        queries.append(replace(query, views=tuple(placed), watermark=watermark))
+    return replace(plan, queries=tuple(queries))
+
+
+def choose_step_shape(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
+    """How each query's steps run. With no view gate and step views the source's tasks can
+    all compute over Arrow (:func:`~app.runtime.arrow_views.slice_computable`): the query
+    writes its own records when its outputs are native aggregates (at least one) and step
+    views (ADR 0008), and its only rows are the source tasks' summaries when every output is
+    a step view (ADR 0007); in both, the step views move to ``source_task``. Otherwise the
+    step sink may read the step's slices twice when the query has no branch of Spark's own
+    (no gate, no JVM-computed output, no aggregate; ADR 0006), and caches them if it has."""
+    queries = []
+    for query in plan.queries:
+        outputs = [v for v in query.views if v.output]
+        gates = any(v.gate for v in query.views)
+        step_views = [circuit.view(v.view) for v in query.views if v.placement == "step_sink"]
+        in_source = not gates and (not step_views or slice_computable(step_views))
+        native = any(v.placement == "native" for v in outputs)
+        branches = (
+            int(gates)
+            + sum(1 for v in outputs if v.placement in ("native", "jvm"))
+            + int(any(v.placement == "state_operator" for v in outputs))
+        )
+        shape: StepShape
+        if in_source and native and all(
+            v.placement in ("native", "step_sink") for v in outputs
+        ):
+            shape = "writes_in_query"
+        elif in_source and outputs and all(v.placement == "step_sink" for v in outputs):
+            shape = "slice_views"
+        elif branches == 0:
+            shape = "rereadable"
+        else:
+            shape = "persisted"
+        views = query.views
+        if shape in ("writes_in_query", "slice_views"):
+            views = tuple(
+                replace(v, placement="source_task") if v.placement == "step_sink" else v
+                for v in views
+            )
+        queries.append(replace(
+            query,
+            views=views,
+            shape=shape,
+            rows_in_jvm=shape != "slice_views",
+            scans_once=shape == "writes_in_query" and branches == 1,
+        ))
+    return replace(plan, queries=tuple(queries))
+
+
+#: The passes, in order; each reads the circuit and the plan so far and returns a new plan.
+PASSES: tuple[Pass, ...] = (group_queries, place_views, free_state, choose_step_shape)
+
+
+def physical_plan(circuit: Circuit) -> PhysicalPlan:
+    """Run :data:`PASSES` over ``circuit``."""
+    plan = PhysicalPlan(circuit.program, ())
+    for step in PASSES:
+        plan = step(circuit, plan)
+    return plan
+
+
+def explain_physical_json(plan: PhysicalPlan) -> dict[str, Any]:
+    return {
+        "program": plan.program,
+        "rows_in_jvm": plan.rows_in_jvm,
+        "queries": [{
+            "name": q.name,
+            "tables": list(q.tables),
+            "trigger": q.trigger,
+            "step_shape": q.shape,
+            "rows_in_jvm": q.rows_in_jvm,
+            "scans_once": q.scans_once,
+            "watermark": q.watermark,
+            "views": [{
+                "name": v.view,
+                "source": v.source,
+                "placement": v.placement,
+                "output": v.output,
+                "gate": v.gate,
+                "state": v.state,
+                "state_owner": v.state_owner,
+                "state_freed_by": v.state_freed_by,
+            } for v in q.views],
+            "state_operators": list(q.state_operators),
+        } for q in plan.queries],
+    }
+
+
+def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> str:
+    """The plan for people; ``refused``: why the Spark runtime would not run the program."""
+    lines = [f"program {plan.program} (physical plan, docs/architecture.md)", ""]
+    for q in plan.queries:
+        lines.append(f"query {q.name}")
+        lines.append(f"  tables:       {', '.join(q.tables)}")
+        lines.append(f"  trigger:      {q.trigger}")
+        lines.append(f"  step:         {q.shape}: {SHAPE_TEXT[q.shape]}")
+        lines.append(f"  rows in JVM:  {'yes' if q.rows_in_jvm else 'no (the JVM coordinates)'}")
+        lines.append(f"  watermark:    {q.watermark or '(none: the query holds no state)'}")
+        for v in q.views:
+            role = "" if v.output else " (local)"
+            gate = ", gates its own LATENESS" if v.gate else ""
+            lines.append(f"  view {v.view} <- {v.source}{role}: {v.placement}{gate}")
+            lines.append(f"    computed:   {PLACEMENT_TEXT[v.placement]}")
+            if v.state == "window":
+                lines.append(f"    state:      a window's groups, freed once "
+                             f"w({v.state_freed_by}) passes the window's end")
+            elif v.state == "unbounded":
+                lines.append("    state:      unbounded: GROUP BY without a time key is never "
+                             "freed (see the warnings of tidemark explain)")
+        lines.append("")
+    if refused:
+        lines.append("the Spark runtime does not run this program yet")
+        lines.extend(f"  {reason}" for reason in refused)
+    else:
+        lines.append("runs on Spark: yes")
+    return "\n".join(lines) + "\n"
