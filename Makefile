@@ -1,5 +1,6 @@
 # Tidemark: the two commands of the README quick start, and the checks they build on.
-# Needs only Python 3.11, Java 17 and Maven on the machine; everything else is installed here.
+# `demo` needs Python 3.11, Java 17 and Maven on the machine; `test` also Go (helm, kubeconform)
+# and apt-get (Prometheus). Everything else is installed here.
 
 PYTHON ?= python3.11
 VENV   := .venv
