@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the Kubernetes tools the deploy tests need (issue 8): helm v3 and kubeconform, with
+# Build the Kubernetes tools the deploy tests need: helm v3 and kubeconform, with
 # `go install` into .cache/go/bin, and the Kubernetes JSON schemas kubeconform validates against,
 # offline, into .cache/kubernetes-json-schema. Idempotent and fast when done: a tool is rebuilt
 # only if its binary is missing or reports another version than the pinned one; the schemas are

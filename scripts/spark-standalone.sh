@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A Spark standalone cluster on this machine (issue 8, ARCHITECTURE.md "Scale-out"): one master
+# A Spark standalone cluster on this machine (docs/deployment.md): one master
 # and N workers (default 2), each its own JVM, started from the pyspark distribution in .venv.
 #
 #   scripts/spark-standalone.sh start    start (or find running) and print the master URL

@@ -43,7 +43,7 @@ log = structlog.get_logger("tidemark.session")
 #: benchmark (a) (a filter view, ADR 0007) its JIT compilers took 11-13 s of CPU, a third of
 #: the service's, against 1.3 s in the task threads, and were still compiling Spark's
 #: planning, scheduling and serialization code when the run ended. C1 alone compiled for
-#: ~2 s, and the run went from 10.1 to 7.0 CPU s per million events (issue 7,
+#: ~2 s, and the run went from 10.1 to 7.0 CPU s per million events (ADR 0009,
 #: docs/performance.md). A JVM that aggregates keeps both compilers: there C1 alone cost a
 #: fifth of the throughput (benchmark (b)).
 COORDINATOR_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
@@ -91,7 +91,7 @@ def spark_session(
         # Every step writes Spark's offset log and commit log (and state files) through this.
         # The default (FileContext API) took 35-40 ms per small file on a local disk, this one
         # (FileSystem API, write then rename, atomic on a POSIX file system like the chart's
-        # checkpoint volume) 11-22 ms: measured on an idle rate-source query (issue 7). The
+        # checkpoint volume) 11-22 ms: measured on an idle rate-source query. The
         # setting is Spark-internal and the class has moved package before: a Spark upgrade
         # that moves it again stops every query at start with CANNOT_LOAD_CHECKPOINT_FILE_MANAGER.
         .set(
@@ -110,7 +110,7 @@ def spark_session(
         # Spark talks to its Python workers over loopback TCP by default, and every Python
         # task then lost ~40 ms (the length of Linux's delayed ACK) waiting for its input: a
         # trivial two-task mapInArrow job's tasks took 61 ms, 27 ms over a Unix domain
-        # socket, an RDD map's 53 and 13 ms (issue 7, measured with Spark's event log).
+        # socket, an RDD map's 53 and 13 ms (measured with Spark's event log).
         # A step of Tidemark runs two Python stages (the source's read, the writing
         # mapInArrow), so this was ~80 ms of every step; the plain Spark job has none. The
         # sockets are files in the JVM's temporary directory (/tmp: an emptyDir in the chart's
@@ -120,7 +120,7 @@ def spark_session(
         # With no input waiting, Spark asks the source for new offsets again after this long
         # (10 ms by default). Steps run back to back by default (trigger interval 0), and at
         # 10 ms an idle service took 15% of a core asking Kafka for its end offsets; at
-        # 100 ms 4% (1% with a 1 s trigger): measured with no input, issue 7. Under load a
+        # 100 ms 4% (1% with a 1 s trigger): measured with no input. Under load a
         # step always finds input, so it never waits; after a quiet spell the first record
         # waits at most this long.
         .set("spark.sql.streaming.pollingDelay", "100ms")
@@ -219,7 +219,7 @@ def _local_python(python: str, local_dir: Path | None) -> str:
     cache the bytecode there): each of the half-dozen processes Spark starts for a query
     (the Python source's planners and runner, the worker daemon) spent 0.5-0.7 s of CPU
     importing pyspark so, and each forked worker another ~0.2 s rereading the zip's
-    directory on its first task (issue 7; ``python -c 'import pyspark.worker'``: 0.69 s from
+    directory on its first task (``python -c 'import pyspark.worker'``: 0.69 s from
     the zip, 0.15 s from the package). The package is the same pyspark, as the zip files
     are those inside it: only those two paths are dropped. Any other interpreter may need
     the zip, and on a cluster the script would not exist on the executors.

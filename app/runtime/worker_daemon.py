@@ -4,7 +4,7 @@ Spark starts one daemon per executor and forks a Python worker from it for each 
 task (``spark.python.daemon.module``, set by :mod:`app.runtime.session`). pyspark's own daemon
 has only pyspark imported, so every new worker paid ~0.45 s of CPU importing pyarrow, numpy,
 pandas, confluent-kafka, fastavro and the source, sink and operator modules before its first
-row (issue 7: the first step of a run forks several). Imported here, the forks inherit them.
+row (the first step of a run forks several). Imported here, the forks inherit them.
 The daemon itself is pyspark's, unchanged; it imports the worker module (``pyspark.worker``)
 in each fork, so that is imported here too.
 
@@ -12,7 +12,7 @@ Everything imported is frozen out of the garbage collector (``gc.freeze``) befor
 forks: pyspark's worker calls ``gc.collect()`` after every task, and each call walked the
 ~83,000 objects every fork inherits, about 45 ms of CPU a task, twice a step per worker
 (measured in Spark's workers during a run of benchmark (b); 0.1 ms frozen, the tasks' own
-work no slower: ``loadtests.worker_gc``, docs/performance.md, issue 7). The frozen objects
+work no slower: ``loadtests.worker_gc``, docs/performance.md). The frozen objects
 live as long as the daemon anyway; freezing them also spares the forks' copy-on-write of the
 pages they sit on.
 """
