@@ -31,7 +31,8 @@
 # Environment:
 #   TIDEMARK_IMAGE        the image to build (default localhost/tidemark:<project version>)
 #   TIDEMARK_BASE_IMAGE   the base (default localhost/tidemark-base:bookworm)
-#   TIDEMARK_PYTHON_IMAGE use this image as PYTHON_IMAGE instead of building the base
+#   TIDEMARK_PYTHON_IMAGE use this image (already in podman's storage: nothing is pulled) as
+#                         PYTHON_IMAGE instead of building the base
 #   TIDEMARK_APT_SOURCES  an apt sources file (one-line or deb822) for the base
 #   TIDEMARK_OCI_RUNTIME  runc (default) or crun
 #   TIDEMARK_REBUILD_BASE=1  rebuild the base even if it exists
@@ -89,20 +90,16 @@ apt_sources() {
         echo "$TIDEMARK_APT_SOURCES"
         return
     fi
-    local file found=0
+    local file
     for file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
         /etc/apt/sources.list.d/*.sources; do
         [[ -f "$file" ]] || continue
         # Only sources that serve the suite: third-party repositories stay out of the image.
         if grep -v '^[[:space:]]*#' "$file" | grep -qw "$suite"; then
             echo "$file"
-            found=1
         fi
     done
-    if [[ $found -eq 0 ]]; then
-        say "no apt source of this machine names $suite; set TIDEMARK_APT_SOURCES to a file"
-        exit 2
-    fi
+    return 0
 }
 
 build_base() {
@@ -112,6 +109,11 @@ build_base() {
     fi
     local work sources=()
     mapfile -t sources < <(apt_sources)
+    # Without a source mmdebstrap would fall back to its built-in mirror: refuse instead.
+    if [[ ${#sources[@]} -eq 0 ]]; then
+        say "no apt source of this machine names $suite; set TIDEMARK_APT_SOURCES to a file"
+        exit 2
+    fi
     work="$(mktemp -d "${TMPDIR:-/var/tmp}/tidemark-base.XXXXXX")"
     # shellcheck disable=SC2064 # the directory is known now
     trap "rm -rf '$work'" EXIT
