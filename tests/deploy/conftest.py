@@ -1,4 +1,4 @@
-"""Fixtures of the deployment tests (issue 8): the Kubernetes tools and a standalone Spark cluster.
+"""Fixtures of the deployment tests: the Kubernetes tools and a standalone Spark cluster.
 
 The tools are built by ``scripts/install-k8s-tools.sh`` (``go install``); the tests that need them
 are skipped, with the script's error as the reason, only when that build fails. The standalone

@@ -1,4 +1,4 @@
-"""The Helm chart renders, lints and validates against Kubernetes' schemas (issue 8).
+"""The Helm chart renders, lints and validates against Kubernetes' schemas.
 
 Every values file (the defaults, ci/local-values.yaml, ci/kubernetes-values.yaml) goes through
 ``helm lint --strict``, ``helm template`` and ``kubeconform -strict`` against the Kubernetes
@@ -74,13 +74,13 @@ def rendered(request: pytest.FixtureRequest, k8s_tools: K8sTools) -> tuple[str, 
 
 
 @pytest.mark.parametrize("mode", list(VALUES))
-def test_issue8_helm_lint_passes_for_every_values_file(k8s_tools: K8sTools, mode: str) -> None:
+def test_helm_lint_passes_for_every_values_file(k8s_tools: K8sTools, mode: str) -> None:
     result = _helm(k8s_tools, "lint", "--strict", str(CHART), values=VALUES[mode])
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
 
 
-def test_issue8_kubeconform_validates_rendered_manifests(
+def test_kubeconform_validates_rendered_manifests(
     k8s_tools: K8sTools, rendered: tuple[str, str]
 ) -> None:
     mode, manifests = rendered
@@ -91,7 +91,7 @@ def test_issue8_kubeconform_validates_rendered_manifests(
     assert {"StatefulSet", "Service", "ConfigMap", "ServiceAccount"} <= kinds, mode
 
 
-def test_issue8_kubeconform_rejects_a_broken_manifest(k8s_tools: K8sTools) -> None:
+def test_kubeconform_rejects_a_broken_manifest(k8s_tools: K8sTools) -> None:
     """The offline schemas really validate: an unknown container field must fail."""
     manifests = _render(k8s_tools, None)
     docs = _docs(manifests)
@@ -101,7 +101,7 @@ def test_issue8_kubeconform_rejects_a_broken_manifest(k8s_tools: K8sTools) -> No
     assert "imagePullPolice" in result.stdout
 
 
-def test_issue8_executor_pod_template_is_a_valid_pod(k8s_tools: K8sTools) -> None:
+def test_executor_pod_template_is_a_valid_pod(k8s_tools: K8sTools) -> None:
     docs = _docs(_render(k8s_tools, VALUES["kubernetes"]))
     template = _one(docs, "ConfigMap", "-spark")["data"]["executor-pod-template.yaml"]
     result = _kubeconform(k8s_tools, template)
@@ -147,7 +147,7 @@ def test_s15_one_driver_per_checkpoint_with_probes_and_graceful_shutdown(
         assert env["TIDEMARK_SPARK_MASTER"].startswith("local[")
 
 
-def test_issue8_secrets_only_by_reference(k8s_tools: K8sTools) -> None:
+def test_secrets_only_by_reference(k8s_tools: K8sTools) -> None:
     docs = _docs(_render(k8s_tools, VALUES["local"]))
     container = _one(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e for e in container["env"]}
@@ -159,7 +159,7 @@ def test_issue8_secrets_only_by_reference(k8s_tools: K8sTools) -> None:
     assert not [d for d in docs if d["kind"] == "Secret"]
 
 
-def test_issue8_kubernetes_mode_rbac_and_spark_conf(k8s_tools: K8sTools) -> None:
+def test_kubernetes_mode_rbac_and_spark_conf(k8s_tools: K8sTools) -> None:
     docs = _docs(_render(k8s_tools, VALUES["kubernetes"]))
     role = _one(docs, "Role")
     pod_rule = next(r for r in role["rules"] if "pods" in r["resources"])
@@ -189,7 +189,7 @@ def test_issue8_kubernetes_mode_rbac_and_spark_conf(k8s_tools: K8sTools) -> None
     assert driver_ports <= service_ports
 
 
-def test_issue8_local_mode_has_no_api_access(k8s_tools: K8sTools) -> None:
+def test_local_mode_has_no_api_access(k8s_tools: K8sTools) -> None:
     docs = _docs(_render(k8s_tools, None))
     assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
     pod = _one(docs, "StatefulSet")["spec"]["template"]["spec"]
@@ -240,7 +240,7 @@ def test_s15_checkpoint_without_persistence_is_scratch_in_local_mode(k8s_tools: 
     assert result.returncode != 0 and "shared volume" in result.stderr
 
 
-def test_issue8_default_values_leave_crds_off(k8s_tools: K8sTools) -> None:
+def test_default_values_leave_crds_off(k8s_tools: K8sTools) -> None:
     kinds = [d["kind"] for d in _docs(_render(k8s_tools, None))]
     assert not set(CRDS) & set(kinds)
 
@@ -259,7 +259,7 @@ def test_issue8_default_values_leave_crds_off(k8s_tools: K8sTools) -> None:
         (("checkpoint.name=../other",), "checkpoint.name"),
     ],
 )
-def test_issue8_chart_refuses_inconsistent_values(
+def test_chart_refuses_inconsistent_values(
     k8s_tools: K8sTools, sets: tuple[str, ...], message: str
 ) -> None:
     args = ["template", "tm", str(CHART)]
@@ -270,7 +270,7 @@ def test_issue8_chart_refuses_inconsistent_values(
     assert message in result.stderr
 
 
-def test_issue8_chart_env_names_are_settings(k8s_tools: K8sTools) -> None:
+def test_chart_env_names_are_settings(k8s_tools: K8sTools) -> None:
     """Every TIDEMARK_* variable the chart sets is a setting of app/config.py (no dead env)."""
     from app.config import KafkaSecurity, Settings
 
@@ -285,7 +285,7 @@ def test_issue8_chart_env_names_are_settings(k8s_tools: K8sTools) -> None:
 
 
 @pytest.mark.parametrize("mode", list(VALUES))
-def test_issue8_notes_render(k8s_tools: K8sTools, mode: str, tmp_path: Path) -> None:
+def test_notes_render(k8s_tools: K8sTools, mode: str, tmp_path: Path) -> None:
     """NOTES.txt renders (helm template skips it and `helm install` needs a cluster): a copy of
     the chart renders it through `tpl` into a ConfigMap, with the same values and context."""
     chart = tmp_path / "tidemark"

