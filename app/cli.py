@@ -219,7 +219,7 @@ def punctuate(
     partition: Annotated[int | None, typer.Option(help="Partition (default: all).")] = None,
     bootstrap_servers: Annotated[str | None, typer.Option(help="Kafka bootstrap servers.")] = None,
 ) -> None:
-    """Send a punctuation (SPEC S4): moves a quiet table's waterline like a row would."""
+    """Send a punctuation: moves a quiet table's waterline like a row would (docs/time.md)."""
     from app.config import load_settings
     from app.connectors.late_gate import BOUND_HEADER, parse_bound
     from app.connectors.punctuation import send_punctuation
