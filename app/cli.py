@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from app.errors import ProgramError, TidemarkError
+from app.errors import ConfigError, ProgramError, TidemarkError
+
+if TYPE_CHECKING:
+    from app.config import Settings
 
 __all__ = ["app", "main"]
 
@@ -149,17 +152,33 @@ def run(
         _fail(exc)
 
 
-def _run(circuit: Any, settings: Any, once: bool) -> None:
+def _route_spark_logs(log_file: Path | None) -> None:
+    """Spark's Python loggers to ``log_file`` (None: the console), or a ConfigError that
+    names the file when its directory cannot be made."""
+    from app.observability.logging import route_spark_python_logs
+
+    try:
+        route_spark_python_logs(log_file)
+    except OSError as exc:
+        raise ConfigError(
+            f"Spark's log file {log_file} cannot be written"
+            f" ({exc.strerror or type(exc).__name__}): set --spark-log-file"
+            " (TIDEMARK_SPARK_LOG_FILE) to a writable file, or --spark-log console"
+        ) from exc
+
+
+def _run(circuit: Any, settings: Settings, once: bool) -> None:
     from app import __version__
     from app.observability.listener import InputLagProbe, TidemarkQueryListener
-    from app.observability.logging import get_logger, route_spark_python_logs
+    from app.observability.logging import get_logger
     from app.observability.metrics import TidemarkMetrics
     from app.observability.server import BrokerReachability, MetricsServer, Readiness
-    from app.runtime.service import Service
+    from app.runtime.service import Service, prepare_checkpoint
 
     log = get_logger("tidemark.cli")
     # After the program compiled: a rejected program leaves no file behind.
-    route_spark_python_logs(settings.spark_log_path)
+    prepare_checkpoint(settings.checkpoint)
+    _route_spark_logs(settings.spark_log_path)
     if settings.spark_log_path is not None:
         log.info("spark.logs", file=str(settings.spark_log_path))
     kafka_conf = settings.kafka_config()
@@ -171,19 +190,7 @@ def _run(circuit: Any, settings: Any, once: bool) -> None:
     for view in circuit.views:
         if view.output is not None:
             metrics.declare_output(view.name, view.output.topic)
-    service = Service(
-        circuit,
-        kafka_conf,
-        settings.checkpoint,
-        settings.spark_master,
-        settings.trigger_interval_ms,
-        settings.max_records_per_step,
-        settings.shuffle_partitions,
-        metrics,
-        wait_for_topics_seconds=settings.wait_for_topics_seconds,
-        exactly_once=settings.exactly_once,
-        spark_log=settings.spark_log_path,
-    )
+    service = Service(circuit, settings, metrics=metrics)
     probe = InputLagProbe(metrics, kafka_conf)
     listener = TidemarkQueryListener(
         metrics,
@@ -254,7 +261,7 @@ def demo(
     filter view and a windowed aggregate on them."""
     from app.config import load_settings
     from app.demo import DEMO_SPARK_LOG, run_demo
-    from app.observability.logging import configure_logging, route_spark_python_logs
+    from app.observability.logging import configure_logging
 
     configure_logging("console", "warning")
     try:
@@ -262,7 +269,7 @@ def demo(
         log_file = None
         if settings.spark_log == "file":
             log_file = settings.spark_log_file or DEMO_SPARK_LOG
-        route_spark_python_logs(log_file)
+        _route_spark_logs(log_file)
         ok = run_demo(duration_seconds, rate, late_fraction, seed, log_file)
     except TidemarkError as exc:
         _fail(exc)

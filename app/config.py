@@ -11,11 +11,16 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from app.errors import ConfigError
 
@@ -62,7 +67,13 @@ class KafkaSecurity(BaseSettings):
                 setattr(self, name, SecretStr(path.read_text().strip()))
             except OSError as exc:
                 raise ConfigError(
-                    f"TIDEMARK_KAFKA_{name.upper()}_FILE {path}: {exc.strerror}"
+                    f"TIDEMARK_KAFKA_{name.upper()}_FILE {path}: {exc.strerror}:"
+                    " mount the secret there or fix the path"
+                ) from exc
+            except UnicodeDecodeError as exc:
+                raise ConfigError(
+                    f"TIDEMARK_KAFKA_{name.upper()}_FILE {path} is not UTF-8 text:"
+                    " it must hold the password alone"
                 ) from exc
 
     def client_config(self) -> dict[str, str]:
@@ -101,9 +112,19 @@ class _YamlFile(PydanticBaseSettingsSource):
             if not path.is_file():
                 raise ConfigError(f"config file {path} does not exist")
             try:
-                loaded = yaml.safe_load(path.read_text()) or {}
+                loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            except OSError as exc:
+                raise ConfigError(
+                    f"config file {path} cannot be read ({exc.strerror or type(exc).__name__}):"
+                    " fix its permissions or give another with --config (TIDEMARK_CONFIG)"
+                ) from exc
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"config file {path} is not UTF-8 text") from exc
             except yaml.YAMLError as exc:
-                raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+                problem = " ".join(str(exc).split())
+                raise ConfigError(
+                    f"config file {path} is not valid YAML: {problem}: fix it at that line"
+                ) from exc
             if not isinstance(loaded, dict):
                 raise ConfigError(f"config file {path} must be a mapping of setting: value")
             self._data = {str(k).replace("-", "_"): v for k, v in loaded.items()}
@@ -160,7 +181,8 @@ class Settings(BaseSettings):
         """librdkafka settings for every client Tidemark creates."""
         return {"bootstrap.servers": self.bootstrap_servers, **self.kafka.client_config()}
 
-    _config_file: Path | None = None
+    #: The file load_settings() reads, for the duration of one Settings(...) call.
+    _config_file: ClassVar[Path | None] = None
 
     @classmethod
     def settings_customise_sources(
@@ -179,6 +201,17 @@ class Settings(BaseSettings):
         )
 
 
+def _setting_name(model: str, loc: tuple[int | str, ...]) -> str:
+    """An invalid setting as its environment variable names it: ``kafka.sasl_mechanism`` (or
+    ``sasl_mechanism`` of a KafkaSecurity) is TIDEMARK_KAFKA_SASL_MECHANISM."""
+    parts = [str(p) for p in loc]
+    if model == KafkaSecurity.__name__:
+        parts = ["kafka", *parts]
+    if not parts:
+        return "settings"
+    return f"{'.'.join(parts)} (TIDEMARK_{'_'.join(parts).upper()})"
+
+
 def load_settings(config_file: Path | None = None, **flags: Any) -> Settings:
     """Settings from flags (None = not given), environment, config file, defaults."""
     path = config_file or (
@@ -190,9 +223,16 @@ def load_settings(config_file: Path | None = None, **flags: Any) -> Settings:
         return Settings(**given)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
-            for err in exc.errors()
+            f"{_setting_name(exc.title, err['loc'])}: {err['msg']}" for err in exc.errors()
         )
-        raise ConfigError(f"invalid configuration: {problems}") from exc
+        raise ConfigError(
+            f"invalid configuration: {problems} (from a flag, a TIDEMARK_* variable or the"
+            " config file; docs/configuration.md lists every setting)"
+        ) from exc
+    except SettingsError as exc:
+        raise ConfigError(
+            f"invalid configuration: {' '.join(str(exc).split())}: a TIDEMARK_* variable of a"
+            " nested setting must hold JSON"
+        ) from exc
     finally:
         Settings._config_file = None

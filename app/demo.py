@@ -33,7 +33,7 @@ from rich.table import Table as RichTable
 
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.topic_reader import read_topic
-from app.errors import TidemarkError
+from app.errors import ConfigError, KafkaError, TidemarkError
 from app.local_kafka import LocalKafka
 from app.runtime.step_sink import StepReport
 
@@ -253,8 +253,10 @@ def run_demo(
 ) -> bool:
     """Run the demo; ``spark_log`` is the file for Spark's own logs (None: the console).
     True when every check of the summary holds."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+    from app.config import KafkaSecurity, Settings
     from app.program.compile import compile_program
     from app.runtime.service import Service
 
@@ -267,15 +269,28 @@ def run_demo(
         f"{len(circuit.views)} view(s); starting a local Kafka broker..."
     )
     if spark_log is not None:
-        spark_log.parent.mkdir(parents=True, exist_ok=True)
-        _clear_logs(spark_log)
+        try:
+            spark_log.parent.mkdir(parents=True, exist_ok=True)
+            _clear_logs(spark_log)
+        except OSError as exc:
+            raise ConfigError(
+                f"Spark's log file {spark_log} cannot be written"
+                f" ({exc.strerror or type(exc).__name__}): give a writable file with"
+                " --spark-log-file, or --spark-log console"
+            ) from exc
         from app.observability.logging import jvm_output_path
 
         console.print(
             f"Spark's own logs go to {spark_log} (its JVM's output: "
             f"{jvm_output_path(spark_log).name})"
         )
-    workdir = Path(tempfile.mkdtemp(prefix="tidemark-demo-"))
+    try:
+        workdir = Path(tempfile.mkdtemp(prefix="tidemark-demo-"))
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot make the demo's directory in {tempfile.gettempdir()}"
+            f" ({exc.strerror or type(exc).__name__}): set TMPDIR to a writable directory"
+        ) from exc
     totals: dict[str, int] = {"in": 0, "accepted": 0, "steps": 0}
     dead: dict[str, int] = {}
     outputs: dict[str, int] = {}
@@ -306,26 +321,39 @@ def run_demo(
     table = circuit.table("purchase")
     #: Output view -> its topic.
     views = {v.name: v.output.topic for v in circuit.views if v.output is not None}
-    #: The broker's address once it is up; the service reads it from ``start()`` on.
+    #: The broker's address once it is up; the service's settings get it before ``start()``.
     conf: dict[str, str] = {}
-    service = Service(
-        circuit,
-        conf,
-        workdir / "checkpoint",
-        trigger_interval_ms=1000,
+    # The demo runs a fixed configuration: TIDEMARK_* variables configure `tidemark run`.
+    settings = Settings(
+        checkpoint=workdir / "checkpoint",
+        spark_master="local[2]",
+        trigger_interval="1000ms",
         max_records_per_step=max(1000, rate * 5),
-        on_step=on_step,
-        spark_log=spark_log,
+        shuffle_partitions=4,
+        wait_for_topics_seconds=0,
+        exactly_once=True,
+        spark_log="console" if spark_log is None else "file",
+        spark_log_file=spark_log,
+        kafka=KafkaSecurity(security_protocol="PLAINTEXT"),
     )
+    service = Service(circuit, settings, on_step=on_step)
     # Spark's JVM starts while the broker does: neither needs the other to start.
     opening = _InBackground(service.open_session)
     generator: _Generator | None = None
     try:
         with LocalKafka(workdir=workdir / "kafka") as kafka:
             conf["bootstrap.servers"] = kafka.bootstrap_servers
+            service.settings = settings.model_copy(
+                update={"bootstrap_servers": kafka.bootstrap_servers}
+            )
             try:
                 admin = AdminClient({**conf, "log_level": 3})
-                admin.create_topics([NewTopic("purchases", 2, 1)])["purchases"].result(30)
+                try:
+                    admin.create_topics([NewTopic("purchases", 2, 1)])["purchases"].result(30)
+                except KafkaException as exc:
+                    raise KafkaError(
+                        f"the demo could not create topic purchases on the local broker: {exc}"
+                    ) from exc
                 del admin
                 console.print(
                     f"broker at {kafka.bootstrap_servers}; generating {rate} purchases/s "

@@ -18,6 +18,7 @@ __all__ = [
     "KafkaError",
     "ProgramError",
     "SerializationError",
+    "SparkError",
     "TidemarkError",
 ]
 
@@ -44,3 +45,7 @@ class KafkaError(TidemarkError):
 
 class ConfigError(TidemarkError):
     """Invalid configuration (flags, environment, config file)."""
+
+
+class SparkError(TidemarkError):
+    """Spark could not start, or a streaming query stopped with an error."""

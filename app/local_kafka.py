@@ -119,11 +119,36 @@ class LocalKafka:
         java = shutil.which("java")
         if java is None:
             raise KafkaError("java is not on PATH: Java 17 is needed to run the local broker")
-        if self.workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix="tidemark-kafka-"))
-            self._owns_workdir = True
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.log_dir.mkdir(exist_ok=True)
+        try:
+            if self.workdir is None:
+                self.workdir = Path(tempfile.mkdtemp(prefix="tidemark-kafka-"))
+                self._owns_workdir = True
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            self.log_dir.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise KafkaError(
+                f"cannot make the local broker's directory {self.workdir or tempfile.gettempdir()}"
+                f" ({exc.strerror or type(exc).__name__}): the broker needs a writable"
+                " directory (TMPDIR for a temporary one)"
+            ) from exc
+        try:
+            self._launch(java, libs)
+        except OSError as exc:
+            raise KafkaError(
+                f"cannot start the local broker in {self.workdir}"
+                f" ({exc.strerror or type(exc).__name__}): it needs a writable directory and"
+                " a runnable java"
+            ) from exc
+        except subprocess.TimeoutExpired as exc:
+            raise KafkaError(
+                f"formatting the local broker's storage took over {exc.timeout:g} s: the"
+                " machine may be overloaded, try again"
+            ) from exc
+        return self
+
+    def _launch(self, java: str, libs: Path) -> None:
+        """Write the broker's configuration, format its storage, start it and wait for it."""
+        assert self.workdir is not None
         # A restart keeps the ports, so clients reconnect to the same bootstrap servers.
         self.port = self.port or _free_port()
         self.controller_port = self.controller_port or _free_port()
@@ -207,15 +232,20 @@ class LocalKafka:
             seconds=round(time.monotonic() - started, 1),
             workdir=str(self.workdir),
         )
-        return self
 
     def _wait_ready(self) -> None:
+        from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + self.startup_timeout_seconds
-        admin = AdminClient(
-            {"bootstrap.servers": self.bootstrap_servers, "log_level": 0, **self.client_config()}
-        )
+        try:
+            admin = AdminClient(
+                {"bootstrap.servers": self.bootstrap_servers, "log_level": 0,
+                 **self.client_config()}
+            )
+        except KafkaException as exc:
+            self.stop()
+            raise KafkaError(f"cannot create a client of the local broker: {exc}") from exc
         last_error = ""
         while time.monotonic() < deadline:
             if self._process is not None and self._process.poll() is not None:

@@ -42,6 +42,7 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 else:
     sys.path.insert(0, str(ROOT))
 
+from app.config import Settings  # noqa: E402
 from app.connectors.avro_codec import AvroCodec  # noqa: E402
 from app.connectors.kafka_source import KafkaSource, topic_end_offsets  # noqa: E402
 from app.program.compile import compile_program  # noqa: E402
@@ -123,8 +124,10 @@ def run_tidemark(
     program.write_text(PROGRAM.format(topic=topics["in"], out=topics["out"]))
     circuit = compile_program(program)
     reports: list[StepReport] = []
-    service = Service(circuit, conf, work / "ck-tidemark", shuffle_partitions=2,
-                      max_records_per_step=max_records, on_step=reports.append)
+    settings = Settings(bootstrap_servers=conf["bootstrap.servers"],
+                        checkpoint=work / "ck-tidemark", shuffle_partitions=2,
+                        max_records_per_step=max_records, spark_log="console")
+    service = Service(circuit, settings, on_step=reports.append)
     started = time.monotonic()
     service.start(once=True)
     service.wait(timeout_seconds=1800)

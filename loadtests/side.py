@@ -114,6 +114,7 @@ def _listener(progress: list[dict[str, Any]], announce: bool) -> Any:
 
 
 def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
+    from app.config import Settings
     from app.program.compile import compile_program
     from app.runtime.service import Service
 
@@ -124,15 +125,16 @@ def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
     circuit = compile_program(program)
     progress: list[dict[str, Any]] = []
     once = spec.get("once", True)
-    service = Service(
-        circuit,
-        {"bootstrap.servers": spec["bootstrap"]},
-        work / "ck",
+    settings = Settings(
+        bootstrap_servers=spec["bootstrap"],
+        checkpoint=work / "ck",
         spark_master=spec["master"],
         shuffle_partitions=spec["shuffle_partitions"],
         max_records_per_step=spec["max_records_per_step"],
-        trigger_interval_ms=int(spec.get("trigger_ms", 0)),  # 0: Tidemark's default
+        trigger_interval=f"{int(spec.get('trigger_ms', 0))}ms",  # 0: Tidemark's default
+        spark_log="console",
     )
+    service = Service(circuit, settings)
     service.open_session()  # the JVM's start is not the workload's
     if not once:
         service.install_signal_handlers()

@@ -40,6 +40,7 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 else:
     sys.path.insert(0, str(ROOT))
 
+from app.config import Settings  # noqa: E402
 from app.connectors.avro_codec import AvroCodec  # noqa: E402
 from app.program.compile import compile_program  # noqa: E402
 from app.runtime.service import Service  # noqa: E402
@@ -170,9 +171,9 @@ def main() -> None:
         program = work / "state.sql"
         program.write_text(PROGRAM.format(**topics))
         circuit = compile_program(program)
-        service = Service(
-            circuit, conf, work / "ck", shuffle_partitions=2, trigger_interval_ms=2000
-        )
+        settings = Settings(bootstrap_servers=bootstrap, checkpoint=work / "ck",
+                            shuffle_partitions=2, trigger_interval="2000ms", spark_log="console")
+        service = Service(circuit, settings)
         sent = [0]
         feeder = threading.Thread(
             target=feed,

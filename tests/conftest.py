@@ -36,6 +36,25 @@ class Broker:
     def conf(self) -> dict[str, str]:
         return {"bootstrap.servers": self.bootstrap_servers, **self.extra}
 
+    def settings(self, checkpoint: Path, **values: Any) -> Any:
+        """Tidemark's settings for this broker: its address and client settings (each a
+        librdkafka name whose KafkaSecurity field is the same with ``_`` for ``.``), the
+        checkpoint, Spark's logs on the console unless ``values`` say otherwise, and
+        ``values``."""
+        from app.config import KafkaSecurity, Settings
+
+        security = KafkaSecurity(
+            **{"security_protocol": "PLAINTEXT"}
+            | {key.replace(".", "_"): value for key, value in self.extra.items()}
+        )
+        given: dict[str, Any] = {"spark_log": "console", **values}
+        return Settings(
+            bootstrap_servers=self.bootstrap_servers,
+            checkpoint=checkpoint,
+            kafka=security,
+            **given,
+        )
+
     def create_topic(self, name: str, partitions: int = 1) -> str:
         from confluent_kafka.admin import AdminClient, NewTopic
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from app.errors import KafkaError
+
 __all__ = ["read_topic"]
 
 
@@ -20,6 +22,20 @@ def read_topic(
     """Every record of ``topic`` from the beginning to its current end (read_committed; a
     test reads an open transaction's records with ``read_uncommitted``). Under read_committed
     an open transaction holds the reader until ``timeout_seconds``."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return _read(conf, topic, timeout_seconds, isolation)
+    except KafkaException as exc:
+        inner = exc.args[0] if exc.args else exc
+        reason = inner.str() if hasattr(inner, "str") else str(inner)
+        raise KafkaError(
+            f"cannot read topic {topic} from {conf.get('bootstrap.servers')}: {reason}: check"
+            " that the broker runs and answers, and the topic exists"
+        ) from exc
+
+
+def _read(conf: dict[str, str], topic: str, timeout_seconds: float, isolation: str) -> list[Any]:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(

@@ -22,6 +22,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
+from app.errors import ConfigError
 from app.observability.logging import get_logger
 
 __all__ = ["BrokerReachability", "MetricsServer", "Readiness", "ReadinessCheck"]
@@ -126,7 +127,14 @@ class MetricsServer:
     def start(self) -> MetricsServer:
         """Bind and serve in a daemon thread; returns self so ``MetricsServer(...).start()``."""
         handler = _handler_class(self._registry, self._readiness)
-        self._server = ThreadingHTTPServer((self._host, self._requested_port), handler)
+        try:
+            self._server = ThreadingHTTPServer((self._host, self._requested_port), handler)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot serve metrics on {self._host}:{self._requested_port}"
+                f" ({exc.strerror or type(exc).__name__}): give a free port with --metrics-port"
+                " (TIDEMARK_METRICS_PORT), or 0 for any free port"
+            ) from exc
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="tidemark-metrics", daemon=True,

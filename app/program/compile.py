@@ -235,8 +235,17 @@ class _Compiler:
                                  "program's parent directory, then the program's directory; "
                                  "or drop 'schema' to derive it from the columns")
         try:
-            schema = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CompileFailure(option.value_position, f"schema file {raw} cannot be read: "
+                                 f"{exc.strerror or exc}", "fix its permissions or the "
+                                 "path") from exc
+        except UnicodeDecodeError as exc:
+            raise CompileFailure(option.value_position, f"schema file {raw} is not UTF-8 "
+                                 "text") from exc
+        try:
+            schema = json.loads(text)
+        except json.JSONDecodeError as exc:
             raise CompileFailure(option.value_position, f"schema file {raw} is not valid JSON: "
                                  f"{exc}") from exc
         try:

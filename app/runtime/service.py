@@ -9,7 +9,9 @@ SIGTERM (Kubernetes stopping the pod) lets the step in flight finish, then stops
 from __future__ import annotations
 
 import json
+import re
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -23,15 +25,23 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from app.circuit.ir import Circuit
+from app.config import Settings
 from app.connectors.kafka_source import SliceCache, topic_end_offsets
-from app.errors import KafkaError
+from app.errors import ConfigError, KafkaError, SparkError
 from app.runtime.aggregate import polls_every_step
 from app.runtime.physical import PhysicalPlan, physical_plan
 from app.runtime.plan import check_supported, plan_table
 from app.runtime.session import spark_session
 from app.runtime.step_sink import StepMetrics, StepReport, StepSink
 
-__all__ = ["POLLED_INTERVAL_MS", "Service", "ensure_topics", "step_interval_ms"]
+__all__ = [
+    "POLLED_INTERVAL_MS",
+    "Service",
+    "ensure_topics",
+    "prepare_checkpoint",
+    "query_failure",
+    "step_interval_ms",
+]
 
 log = structlog.get_logger("tidemark.service")
 
@@ -45,16 +55,25 @@ def ensure_topics(
     """Input topics must exist (a clear error otherwise, after waiting up to
     ``wait_for_topics_seconds`` for them to appear); output and dead-letter topics are
     created when missing, with as many partitions as their table's input topic."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    admin = AdminClient({**kafka_conf, "log_level": 3})
+    try:
+        admin = AdminClient({**kafka_conf, "log_level": 3})
+    except KafkaException as exc:
+        raise KafkaError(
+            f"cannot create a Kafka client: {_kafka_reason(exc)}: check TIDEMARK_KAFKA_*"
+            " (security protocol, SASL and TLS files)"
+        ) from exc
     deadline = time.monotonic() + wait_for_topics_seconds
     while True:
         try:
             metadata = admin.list_topics(timeout=timeout)
         except Exception as exc:
             raise KafkaError(
-                f"cannot reach the Kafka cluster at {kafka_conf.get('bootstrap.servers')}: {exc}"
+                f"cannot reach the Kafka cluster at {kafka_conf.get('bootstrap.servers')}:"
+                f" {_kafka_reason(exc)}: check --bootstrap-servers (TIDEMARK_BOOTSTRAP_SERVERS),"
+                " that the broker runs, and TIDEMARK_KAFKA_* for a secured cluster"
             ) from exc
         existing = metadata.topics
         missing_inputs = [t for t in circuit.tables if t.topic not in existing]
@@ -91,7 +110,64 @@ def ensure_topics(
                 log.info("topic.created", topic=name)
             except Exception as exc:  # noqa: BLE001 - an existing topic is fine
                 if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                    raise KafkaError(f"cannot create topic {name}: {exc}") from exc
+                    raise KafkaError(
+                        f"cannot create topic {name}: {_kafka_reason(exc)}: create it, or let"
+                        " Tidemark's user create topics on the cluster"
+                    ) from exc
+
+
+def _kafka_reason(exc: BaseException) -> str:
+    """A Kafka client error's own text (a KafkaException wraps a KafkaError in args[0])."""
+    inner = exc.args[0] if exc.args else exc
+    text = inner.str() if hasattr(inner, "str") else str(inner)
+    return str(text).strip() or type(exc).__name__
+
+
+def prepare_checkpoint(checkpoint: Path) -> None:
+    """The checkpoint directory exists and this process can write in it (Spark's offsets,
+    the source's state and by default Spark's log all go there), else a ConfigError that
+    names it, before Spark or Kafka is touched."""
+    try:
+        checkpoint.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=checkpoint, prefix=".tidemark-write-check-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"checkpoint directory {checkpoint} is not writable"
+            f" ({exc.strerror or type(exc).__name__}): give a directory this user can write"
+            " with --checkpoint or TIDEMARK_CHECKPOINT"
+        ) from exc
+
+
+#: A Tidemark error raised in a Python worker or in a step's sink, as its traceback ends.
+_TIDEMARK_LINE = re.compile(r"^app\.errors\.(\w+): (.+)$", re.MULTILINE)
+
+
+def _first_line(text: str, limit: int = 400) -> str:
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def query_failure(name: str, exc: BaseException, spark_log: Path | None) -> SparkError:
+    """The error of a streaming query that stopped, in one line: the Tidemark error that
+    stopped it when one did (a worker's or the sink's traceback ends with it), else the first
+    line of Spark's message; the whole of it is in Spark's log."""
+    text = getattr(exc, "_desc", None) or ""
+    if not text:
+        try:
+            text = str(exc)
+        except Exception:  # noqa: BLE001 - str() of a Spark error asks a JVM that may be gone
+            text = type(exc).__name__
+    found = _TIDEMARK_LINE.findall(text)
+    reason = found[-1][1].strip() if found else _first_line(text)
+    where = f"Spark's log {spark_log}" if spark_log is not None else "Spark's log (the console)"
+    error = SparkError(
+        f"streaming query {name} stopped: {reason}. The whole error is in {where}; fix the"
+        " cause and run again: the query continues from its checkpoint"
+    )
+    error.__cause__ = exc
+    return error
+
 
 
 #: How often a table with an AFTER DELAY view steps when the trigger interval is 0.
@@ -115,19 +191,14 @@ def step_interval_ms(trigger_interval_ms: int, *, polled: bool, once: bool) -> i
 
 @dataclass
 class Service:
+    """A circuit run by the settings of one :class:`~app.config.Settings` object: its Kafka
+    client settings (``kafka_config()``), checkpoint, Spark master, trigger interval, step
+    size, shuffle partitions, topic wait, exactly-once and where Spark's logs go."""
+
     circuit: Circuit
-    kafka_conf: Mapping[str, str]
-    checkpoint: Path
-    spark_master: str = "local[2]"
-    trigger_interval_ms: int = 0
-    max_records_per_step: int = 200_000
-    shuffle_partitions: int = 4
+    settings: Settings
     metrics: StepMetrics | None = None
     on_step: Callable[[StepReport], None] | None = None
-    wait_for_topics_seconds: float = 0
-    exactly_once: bool = True
-    #: Where Spark's own logs go (``app.runtime.session.spark_session``); None: the console.
-    spark_log: Path | None = None
     queries: list[StreamingQuery] = field(default_factory=list)
     spark: SparkSession | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
@@ -137,6 +208,15 @@ class Service:
     _polled: set[str] = field(default_factory=set)
     _reached: dict[str, int] = field(default_factory=dict)
     _physical: PhysicalPlan | None = None
+
+    @property
+    def kafka_conf(self) -> dict[str, str]:
+        """The librdkafka settings of every client the service creates."""
+        return self.settings.kafka_config()
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.settings.checkpoint
 
     @property
     def physical(self) -> PhysicalPlan:
@@ -150,23 +230,37 @@ class Service:
         JVM that holds no rows compiles less, :func:`app.runtime.session.spark_session`)."""
         if self.spark is None:
             started = time.monotonic()
-            self.spark = spark_session(
-                self.spark_master,
-                self.shuffle_partitions,
-                rows_in_jvm=self.physical.rows_in_jvm,
-                spark_log=self.spark_log,
-            )
+            spark_log = self.settings.spark_log_path
+            try:
+                self.spark = spark_session(
+                    self.settings.spark_master,
+                    self.settings.shuffle_partitions,
+                    rows_in_jvm=self.physical.rows_in_jvm,
+                    spark_log=spark_log,
+                )
+            except Exception as exc:  # noqa: BLE001 - pyspark, py4j and OSError: the JVM's start
+                where = f"; Spark's log: {spark_log}" if spark_log is not None else ""
+                raise SparkError(
+                    f"Spark could not start (master {self.settings.spark_master}):"
+                    f" {_first_line(str(exc))}. Java 17 must be on PATH or in JAVA_HOME, and"
+                    " --spark-master (TIDEMARK_SPARK_MASTER) must be local[N] or a cluster"
+                    f" that answers{where}"
+                ) from exc
             log.info(
                 "spark.started",
-                master=self.spark_master,
+                master=self.settings.spark_master,
                 seconds=round(time.monotonic() - started, 1),
             )
         return self.spark
 
     def start(self, once: bool = False, listener: Any = None) -> None:
+        from confluent_kafka import KafkaException
+
         check_supported(self.circuit)
+        prepare_checkpoint(self.checkpoint)
+        kafka_conf = self.kafka_conf
         ensure_topics(
-            self.circuit, self.kafka_conf, wait_for_topics_seconds=self.wait_for_topics_seconds
+            self.circuit, kafka_conf, wait_for_topics_seconds=self.settings.wait_for_topics_seconds
         )
         spark = self.open_session()
         if listener is not None:
@@ -177,19 +271,26 @@ class Service:
         for table in self.circuit.tables:
             base = self.checkpoint / table.name
             state_dir = str(base / "tidemark")
-            stop_at = topic_end_offsets(self.kafka_conf, table.topic) if once else None
+            try:
+                stop_at = topic_end_offsets(kafka_conf, table.topic) if once else None
+            except KafkaException as exc:
+                raise KafkaError(
+                    f"cannot read the end offsets of topic {table.topic} (table {table.name}):"
+                    f" {_kafka_reason(exc)}: check that the broker at"
+                    f" {kafka_conf.get('bootstrap.servers')} runs and answers"
+                ) from exc
             plan = plan_table(
                 spark,
                 self.circuit,
                 self.physical.query_of(table.name),
                 table,
-                self.kafka_conf,
+                kafka_conf,
                 state_dir,
-                self.max_records_per_step,
+                self.settings.max_records_per_step,
                 stop_at,
             )
             sink = StepSink(
-                plan, self.kafka_conf, state_dir, self.metrics, self.on_step, self.exactly_once
+                plan, kafka_conf, state_dir, self.metrics, self.on_step, self.settings.exactly_once
             )
             polled = polls_every_step(
                 [
@@ -198,15 +299,25 @@ class Service:
                     if v.output is not None and self.circuit.root_table(v.name).name == table.name
                 ]
             )
-            interval = step_interval_ms(self.trigger_interval_ms, polled=polled, once=once)
-            query = (
-                plan.frame.writeStream.foreachBatch(sink)
-                .queryName(self.physical.query_of(table.name).name)
-                .option("checkpointLocation", str(base / "spark"))
-                .outputMode("append")
-                .trigger(processingTime=f"{interval} milliseconds")
-                .start()
+            interval = step_interval_ms(
+                self.settings.trigger_interval_ms, polled=polled, once=once
             )
+            try:
+                query = (
+                    plan.frame.writeStream.foreachBatch(sink)
+                    .queryName(self.physical.query_of(table.name).name)
+                    .option("checkpointLocation", str(base / "spark"))
+                    .outputMode("append")
+                    .trigger(processingTime=f"{interval} milliseconds")
+                    .start()
+                )
+            except Exception as exc:  # noqa: BLE001 - pyspark's errors and py4j's, at the start
+                raise SparkError(
+                    f"the streaming query of table {table.name} did not start:"
+                    f" {_first_line(str(exc))}. Check the checkpoint directory {base}: a"
+                    " checkpoint written by another program or Spark version cannot be"
+                    " continued, give a new --checkpoint (TIDEMARK_CHECKPOINT)"
+                ) from exc
             self.queries.append(query)
             if stop_at is not None:
                 self._targets[query.id] = stop_at
@@ -240,10 +351,8 @@ class Service:
         while not self._stopping.is_set():
             if all(not q.isActive or self._caught_up(q) for q in self.queries):
                 break
-            for q in self.queries:
-                if q.exception() is not None:
-                    self.stop()
-                    raise q.exception()  # type: ignore[misc]
+            if any(q.exception() is not None for q in self.queries):
+                self.stop()  # raises the failure of the first query that stopped with one
             if deadline is not None and time.monotonic() > deadline:
                 break
             time.sleep(0.2)
@@ -312,13 +421,17 @@ class Service:
                 time.sleep(0.05 if polled else 0.1)
             if q.isActive:
                 q.stop()
-        errors = [q.exception() for q in self.queries if q.exception() is not None]
+        errors = [
+            query_failure(str(q.name), failure, self.settings.spark_log_path)
+            for q in self.queries
+            if (failure := q.exception()) is not None
+        ]
         self.queries.clear()
         for table in self.circuit.tables:
             # The decoded slices only serve the branches of a running step (local disk).
             SliceCache(str(self.checkpoint / table.name / "tidemark")).clear()
         if errors:
-            raise errors[0]  # type: ignore[misc]
+            raise errors[0]
 
     def shutdown(self) -> None:
         if self.spark is not None:

@@ -147,7 +147,7 @@ def test_every_kind_of_bad_record_is_a_dead_letter_and_good_rows_flow_s6_s7(
 
     reports: list[StepReport] = []
     service = Service(
-        circuit, kafka.conf(), tmp_path / "checkpoint", shuffle_partitions=2,
+        circuit, kafka.settings(tmp_path / "checkpoint", shuffle_partitions=2),
         on_step=reports.append,
     )
     service.start(once=True)

@@ -60,7 +60,7 @@ def test_a_warm_stateless_step_compiles_nothing(
     producer = Producer({**kafka.conf(), "log_level": 3})
     reports: list[StepReport] = []
     service = Service(
-        circuit, kafka.conf(), tmp_path / "ck", shuffle_partitions=2, on_step=reports.append
+        circuit, kafka.settings(tmp_path / "ck", shuffle_partitions=2), on_step=reports.append
     )
     compiled = []
     for step in range(4):

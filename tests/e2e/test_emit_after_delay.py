@@ -95,10 +95,7 @@ class Run:
         self.checkpoint = tmp_path / "ck"
         self.service = Service(
             self.circuit,
-            kafka.conf(),
-            self.checkpoint,
-            shuffle_partitions=2,
-            trigger_interval_ms=1000,
+            kafka.settings(self.checkpoint, shuffle_partitions=2, trigger_interval="1000ms"),
             on_step=self.reports.append,
         )
 

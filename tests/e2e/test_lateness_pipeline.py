@@ -76,8 +76,8 @@ def test_late_rows_follow_the_waterline_of_the_previous_step_s3_s5_s6(
         assert producer.flush(30) == 0
 
     reports: list[StepReport] = []
-    service = Service(circuit, kafka.conf(), tmp_path / "checkpoint",
-                      shuffle_partitions=2, on_step=reports.append)
+    service = Service(circuit, kafka.settings(tmp_path / "checkpoint", shuffle_partitions=2),
+                      on_step=reports.append)
 
     def run_step() -> None:
         service.start(once=True)

@@ -116,7 +116,7 @@ def _run(
     producer.produce(topic, value=codec.encode(closing), partition=0)
     assert producer.flush(30) == 0
 
-    service = Service(circuit, kafka.conf(), tmp_path / "ck", shuffle_partitions=2)
+    service = Service(circuit, kafka.settings(tmp_path / "ck", shuffle_partitions=2))
     service.start(once=True)
     service.wait(timeout_seconds=300)
 

@@ -114,10 +114,7 @@ def test_each_step_writes_its_windows_with_its_own_waterline_s11_s14(
     reports: list[StepReport] = []
     service = Service(
         circuit,
-        kafka.conf(),
-        tmp_path / "ck",
-        shuffle_partitions=2,
-        max_records_per_step=80,
+        kafka.settings(tmp_path / "ck", shuffle_partitions=2, max_records_per_step=80),
         on_step=reports.append,
     )
     service.start(once=True)

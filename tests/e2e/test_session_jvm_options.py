@@ -48,11 +48,13 @@ EMIT AFTER WATERMARK;
 CHILD = """
 import json, sys
 from pathlib import Path
+from app.config import Settings
 from app.program.compile import compile_program
 from app.runtime.service import Service
 
-service = Service(compile_program(Path(sys.argv[1])), {"bootstrap.servers": "unused:9092"},
-                  Path(sys.argv[2]), spark_master="local[1]", shuffle_partitions=1)
+settings = Settings(bootstrap_servers="unused:9092", checkpoint=Path(sys.argv[2]),
+                    spark_master="local[1]", shuffle_partitions=1, spark_log="console")
+service = Service(compile_program(Path(sys.argv[1])), settings)
 spark = service.open_session()
 bean = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
 print(json.dumps(list(bean.getInputArguments())))

@@ -57,7 +57,7 @@ def test_a_replayed_slice_step_writes_nothing_twice_s15(
 
     checkpoint = tmp_path / "ck"
     reports: list[StepReport] = []
-    service = Service(circuit, kafka.conf(), checkpoint, on_step=reports.append)
+    service = Service(circuit, kafka.settings(checkpoint), on_step=reports.append)
     service.start(once=True)
     service.wait(timeout_seconds=300)
     first = [r for r in reports if r.step is not None]
@@ -71,7 +71,7 @@ def test_a_replayed_slice_step_writes_nothing_twice_s15(
     SliceCache(str(checkpoint / "clicks" / "tidemark")).clear()
 
     reports.clear()
-    service = Service(circuit, kafka.conf(), checkpoint, on_step=reports.append)
+    service = Service(circuit, kafka.settings(checkpoint), on_step=reports.append)
     service.start(once=True)
     service.wait(timeout_seconds=300)
     replayed = [r for r in reports if r.batch_id == last]

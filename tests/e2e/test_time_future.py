@@ -62,7 +62,7 @@ def test_far_future_record_is_dead_letter_future_only_with_the_guard_s7(
     producer = Producer({**kafka.conf(), "log_level": 3})
     reports: list[StepReport] = []
     service = Service(
-        circuit, kafka.conf(), tmp_path / "ck", shuffle_partitions=2, on_step=reports.append
+        circuit, kafka.settings(tmp_path / "ck", shuffle_partitions=2), on_step=reports.append
     )
     now = int(time.time() * 1000)
     steps = [

@@ -67,7 +67,7 @@ def test_quiet_table_window_closes_only_after_cli_punctuation_s4_s11(
     producer = Producer({**kafka.conf(), "log_level": 3})
     reports: list[StepReport] = []
     service = Service(
-        circuit, kafka.conf(), tmp_path / "ck", shuffle_partitions=2, on_step=reports.append
+        circuit, kafka.settings(tmp_path / "ck", shuffle_partitions=2), on_step=reports.append
     )
     rows = [{"ts": BASE_MS + 5 * S, "n": 1}, {"ts": BASE_MS + 20 * S, "n": 2}]
     for i, row in enumerate(rows):

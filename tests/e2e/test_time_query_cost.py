@@ -86,7 +86,7 @@ def _run(kafka: Any, unique_topic: Any, tmp: Path, tables: list[tuple[str, int]]
 
     producer = Producer({**kafka.conf(), "log_level": 3})
     reports: list[StepReport] = []
-    service = Service(circuit, kafka.conf(), tmp / "ck", shuffle_partitions=2,
+    service = Service(circuit, kafka.settings(tmp / "ck", shuffle_partitions=2),
                       on_step=reports.append)
     walls, cpus = [], []
     for step in range(STEPS):

@@ -70,7 +70,7 @@ def test_each_table_keeps_its_own_waterline_and_late_rows_s3_s5_s14(
     producer = Producer({**kafka.conf(), "log_level": 3})
     reports: list[StepReport] = []
     service = Service(
-        circuit, kafka.conf(), tmp_path / "ck", shuffle_partitions=2, on_step=reports.append
+        circuit, kafka.settings(tmp_path / "ck", shuffle_partitions=2), on_step=reports.append
     )
     inputs: list[StepInput] = []
     step_of_id: dict[int, int] = {}

@@ -87,7 +87,7 @@ def test_view_lateness_gates_decoded_rows_dead_letters_keep_original_bytes_l2_s6
     producer = Producer({**kafka.conf(), "log_level": 3})
     reports: list[StepReport] = []
     service = Service(
-        circuit, kafka.conf(), tmp_path / "ck", shuffle_partitions=2, on_step=reports.append
+        circuit, kafka.settings(tmp_path / "ck", shuffle_partitions=2), on_step=reports.append
     )
     sent: dict[tuple[str, int], tuple[bytes, bytes]] = {}
     inputs: list[StepInput] = []

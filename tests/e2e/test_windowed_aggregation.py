@@ -69,7 +69,7 @@ def test_each_emit_form_and_encoding_s12_s13(kafka: Any, unique_topic: Any, tmp_
     from confluent_kafka import Producer
 
     producer = Producer({**kafka.conf(), "log_level": 3})
-    service = Service(circuit, kafka.conf(), tmp_path / "ck", shuffle_partitions=2)
+    service = Service(circuit, kafka.settings(tmp_path / "ck", shuffle_partitions=2))
     steps = [
         [(5, "a", 1), (20, "a", 2), (30, "b", 5)],
         [(50, "a", 3), (65, "a", 1)],

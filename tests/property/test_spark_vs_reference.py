@@ -139,7 +139,7 @@ def run_scenario(
     from confluent_kafka import Producer
 
     producer = Producer({**kafka.conf(), "log_level": 3})
-    service = Service(circuit, kafka.conf(), tmp_path / "ck", shuffle_partitions=2,
+    service = Service(circuit, kafka.settings(tmp_path / "ck", shuffle_partitions=2),
                       on_step=run.reports.append)
     reference = Reference(circuit)
     for step in scenario.steps:

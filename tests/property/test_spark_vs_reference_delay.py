@@ -152,12 +152,13 @@ def run_continuously(scenario: Scenario, kafka: Any, unique_topic: Any, tmp_path
     producer = Producer({**kafka.conf(), "log_level": 3})
     service = Service(
         circuit,
-        kafka.conf(),
-        run.checkpoint,
-        shuffle_partitions=2,
-        trigger_interval_ms=1000,
+        kafka.settings(
+            run.checkpoint,
+            shuffle_partitions=2,
+            trigger_interval="1000ms",
+            wait_for_topics_seconds=30,  # a new topic reaches every broker view a moment later
+        ),
         on_step=run.reports.append,
-        wait_for_topics_seconds=30,  # a new topic reaches every broker view a moment later
     )
     service.start()
     try:
