@@ -27,22 +27,13 @@ import pyarrow as pa
 
 
 def _batch(topic: str, first: int, rows: int) -> pa.RecordBatch:
-    """Output records of view ``v`` in the sink's row shape (no key, headers or reason)."""
+    """Output records of view ``v`` without keys, as the writers hand them to the sink."""
+    from app.runtime.encode import ViewEncoding, output_batch
+
     value = bytes(40)  # about the size of one (b) window row in Avro
-    return pa.RecordBatch.from_pylist(
-        [
-            {
-                "kind": "output",
-                "rel": "v",
-                "topic": topic,
-                "key": None,
-                "value": value + i.to_bytes(8, "big"),
-                "headers": None,
-                "reason": None,
-            }
-            for i in range(first, first + rows)
-        ]
-    )
+    encoding = ViewEncoding("v", topic, "append", [], [], {}, None)
+    values = [value + i.to_bytes(8, "big") for i in range(first, first + rows)]
+    return output_batch(encoding, [None] * rows, values)
 
 
 def main() -> None:
