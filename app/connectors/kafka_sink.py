@@ -1,6 +1,7 @@
 """The Kafka sink: writes one step's output changes and dead letters, exactly once (SPEC S15).
 
-Every row reaching the sink has the :data:`SINK_SCHEMA` shape: a ``topic`` per row (so one
+Every row reaching the sink is a sink record (:mod:`app.connectors.sink_record`, the one
+definition of its shape; :data:`SINK_SCHEMA` is its Spark schema): a ``topic`` per row (so one
 query writes every output view and the dead-letter topic), the key and value bytes, headers,
 and for dead letters the source coordinates and the late-gate details from which the SPEC S6
 headers are built here. :func:`produce_partition` runs on the executors inside ``mapInArrow``.
@@ -46,13 +47,28 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from app.connectors.sink_record import (
+    HEADERS,
+    KEY,
+    KIND,
+    LATE_COLUMN,
+    LATE_VALUE,
+    LATE_WATERLINE,
+    MESSAGE,
+    REASON,
+    REL,
+    SINK_SCHEMA,
+    SRC_OFFSET,
+    SRC_PARTITION,
+    STEP,
+    TOPIC,
+    VALUE,
+)
 from app.errors import KafkaError
 
 __all__ = [
     "LATE_DETAIL_CAP",
-    "SINK_COLUMNS",
     "SINK_SCHEMA",
-    "SINK_TYPES",
     "SUMMARY_SCHEMA",
     "StepMarker",
     "format_time_value",
@@ -62,16 +78,6 @@ __all__ = [
     "task_partition",
 ]
 
-SINK_SCHEMA = (
-    "kind string, rel string, topic string, key binary, value binary, "
-    "headers array<struct<key:string,value:binary>>, reason string, message string, "
-    "src_partition int, src_offset bigint, late_column string, late_value bigint, "
-    "late_waterline bigint, step bigint"
-)
-#: The column names of SINK_SCHEMA, in order.
-SINK_COLUMNS: tuple[str, ...] = tuple(part.split()[0] for part in SINK_SCHEMA.split(", "))
-#: Their Spark SQL types, in the same order.
-SINK_TYPES: tuple[str, ...] = tuple(part.split()[1] for part in SINK_SCHEMA.split(", "))
 SUMMARY_SCHEMA = "kind string, rel string, topic string, reason string, n bigint, detail string"
 
 #: How many late rows per task carry their full details back to the driver (S6 log).
@@ -172,7 +178,7 @@ def produce_partition(
     view_headers: Mapping[str, list[tuple[str, bytes]]],
     marker: StepMarker | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Write rows of :data:`SINK_SCHEMA` to Kafka; yield :data:`SUMMARY_SCHEMA` rows.
+    """Write sink records (:data:`SINK_SCHEMA`) to Kafka; yield :data:`SUMMARY_SCHEMA` rows.
 
     ``tables``: table -> {"topic": source topic, "units": {column: 'ms'|'integer'}}.
     ``view_headers``: view -> extra headers for its records (S14 ``tidemark.waterline``).
@@ -201,7 +207,7 @@ def _produce_partition(
     late_details: list[dict[str, Any]] = []
     probes: list[dict[str, Any]] = []
     for batch in batches:
-        kind_column = batch.column("kind")
+        kind_column = batch.column(KIND)
         if pc.any(pc.equal(kind_column, "probe")).as_py():
             kinds = kind_column.to_pylist()
             probes.extend(_probe_summaries(batch, kinds))
@@ -209,19 +215,19 @@ def _produce_partition(
             if not batch.num_rows:
                 continue
         _count(counts, batch)
-        keys = batch.column("key").to_pylist()
-        values = batch.column("value").to_pylist()
-        dead_letters = pc.any(pc.equal(batch.column("kind"), "dead_letter")).as_py()
-        headers_column = batch.column("headers")
+        keys = batch.column(KEY).to_pylist()
+        values = batch.column(VALUE).to_pylist()
+        dead_letters = pc.any(pc.equal(batch.column(KIND), "dead_letter")).as_py()
+        headers_column = batch.column(HEADERS)
         if not dead_letters and headers_column.null_count == len(batch):
             # Output records only (a view's batch): one run per view and topic, sharing the
             # view's S14 headers, and no Python object per row but its key and value (the
             # per-row lists, tuples and counting were ~0.5-1 us a record).
             runs.extend(_output_runs(batch, keys, values, view_headers))
             continue
-        rels = batch.column("rel").to_pylist()
-        topics = batch.column("topic").to_pylist()
-        kinds = batch.column("kind").to_pylist()
+        rels = batch.column(REL).to_pylist()
+        topics = batch.column(TOPIC).to_pylist()
+        kinds = batch.column(KIND).to_pylist()
         own = headers_column.to_pylist() if headers_column.null_count < len(batch) else None
         dead = [i for i, kind in enumerate(kinds) if kind == "dead_letter"]
         dead_rows = dict(zip(dead, batch.take(dead).to_pylist(), strict=True)) if dead else {}
@@ -231,15 +237,15 @@ def _produce_partition(
             row = dead_rows.get(i)
             if row is not None:
                 headers.extend(_dead_letter_headers(row, tables[rel]))
-                if row["reason"] == "late" and len(late_details) < LATE_DETAIL_CAP:
+                if row[REASON] == "late" and len(late_details) < LATE_DETAIL_CAP:
                     late_details.append(
                         {
                             "table": rel,
-                            "partition": row["src_partition"],
-                            "offset": row["src_offset"],
-                            "column": row["late_column"],
-                            "value": row["late_value"],
-                            "waterline": row["late_waterline"],
+                            "partition": row[SRC_PARTITION],
+                            "offset": row[SRC_OFFSET],
+                            "column": row[LATE_COLUMN],
+                            "value": row[LATE_VALUE],
+                            "waterline": row[LATE_WATERLINE],
                         }
                     )
             else:
@@ -276,8 +282,8 @@ def _produce_partition(
 
 def _probe_summaries(batch: pa.RecordBatch, kinds: list[str]) -> list[dict[str, Any]]:
     at = [i for i, kind in enumerate(kinds) if kind == "probe"]
-    rows = batch.take(at).select(["rel", "value", "step"]).to_pylist()
-    return [probe_summary(row["rel"], row["step"], bytes(row["value"]).decode()) for row in rows]
+    rows = batch.take(at).select([REL, VALUE, STEP]).to_pylist()
+    return [probe_summary(row[REL], row[STEP], bytes(row[VALUE]).decode()) for row in rows]
 
 
 def probe_summary(rel: str, step: int, detail: str) -> dict[str, Any]:
@@ -289,7 +295,7 @@ def probe_summary(rel: str, step: int, detail: str) -> dict[str, Any]:
 #: Records to produce in order: a topic, the headers they all carry, their keys and values.
 _Run = tuple[str, list[tuple[str, bytes]], list[bytes | None], list[bytes | None]]
 
-_COUNTED = ["kind", "rel", "topic", "reason"]
+_COUNTED = [KIND, REL, TOPIC, REASON]
 
 
 def _count(counts: Counter[tuple[str, str, str, str]], batch: pa.RecordBatch) -> None:
@@ -310,7 +316,7 @@ def _output_runs(
 ) -> list[_Run]:
     """The runs of a batch of view records, in row order, each with its view's headers: one
     run when the batch is one view's (as the writers make them)."""
-    rel_column, topic_column = batch.column("rel"), batch.column("topic")
+    rel_column, topic_column = batch.column(REL), batch.column(TOPIC)
     if len(pc.unique(rel_column)) == 1 and len(pc.unique(topic_column)) == 1:
         rel, topic = rel_column[0].as_py(), topic_column[0].as_py()
         return [(topic, list(view_headers.get(rel, ())), keys, values)]
@@ -677,18 +683,18 @@ def _dead_letter_headers(
 ) -> list[tuple[str, bytes]]:
     """SPEC S6 headers; original key, value and headers are kept unchanged for replay."""
     out = [
-        ("tidemark.error.reason", row["reason"].encode()),
-        ("tidemark.error.message", (row["message"] or "").encode()),
+        ("tidemark.error.reason", row[REASON].encode()),
+        ("tidemark.error.message", (row[MESSAGE] or "").encode()),
         ("tidemark.source.topic", str(table["topic"]).encode()),
-        ("tidemark.source.partition", str(row["src_partition"]).encode()),
-        ("tidemark.source.offset", str(row["src_offset"]).encode()),
-        ("tidemark.table", str(row["rel"]).encode()),
+        ("tidemark.source.partition", str(row[SRC_PARTITION]).encode()),
+        ("tidemark.source.offset", str(row[SRC_OFFSET]).encode()),
+        ("tidemark.table", str(row[REL]).encode()),
     ]
-    if row["reason"] == "late":
-        unit = table["units"].get(row["late_column"], "integer")
+    if row[REASON] == "late":
+        unit = table["units"].get(row[LATE_COLUMN], "integer")
         out += [
-            ("tidemark.late.column", str(row["late_column"]).encode()),
-            ("tidemark.late.value", format_time_value(row["late_value"], unit).encode()),
-            ("tidemark.late.waterline", format_time_value(row["late_waterline"], unit).encode()),
+            ("tidemark.late.column", str(row[LATE_COLUMN]).encode()),
+            ("tidemark.late.value", format_time_value(row[LATE_VALUE], unit).encode()),
+            ("tidemark.late.waterline", format_time_value(row[LATE_WATERLINE], unit).encode()),
         ]
     return out

@@ -51,12 +51,28 @@ from pyspark.sql.types import StructType
 
 from app.connectors.avro_columns import ColumnarDecoder, FieldColumn
 from app.connectors.late_gate import GateVerdict, LateGate, SourceSpec
+from app.connectors.sink_record import (
+    HEADERS,
+    KEY,
+    LATE_COLUMN,
+    LATE_VALUE,
+    LATE_WATERLINE,
+    MESSAGE,
+    REASON,
+    SINK_RECORD,
+    SRC_OFFSET,
+    SRC_PARTITION,
+    STEP,
+    VALUE,
+    spark_sql_type,
+)
 
 __all__ = [
     "META_COLUMNS",
     "SKIP_ACCEPTED",
     "SLICE_OUTPUT",
     "SLICE_SUMMARY",
+    "TABLE_GATE",
     "KafkaSource",
     "arrow_type",
     "decode_slice",
@@ -67,20 +83,32 @@ __all__ = [
     "topic_end_offsets",
 ]
 
-#: Columns the source adds after the table's own (all nullable).
-META_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("_kind", "string"),
-    ("_message", "string"),
-    ("_late_column", "string"),
-    ("_late_value", "bigint"),
-    ("_late_waterline", "bigint"),
-    ("_key", "binary"),
-    ("_value", "binary"),
-    ("_headers", "array<struct<key:string,value:binary>>"),
-    ("_partition", "int"),
-    ("_offset", "bigint"),
-    ("_step", "bigint"),
-    ("_accepted", "bigint"),  # probe rows only: accepted rows of the slice
+#: The source column of each sink record column a dead letter takes from its row, in the
+#: source's column order; the view gate takes ``reason``, ``message`` and the late columns
+#: from its own (app/runtime/view_gate.py). Each has its sink column's type.
+TABLE_GATE: Mapping[str, str] = {
+    REASON: "_kind",  # a dead letter's reason; also ok, probe, punctuation
+    MESSAGE: "_message",
+    LATE_COLUMN: "_late_column",
+    LATE_VALUE: "_late_value",
+    LATE_WATERLINE: "_late_waterline",
+    KEY: "_key",
+    VALUE: "_value",
+    HEADERS: "_headers",
+    SRC_PARTITION: "_partition",
+    SRC_OFFSET: "_offset",
+    STEP: "_step",
+}
+
+#: Columns the source adds after the table's own (all nullable): those of :data:`TABLE_GATE`,
+#: then the probe's count of the slice's accepted rows.
+_META_FIELDS: tuple[pa.Field, ...] = (
+    *(pa.field(source, SINK_RECORD.field(sink).type) for sink, source in TABLE_GATE.items()),
+    pa.field("_accepted", pa.int64()),
+)
+#: :data:`_META_FIELDS` as (name, Spark SQL type).
+META_COLUMNS: tuple[tuple[str, str], ...] = tuple(
+    (f.name, spark_sql_type(f.type)) for f in _META_FIELDS
 )
 
 #: The only columns after the table's own that a query writing its own records reads (ADR
@@ -126,32 +154,21 @@ def arrow_type(kind: str) -> pa.DataType:
     }[kind]
 
 
-def _meta_columns(narrow: bool) -> tuple[tuple[str, str], ...]:
-    return tuple((n, k) for n, k in META_COLUMNS if not narrow or n in QUERY_META)
+def _meta_fields(narrow: bool) -> tuple[pa.Field, ...]:
+    return tuple(f for f in _META_FIELDS if not narrow or f.name in QUERY_META)
 
 
 def source_schema(spec: SourceSpec, narrow: bool = False) -> str:
     """The source's Spark schema: the table's columns, then :data:`META_COLUMNS`, or only
     :data:`QUERY_META` of them when ``narrow``."""
     cols = [f"`{c.name}` {spark_type(c.kind)}" for c in spec.columns]
-    cols += [f"`{name}` {kind}" for name, kind in _meta_columns(narrow)]
+    cols += [f"`{f.name}` {spark_sql_type(f.type)}" for f in _meta_fields(narrow)]
     return ", ".join(cols)
 
 
 def _arrow_schema(spec: SourceSpec, narrow: bool = False) -> pa.Schema:
     fields = [pa.field(c.name, arrow_type(c.kind)) for c in spec.columns]
-    header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-    meta_types = {
-        "string": pa.string(),
-        "bigint": pa.int64(),
-        "binary": pa.binary(),
-        "int": pa.int32(),
-    }
-    for name, kind in _meta_columns(narrow):
-        fields.append(
-            pa.field(name, pa.list_(header) if kind.startswith("array") else meta_types[kind])
-        )
-    return pa.schema(fields)
+    return pa.schema([*fields, *_meta_fields(narrow)])
 
 
 # --- waterline files --------------------------------------------------------------------------

@@ -57,7 +57,15 @@ from app.circuit.ir import (
     View,
     Window,
 )
-from app.connectors.kafka_sink import SINK_COLUMNS, SINK_SCHEMA
+from app.connectors.sink_record import (
+    KEY,
+    KIND,
+    REL,
+    SINK_COLUMNS,
+    SINK_SCHEMA,
+    TOPIC,
+    VALUE,
+)
 from app.runtime.encode import ViewEncoding, encode_record
 
 __all__ = ["aggregate_branch", "plan_of", "polls_every_step"]
@@ -390,7 +398,8 @@ def _next_call(plan: _Plan, group: _Group, complete: bool, now: int) -> int | No
 
 
 def _sink_frame(plan: _Plan, rows: list[dict[str, Any]], ptime_ms: int) -> pd.DataFrame:
-    """The group's records encoded for Kafka, as rows of SINK_SCHEMA."""
+    """The group's records encoded for Kafka, as sink records (every column a Python object,
+    those an output record does not set None), in the sink record's column order."""
     enc = plan.encoding
     keys, values = [], []
     for row in rows:
@@ -398,19 +407,16 @@ def _sink_frame(plan: _Plan, rows: list[dict[str, Any]], ptime_ms: int) -> pd.Da
         keys.append(key)
         values.append(value)
     n = len(rows)
+    given = {
+        KIND: ["output"] * n,
+        REL: [enc.view] * n,
+        TOPIC: [enc.topic] * n,
+        KEY: keys,
+        VALUE: values,
+    }
     return pd.DataFrame(
-        {
-            "kind": pd.Series(["output"] * n, dtype=object),
-            "rel": pd.Series([enc.view] * n, dtype=object),
-            "topic": pd.Series([enc.topic] * n, dtype=object),
-            "key": pd.Series(keys, dtype=object),
-            "value": pd.Series(values, dtype=object),
-            **{c: pd.Series([None] * n, dtype=object) for c in _NULL_SINK_COLUMNS},
-        }
+        {name: pd.Series(given.get(name, [None] * n), dtype=object) for name in SINK_COLUMNS}
     )
-
-
-_NULL_SINK_COLUMNS = SINK_COLUMNS[SINK_COLUMNS.index("headers") :]
 
 
 def _window_key(view: View, aggregate: Aggregate) -> tuple[int | None, int, bool]:
@@ -444,7 +450,7 @@ def _json_of(exprs: Sequence[Any]) -> str:
 
 
 def aggregate_branch(inputs: Sequence[tuple[View, DataFrame]], event_time: str) -> DataFrame:
-    """The Kafka records (SINK_SCHEMA) of every aggregate output view of one table.
+    """The Kafka records (sink records) of every aggregate output view of one table.
 
     ``event_time`` is the table column carrying Spark's watermark: it stays in the projection
     because Spark's event-time timeout needs the watermarked column in its input."""

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from app.circuit.ir import View
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.avro_column_encoder import ColumnarEncoder, ColumnValues
+from app.connectors.sink_record import KEY, KIND, REL, TOPIC, VALUE, sink_batch
 
 __all__ = ["ViewEncoding", "circuit_units", "encode_record", "encode_view_rows", "output_batch"]
 
@@ -181,33 +182,21 @@ def _encode_columns(
     return output_batch(enc, keys, values)
 
 
-_HEADERS = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
-
-
 def output_batch(
     enc: ViewEncoding,
     keys: Sequence[bytes | None] | pa.Array,
     values: Sequence[bytes | None] | pa.Array,
 ) -> pa.RecordBatch:
-    """A view's encoded records as sink rows (SINK_SCHEMA): the one place that shape is built
-    for output records, whichever operator produced them."""
+    """A view's encoded records as sink records: the one place they are built for output
+    records, whichever operator produced them; every other column NULL."""
     n = len(keys)
-    nulls = [None] * n
-    return pa.RecordBatch.from_pydict(
+    return sink_batch(
+        n,
         {
-            "kind": pa.array(["output"] * n, pa.string()),
-            "rel": pa.array([enc.view] * n, pa.string()),
-            "topic": pa.array([enc.topic] * n, pa.string()),
-            "key": keys if isinstance(keys, pa.Array) else pa.array(keys, pa.binary()),
-            "value": values if isinstance(values, pa.Array) else pa.array(values, pa.binary()),
-            "headers": pa.array(nulls, _HEADERS),
-            "reason": pa.array(nulls, pa.string()),
-            "message": pa.array(nulls, pa.string()),
-            "src_partition": pa.array(nulls, pa.int32()),
-            "src_offset": pa.array(nulls, pa.int64()),
-            "late_column": pa.array(nulls, pa.string()),
-            "late_value": pa.array(nulls, pa.int64()),
-            "late_waterline": pa.array(nulls, pa.int64()),
-            "step": pa.array(nulls, pa.int64()),
-        }
+            KIND: ["output"] * n,
+            REL: [enc.view] * n,
+            TOPIC: [enc.topic] * n,
+            KEY: keys,
+            VALUE: values,
+        },
     )

@@ -48,6 +48,7 @@ from app.connectors.kafka_sink import (
     task_partition,
 )
 from app.connectors.kafka_source import STEP_SIDE, local_object, write_atomically
+from app.connectors.sink_record import SINK_RECORD
 from app.errors import TidemarkError
 from app.runtime.sink_rows import arrow_dead_letters, arrow_probes
 
@@ -167,7 +168,7 @@ class SourceSide:
             data = b""
             if dead:
                 sink = pa.BufferOutputStream()
-                with pa.ipc.new_stream(sink, dead[0].schema) as stream:
+                with pa.ipc.new_stream(sink, SINK_RECORD) as stream:
                     for letters in dead:
                         stream.write_batch(letters)
                 data = sink.getvalue().to_pybytes()
@@ -221,7 +222,7 @@ class StepWrite:
 def produce_step_output(
     batches: Iterator[pa.RecordBatch], conf: Mapping[str, str], tables: Mapping[str, Any]
 ) -> Iterator[pa.RecordBatch]:
-    """Produce a task's finished records (SINK_SCHEMA) as the step's :class:`StepWrite`
+    """Produce a task's finished records (sink records) as the step's :class:`StepWrite`
     says; yield the SUMMARY rows. The Kafka settings are the plan's, so no credentials ride in
     the local property (Spark's event log keeps those unredacted)."""
     step: StepWrite | None = local_object(STEP_OUTPUT)

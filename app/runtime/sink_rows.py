@@ -1,4 +1,4 @@
-"""Dead-letter and probe rows in the sink's shape (SINK_SCHEMA), for every gate.
+"""Dead-letter and probe rows as sink records (app/connectors/sink_record.py), for every gate.
 
 Both the table's LateGate (in the source) and a view's LATENESS gate (app/runtime/view_gate.py)
 route late rows to the table's dead-letter topic and report their step maxima as probe rows;
@@ -10,13 +10,14 @@ for dead letters and another for probes read every slice twice.
 
 A source task that writes its own slice's dead letters (ADR 0007) builds the same rows over
 Arrow (:func:`arrow_dead_letters`, :func:`arrow_probes`), from the same column map
-(:data:`TABLE_GATE`).
+(:data:`TABLE_GATE`, the source's). Rows are built by column name, every column the kind does
+not set NULL, in the sink record's order.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -24,28 +25,27 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from app.connectors.kafka_sink import SINK_COLUMNS, SINK_TYPES, probe_summary
+from app.connectors.kafka_sink import probe_summary
+from app.connectors.kafka_source import TABLE_GATE
+from app.connectors.sink_record import (
+    KIND,
+    LATE_COLUMN,
+    LATE_VALUE,
+    LATE_WATERLINE,
+    MESSAGE,
+    REASON,
+    REL,
+    SINK_COLUMNS,
+    SINK_STRUCT,
+    STEP,
+    TOPIC,
+    VALUE,
+    check_columns,
+    sink_batch,
+)
 from app.runtime.encode import circuit_units
 
 __all__ = ["TABLE_GATE", "arrow_dead_letters", "arrow_probes", "gate_rows"]
-
-#: The table gate's (the source's) column of each dead-letter sink column; the view gate
-#: takes ``reason``, ``message`` and the late columns from its own (app/runtime/view_gate.py).
-TABLE_GATE: Mapping[str, str] = {
-    "key": "_key",
-    "value": "_value",
-    "headers": "_headers",
-    "reason": "_kind",
-    "message": "_message",
-    "src_partition": "_partition",
-    "src_offset": "_offset",
-    "late_column": "_late_column",
-    "late_value": "_late_value",
-    "late_waterline": "_late_waterline",
-    "step": "_step",
-}
-
-_HEADERS = "array<struct<key:string,value:binary>>"
 
 
 def gate_rows(
@@ -75,49 +75,35 @@ def gate_rows(
     column ``row``: the struct of ``carry`` (NULL in the other rows)."""
     late_column, late_value, late_waterline = late
     fields = ", ".join([*(f"'{key}', {sql}" for key, sql in maxima), f"'_accepted', {accepted}"])
-
-    def null(t: str) -> Column:
-        return F.lit(None).cast(t)
-
-    dead_letter = (
-        F.lit("dead_letter"),
-        F.lit(table),
-        F.lit(topic),
-        F.col(TABLE_GATE["key"]),
-        F.col(TABLE_GATE["value"]),
-        F.col(TABLE_GATE["headers"]),
-        reason,
-        F.col(message),
-        F.col(TABLE_GATE["src_partition"]),
-        F.col(TABLE_GATE["src_offset"]),
-        F.col(late_column),
-        F.col(late_value),
-        F.col(late_waterline),
-        F.col(TABLE_GATE["step"]),
-    )
-    probe = (
-        F.lit("probe"),
-        F.lit(table),
-        null("string"),
-        null("binary"),
-        F.expr(f"cast(to_json(named_struct({fields})) as binary)"),
-        null(_HEADERS),
-        null("string"),
-        null("string"),
-        null("int"),
-        null("bigint"),
-        null("string"),
-        null("bigint"),
-        null("bigint"),
-        F.col("_step"),
-    )
+    dead_letter: dict[str, Column] = {
+        KIND: F.lit("dead_letter"),
+        REL: F.lit(table),
+        TOPIC: F.lit(topic),
+        **{name: F.col(source) for name, source in TABLE_GATE.items()},
+        REASON: reason,
+        MESSAGE: F.col(message),
+        LATE_COLUMN: F.col(late_column),
+        LATE_VALUE: F.col(late_value),
+        LATE_WATERLINE: F.col(late_waterline),
+    }
+    probe: dict[str, Column] = {
+        KIND: F.lit("probe"),
+        REL: F.lit(table),
+        VALUE: F.expr(f"cast(to_json(named_struct({fields})) as binary)"),
+        STEP: F.col(TABLE_GATE[STEP]),
+    }
+    row: dict[str, Column] = {KIND: F.lit("row")}
+    for given in (dead_letter, probe, row):
+        check_columns(given)
     is_probe = F.col(kind) == "probe"
     is_ok = F.col(kind) == "ok"
-    row = (F.lit("row"), *(null(t) for t in SINK_TYPES[1:]))
     columns = []
-    for name, d, p, r in zip(SINK_COLUMNS, dead_letter, probe, row, strict=True):
-        value = F.when(is_probe, p).otherwise(d)
-        columns.append((F.when(is_ok, r).otherwise(value) if carry else value).alias(name))
+    for name in SINK_COLUMNS:
+        null = F.lit(None).cast(SINK_STRUCT[name].dataType)
+        value = F.when(is_probe, probe.get(name, null)).otherwise(dead_letter.get(name, null))
+        if carry:
+            value = F.when(is_ok, row.get(name, null)).otherwise(value)
+        columns.append(value.alias(name))
     if not carry:
         return frame.filter(F.col(kind) != "ok").select(*columns)
     return frame.filter(F.col(kind).isNotNull()).select(
@@ -128,25 +114,25 @@ def gate_rows(
 def arrow_dead_letters(batch: pa.RecordBatch, table: str, topic: str) -> pa.RecordBatch:
     """The dead letters :func:`gate_rows` gives for the table's gate over one source batch,
     in Python (a source task writing its own slice's, ADR 0007)."""
-    kinds = batch.column(TABLE_GATE["reason"])
+    kinds = batch.column(TABLE_GATE[REASON])
     dead = batch.filter(pc.invert(pc.is_in(kinds, pa.array(["ok", "probe"]))))
     n = dead.num_rows
     columns = {
-        "kind": pa.array(["dead_letter"] * n, pa.string()),
-        "rel": pa.array([table] * n, pa.string()),
-        "topic": pa.array([topic] * n, pa.string()),
+        KIND: ["dead_letter"] * n,
+        REL: [table] * n,
+        TOPIC: [topic] * n,
         **{name: dead.column(source) for name, source in TABLE_GATE.items()},
     }
-    return pa.RecordBatch.from_arrays([columns[c] for c in SINK_COLUMNS], SINK_COLUMNS)
+    return sink_batch(n, columns)
 
 
 def arrow_probes(batch: pa.RecordBatch, table: str, maxima: Sequence[str]) -> list[dict[str, Any]]:
     """The probe rows :func:`gate_rows` gives for the table's gate over one source batch, as
     the SUMMARY rows ``produce_partition`` makes of them; ``maxima``: the waterline columns,
     sent in the circuit's units (TIMESTAMP as epoch ms), as :func:`gate_rows`' SQL does."""
-    probes = batch.filter(pc.equal(batch.column(TABLE_GATE["reason"]), "probe"))
+    probes = batch.filter(pc.equal(batch.column(TABLE_GATE[REASON]), "probe"))
     values = {c: circuit_units(probes.column(c)).to_pylist() for c in maxima}
-    steps = probes.column(TABLE_GATE["step"]).to_pylist()
+    steps = probes.column(TABLE_GATE[STEP]).to_pylist()
     accepted = probes.column("_accepted").to_pylist()
     out = []
     for i, step in enumerate(steps):

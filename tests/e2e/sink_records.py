@@ -1,5 +1,5 @@
-"""Batches of a view's output records in the sink's row shape (SINK_SCHEMA's columns a view's
-records use), for the tests that drive ``produce_partition`` directly."""
+"""Batches of a view's output records as sink records (app/connectors/sink_record.py), for
+the tests that drive ``produce_partition`` directly."""
 
 from __future__ import annotations
 
@@ -9,18 +9,7 @@ from typing import Any
 import pyarrow as pa
 
 from app.connectors.kafka_sink import StepMarker, produce_partition
-
-OUTPUT = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("rel", pa.string()),
-        ("topic", pa.string()),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-        ("reason", pa.string()),
-    ]
-)
+from app.connectors.sink_record import SINK_RECORD
 
 
 def output_records(topic: str, first: int, n: int) -> pa.RecordBatch:
@@ -29,7 +18,7 @@ def output_records(topic: str, first: int, n: int) -> pa.RecordBatch:
         {"kind": "output", "rel": "v", "topic": topic, "value": f"r{i}".encode()}
         for i in range(first, first + n)
     ]
-    return pa.RecordBatch.from_pylist(rows, schema=OUTPUT)
+    return pa.RecordBatch.from_pylist(rows, schema=SINK_RECORD)
 
 
 def write_task(

@@ -11,26 +11,12 @@ import json
 
 import pyarrow as pa
 
-from app.connectors.kafka_sink import SINK_SCHEMA, produce_partition
-from app.connectors.kafka_source import arrow_type
-
-
-def _sink_arrow() -> pa.Schema:
-    fields = []
-    for part in SINK_SCHEMA.split(", "):
-        name, kind = part.split(" ", 1)
-        if kind.startswith("array"):
-            header = pa.struct([("key", pa.string()), ("value", pa.binary())])
-            fields.append(pa.field(name, pa.list_(header)))
-        else:
-            fields.append(
-                pa.field(name, arrow_type({"bigint": "int64", "int": "int32"}.get(kind, kind)))
-            )
-    return pa.schema(fields)
+from app.connectors.kafka_sink import produce_partition
+from app.connectors.sink_record import SINK_RECORD
 
 
 def test_probe_rows_come_back_as_summary_rows_and_are_not_written() -> None:
-    schema = _sink_arrow()
+    schema = SINK_RECORD
     probes = [
         {
             "kind": "probe",
