@@ -4,7 +4,8 @@ It proves the harness, not a speed (docs/performance.md holds the figures, taken
 machine): the command produces the workload to the test broker, measures the limit, runs
 Tidemark in its own process over the topic until every event is processed, and writes the JSON
 result and the plot. Workload (b) so the state figures are exercised too. The peer side needs
-the jars of scripts/fetch-spark-peer.sh and is left to the benchmark runs.
+the jars of scripts/fetch-spark-peer.sh and is left to the benchmark runs. In the slow suite
+(a few minutes): ``.venv/bin/pytest -m slow tests/e2e/test_bench_smoke.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 
