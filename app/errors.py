@@ -20,6 +20,7 @@ __all__ = [
     "SerializationError",
     "SparkError",
     "TidemarkError",
+    "kafka_reason",
 ]
 
 
@@ -49,3 +50,11 @@ class ConfigError(TidemarkError):
 
 class SparkError(TidemarkError):
     """Spark could not start, or a streaming query stopped with an error."""
+
+
+def kafka_reason(exc: BaseException) -> str:
+    """A Kafka client error's own text, for a :class:`KafkaError` that translates it (a
+    confluent-kafka ``KafkaException`` wraps a ``KafkaError`` whose ``str()`` is the text)."""
+    inner = exc.args[0] if exc.args else exc
+    text = inner.str() if hasattr(inner, "str") else str(inner)
+    return str(text).strip() or type(exc).__name__

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from app.errors import KafkaError
+from app.errors import KafkaError, kafka_reason
 
 __all__ = ["send_punctuation"]
 
@@ -25,7 +25,7 @@ def send_punctuation(
         metadata = producer.list_topics(topic, timeout=15)
     except KafkaException as exc:
         raise KafkaError(
-            f"cannot reach the Kafka cluster at {servers}: {_reason(exc)}: check"
+            f"cannot reach the Kafka cluster at {servers}: {kafka_reason(exc)}: check"
             " --bootstrap-servers (TIDEMARK_BOOTSTRAP_SERVERS), that the broker runs, and"
             " TIDEMARK_KAFKA_* for a secured cluster"
         ) from exc
@@ -54,9 +54,3 @@ def send_punctuation(
     if producer.flush(30) or errors:
         raise KafkaError(f"punctuation to {topic} not acknowledged: {errors[:3]}")
     return partitions
-
-
-def _reason(exc: BaseException) -> str:
-    """A Kafka client error's own text (a KafkaException wraps a KafkaError in args[0])."""
-    inner = exc.args[0] if exc.args else exc
-    return str(inner.str() if hasattr(inner, "str") else inner)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from app.errors import KafkaError
+from app.errors import KafkaError, kafka_reason
 
 __all__ = ["read_topic"]
 
@@ -27,10 +27,9 @@ def read_topic(
     try:
         return _read(conf, topic, timeout_seconds, isolation)
     except KafkaException as exc:
-        inner = exc.args[0] if exc.args else exc
-        reason = inner.str() if hasattr(inner, "str") else str(inner)
         raise KafkaError(
-            f"cannot read topic {topic} from {conf.get('bootstrap.servers')}: {reason}: check"
+            f"cannot read topic {topic} from {conf.get('bootstrap.servers')}:"
+            f" {kafka_reason(exc)}: check"
             " that the broker runs and answers, and the topic exists"
         ) from exc
 

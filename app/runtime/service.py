@@ -27,7 +27,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from app.circuit.ir import Circuit
 from app.config import Settings
 from app.connectors.kafka_source import SliceCache, topic_end_offsets
-from app.errors import ConfigError, KafkaError, SparkError
+from app.errors import ConfigError, KafkaError, SparkError, kafka_reason
 from app.runtime.aggregate import polls_every_step
 from app.runtime.physical import PhysicalPlan, physical_plan
 from app.runtime.plan import check_supported, plan_table
@@ -62,7 +62,7 @@ def ensure_topics(
         admin = AdminClient({**kafka_conf, "log_level": 3})
     except KafkaException as exc:
         raise KafkaError(
-            f"cannot create a Kafka client: {_kafka_reason(exc)}: check TIDEMARK_KAFKA_*"
+            f"cannot create a Kafka client: {kafka_reason(exc)}: check TIDEMARK_KAFKA_*"
             " (security protocol, SASL and TLS files)"
         ) from exc
     deadline = time.monotonic() + wait_for_topics_seconds
@@ -72,7 +72,7 @@ def ensure_topics(
         except Exception as exc:
             raise KafkaError(
                 f"cannot reach the Kafka cluster at {kafka_conf.get('bootstrap.servers')}:"
-                f" {_kafka_reason(exc)}: check --bootstrap-servers (TIDEMARK_BOOTSTRAP_SERVERS),"
+                f" {kafka_reason(exc)}: check --bootstrap-servers (TIDEMARK_BOOTSTRAP_SERVERS),"
                 " that the broker runs, and TIDEMARK_KAFKA_* for a secured cluster"
             ) from exc
         existing = metadata.topics
@@ -111,16 +111,9 @@ def ensure_topics(
             except Exception as exc:  # noqa: BLE001 - an existing topic is fine
                 if "TOPIC_ALREADY_EXISTS" not in str(exc):
                     raise KafkaError(
-                        f"cannot create topic {name}: {_kafka_reason(exc)}: create it, or let"
+                        f"cannot create topic {name}: {kafka_reason(exc)}: create it, or let"
                         " Tidemark's user create topics on the cluster"
                     ) from exc
-
-
-def _kafka_reason(exc: BaseException) -> str:
-    """A Kafka client error's own text (a KafkaException wraps a KafkaError in args[0])."""
-    inner = exc.args[0] if exc.args else exc
-    text = inner.str() if hasattr(inner, "str") else str(inner)
-    return str(text).strip() or type(exc).__name__
 
 
 def prepare_checkpoint(checkpoint: Path) -> None:
@@ -256,7 +249,7 @@ class Service:
     def start(self, once: bool = False, listener: Any = None) -> None:
         from confluent_kafka import KafkaException
 
-        check_supported(self.circuit)
+        check_supported(self.circuit, self.physical)
         prepare_checkpoint(self.checkpoint)
         kafka_conf = self.kafka_conf
         ensure_topics(
@@ -276,7 +269,7 @@ class Service:
             except KafkaException as exc:
                 raise KafkaError(
                     f"cannot read the end offsets of topic {table.topic} (table {table.name}):"
-                    f" {_kafka_reason(exc)}: check that the broker at"
+                    f" {kafka_reason(exc)}: check that the broker at"
                     f" {kafka_conf.get('bootstrap.servers')} runs and answers"
                 ) from exc
             plan = plan_table(
