@@ -96,7 +96,7 @@ def explain(
         from app.runtime.plan import refused_by_spark
 
         plan = physical_plan(circuit)
-        refused = refused_by_spark(circuit)
+        refused = refused_by_spark(circuit, plan)
         if format == "json":
             data = explain_physical_json(plan) | {"refused": list(refused)}
             typer.echo(json.dumps(data, indent=2, sort_keys=False))

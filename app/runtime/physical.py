@@ -41,6 +41,7 @@ __all__ = [
     "choose_step_shape",
     "explain_physical_json",
     "explain_physical_text",
+    "first_lateness",
     "free_state",
     "group_queries",
     "physical_plan",
@@ -219,7 +220,8 @@ def watermark_owner(circuit: Circuit, relation: str) -> str:
     return current
 
 
-def _first_lateness(circuit: Circuit, relation: str) -> str | None:
+def first_lateness(circuit: Circuit, relation: str) -> str | None:
+    """The first LATENESS column of a table or view, whose waterline frees state (S11)."""
     tables = {t.name: t for t in circuit.tables}
     lateness = (tables[relation] if relation in tables else circuit.view(relation)).lateness
     return lateness[0].column if lateness else None
@@ -236,7 +238,7 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
                 placed.append(entry)
                 continue
             owner = watermark_owner(circuit, entry.view)
-            column = _first_lateness(circuit, owner)
+            column = first_lateness(circuit, owner)
             freed = None if column is None else f"{owner}.{column}"
             owners.append(freed)
             kind = circuit.view(entry.view).state.kind

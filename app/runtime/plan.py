@@ -47,7 +47,7 @@ from app.errors import ProgramError, TidemarkError
 from app.runtime.aggregate import aggregate_branch
 from app.runtime.encode import ViewEncoding, encode_view_rows
 from app.runtime.native_aggregate import native_branch
-from app.runtime.physical import QueryPlan, watermark_owner
+from app.runtime.physical import PhysicalPlan, QueryPlan, first_lateness
 from app.runtime.query_writes import produce_step_output
 from app.runtime.sink_rows import TABLE_GATE, gate_rows
 from app.runtime.step_views import carried_columns
@@ -335,19 +335,19 @@ def _time_key(circuit: Circuit, view: View, table: Table) -> str | None:
     return None
 
 
-def check_supported(circuit: Circuit) -> None:
+def check_supported(circuit: Circuit, physical: PhysicalPlan) -> None:
     """Fail before Spark starts on what this runtime cannot run yet (named, never mis-run)."""
-    problems = _unsupported(circuit)
+    problems = _unsupported(circuit, physical)
     if problems:
         raise ProgramError(problems)
 
 
-def refused_by_spark(circuit: Circuit) -> tuple[str, ...]:
+def refused_by_spark(circuit: Circuit, physical: PhysicalPlan) -> tuple[str, ...]:
     """What :func:`check_supported` would refuse, as text (for ``explain --physical``)."""
-    return tuple(str(problem) for problem in _unsupported(circuit))
+    return tuple(str(problem) for problem in _unsupported(circuit, physical))
 
 
-def _unsupported(circuit: Circuit) -> list[Diagnostic]:
+def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
     problems: list[Diagnostic] = []
 
     def reject(view: View, what: str, fix: str) -> None:
@@ -379,11 +379,9 @@ def _unsupported(circuit: Circuit) -> list[Diagnostic]:
             reject(view, "reading an aggregate view", "aggregate the table directly")
         if view.is_stateless:
             continue
-        owner = watermark_owner(circuit, view.name)
-        if owner == table.name:
-            first = table.lateness[0].column if table.lateness else None
-        else:
-            first = circuit.view(owner).lateness[0].column
+        owner = physical.placement(view.name).state_owner
+        assert owner is not None, view.name
+        first = first_lateness(circuit, owner)
         for op in view.operators:
             if isinstance(op, Window) and op.time_column != first:
                 reject(
@@ -392,19 +390,13 @@ def _unsupported(circuit: Circuit) -> list[Diagnostic]:
                     f"of the first LATENESS column of {owner})",
                     f"window on the first LATENESS column of {owner}",
                 )
-    for table in circuit.tables:
-        owners = sorted(
-            {
-                watermark_owner(circuit, v.name)
-                for v in circuit.views
-                if not v.is_stateless and circuit.root_table(v.name).name == table.name
-            }
-        )
+    for query in physical.queries:
+        owners = sorted({v.state_owner for v in query.views if v.state_owner is not None})
         if len(owners) > 1:
-            # One streaming query per table, and Spark keeps one watermark per query.
+            # Spark keeps one watermark per query.
             reject(
-                next(v for v in circuit.views if circuit.root_table(v.name).name == table.name),
-                f"aggregate views of {table.name} freed by different waterlines "
+                circuit.view(query.views[0].view),
+                f"aggregate views of {', '.join(query.tables)} freed by different waterlines "
                 f"({', '.join(owners)})",
                 "aggregate over one time source per table",
             )

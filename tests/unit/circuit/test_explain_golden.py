@@ -46,7 +46,8 @@ def test_explain_physical_matches_committed_docs(program: Path,
 
     monkeypatch.chdir(ROOT)
     circuit = compile_program(Path("pipelines") / program.name)
-    text = explain_physical_text(physical_plan(circuit), refused_by_spark(circuit))
+    plan = physical_plan(circuit)
+    text = explain_physical_text(plan, refused_by_spark(circuit, plan))
     golden = EXPLAIN_DIR / f"{program.stem}.physical.txt"
     if os.environ.get("TIDEMARK_REGENERATE") == "1":
         golden.write_text(text, encoding="utf-8")

@@ -7,6 +7,7 @@ import pytest
 
 from app.errors import ProgramError
 from app.program.compile import compile_program
+from app.runtime.physical import physical_plan
 from app.runtime.plan import check_supported
 
 TABLE = """
@@ -20,7 +21,7 @@ CREATE TABLE t (
 def test_json_tables_are_refused_not_decoded_as_avro_l7() -> None:
     circuit = compile_program("p.sql", TABLE.format(extra=", 'format' = 'json'"))
     with pytest.raises(ProgramError, match="format 'json' is not read by the Spark runtime"):
-        check_supported(circuit)
+        check_supported(circuit, physical_plan(circuit))
 
 
 @pytest.mark.parametrize(
@@ -41,7 +42,7 @@ GROUP BY window_start, window_end, k
 {emit};
 """
     circuit = compile_program("p.sql", text)
-    check_supported(circuit)
+    check_supported(circuit, physical_plan(circuit))
     assert circuit.view("v").emit.delay_ms is not None
 
 
@@ -57,8 +58,10 @@ CREATE VIEW v WITH ('topic' = 'out') AS
 SELECT n, COUNT(*) AS m FROM counts GROUP BY n;
 """
     with pytest.raises(ProgramError, match="reading an aggregate view is not supported"):
-        check_supported(compile_program("p.sql", text))
+        circuit = compile_program("p.sql", text)
+        check_supported(circuit, physical_plan(circuit))
 
 
 def test_avro_program_is_supported() -> None:
-    check_supported(compile_program("p.sql", TABLE.format(extra="")))
+    circuit = compile_program("p.sql", TABLE.format(extra=""))
+    check_supported(circuit, physical_plan(circuit))
