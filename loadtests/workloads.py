@@ -1,4 +1,4 @@
-"""The three benchmark workloads (docs/performance.md), each as a Tidemark program and as
+"""The benchmark workloads (docs/performance.md), each as a Tidemark program and as
 the plain Spark job a user would write instead (JVM Kafka source, from_avro, withWatermark,
 groupBy(window).agg, to_avro, Kafka sink). Same input bytes, same output rows for accepted
 events; the peer drops late events silently (its watermark) or, stateless, does not notice
@@ -40,6 +40,14 @@ def _peer_a(df: Any) -> Any:
     from pyspark.sql import functions as F
 
     return df.filter("n > 500").select(F.expr("unix_millis(ts)").alias("ts"), "usr", "n")
+
+
+def _peer_s(df: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return df.filter("n > 500").select(
+        F.expr("unix_millis(ts)").alias("ts"), "usr", F.expr("n * 2 + 1").alias("m")
+    )
 
 
 def _peer_b(df: Any) -> Any:
@@ -102,6 +110,17 @@ WORKLOADS: dict[str, Workload] = {
         10_000,
         _peer_a,
         _record("big", [("ts", "long"), ("usr", "string"), ("n", "int")]),
+        "ts",
+        False,
+    ),
+    "s": Workload(
+        "s",
+        "decode + late gate + a view Spark computes (the step_sink shape)",
+        _CLICKS + "CREATE VIEW big WITH ('topic' = '{out}', 'format' = 'append') AS\n"
+        "SELECT ts, usr, n * 2 + 1 AS m FROM clicks WHERE n > 500;\n",
+        10_000,
+        _peer_s,
+        _record("big", [("ts", "long"), ("usr", "string"), ("m", "int")]),
         "ts",
         False,
     ),

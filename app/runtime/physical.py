@@ -13,8 +13,8 @@ rules) turns a :class:`~app.circuit.ir.Circuit` into a frozen :class:`PhysicalPl
 3. :func:`free_state`: the waterline that frees each stateful view's state (S11): the first
    LATENESS column of the nearest relation upstream with LATENESS, which is also what feeds
    the query's Spark watermark;
-4. :func:`choose_step_shape`: how the query's steps run (ADRs 0005-0008) and whether any row
-   enters the JVM (ADR 0009).
+4. :func:`choose_step_shape`: which of the two step shapes the query's steps take (ADR 0011)
+   and whether any row enters the JVM (ADR 0009).
 
 ``tidemark explain --physical`` prints the plan (text and JSON); the runtime builds each
 query from it (:mod:`app.runtime.plan`) and decides nothing again. Every query runs in
@@ -50,10 +50,13 @@ __all__ = [
 ]
 
 Placement = Literal["source_task", "step_sink", "jvm", "native", "state_operator"]
-#: How a query's steps run: ``slice_views`` (ADR 0007), ``writes_in_query`` (ADR 0008),
-#: ``rereadable`` (ADR 0006), ``persisted`` (the step sink's two jobs over a cached batch,
-#: ADR 0005).
-StepShape = Literal["slice_views", "writes_in_query", "rereadable", "persisted"]
+#: Where a step's records are written once w(t) is known (ADR 0011): by the query's own
+#: tasks (``query_writes``), or by the step sink's second job over the step's cached rows
+#: (``step_sink``).
+StepShape = Literal["query_writes", "step_sink"]
+#: Of a ``query_writes`` query, whose tasks write: the source's (every output is computed in
+#: them, ADR 0007) or the aggregate's last stage (ADR 0008).
+WritingStage = Literal["source", "aggregate"]
 
 PLACEMENT_TEXT: Mapping[str, str] = {
     "source_task": "in the Kafka source's tasks, over Arrow (ADR 0007)",
@@ -63,12 +66,12 @@ PLACEMENT_TEXT: Mapping[str, str] = {
     "state_operator": "the Python state operator (ADR 0003)",
 }
 SHAPE_TEXT: Mapping[str, str] = {
-    "slice_views": "one job a step: the source's tasks compute, encode and write every "
-    "output (ADR 0007)",
-    "writes_in_query": "the query's own tasks write its records (ADR 0008)",
-    "rereadable": "the step sink reads the step's slices twice: probes, then writes "
-    "(ADR 0006)",
-    "persisted": "the step sink caches the step's rows: probes, then writes (ADR 0005)",
+    "query_writes": "the query's own tasks write its records and dead letters (ADR 0011)",
+    "step_sink": "the step sink caches the step's rows: probes, then writes (ADR 0011)",
+}
+STAGE_TEXT: Mapping[str, str] = {
+    "source": "the source's tasks, in a second pass over the step's slices (ADR 0007)",
+    "aggregate": "the aggregate's last stage, once the probes are in (ADR 0008)",
 }
 
 
@@ -97,7 +100,9 @@ class QueryPlan:
     name: str
     tables: tuple[str, ...]
     views: tuple[ViewPlacement, ...] = ()
-    shape: StepShape = "persisted"
+    shape: StepShape = "step_sink"
+    #: Of a ``query_writes`` query, the stage whose tasks write; None for ``step_sink``.
+    writing_stage: WritingStage | None = None
     #: Some row of the query is computed on in the JVM (else the JVM only coordinates).
     rows_in_jvm: bool = True
     #: The query reads its source once (one branch), so one job can do a step (ADR 0008).
@@ -173,13 +178,17 @@ def group_queries(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
     views: dict[str, list[ViewPlacement]] = {}
     for view in circuit.views:
         views.setdefault(find(view.name), []).append(
-            ViewPlacement(view.name, view.source, "jvm", view.output is not None,
-                          bool(view.lateness))
+            ViewPlacement(
+                view.name, view.source, "jvm", view.output is not None, bool(view.lateness)
+            )
         )
-    return replace(plan, queries=tuple(
-        QueryPlan(f"tidemark-{tables[0]}", tuple(tables), tuple(views.get(root, ())))
-        for root, tables in queries.items()
-    ))
+    return replace(
+        plan,
+        queries=tuple(
+            QueryPlan(f"tidemark-{tables[0]}", tuple(tables), tuple(views.get(root, ())))
+            for root, tables in queries.items()
+        ),
+    )
 
 
 def place_views(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
@@ -242,25 +251,27 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
             freed = None if column is None else f"{owner}.{column}"
             owners.append(freed)
             kind = circuit.view(entry.view).state.kind
-            placed.append(replace(
-                entry,
-                state=kind,
-                state_owner=owner,
-                state_freed_by=freed if kind == "window" else None,
-            ))
+            placed.append(
+                replace(
+                    entry,
+                    state=kind,
+                    state_owner=owner,
+                    state_freed_by=freed if kind == "window" else None,
+                )
+            )
         watermark = next((o for o in owners if o is not None), None)
         queries.append(replace(query, views=tuple(placed), watermark=watermark))
     return replace(plan, queries=tuple(queries))
 
 
 def choose_step_shape(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
-    """How each query's steps run. With no view gate and step views the source's tasks can
-    all compute over Arrow (:func:`~app.runtime.arrow_views.slice_computable`): the query
-    writes its own records when its outputs are native aggregates (at least one) and step
-    views (ADR 0008), and its only rows are the source tasks' summaries when every output is
-    a step view (ADR 0007); in both, the step views move to ``source_task``. Otherwise the
-    step sink may read the step's slices twice when the query has no branch of Spark's own
-    (no gate, no JVM-computed output, no aggregate; ADR 0006), and caches them if it has."""
+    """Which of the two step shapes each query takes (ADR 0011). With no view gate and step
+    views the source's tasks can all compute over Arrow
+    (:func:`~app.runtime.arrow_views.slice_computable`), the query writes its own records
+    (``query_writes``): from the aggregate's last stage when its outputs are native
+    aggregates (at least one) and step views (ADR 0008), from the source's tasks when every
+    output is a step view (ADR 0007); in both, the step views move to ``source_task``. Every
+    other query writes through the step sink, over its cached rows (``step_sink``)."""
     queries = []
     for query in plan.queries:
         outputs = [v for v in query.views if v.output]
@@ -273,30 +284,27 @@ def choose_step_shape(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
             + sum(1 for v in outputs if v.placement in ("native", "jvm"))
             + int(any(v.placement == "state_operator" for v in outputs))
         )
-        shape: StepShape
-        if in_source and native and all(
-            v.placement in ("native", "step_sink") for v in outputs
-        ):
-            shape = "writes_in_query"
+        stage: WritingStage | None = None
+        if in_source and native and all(v.placement in ("native", "step_sink") for v in outputs):
+            stage = "aggregate"
         elif in_source and outputs and all(v.placement == "step_sink" for v in outputs):
-            shape = "slice_views"
-        elif branches == 0:
-            shape = "rereadable"
-        else:
-            shape = "persisted"
+            stage = "source"
         views = query.views
-        if shape in ("writes_in_query", "slice_views"):
+        if stage is not None:
             views = tuple(
                 replace(v, placement="source_task") if v.placement == "step_sink" else v
                 for v in views
             )
-        queries.append(replace(
-            query,
-            views=views,
-            shape=shape,
-            rows_in_jvm=shape != "slice_views",
-            scans_once=shape == "writes_in_query" and branches == 1,
-        ))
+        queries.append(
+            replace(
+                query,
+                views=views,
+                shape="step_sink" if stage is None else "query_writes",
+                writing_stage=stage,
+                rows_in_jvm=stage != "source",
+                scans_once=stage == "aggregate" and branches == 1,
+            )
+        )
     return replace(plan, queries=tuple(queries))
 
 
@@ -316,26 +324,33 @@ def explain_physical_json(plan: PhysicalPlan) -> dict[str, Any]:
     return {
         "program": plan.program,
         "rows_in_jvm": plan.rows_in_jvm,
-        "queries": [{
-            "name": q.name,
-            "tables": list(q.tables),
-            "trigger": q.trigger,
-            "step_shape": q.shape,
-            "rows_in_jvm": q.rows_in_jvm,
-            "scans_once": q.scans_once,
-            "watermark": q.watermark,
-            "views": [{
-                "name": v.view,
-                "source": v.source,
-                "placement": v.placement,
-                "output": v.output,
-                "gate": v.gate,
-                "state": v.state,
-                "state_owner": v.state_owner,
-                "state_freed_by": v.state_freed_by,
-            } for v in q.views],
-            "state_operators": list(q.state_operators),
-        } for q in plan.queries],
+        "queries": [
+            {
+                "name": q.name,
+                "tables": list(q.tables),
+                "trigger": q.trigger,
+                "step_shape": q.shape,
+                "writing_stage": q.writing_stage,
+                "rows_in_jvm": q.rows_in_jvm,
+                "scans_once": q.scans_once,
+                "watermark": q.watermark,
+                "views": [
+                    {
+                        "name": v.view,
+                        "source": v.source,
+                        "placement": v.placement,
+                        "output": v.output,
+                        "gate": v.gate,
+                        "state": v.state,
+                        "state_owner": v.state_owner,
+                        "state_freed_by": v.state_freed_by,
+                    }
+                    for v in q.views
+                ],
+                "state_operators": list(q.state_operators),
+            }
+            for q in plan.queries
+        ],
     }
 
 
@@ -347,6 +362,8 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
         lines.append(f"  tables:       {', '.join(q.tables)}")
         lines.append(f"  trigger:      {q.trigger}")
         lines.append(f"  step:         {q.shape}: {SHAPE_TEXT[q.shape]}")
+        if q.writing_stage is not None:
+            lines.append(f"  writers:      {STAGE_TEXT[q.writing_stage]}")
         lines.append(f"  rows in JVM:  {'yes' if q.rows_in_jvm else 'no (the JVM coordinates)'}")
         lines.append(f"  watermark:    {q.watermark or '(none: the query holds no state)'}")
         for v in q.views:
@@ -355,11 +372,15 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
             lines.append(f"  view {v.view} <- {v.source}{role}: {v.placement}{gate}")
             lines.append(f"    computed:   {PLACEMENT_TEXT[v.placement]}")
             if v.state == "window":
-                lines.append(f"    state:      a window's groups, freed once "
-                             f"w({v.state_freed_by}) passes the window's end")
+                lines.append(
+                    f"    state:      a window's groups, freed once "
+                    f"w({v.state_freed_by}) passes the window's end"
+                )
             elif v.state == "unbounded":
-                lines.append("    state:      unbounded: GROUP BY without a time key is never "
-                             "freed (see the warnings of tidemark explain)")
+                lines.append(
+                    "    state:      unbounded: GROUP BY without a time key is never "
+                    "freed (see the warnings of tidemark explain)"
+                )
         lines.append("")
     if refused:
         lines.append("the Spark runtime does not run this program yet")

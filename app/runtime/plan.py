@@ -119,24 +119,25 @@ class TablePlan:
     frame: DataFrame
     output_views: tuple[View, ...]
     view_time_source: Mapping[str, str | None]  # output view -> waterline key of S14
-    #: The views the step sink computes over the step's accepted rows (app/runtime/step_views).
+    #: The views the step sink computes over the step's accepted rows (app/runtime/step_views),
+    #: or, in a ``query_writes`` query, the source's own tasks over the slice's Arrow columns
+    #: (app/runtime/slice_writers.py, ADR 0007).
     step_views: tuple[View, ...] = ()
-    #: The query is the table's gate rows alone: a pure function of the step's slices, with
-    #: no Spark state and no view gate, so the step sink may run it once for the probes and
-    #: again for the writes instead of caching the batch.
-    rereadable: bool = False
-    #: The step views are computed, encoded and produced by the source's own tasks over the
-    #: slice's Arrow columns (app/runtime/slice_writers.py, ADR 0007): the query's rows are
-    #: one ``message`` per source task, the JSON summary rows of what it did.
-    slice_views: bool = False
     #: The table's source, as the query reads it (a job over its slices must read the same).
     source: SourceSpec | None = None
-    #: The query's own tasks produce its native aggregates' records (ADR 0008,
-    #: app/runtime/query_writes.py).
-    writes_in_query: bool = False
-    #: Such a query reads the source once (one aggregate branch), so its source tasks may
-    #: also do the step's side work, which must run once a slice: a step can be one job.
-    scans_once: bool = False
+    #: The physical plan's query, whose step shape the step sink follows (ADR 0011).
+    query: QueryPlan = QueryPlan("", ())
+
+    @property
+    def writes_in_query(self) -> bool:
+        """The aggregate's last-stage tasks write the query's records (ADR 0008)."""
+        return self.query.writing_stage == "aggregate"
+
+    @property
+    def slice_views(self) -> bool:
+        """The source's tasks write every record; the query's rows are one ``message`` per
+        source task, the JSON summary of what it did (ADR 0007)."""
+        return self.query.writing_stage == "source"
 
 
 def plan_table(
@@ -158,7 +159,7 @@ def plan_table(
     gated_views = [v for v in views if v.lateness]
     spec = source_spec(table, ok_payload=bool(gated_views))
     step_views = tuple(circuit.view(name) for name in query.placed("step_sink", "source_task"))
-    in_query = query.shape == "writes_in_query"
+    in_query = query.writing_stage == "aggregate"
     source = (
         spark.readStream.format(KafkaSource.name())
         .option("spec", json.dumps(spec.to_json()))
@@ -239,11 +240,9 @@ def plan_table(
     if aggregates:
         assert event_time is not None
         branches.append(aggregate_branch(aggregates, event_time))
-    rereadable = query.shape in ("rereadable", "slice_views")
-    slice_views = query.shape == "slice_views"
-    assert rereadable == (not branches), (query.name, query.shape)
-    scans_once = query.scans_once
-    assert scans_once == (in_query and len(branches) == 1), (query.name, query.shape)
+    slice_views = query.writing_stage == "source"
+    assert not (slice_views and branches), (query.name, query.shape)
+    assert query.scans_once == (in_query and len(branches) == 1), (query.name, query.shape)
     if in_query:
         # ADR 0008: the query's rows are what its writing tasks wrote; the dead letters and
         # probes come from its source tasks or from a job of the step sink's own.
@@ -290,11 +289,8 @@ def plan_table(
         tuple(v for v in views if v.output is not None),
         time_source,
         step_views,
-        rereadable,
-        slice_views,
         spec,
-        in_query,
-        scans_once,
+        query,
     )
 
 

@@ -11,14 +11,13 @@ It runs on the driver once per micro-batch (= step, SPEC S1), in two Spark jobs:
    and encoded in the same Python pass that produces them (:mod:`app.runtime.step_views`);
 3. then the metrics, and the dead-letter log: late rows in powers of ten per table (S6).
 
-A batch with Spark state (aggregates) or a view gate is persisted for the two jobs. A batch of
-the table's gate rows alone (a rereadable plan, ADR 0006) is read twice instead: in the first
-job the source hands over only the dead letters and probes, and that job writes the dead
-letters (they do not need the new waterline); the source's slice cache serves the second read.
-When the source's own tasks can compute every step view (a slice-views plan, ADR 0007), both
-jobs collect the batch itself, whose source tasks do the work, told what by a writer in a
-Spark local property (:mod:`app.runtime.slice_writers`): the first brings back the probes,
-the second writes the dead letters and the views' records.
+A step takes one of two shapes (ADR 0011), as the physical plan says. In the ``step_sink``
+shape the batch is cached for the two jobs above. In the ``query_writes`` shape the query's
+own tasks write: when the source's tasks can compute every output (ADR 0007), both jobs
+collect the batch itself, whose source tasks do the work, told what by a writer in a Spark
+local property (:mod:`app.runtime.slice_writers`): the first brings back the probes, the
+second writes the dead letters and the views' records; when the query ends in a native
+aggregate (ADR 0008), its last-stage tasks write once the probes are in.
 
 Both jobs write through :func:`produce_partition` on the executors, one Kafka transaction per
 task with a step marker keyed by Spark's ``batch_id``, which a replay of the batch after a
@@ -52,7 +51,6 @@ from app.connectors.kafka_sink import (
     produce_partition,
 )
 from app.connectors.kafka_source import (
-    SKIP_ACCEPTED,
     SLICE_OUTPUT,
     STEP_SIDE,
     KafkaPartitionSlice,
@@ -81,8 +79,8 @@ __all__ = ["StepReport", "StepSink", "sink_identity"]
 
 log = structlog.get_logger("tidemark.step")
 
-#: The first task number of a step's second (output) job; the first job's writing tasks (a
-#: rereadable plan's, one per source slice) are numbered from 0, below it.
+#: The first task number of a step's output job; the writing tasks of a job over the step's
+#: slices (one per source slice) are numbered from 0, below it.
 OUTPUT_TASKS = 1 << 20
 
 
@@ -186,7 +184,7 @@ class StepSink:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        if self.plan.rereadable or self.plan.writes_in_query:
+        if self.plan.query.shape == "query_writes":
             report = self._write(batch, batch_id)
         else:
             batch.persist()
@@ -208,25 +206,18 @@ class StepSink:
             marker=self._marker(batch_id, first_task),
         )
 
-    def _first_job(self, batch: DataFrame, batch_id: int) -> list[Any]:
-        """The probes (as summary rows of kind ``probe``) and, of a rereadable plan, the
-        summary of writing its dead letters: the source hands over no accepted rows in this
-        job and keeps each slice in its slice cache for the second. A persisted batch keeps
-        its dead letters for the second job: a Python task on every partition of the batch
-        (the aggregate's too) cost (b) more than the dead-letter tasks it would save."""
-        if not self.plan.rereadable:
-            probes = batch.filter(F.col("kind") == "probe").select(
-                F.col("kind"),
-                F.col("step").alias("n"),
-                F.col("value").cast("string").alias("detail"),
-            )
-            return probes.collect()
-        job = (
-            batch.filter(F.col("kind") != "row")  # a rereadable plan has no other rows
-            .drop("row")  # a no-op when absent
-            .mapInArrow(self._produce(batch_id, 0, {}), SUMMARY_SCHEMA)
+    @staticmethod
+    def _probes(batch: DataFrame) -> list[Any]:
+        """The first job of a ``step_sink`` step: its probes, as summary rows of kind
+        ``probe``. The dead letters wait for the second job: a Python task on every partition
+        of the batch (the aggregate's too) cost (b) more than the dead-letter tasks it would
+        save (ADR 0011)."""
+        probes = batch.filter(F.col("kind") == "probe").select(
+            F.col("kind"),
+            F.col("step").alias("n"),
+            F.col("value").cast("string").alias("detail"),
         )
-        return _collect_with(job, {SKIP_ACCEPTED: "true"})
+        return probes.collect()
 
     def _marker(self, batch_id: int, first_task: int) -> StepMarker | None:
         if not self.exactly_once:
@@ -338,7 +329,7 @@ class StepSink:
         if self.plan.slice_views:
             summary = self._run_slices(batch, self._probe_pass())
         else:
-            summary = self._first_job(batch, batch_id)
+            summary = self._probes(batch)
         step, waterlines = self._waterlines(summary)
         headers = self._headers(waterlines)
         outputs: list[DataFrame] = []
@@ -347,7 +338,6 @@ class StepSink:
         else:
             produce = self._produce(batch_id, OUTPUT_TASKS, headers)
             outputs = produce_step_views(batch, self.plan.table, self.plan.step_views, produce)
-        if not self.plan.rereadable:  # its dead letters and the records made in the query
             written = batch.filter(~F.col("kind").isin("probe", "row")).drop("row")
             outputs.insert(0, written.mapInArrow(produce, SUMMARY_SCHEMA))
         if outputs:

@@ -97,7 +97,7 @@ def test_each_step_writes_its_windows_with_its_own_waterline_s11_s14(
     program = tmp_path / "query_writes.sql"
     program.write_text(PROGRAM.format(**t))
     circuit = compile_program(program)
-    assert {q.shape for q in physical_plan(circuit).queries} == {"writes_in_query"}
+    assert {q.writing_stage for q in physical_plan(circuit).queries} == {"aggregate"}
     from confluent_kafka import Producer
 
     producer = Producer({**kafka.conf(), "log_level": 3})

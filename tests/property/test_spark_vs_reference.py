@@ -372,8 +372,8 @@ def test_native_aggregation_equals_reference_s11_s12(
     )
     run = _check(scenario, kafka, unique_topic, tmp_path, single_partition_outputs=True)
     circuit = run.circuit
-    shapes = {q.tables[0]: q.shape for q in physical_plan(circuit).queries}
-    assert shapes == {"ev_a": "writes_in_query", "ev_b": "writes_in_query"}
+    stages = {q.tables[0]: q.writing_stage for q in physical_plan(circuit).queries}
+    assert stages == {"ev_a": "aggregate", "ev_b": "aggregate"}
     assert compare_step_headers(run, [c.name for c in scenario.cases]) == []
     assert sum(r.outputs.get("sa_chain", 0) for r in run.reports) > 0
     for table in ("ev_a", "ev_b"):

@@ -71,7 +71,7 @@ def test_each_connected_part_of_the_circuit_is_one_query_holding_its_views() -> 
 def test_a_table_no_view_reads_still_has_its_query_for_its_dead_letters() -> None:
     plan = _plan(FILTER)
     assert plan.query_of("u").views == ()
-    assert plan.query_of("u").shape == "rereadable"
+    assert plan.query_of("u").shape == "step_sink"
 
 
 def test_exact_after_watermark_aggregates_are_native_others_the_python_operator() -> None:
@@ -84,7 +84,7 @@ def test_exact_after_watermark_aggregates_are_native_others_the_python_operator(
 def test_filters_of_columns_are_computed_in_the_source_tasks_alone() -> None:
     query = _plan(FILTER).query_of("t")
     assert query.placed("source_task") == ("f",)
-    assert query.shape == "slice_views"
+    assert (query.shape, query.writing_stage) == ("query_writes", "source")
     assert not query.rows_in_jvm
 
 
@@ -93,19 +93,19 @@ def test_a_step_view_spark_must_compute_is_computed_at_the_end_of_the_step() -> 
         "CREATE VIEW f WITH ('topic' = 'f', 'format' = 'append') AS SELECT ts, n + 1 AS m FROM t;"
     ).query_of("t")
     assert query.placed("step_sink") == ("f",)
-    assert query.shape == "rereadable"
+    assert (query.shape, query.writing_stage) == ("step_sink", None)
     assert query.rows_in_jvm
 
 
 def test_a_step_view_beside_a_python_operator_is_computed_at_the_end_of_the_step() -> None:
     query = _plan(FILTER + PYTHON_OPERATOR).query_of("t")
     assert query.placed("step_sink") == ("f",)
-    assert query.shape == "persisted"
+    assert (query.shape, query.writing_stage) == ("step_sink", None)
 
 
 def test_native_aggregates_and_source_task_views_write_in_the_query() -> None:
     query = _plan(FILTER + NATIVE).query_of("t")
-    assert query.shape == "writes_in_query"
+    assert (query.shape, query.writing_stage) == ("query_writes", "aggregate")
     assert query.placed("source_task") == ("f",)
     assert query.scans_once
 
@@ -117,7 +117,7 @@ def test_views_after_a_view_lateness_gate_are_computed_in_the_jvm() -> None:
     )
     assert plan.placement("decoded").gate
     assert plan.query_of("t").placed("jvm") == ("decoded", "o")
-    assert plan.query_of("t").shape == "persisted"
+    assert plan.query_of("t").shape == "step_sink"
 
 
 def test_s11_window_state_is_freed_by_the_first_lateness_column_upstream() -> None:
@@ -147,7 +147,7 @@ def test_the_passes_run_in_order_and_the_plan_is_a_frozen_value() -> None:
     plan = physical_plan(circuit)
     assert plan == physical_plan(circuit)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        plan.queries[0].shape = "persisted"  # type: ignore[misc]
+        plan.queries[0].shape = "step_sink"  # type: ignore[misc]
 
 
 def test_explain_physical_json_is_json_with_every_view_once() -> None:
