@@ -27,9 +27,7 @@ from :data:`OUTPUT_TASKS` so no two tasks of a step share a marker.
 
 from __future__ import annotations
 
-import base64
 import json
-import pickle
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -44,35 +42,31 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from app.circuit.ir import Table
-from app.connectors.kafka_sink import (
+from app.connectors.kafka_source import KafkaPartitionSlice
+from app.connectors.sink import (
     SUMMARY_SCHEMA,
     StepMarker,
     format_time_value,
     produce_partition,
+    view_headers,
 )
-from app.connectors.kafka_source import (
-    SLICE_OUTPUT,
-    STEP_SIDE,
-    KafkaPartitionSlice,
-    SliceWriter,
+from app.observability.logging import LateRowLog, log_dead_letters
+from app.runtime.plan import TablePlan, TimeUnit, table_units, time_unit
+from app.runtime.query_writes import (
+    ProbeRendezvous,
+    SourceSide,
+    StepWrite,
+    waterline_after,
+)
+from app.runtime.slice_writers import ProbePass, SliceOutput
+from app.runtime.step_files import (
     forget_steps_before,
     load_waterlines,
     planned_slices,
     store_waterlines,
     write_atomically,
-    write_slices,
 )
-from app.observability.logging import LateRowLog, log_dead_letters
-from app.runtime.plan import TablePlan, TimeUnit, table_units, time_unit
-from app.runtime.query_writes import (
-    STEP_OUTPUT,
-    ProbeRendezvous,
-    SourceSide,
-    StepWrite,
-    view_headers,
-    waterline_after,
-)
-from app.runtime.slice_writers import ProbePass, SliceOutput
+from app.runtime.step_orders import SliceWriter, StepOrder, collect_with_order, write_slices
 from app.runtime.step_views import produce_step_views
 
 __all__ = ["StepReport", "StepSink", "sink_identity"]
@@ -130,24 +124,6 @@ def sink_identity(state_dir: str) -> str:
     identity = uuid.uuid4().hex[:16]
     write_atomically(path, identity)
     return identity
-
-
-def _encoded(writer: object) -> str:
-    """An object as a local property's value (the tasks unpickle it)."""
-    return base64.b64encode(pickle.dumps(writer)).decode()
-
-
-def _collect_with(job: DataFrame, properties: Mapping[str, str]) -> list[Any]:
-    """``job``'s rows, collected with these Spark local properties set: its tasks read them
-    to know what this job asks of them."""
-    context = job.sparkSession.sparkContext
-    for key, value in properties.items():
-        context.setLocalProperty(key, value)
-    try:
-        return job.collect()
-    finally:
-        for key in properties:
-            context.setLocalProperty(key, None)  # type: ignore[arg-type]
 
 
 class StepSink:
@@ -252,7 +228,7 @@ class StepSink:
         """One job of a slice-views plan (ADR 0007): each source task does what ``writer``
         says over its slice and hands Spark one summary row. Both jobs collect the step's own
         batch (the source's summary rows alone), so nothing is planned for them."""
-        rows = _collect_with(job, {SLICE_OUTPUT: _encoded(writer)})
+        rows = collect_with_order(job, StepOrder(slice_output=writer))
         return [summary for row in rows for summary in json.loads(row["message"])]
 
     def _new_slices(self) -> list[KafkaPartitionSlice]:
@@ -356,7 +332,7 @@ class StepSink:
         marker = self._marker(batch_id, OUTPUT_TASKS)
         context = batch.sparkSession.sparkContext
         local = (context.master or "").startswith("local")
-        if slices and local and self.plan.scans_once:
+        if slices and local and self.plan.query.scans_once:
             step = slices[0].step
             rendezvous = ProbeRendezvous(
                 self._probe_dir,
@@ -377,13 +353,7 @@ class StepSink:
                 self.table.dead_letter_topic if dead_letters else None,
             )
             write = StepWrite({}, marker, rendezvous, dead_letters=dead_letters)
-            rows = _collect_with(
-                batch,
-                {
-                    STEP_OUTPUT: _encoded(write),
-                    STEP_SIDE: _encoded(side),
-                },
-            )
+            rows = collect_with_order(batch, StepOrder(source_side=side, step_write=write))
             # The same files and functions the writing tasks computed the headers from.
             summary = rendezvous.summaries()
             step_found, waterlines = self._waterlines(summary)
@@ -400,7 +370,7 @@ class StepSink:
             summary = self._slice_job(batch, slices, first)
             step_found, waterlines = self._waterlines(summary)
             write = StepWrite(self._headers(waterlines), marker)
-            summary += _collect_with(batch, {STEP_OUTPUT: _encoded(write)})
+            summary += collect_with_order(batch, StepOrder(step_write=write))
         if self.plan.step_views and slices:
             views = self._slice_output(batch_id, self._headers(waterlines), first_task=0)
             summary += self._slice_job(batch, slices, views)
