@@ -19,6 +19,7 @@ __all__ = [
     "ProgramError",
     "SerializationError",
     "SparkError",
+    "StateError",
     "TidemarkError",
     "kafka_reason",
 ]
@@ -50,6 +51,11 @@ class ConfigError(TidemarkError):
 
 class SparkError(TidemarkError):
     """Spark could not start, or a streaming query stopped with an error."""
+
+
+class StateError(TidemarkError):
+    """A file of the steps' own state (waterlines, planned slices, the slice cache) could not
+    be read or written: a checkpoint or temporary directory that is full, read-only or gone."""
 
 
 def kafka_reason(exc: BaseException) -> str:

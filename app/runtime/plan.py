@@ -41,7 +41,6 @@ from app.circuit.ir import (
     Window,
 )
 from app.connectors.kafka_sink import SINK_SCHEMA
-from app.connectors.kafka_source import SLICE_SUMMARY, KafkaSource
 from app.connectors.late_gate import SourceColumn, SourceSpec
 from app.errors import ProgramError, TidemarkError
 from app.runtime.aggregate import aggregate_branch
@@ -50,6 +49,8 @@ from app.runtime.native_aggregate import native_branch
 from app.runtime.physical import PhysicalPlan, QueryPlan, first_lateness
 from app.runtime.query_writes import produce_step_output
 from app.runtime.sink_rows import TABLE_GATE, gate_rows
+from app.runtime.source_reader import KafkaSource
+from app.runtime.step_orders import SLICE_SUMMARY
 from app.runtime.step_views import carried_columns
 from app.runtime.view_frame import batch_time, ms_sql, view_frame
 from app.runtime.view_gate import (

@@ -6,14 +6,14 @@ A table whose every output view runs on Spark's native aggregation (:func:`app.r
 task of the aggregate's last stage finishes and encodes its completed groups and produces
 them, with the S14 header, in one transaction with a step marker (S15), and hands Spark only
 the summary rows. What the task needs that only this step knows (its marker, the headers)
-rides in the Spark local property :data:`STEP_OUTPUT` as a :class:`StepWrite`.
+rides in the step's order (:mod:`app.runtime.step_orders`) as a :class:`StepWrite`.
 
 The header is the step's new waterline, which needs every source task's probe (S3). How the
 writing tasks learn it depends on where the tasks run:
 
 * local mode (one machine, the chart's deployment): the step is one job. Each source task
   reads its slice and leaves its probe, and its dead letters as records, in files of the step
-  (:class:`SourceSide`, under the local property :data:`STEP_SIDE`); the aggregate's tasks
+  (:class:`SourceSide`, the order's ``source_side``); the aggregate's tasks
   start only when every source task is done (the shuffle between them), so they read those
   files and compute the waterline themselves (:class:`ProbeRendezvous`), exactly as the
   driver does after the job (:func:`waterline_after`), and the first of them produces the
@@ -47,15 +47,14 @@ from app.connectors.kafka_sink import (
     produce_partition,
     task_partition,
 )
-from app.connectors.kafka_source import STEP_SIDE, local_object, write_atomically
 from app.connectors.sink_record import SINK_RECORD
 from app.errors import TidemarkError
 from app.runtime.sink_rows import arrow_dead_letters, arrow_probes
+from app.runtime.step_files import write_atomically
+from app.runtime.step_orders import STEP_OUTPUT, StepOrder
 
 __all__ = [
     "DEAD_LETTER_TASK",
-    "STEP_OUTPUT",
-    "STEP_SIDE",
     "ProbeRendezvous",
     "SourceSide",
     "StepWrite",
@@ -63,9 +62,6 @@ __all__ = [
     "view_headers",
     "waterline_after",
 ]
-
-#: The Spark local property carrying a step's :class:`StepWrite` to the query's writing tasks.
-STEP_OUTPUT = "tidemark.step_output"
 
 Headers = Mapping[str, list[tuple[str, bytes]]]
 
@@ -225,7 +221,7 @@ def produce_step_output(
     """Produce a task's finished records (sink records) as the step's :class:`StepWrite`
     says; yield the SUMMARY rows. The Kafka settings are the plan's, so no credentials ride in
     the local property (Spark's event log keeps those unredacted)."""
-    step: StepWrite | None = local_object(STEP_OUTPUT)
+    step = StepOrder.of_task().step_write
     if step is None:
         raise TidemarkError(
             f"this query writes its records itself and needs the Spark local property "

@@ -26,12 +26,14 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from app.circuit.ir import Circuit
 from app.config import Settings
-from app.connectors.kafka_source import SliceCache, topic_end_offsets
+from app.connectors.kafka_consumers import consumer_pool
+from app.connectors.kafka_offsets import topic_end_offsets
 from app.errors import ConfigError, KafkaError, SparkError, kafka_reason
 from app.runtime.aggregate import polls_every_step
 from app.runtime.physical import PhysicalPlan, physical_plan
 from app.runtime.plan import check_supported, plan_table
 from app.runtime.session import spark_session
+from app.runtime.slice_cache import SliceCache
 from app.runtime.step_sink import StepMetrics, StepReport, StepSink
 
 __all__ = [
@@ -423,6 +425,8 @@ class Service:
         for table in self.circuit.tables:
             # The decoded slices only serve the branches of a running step (local disk).
             SliceCache(str(self.checkpoint / table.name / "tidemark")).clear()
+        # The offset queries' consumers of this (driver) process end with its queries.
+        consumer_pool().close()
         if errors:
             raise errors[0]
 

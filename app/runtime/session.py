@@ -26,8 +26,8 @@ import structlog
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from app.connectors.kafka_source import KafkaSource
 from app.observability.logging import jvm_output_path, write_spark_log4j2_config
+from app.runtime.source_reader import KafkaSource
 
 __all__ = [
     "COORDINATOR_JAVA_OPTIONS",

@@ -2,9 +2,9 @@
 
 A table whose step views the source's tasks compute (:func:`app.runtime.arrow_views
 .slice_computable`) runs both jobs of its step as one Spark plan: every source task hands
-Spark a single summary row (:data:`app.connectors.kafka_source.SLICE_SUMMARY`) and does the
-work itself, told what by a writer in the Spark local property
-:data:`app.connectors.kafka_source.SLICE_OUTPUT`:
+Spark a single summary row (:data:`app.runtime.step_orders.SLICE_SUMMARY`) and does the
+work itself, told what by a writer in the step's order (its ``slice_output``,
+:mod:`app.runtime.step_orders`):
 
 1. :class:`ProbePass`: read the slice (from Kafka into the slice cache: fetch, decode, late
    gate) and bring back its probe, from which the driver computes the step's waterline (S3);

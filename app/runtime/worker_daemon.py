@@ -23,13 +23,13 @@ import pyspark.worker  # noqa: F401 - imported for the forks
 from pyspark.daemon import manager
 
 import app.connectors.kafka_sink  # noqa: F401 - imported for the forks
-import app.connectors.kafka_source  # noqa: F401
 import app.runtime.aggregate  # noqa: F401
 import app.runtime.arrow_views  # noqa: F401
 import app.runtime.encode  # noqa: F401
 import app.runtime.native_aggregate  # noqa: F401
 import app.runtime.query_writes  # noqa: F401
 import app.runtime.slice_writers  # noqa: F401
+import app.runtime.source_reader  # noqa: F401
 import app.runtime.view_gate  # noqa: F401
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""The source's Kafka read of one slice (``_fetch``) against a real broker, no Spark.
+"""The source's Kafka read of one slice (``fetch``) against a real broker, no Spark.
 
-``_fetch`` asks the consumer for no more messages than the slice's offsets still hold (asking
+``fetch`` asks the consumer for no more messages than the slice's offsets still hold (asking
 for more made every slice ending at the topic's end wait a whole second. Offsets are
 only an upper bound on messages: a transactional producer leaves a commit marker at an offset
 no consumer sees. These tests hold the read to exactly the slice's messages, in order, when
@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from app.connectors.kafka_source import KafkaPartitionSlice, _fetch, topic_end_offsets
+from app.connectors.kafka_fetch import fetch
+from app.connectors.kafka_offsets import topic_end_offsets
+from app.connectors.kafka_source import KafkaPartitionSlice
 
 pytestmark = pytest.mark.e2e
 
@@ -40,7 +42,7 @@ def _produce_transactions(broker: Any, topic: str, sizes: list[int]) -> list[byt
 
 def _read(broker: Any, topic: str, start: int, end: int) -> list[tuple[int, bytes]]:
     part = KafkaPartitionSlice(0, start, end, 1, 0, {})
-    return [(m.offset(), m.value()) for chunk in _fetch(broker.conf(), topic, part) for m in chunk]
+    return [(m.offset(), m.value()) for chunk in fetch(broker.conf(), topic, part) for m in chunk]
 
 
 def test_slices_around_transaction_markers_hold_exactly_their_messages(

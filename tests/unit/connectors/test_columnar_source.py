@@ -335,9 +335,9 @@ def test_generated_and_mutated_chunks_give_the_same_rows_on_both_paths(spec: Sou
 def test_a_narrow_source_hands_spark_the_table_and_query_columns_only(spec: SourceSpec) -> None:
     """ADR 0008's queries read no dead-letter column: their source declares, and
     hands Spark, the table's columns and QUERY_META only, in the full schema's order."""
-    from app.connectors.kafka_source import QUERY_META, _arrow_schema, source_schema
+    from app.connectors.kafka_source import QUERY_META, arrow_schema, source_schema
 
-    full, narrow = _arrow_schema(spec), _arrow_schema(spec, narrow=True)
+    full, narrow = arrow_schema(spec), arrow_schema(spec, narrow=True)
     table = [c.name for c in spec.columns]
     assert narrow.names == table + list(QUERY_META)
     assert [n for n in full.names if n in narrow.names] == narrow.names

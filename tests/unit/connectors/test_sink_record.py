@@ -21,7 +21,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StringType, StructField
 
 from app.connectors import sink_record
-from app.connectors.kafka_source import META_COLUMNS, TABLE_GATE, _arrow_schema
+from app.connectors.kafka_source import META_COLUMNS, TABLE_GATE, arrow_schema
 from app.connectors.late_gate import SourceColumn, SourceSpec
 from app.connectors.sink_record import (
     HEADERS_TYPE,
@@ -80,7 +80,7 @@ def _source_batch() -> pa.RecordBatch:
             {"n": 2, "_kind": "ok", "_partition": 3, "_offset": 45, "_step": 2},
             {"_kind": "probe", "_partition": 3, "_step": 2, "_accepted": 1},
         ],
-        schema=_arrow_schema(SPEC),
+        schema=arrow_schema(SPEC),
     )
 
 
@@ -133,7 +133,7 @@ def test_the_source_tasks_dead_letter_files_hold_sink_records(tmp_path: Path) ->
 
 
 def test_the_columns_a_dead_letter_takes_from_the_source_have_its_types() -> None:
-    schema = _arrow_schema(SPEC)
+    schema = arrow_schema(SPEC)
     declared = dict(META_COLUMNS)
     for sink, source in TABLE_GATE.items():
         assert schema.field(source).type == SINK_RECORD.field(sink).type, source

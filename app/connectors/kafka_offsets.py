@@ -1,0 +1,169 @@
+"""The source's offsets: where a table's topic ends, and which offsets each step reads.
+
+A step's offsets live in Spark's checkpoint (the offset log), so a restart continues where the
+last committed step ended (S1, S15). The offset dict is ``{"partitions": {"<p>": next_offset},
+"step": n, "wall_clock_ms": t}``: ``step`` counts the steps that read data, and
+``wall_clock_ms`` fixes the clock the ``max_future`` guard uses, so a replayed step classifies
+every record exactly as the first run did. Its shape is what checkpoints hold: it never
+changes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from app.connectors.kafka_consumers import consumer_pool
+from app.connectors.kafka_source import KafkaPartitionSlice
+from app.errors import KafkaError, kafka_reason
+
+__all__ = [
+    "initial_offset",
+    "latest_offset",
+    "partition_ends",
+    "step_slices",
+    "topic_end_offsets",
+]
+
+#: How long the offset queries ride out a broker restart or a leader change.
+RETRY_SECONDS = 240.0
+
+
+def topic_end_offsets(conf: Mapping[str, str], topic: str) -> dict[int, int]:
+    """The current end (high watermark) of every partition of ``topic``."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    try:
+        consumer = Consumer({**conf, "group.id": "tidemark-end-offsets", "log_level": 3})
+        try:
+            metadata = consumer.list_topics(topic, timeout=30)
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                for p in sorted(metadata.topics[topic].partitions)
+            }
+        finally:
+            consumer.close()
+    except KafkaException as exc:
+        raise KafkaError(
+            f"cannot read the end offsets of topic {topic} from"
+            f" {conf.get('bootstrap.servers')}: {kafka_reason(exc)}: check that the broker"
+            " runs and answers, the topic exists and the Kafka settings are right"
+        ) from exc
+
+
+def partition_ends(
+    conf: Mapping[str, str],
+    topic: str,
+    table: str,
+    stop_at: Mapping[int, int] | None = None,
+    retry_seconds: float = RETRY_SECONDS,
+) -> dict[int, tuple[int, int]]:
+    """Low and high offsets per partition of ``topic`` (the input of ``table``), each high
+    one at most ``stop_at``'s when given; rides out a broker restart or a leader change
+    (NOT_LEADER_FOR_PARTITION, transport errors) for up to ``retry_seconds``."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + retry_seconds
+    while True:
+        try:
+            return _partition_ends_once(conf, topic, table, stop_at)
+        except KafkaException as exc:
+            if time.monotonic() > deadline:
+                raise KafkaError(
+                    f"cannot read the offsets of topic {topic} (table {table}) from"
+                    f" {conf.get('bootstrap.servers')} for {retry_seconds:g} s:"
+                    f" {kafka_reason(exc)}: check that the broker runs and answers"
+                    " and the Kafka settings are right"
+                ) from exc
+            # A fresh client next time: a CI run saw the kept one fail every metadata
+            # request for 240 s after a broker restart the broker itself recovered from in
+            # 4.5 s ("Broker transport failure").
+            consumer_pool().forget(conf)
+            time.sleep(1.0)
+
+
+def _partition_ends_once(
+    conf: Mapping[str, str], topic: str, table: str, stop_at: Mapping[int, int] | None
+) -> dict[int, tuple[int, int]]:
+    from confluent_kafka import TopicPartition
+
+    consumer = consumer_pool().get(conf)
+    metadata = consumer.list_topics(topic, timeout=30)
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        raise KafkaError(
+            f"input topic {topic} of table {table} "
+            f"does not exist: {found.error if found else 'unknown topic'}"
+        )
+    ends = {}
+    for p in sorted(found.partitions):
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(topic, p), timeout=30, cached=False
+        )
+        if stop_at is not None:
+            high = min(high, stop_at.get(p, 0))
+        ends[p] = (low, high)
+    return ends
+
+
+def initial_offset(ends: Mapping[int, tuple[int, int]]) -> dict[str, Any]:
+    """The offset dict before the first step: every partition at its low offset."""
+    return {
+        "partitions": {str(p): low for p, (low, _) in ends.items()},
+        "step": 0,
+        "wall_clock_ms": 0,
+    }
+
+
+def latest_offset(
+    start: dict[str, Any], ends: Mapping[int, tuple[int, int]], max_rows: int | None
+) -> dict[str, Any]:
+    """The end of the step after ``start``: up to ``max_rows`` (None: every) available
+    records, shared across partitions in proportion to what each has waiting; ``start``
+    itself when none are."""
+    current = {int(p): int(o) for p, o in start["partitions"].items()}
+    available = {p: max(0, high - max(current.get(p, low), low)) for p, (low, high) in ends.items()}
+    total = sum(available.values())
+    if total == 0:
+        return start
+    budget = min(total, max_rows) if max_rows is not None else total
+    end: dict[str, int] = {}
+    remaining = budget
+    for p, (low, _) in sorted(ends.items()):
+        begin = max(current.get(p, low), low)
+        share = available[p] if budget == total else (available[p] * budget) // total
+        share = min(share, remaining)
+        end[str(p)] = begin + share
+        remaining -= share
+    if remaining > 0:
+        for p in sorted(ends):
+            begin_end = end[str(p)]
+            extra = min(remaining, ends[p][1] - begin_end)
+            end[str(p)] = begin_end + extra
+            remaining -= extra
+    return {
+        "partitions": end,
+        "step": int(start["step"]) + 1,
+        "wall_clock_ms": int(time.time() * 1000),
+    }
+
+
+def step_slices(
+    start: Mapping[str, Any], end: Mapping[str, Any], waterlines: dict[str, int | None]
+) -> list[KafkaPartitionSlice]:
+    """The slices of the step from ``start`` to ``end`` (offset dicts), one per partition
+    with records, each carrying the step's ``waterlines`` (w(t-1)); none when the step reads
+    no data (``end`` is ``start``)."""
+    step = int(end["step"])
+    if step == int(start["step"]):
+        return []
+    begin = {int(p): int(o) for p, o in start["partitions"].items()}
+    out = []
+    for p_text, stop in end["partitions"].items():
+        p = int(p_text)
+        first = begin.get(p, 0)
+        if int(stop) > first:
+            wall_clock_ms = int(end["wall_clock_ms"])
+            out.append(KafkaPartitionSlice(p, first, int(stop), step, wall_clock_ms, waterlines))
+    return out

@@ -1,0 +1,122 @@
+"""The table's source as Spark sees it: a Python Data Source (``tidemark-kafka``) and its
+stream reader.
+
+When Spark plans step t, the reader takes the step's offsets from the connector
+(:mod:`app.connectors.kafka_offsets`), loads w(t-1) from the step files
+(:mod:`app.runtime.step_files`) and plans one input partition per Kafka partition with data
+(a :class:`KafkaPartitionSlice`, which carries w(t-1) and the step's wall clock to the task).
+Each task reads its slice through the slice cache (:mod:`app.runtime.slice_cache`: else
+fetched and decoded by the connector, late gate included) and hands Spark what its job's
+order asks (:mod:`app.runtime.step_orders`). The name and the options are what checkpoints
+and the runtime's queries hold: they never change.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
+from pyspark.sql.types import StructType
+
+from app.connectors.kafka_offsets import (
+    RETRY_SECONDS,
+    initial_offset,
+    latest_offset,
+    partition_ends,
+    step_slices,
+)
+from app.connectors.kafka_source import KafkaPartitionSlice, arrow_schema, source_schema
+from app.connectors.late_gate import SourceSpec
+from app.runtime.slice_cache import cached_slice
+from app.runtime.step_files import load_waterlines, record_planned_slices
+from app.runtime.step_orders import StepOrder
+
+__all__ = ["KafkaSource", "KafkaStreamReader"]
+
+
+class KafkaSource(DataSource):
+    """``spark.readStream.format("tidemark-kafka")`` with options ``spec`` (SourceSpec JSON),
+    ``kafka`` (librdkafka settings JSON), ``state_dir`` and ``max_records_per_step``; ``narrow``
+    ("true") for a query that reads no dead-letter columns (``QUERY_META``); ``record_slices``
+    ("true") to leave each step's planned slices in ``state_dir``; ``stop_at`` (JSON end
+    offsets per partition) for ``tidemark run --once``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "tidemark-kafka"
+
+    def schema(self) -> StructType | str:
+        spec = SourceSpec.from_json(json.loads(self.options["spec"]))
+        return source_schema(spec, narrow=self.options.get("narrow") == "true")
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(self.options)
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    #: How long the offset queries ride out a broker restart or a leader change.
+    retry_seconds = RETRY_SECONDS
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.spec = SourceSpec.from_json(json.loads(options["spec"]))
+        self.kafka_conf: dict[str, str] = json.loads(options["kafka"])
+        self.state_dir = options["state_dir"]
+        self.max_records = int(options.get("max_records_per_step", "200000"))
+        # ``tidemark run --once``: never read past the end offsets seen at start.
+        self.stop_at: dict[int, int] | None = (
+            {int(p): int(o) for p, o in json.loads(options["stop_at"]).items()}
+            if options.get("stop_at")
+            else None
+        )
+        #: Leave each planned step's slices in ``state_dir`` (``PLANNED_SLICES``): the step
+        #: sink of a plan that writes in its query reads them (ADR 0008).
+        self.record_slices = options.get("record_slices") == "true"
+        #: The columns handed to Spark when only the table's and ``QUERY_META`` are
+        #: (``source_schema``); None: every column.
+        self.narrow_columns: list[str] | None = (
+            arrow_schema(self.spec, narrow=True).names if options.get("narrow") == "true" else None
+        )
+
+    def _partition_ends(self) -> dict[int, tuple[int, int]]:
+        return partition_ends(
+            self.kafka_conf, self.spec.topic, self.spec.table, self.stop_at, self.retry_seconds
+        )
+
+    def initialOffset(self) -> dict[str, Any]:
+        return initial_offset(self._partition_ends())
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_records)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        return latest_offset(start, self._partition_ends(), max_rows)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return None
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        step = int(end["step"])
+        # w(t-1) is loaded only for a step that reads data (a step without slices has none).
+        waterlines = load_waterlines(self.state_dir, step) if step != int(start["step"]) else {}
+        slices = step_slices(start, end, waterlines)
+        if self.record_slices:
+            record_planned_slices(self.state_dir, slices)
+        return slices
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaPartitionSlice)
+        batches = cached_slice(self.spec, self.kafka_conf, self.state_dir, partition)
+        return StepOrder.of_task().source_task(
+            batches, arrow_schema(self.spec), self.kafka_conf, partition, self.narrow_columns
+        )
+
+    def commit(self, end: dict[str, Any]) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
