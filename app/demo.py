@@ -307,7 +307,7 @@ def run_demo(
         last["waterline"] = report.waterlines.get("date_time")
         if report.records_in == 0 and not any(report.outputs.values()):
             return  # a step without input that wrote nothing
-        from app.connectors.kafka_sink import format_time_value
+        from app.connectors.sink import format_time_value
 
         letters = " ".join(f"{r} {n}" for r, n in sorted(report.dead_letters.items()) if n)
         console.print(

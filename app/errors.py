@@ -18,6 +18,7 @@ __all__ = [
     "KafkaError",
     "ProgramError",
     "SerializationError",
+    "SinkError",
     "SparkError",
     "StateError",
     "TidemarkError",
@@ -43,6 +44,12 @@ class SerializationError(TidemarkError):
 
 class KafkaError(TidemarkError):
     """The broker could not be reached, a topic is missing, or a produce/consume failed."""
+
+
+class SinkError(KafkaError):
+    """The sink could not write a step's records: a producer could not be created, or a
+    transaction or its step marker failed for good (a fenced writer, a broker that stayed
+    away). A :class:`KafkaError`, so whoever handles Kafka failures handles it too."""
 
 
 class ConfigError(TidemarkError):

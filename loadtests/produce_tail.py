@@ -3,7 +3,7 @@
 
 A writing task of (b) gets its completed groups from Spark in a few Arrow batches, with the
 JVM's state eviction between them, and ends when its transaction commits. This runs
-:func:`app.connectors.kafka_sink.produce_partition` as such a task against the local broker:
+:func:`app.connectors.sink.produce.produce_partition` as such a task against the local broker:
 ``--batches`` batches of ``--rows`` output records (Avro-sized values, the S14 header), batch
 ``k`` ready ``k * --gap-ms`` after the first (Spark's JVM makes them meanwhile, in its own
 threads), in one transaction with a step marker, ``--tasks`` times. It prints the median and
@@ -46,7 +46,7 @@ def main() -> None:
 
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from app.connectors.kafka_sink import StepMarker, open_early, produce_partition
+    from app.connectors.sink import StepMarker, open_early, produce_partition
     from app.local_kafka import LocalKafka
 
     broker = LocalKafka().start()

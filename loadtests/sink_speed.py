@@ -1,4 +1,4 @@
-"""What a writing task's sink costs per record (app/connectors/kafka_sink.py):
+"""What a writing task's sink costs per record (app/connectors/sink/):
 ``python -m loadtests.sink_speed [--transactions 14] [--records 67000]``.
 
 One writing task of benchmark (b) finishes ~67,000 groups a step and hands the sink its
@@ -23,8 +23,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
-from app.connectors import kafka_sink
-from app.connectors.kafka_sink import StepMarker, produce_partition
+from app.connectors.sink import StepMarker, produce, produce_partition
 from app.runtime.encode import ViewEncoding, output_batch
 
 _BATCH = 20_000
@@ -76,8 +75,7 @@ def main() -> None:
     parser.add_argument("--build-only", action="store_true")
     args = parser.parse_args()
     if args.build_only:
-        kafka_sink._write_transaction = lambda *_args: None
-        kafka_sink._forget_opened = lambda _tid: None  # type: ignore[assignment]
+        produce.write_transaction = lambda *_args: None
         us = measure({}, "out", "anchor", args.transactions, args.records)
         print(json.dumps({"build_only": True, "cpu_us_per_record": round(us, 3)}))
         return

@@ -57,7 +57,7 @@ from app.circuit.ir import (
     View,
     Window,
 )
-from app.connectors.sink_record import (
+from app.connectors.sink.record import (
     KEY,
     KIND,
     REL,

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from app.circuit.ir import View
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.avro_column_encoder import ColumnarEncoder, ColumnValues
-from app.connectors.sink_record import KEY, KIND, REL, TOPIC, VALUE, sink_batch
+from app.connectors.sink.record import KEY, KIND, REL, TOPIC, VALUE, sink_batch
 
 __all__ = ["ViewEncoding", "circuit_units", "encode_record", "encode_view_rows", "output_batch"]
 

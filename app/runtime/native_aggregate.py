@@ -39,8 +39,8 @@ from pyspark.sql import functions as F
 
 from app.circuit.functions import to_spark_sql
 from app.circuit.ir import AggCall, Aggregate, Circuit, ColumnRef, Filter, Project, View, Window
-from app.connectors.kafka_sink import SUMMARY_SCHEMA
-from app.connectors.sink_record import SINK_SCHEMA
+from app.connectors.sink import SUMMARY_SCHEMA
+from app.connectors.sink.record import SINK_SCHEMA
 from app.runtime.aggregate import (
     _Acc,
     _emit_rows,

@@ -40,8 +40,8 @@ from app.circuit.ir import (
     View,
     Window,
 )
-from app.connectors.kafka_sink import SINK_SCHEMA
 from app.connectors.late_gate import SourceColumn, SourceSpec
+from app.connectors.sink.record import SINK_SCHEMA
 from app.errors import ProgramError, TidemarkError
 from app.runtime.aggregate import aggregate_branch
 from app.runtime.encode import ViewEncoding, encode_view_rows

@@ -40,14 +40,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.circuit.waterline import advance, next_waterline
-from app.connectors.kafka_sink import (
+from app.connectors.sink import (
     StepMarker,
-    format_time_value,
     open_early,
     produce_partition,
     task_partition,
+    view_headers,
 )
-from app.connectors.sink_record import SINK_RECORD
+from app.connectors.sink.record import SINK_RECORD
 from app.errors import TidemarkError
 from app.runtime.sink_rows import arrow_dead_letters, arrow_probes
 from app.runtime.step_files import write_atomically
@@ -59,7 +59,6 @@ __all__ = [
     "SourceSide",
     "StepWrite",
     "produce_step_output",
-    "view_headers",
     "waterline_after",
 ]
 
@@ -84,20 +83,6 @@ def waterline_after(
     return {
         column: next_waterline(previous.get(column), maxima.get(column), amount)
         for column, amount in lateness
-    }
-
-
-def view_headers(
-    waterlines: Mapping[str, int | None],
-    time_source: Mapping[str, str | None],
-    units: Mapping[str, str],
-) -> dict[str, list[tuple[str, bytes]]]:
-    """S14: each output view's ``tidemark.waterline`` header, from the waterline of its time
-    source (views without one get none)."""
-    return {
-        view: [("tidemark.waterline", format_time_value(waterlines.get(col), units[col]).encode())]
-        for view, col in time_source.items()
-        if col is not None
     }
 
 

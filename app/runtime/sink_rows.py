@@ -1,4 +1,4 @@
-"""Dead-letter and probe rows as sink records (app/connectors/sink_record.py), for every gate.
+"""Dead-letter and probe rows as sink records (app/connectors/sink/record.py), for every gate.
 
 Both the table's LateGate (in the source) and a view's LATENESS gate (app/runtime/view_gate.py)
 route late rows to the table's dead-letter topic and report their step maxima as probe rows;
@@ -25,9 +25,9 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from app.connectors.kafka_sink import probe_summary
 from app.connectors.kafka_source import TABLE_GATE
-from app.connectors.sink_record import (
+from app.connectors.sink import probe_summary
+from app.connectors.sink.record import (
     KIND,
     LATE_COLUMN,
     LATE_VALUE,

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.circuit.ir import View
-from app.connectors.kafka_sink import StepMarker, open_early, produce_partition
+from app.connectors.sink import StepMarker, open_early, produce_partition
 from app.runtime.arrow_views import view_rows
 from app.runtime.encode import ViewEncoding, encode_view_rows
 from app.runtime.sink_rows import arrow_dead_letters, arrow_probes

@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from app.circuit.ir import Circuit, Table, View
-from app.connectors.kafka_sink import SUMMARY_SCHEMA
+from app.connectors.sink import SUMMARY_SCHEMA
 from app.runtime.encode import ViewEncoding, encode_view_rows
 from app.runtime.view_frame import batch_time, view_frame
 

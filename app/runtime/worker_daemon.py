@@ -22,7 +22,7 @@ from __future__ import annotations
 import pyspark.worker  # noqa: F401 - imported for the forks
 from pyspark.daemon import manager
 
-import app.connectors.kafka_sink  # noqa: F401 - imported for the forks
+import app.connectors.sink  # noqa: F401 - imported for the forks
 import app.runtime.aggregate  # noqa: F401
 import app.runtime.arrow_views  # noqa: F401
 import app.runtime.encode  # noqa: F401

@@ -1,4 +1,4 @@
-"""Batches of a view's output records as sink records (app/connectors/sink_record.py), for
+"""Batches of a view's output records as sink records (app/connectors/sink/record.py), for
 the tests that drive ``produce_partition`` directly."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from app.connectors.kafka_sink import StepMarker, produce_partition
-from app.connectors.sink_record import SINK_RECORD
+from app.connectors.sink import StepMarker, produce_partition
+from app.connectors.sink.record import SINK_RECORD
 
 
 def output_records(topic: str, first: int, n: int) -> pa.RecordBatch:

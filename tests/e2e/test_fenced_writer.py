@@ -18,8 +18,7 @@ import pyarrow as pa
 import pytest
 from sink_records import output_records, write_task
 
-from app.connectors import kafka_sink
-from app.connectors.kafka_sink import StepMarker
+from app.connectors.sink import StepMarker, transactions
 from app.connectors.topic_reader import read_topic
 from app.errors import KafkaError
 
@@ -45,7 +44,7 @@ def test_a_writer_fenced_on_the_way_fails_and_its_successor_writes_once_s15(
     anchor = kafka.create_topic(unique_topic("dlq"))
     marker = StepMarker(uuid.uuid4().hex[:16], 0, anchor)
     runs = 0
-    produce_run = kafka_sink._produce_run
+    produce_run = transactions.produce_run
 
     def fenced_after_the_first_five(producer: Any, run: Any) -> None:
         nonlocal runs
@@ -58,7 +57,7 @@ def test_a_writer_fenced_on_the_way_fails_and_its_successor_writes_once_s15(
             )
             successor.init_transactions(30)  # fences the writer, aborts its transaction
 
-    monkeypatch.setattr(kafka_sink, "_produce_run", fenced_after_the_first_five)
+    monkeypatch.setattr(transactions, "produce_run", fenced_after_the_first_five)
     with pytest.raises(KafkaError, match="fenced"):
         _write(kafka, marker, iter([output_records(out, 0, 5), output_records(out, 5, 3)]))
     monkeypatch.undo()

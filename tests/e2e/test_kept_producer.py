@@ -1,5 +1,5 @@
 """A writing task's transactional producer kept from step to step in its worker
-(kafka_sink._KEPT) writes exactly what a new one per step writes (S15), on the real
+(ProducerPool.keep) writes exactly what a new one per step writes (S15), on the real
 broker.
 
 Keeping the producer skips creating and initialising one per task per step, and so the
@@ -12,7 +12,6 @@ written once by a new producer, with nothing of the fenced one visible.
 from __future__ import annotations
 
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -20,8 +19,8 @@ import pyarrow as pa
 import pytest
 from sink_records import output_records, write_task
 
-from app.connectors import kafka_sink
-from app.connectors.kafka_sink import StepMarker, open_early
+from app.connectors.sink import StepMarker, open_early, producer_pool, producers
+from app.connectors.sink.producers import ProducerPool
 from app.connectors.topic_reader import read_topic
 
 pytestmark = pytest.mark.e2e
@@ -35,14 +34,13 @@ def _write(kafka: Any, marker: StepMarker, batches: list[pa.RecordBatch]) -> lis
 def _in_another_worker(kafka: Any, marker: StepMarker, batch: pa.RecordBatch) -> None:
     """The task written by another worker process on this machine: one without this worker's
     kept producers, sharing the machine's claims."""
-    here = kafka_sink._KEPT
-    kafka_sink._KEPT = OrderedDict()
+    here, other = producer_pool(), ProducerPool()
+    producers._POOL = other
     try:
         assert _write(kafka, marker, [batch])[0]["n"] == batch.num_rows
-        for producer, _token in kafka_sink._KEPT.values():
-            producer.close()
     finally:
-        kafka_sink._KEPT = here
+        producers._POOL = here
+        other.close()
 
 
 def test_kept_producer_writes_once_after_its_id_moved_to_another_writer_s15(
@@ -57,9 +55,9 @@ def test_kept_producer_writes_once_after_its_id_moved_to_another_writer_s15(
 
     # Two steps in this worker: the second reuses the first's producer.
     assert _write(kafka, StepMarker(sink, 0, anchor), [output_records(out, 0, 3)])[0]["n"] == 3
-    kept = kafka_sink._KEPT[tid][0]
+    kept = producer_pool().peek(tid)
     assert _write(kafka, StepMarker(sink, 1, anchor), [output_records(out, 3, 2)])[0]["n"] == 2
-    assert kafka_sink._KEPT[tid][0] is kept
+    assert producer_pool().peek(tid) is kept
 
     # Step 2 runs in another worker of this machine, whose new producer fences the kept one.
     _in_another_worker(kafka, StepMarker(sink, 2, anchor), output_records(out, 5, 1))
@@ -67,7 +65,7 @@ def test_kept_producer_writes_once_after_its_id_moved_to_another_writer_s15(
     # and the step is recognised from its marker: nothing written.
     replay = _write(kafka, StepMarker(sink, 2, anchor), [output_records(out, 5, 1)])
     assert {r["kind"] for r in replay} == {"output", "replayed"}
-    kept = kafka_sink._KEPT[tid][0]
+    kept = producer_pool().peek(tid)
 
     # A writer of the id on another machine (no claim here) fences the kept producer: the
     # broker refuses the step's first request, before any record, and a new producer writes.
@@ -75,13 +73,13 @@ def test_kept_producer_writes_once_after_its_id_moved_to_another_writer_s15(
     elsewhere.init_transactions(30)
     elsewhere.close()
     assert _write(kafka, StepMarker(sink, 3, anchor), [output_records(out, 6, 2)])[0]["n"] == 2
-    assert kafka_sink._KEPT[tid][0] is not kept
+    assert producer_pool().peek(tid) is not kept
 
     # A step with nothing to write keeps its opener's producer for the next.
-    kept = kafka_sink._KEPT[tid][0]
+    kept = producer_pool().peek(tid)
     assert _write(kafka, StepMarker(sink, 4, anchor), []) == []
-    assert kafka_sink._OPENING == {}
-    assert kafka_sink._KEPT[tid][0] is kept
+    assert producer_pool().opening_ids() == []
+    assert producer_pool().peek(tid) is kept
     assert _write(kafka, StepMarker(sink, 5, anchor), [output_records(out, 8, 1)])[0]["n"] == 1
 
     assert [m.value() for m in read_topic(kafka.conf(), out)] == [

@@ -1,4 +1,4 @@
-"""A task's transaction opened before its records (kafka_sink.open_early) writes
+"""A task's transaction opened before its records (sink.transactions.open_early) writes
 exactly what one opened after them writes (S15), on the real broker.
 
 Opening early moves producer creation, fencing and the marker read off the task's critical
@@ -18,8 +18,7 @@ import pyarrow as pa
 import pytest
 from sink_records import output_records, write_task
 
-from app.connectors import kafka_sink
-from app.connectors.kafka_sink import StepMarker, open_early
+from app.connectors.sink import StepMarker, open_early, producer_pool
 from app.connectors.topic_reader import read_topic
 
 pytestmark = pytest.mark.e2e
@@ -40,7 +39,7 @@ def test_early_opened_transaction_writes_once_and_recognises_replays_s15(
     first = StepMarker(sink, 0, anchor)
     open_early(kafka.conf(), first)
     assert _write(kafka, first, [output_records(out, 0, 5)])[0]["n"] == 5
-    assert kafka_sink._OPENING == {}
+    assert producer_pool().opening_ids() == []
 
     # The same batch again (a replay after a crash), opened early too: nothing is written,
     # the stored counts come back.
@@ -60,7 +59,7 @@ def test_early_opened_transaction_writes_once_and_recognises_replays_s15(
     # A task with nothing to write waits out its opener: none is left behind.
     open_early(kafka.conf(), StepMarker(sink, 13, anchor))
     assert _write(kafka, StepMarker(sink, 13, anchor), []) == []
-    assert kafka_sink._OPENING == {}
+    assert producer_pool().opening_ids() == []
 
     committed = [m.value() for m in read_topic(kafka.conf(), out)]
     assert committed == [f"r{i}".encode() for i in (*range(5), *[0] * 5)]

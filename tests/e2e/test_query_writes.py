@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from app.connectors.avro_codec import AvroCodec
-from app.connectors.kafka_sink import format_time_value
+from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.runtime.physical import physical_plan

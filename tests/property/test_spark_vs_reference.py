@@ -37,7 +37,7 @@ from differential_cases import Case, Scenario, generate
 from app.circuit.ir import Circuit
 from app.circuit.reference import Punctuation, Reference, StepInput, StepResult
 from app.connectors.avro_codec import AvroCodec
-from app.connectors.kafka_sink import format_time_value
+from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.runtime.arrow_views import slice_computable

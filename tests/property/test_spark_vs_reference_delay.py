@@ -63,7 +63,7 @@ from test_spark_vs_reference import (
 from app.circuit.ir import Circuit, View, Window
 from app.circuit.reference import Punctuation, Reference, StepInput, StepResult
 from app.connectors.avro_codec import AvroCodec
-from app.connectors.kafka_sink import format_time_value
+from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.runtime.service import Service

@@ -11,8 +11,8 @@ import json
 
 import pyarrow as pa
 
-from app.connectors.kafka_sink import produce_partition
-from app.connectors.sink_record import SINK_RECORD
+from app.connectors.sink import produce_partition
+from app.connectors.sink.record import SINK_RECORD
 
 
 def test_probe_rows_come_back_as_summary_rows_and_are_not_written() -> None:

@@ -1,4 +1,4 @@
-"""The sink record's shape is defined once (app/connectors/sink_record.py) and derived
+"""The sink record's shape is defined once (app/connectors/sink/record.py) and derived
 everywhere else.
 
 Spark's schema of the rows the writers hand the sink (``mapInArrow``,
@@ -20,10 +20,10 @@ import pytest
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StringType, StructField
 
-from app.connectors import sink_record
 from app.connectors.kafka_source import META_COLUMNS, TABLE_GATE, arrow_schema
 from app.connectors.late_gate import SourceColumn, SourceSpec
-from app.connectors.sink_record import (
+from app.connectors.sink import record as sink_record
+from app.connectors.sink.record import (
     HEADERS_TYPE,
     SINK_COLUMNS,
     SINK_RECORD,
@@ -38,7 +38,7 @@ from app.runtime.encode import ViewEncoding, output_batch
 from app.runtime.query_writes import SourceSide
 from app.runtime.sink_rows import arrow_dead_letters
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 SPEC = SourceSpec(
     "t",
     "in",
@@ -141,7 +141,7 @@ def test_the_columns_a_dead_letter_takes_from_the_source_have_its_types() -> Non
 
 
 def _extended_module() -> types.ModuleType:
-    """sink_record.py with one field appended to SINK_RECORD's list and nothing else changed,
+    """record.py with one field appended to SINK_RECORD's list and nothing else changed,
     run as a fresh module."""
     path = Path(sink_record.__file__)
     tree = ast.parse(path.read_text())

@@ -1,7 +1,7 @@
 """The sink record: the shape of every row a step hands the Kafka sink, defined here only.
 
 A step writes output records, dead letters and probes through one sink
-(:func:`app.connectors.kafka_sink.produce_partition`), so every writer builds rows of one
+(:func:`app.connectors.sink.produce.produce_partition`), so every writer builds rows of one
 shape: :data:`SINK_RECORD`, an Arrow schema (names, types, nullability, in order). Everything
 else is derived from it: the Spark schema that ``mapInArrow`` and ``applyInPandasWithState``
 declare (:data:`SINK_SCHEMA`, :data:`SINK_STRUCT`), the column names, and the batches

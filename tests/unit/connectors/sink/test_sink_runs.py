@@ -13,7 +13,8 @@ from collections import Counter
 
 import pyarrow as pa
 
-from app.connectors.kafka_sink import _count, _output_runs
+from app.connectors.sink.runs import output_runs
+from app.connectors.sink.summary import count_rows
 
 #: The sink's columns these read (SINK_SCHEMA has more).
 _TEXT = ("kind", "rel", "topic", "reason")
@@ -37,7 +38,7 @@ def _batch(rows: list[tuple[str, str, str]]) -> pa.RecordBatch:
 def test_one_views_batch_is_one_run_with_its_headers() -> None:
     batch = _batch([("output", "v", "tv")] * 3)
     keys, values = batch.column("key").to_pylist(), batch.column("value").to_pylist()
-    assert _output_runs(batch, keys, values, HEADERS) == [
+    assert output_runs(batch, keys, values, HEADERS) == [
         ("tv", [("tidemark.waterline", b"1")], [b"k0", b"k1", b"k2"], [b"v0", b"v1", b"v2"])
     ]
 
@@ -47,7 +48,7 @@ def test_interleaved_views_keep_row_order() -> None:
         [("output", "v", "tv"), ("output", "v", "tv"), ("output", "w", "tw"), ("output", "v", "tv")]
     )
     keys, values = batch.column("key").to_pylist(), batch.column("value").to_pylist()
-    runs = _output_runs(batch, keys, values, HEADERS)
+    runs = output_runs(batch, keys, values, HEADERS)
     assert runs == [
         ("tv", HEADERS["v"], [b"k0", b"k1"], [b"v0", b"v1"]),
         ("tw", HEADERS["w"], [b"k2"], [b"v2"]),
@@ -59,7 +60,7 @@ def test_interleaved_views_keep_row_order() -> None:
 
 def test_a_view_without_headers_gets_none() -> None:
     batch = _batch([("output", "x", "tx")])
-    assert _output_runs(batch, [b"k0"], [b"v0"], HEADERS) == [("tx", [], [b"k0"], [b"v0"])]
+    assert output_runs(batch, [b"k0"], [b"v0"], HEADERS) == [("tx", [], [b"k0"], [b"v0"])]
 
 
 def test_counts_per_kind_view_topic_and_reason() -> None:
@@ -74,7 +75,7 @@ def test_counts_per_kind_view_topic_and_reason() -> None:
         schema=OUTPUT,
     )
     counts: Counter[tuple[str, str, str, str]] = Counter({("output", "v", "tv", ""): 4})
-    _count(counts, batch)
+    count_rows(counts, batch)
     assert counts == {
         ("output", "v", "tv", ""): 6,
         ("dead_letter", "t", "dlq", "late"): 2,

@@ -1,0 +1,94 @@
+"""Records handed to a producer in runs: a topic, the headers its records all share, their keys
+and values, in the order of the sink rows they came from.
+
+Two records of one key (a changelog's retraction and insertion) land on one partition in the
+order they are produced, so a run never reorders rows; a batch of one view's records is one
+run sharing the view's S14 headers, with no Python object per row but its key and value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from app.connectors.sink.record import REL, TOPIC
+
+__all__ = ["Run", "flush", "output_runs", "produce_record", "produce_run"]
+
+#: Records to produce in order: a topic, the headers they all carry, their keys and values.
+Run = tuple[str, list[tuple[str, bytes]], list[bytes | None], list[bytes | None]]
+
+
+def output_runs(
+    batch: pa.RecordBatch,
+    keys: list[bytes | None],
+    values: list[bytes | None],
+    view_headers: Mapping[str, list[tuple[str, bytes]]],
+) -> list[Run]:
+    """The runs of a batch of view records, in row order, each with its view's headers: one
+    run when the batch is one view's (as the writers make them)."""
+    rel_column, topic_column = batch.column(REL), batch.column(TOPIC)
+    if len(pc.unique(rel_column)) == 1 and len(pc.unique(topic_column)) == 1:
+        rel, topic = rel_column[0].as_py(), topic_column[0].as_py()
+        return [(topic, list(view_headers.get(rel, ())), keys, values)]
+    rels, topics = rel_column.to_pylist(), topic_column.to_pylist()
+    runs: list[Run] = []
+    start = 0
+    for end in range(1, len(rels) + 1):
+        if end == len(rels) or (rels[end], topics[end]) != (rels[start], topics[start]):
+            headers = list(view_headers.get(rels[start], ()))
+            runs.append((topics[start], headers, keys[start:end], values[start:end]))
+            start = end
+    return runs
+
+
+def produce_record(
+    producer: Any,
+    topic: str,
+    key: bytes | None,
+    value: bytes | None,
+    headers: list[tuple[str, bytes]],
+    on_delivery: Any = None,
+) -> None:
+    """One record, waiting while the producer's local queue is full."""
+    while True:
+        try:
+            if on_delivery is None:  # no callback argument at all: no per-record state
+                producer.produce(topic, value=value, key=key, headers=headers)
+            else:
+                producer.produce(
+                    topic, value=value, key=key, headers=headers, on_delivery=on_delivery
+                )
+            return
+        except BufferError:
+            producer.poll(0.1)  # the local queue is full: let deliveries drain
+
+
+def produce_run(producer: Any, run: Run) -> None:
+    """A run's records, without a delivery callback and without a Python call per record of
+    our own: :func:`produce_record` only when the local queue is full."""
+    topic, headers, keys, values = run
+    produce = producer.produce
+    for key, value in zip(keys, values, strict=True):
+        try:
+            produce(topic, value, key, headers=headers)
+        except BufferError:
+            produce_record(producer, topic, key, value, headers)
+
+
+def flush(producer: Any) -> int:
+    """``producer.flush``, raising a fatal error as the KafkaException it is: confluent-kafka
+    raises one (a fenced producer) inside ``flush`` and then runs the delivery callback with it
+    pending, which Python reports as a SystemError caused by it. A transaction's retry loop
+    must see the KafkaException to judge it fatal."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return int(producer.flush(120))
+    except SystemError as exc:
+        if isinstance(exc.__cause__, KafkaException):
+            raise exc.__cause__ from None
+        raise
