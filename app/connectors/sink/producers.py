@@ -11,10 +11,12 @@ transaction does; :mod:`app.connectors.sink.transactions` does that.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
 import tempfile
+import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -68,9 +70,10 @@ class ProducerPool:
     One pool per process (:func:`producer_pool`): Spark runs the tasks of a step in Python
     worker processes it reuses across tasks and steps, so the tasks of one worker share its
     producers, and the pool lives as long as the worker process. Its clients are never shared
-    with another process: the worker daemon imports the sink before it forks its workers but
-    never makes a pool, so each worker makes its own on first use. :meth:`close` flushes and
-    closes every client it holds and leaves the pool empty and usable.
+    with another process: librdkafka's threads do not survive a fork, so a forked child makes
+    a pool of its own. :meth:`close` flushes and closes every client it holds and leaves the
+    pool empty and usable; the process's pool is closed at the interpreter's exit (Spark's
+    workers end with ``os._exit``, which closes nothing: their clients end with them).
 
     What it holds:
 
@@ -106,6 +109,7 @@ class ProducerPool:
         self._marker_readers: dict[str, Any] = {}
         self._opening: dict[str, tuple[int, Future[Opened]]] = {}
         self._opener: ThreadPoolExecutor | None = None
+        self.pid = os.getpid()
 
     # --- producers -------------------------------------------------------------------------
 
@@ -300,11 +304,21 @@ def _marker_key(conf: Mapping[str, str], tid: str) -> str:
 
 
 _POOL: ProducerPool | None = None
+_POOL_LOCK = threading.Lock()
 
 
 def producer_pool() -> ProducerPool:
-    """This process's pool, made on first use (see :class:`ProducerPool`)."""
+    """This process's pool, made on first use and closed at exit; a forked child gets a pool
+    of its own (see :class:`ProducerPool`)."""
     global _POOL
-    if _POOL is None:
-        _POOL = ProducerPool()
-    return _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL.pid != os.getpid():
+            _POOL = ProducerPool()
+            atexit.register(_close_at_exit, _POOL)
+        return _POOL
+
+
+def _close_at_exit(pool: ProducerPool) -> None:
+    """Close ``pool`` if this process made it: a forked child leaves its parent's alone."""
+    if pool.pid == os.getpid():
+        pool.close()

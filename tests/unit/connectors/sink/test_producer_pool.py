@@ -87,3 +87,7 @@ def test_one_pool_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
     first = producer_pool()
     assert producer_pool() is first
     first.close()
+    # A forked child's pool is its own: the parent's clients do not survive the fork.
+    monkeypatch.setattr(first, "pid", first.pid + 1)
+    assert producer_pool() is not first
+    producer_pool().close()
