@@ -9,12 +9,13 @@ carries settings, never a consumer; :func:`consumer_pool` is the one way to a pr
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["SOURCE_CONSUMER", "ConsumerPool", "consumer_pool"]
+from app.connectors.per_process import PerProcess
+
+__all__ = ["CONSUMERS", "SOURCE_CONSUMER", "ConsumerPool", "consumer_pool"]
 
 #: What the source's consumers set over the user's Kafka settings.
 SOURCE_CONSUMER: Mapping[str, Any] = {
@@ -56,7 +57,6 @@ class ConsumerPool:
     def __init__(self) -> None:
         self._consumers: dict[str, Any] = {}
         self._lock = threading.Lock()
-        self.pid = os.getpid()
 
     @staticmethod
     def _key(conf: Mapping[str, str]) -> str:
@@ -91,18 +91,10 @@ class ConsumerPool:
             consumer.close()
 
 
-_pool: ConsumerPool | None = None
-_pool_lock = threading.Lock()
+#: The owner of each process's consumers.
+CONSUMERS: PerProcess[ConsumerPool] = PerProcess(lambda: ConsumerPool(), ConsumerPool.close)
 
 
 def consumer_pool() -> ConsumerPool:
-    """This process's :class:`ConsumerPool`, created on first use and closed at exit; a
-    forked child gets a pool of its own."""
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool.pid != os.getpid():
-            import atexit
-
-            _pool = ConsumerPool()
-            atexit.register(_pool.close)
-        return _pool
+    """This process's :class:`ConsumerPool` (owned by :data:`CONSUMERS`)."""
+    return CONSUMERS.get()

@@ -34,12 +34,12 @@ def _write(kafka: Any, marker: StepMarker, batches: list[pa.RecordBatch]) -> lis
 def _in_another_worker(kafka: Any, marker: StepMarker, batch: pa.RecordBatch) -> None:
     """The task written by another worker process on this machine: one without this worker's
     kept producers, sharing the machine's claims."""
-    here, other = producer_pool(), ProducerPool()
-    producers._POOL = other
+    other = ProducerPool()
+    here = producers.PRODUCERS.swap(other)
     try:
         assert _write(kafka, marker, [batch])[0]["n"] == batch.num_rows
     finally:
-        producers._POOL = here
+        producers.PRODUCERS.swap(here)
         other.close()
 
 

@@ -11,12 +11,10 @@ transaction does; :mod:`app.connectors.sink.transactions` does that.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
 import tempfile
-import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -24,9 +22,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from app.connectors.per_process import PerProcess
 from app.errors import SinkError, kafka_reason
 
-__all__ = ["PRODUCER_SETTINGS", "Opened", "ProducerPool", "producer_pool"]
+__all__ = ["PRODUCERS", "PRODUCER_SETTINGS", "Opened", "ProducerPool", "producer_pool"]
 
 PRODUCER_SETTINGS: dict[str, Any] = {
     # Connect to the brokers as soon as their addresses are known. With librdkafka's default
@@ -109,7 +108,6 @@ class ProducerPool:
         self._marker_readers: dict[str, Any] = {}
         self._opening: dict[str, tuple[int, Future[Opened]]] = {}
         self._opener: ThreadPoolExecutor | None = None
-        self.pid = os.getpid()
 
     # --- producers -------------------------------------------------------------------------
 
@@ -303,22 +301,10 @@ def _marker_key(conf: Mapping[str, str], tid: str) -> str:
     return json.dumps([dict(conf), tid], sort_keys=True)
 
 
-_POOL: ProducerPool | None = None
-_POOL_LOCK = threading.Lock()
+#: The owner of each process's sink clients.
+PRODUCERS: PerProcess[ProducerPool] = PerProcess(lambda: ProducerPool(), ProducerPool.close)
 
 
 def producer_pool() -> ProducerPool:
-    """This process's pool, made on first use and closed at exit; a forked child gets a pool
-    of its own (see :class:`ProducerPool`)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None or _POOL.pid != os.getpid():
-            _POOL = ProducerPool()
-            atexit.register(_close_at_exit, _POOL)
-        return _POOL
-
-
-def _close_at_exit(pool: ProducerPool) -> None:
-    """Close ``pool`` if this process made it: a forked child leaves its parent's alone."""
-    if pool.pid == os.getpid():
-        pool.close()
+    """This process's pool (owned by :data:`PRODUCERS`)."""
+    return PRODUCERS.get()

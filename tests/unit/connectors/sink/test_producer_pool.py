@@ -5,6 +5,7 @@ side (fencing, replays) is in tests/e2e/test_kept_producer.py."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -83,11 +84,12 @@ def test_closing_the_pool_closes_what_it_kept_and_leaves_it_usable(pool: Produce
 
 
 def test_one_pool_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(producers, "_POOL", None)
+    previous = producers.PRODUCERS.swap(None)
     first = producer_pool()
     assert producer_pool() is first
     first.close()
     # A forked child's pool is its own: the parent's clients do not survive the fork.
-    monkeypatch.setattr(first, "pid", first.pid + 1)
+    monkeypatch.setattr(producers.PRODUCERS, "_pid", os.getpid() + 1)
     assert producer_pool() is not first
     producer_pool().close()
+    producers.PRODUCERS.swap(previous)

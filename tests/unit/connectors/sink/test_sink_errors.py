@@ -24,10 +24,11 @@ BAD_CONF = {"bootstrap.servers": "localhost:1", "socket.timeout.ms": "soon"}
 
 
 @pytest.fixture(autouse=True)
-def _own_pool(monkeypatch: pytest.MonkeyPatch) -> Iterator[ProducerPool]:
+def _own_pool() -> Iterator[ProducerPool]:
     pool = ProducerPool()
-    monkeypatch.setattr(producers, "_POOL", pool)
+    previous = producers.PRODUCERS.swap(pool)
     yield pool
+    producers.PRODUCERS.swap(previous)
     pool.close()
 
 
