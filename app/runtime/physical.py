@@ -57,6 +57,10 @@ StepShape = Literal["query_writes", "step_sink"]
 #: Of a ``query_writes`` query, whose tasks write: the source's (every output is computed in
 #: them, ADR 0007) or the aggregate's last stage (ADR 0008).
 WritingStage = Literal["source", "aggregate"]
+#: Of a ``step_sink`` query, how its two jobs read the step's rows: ``cached`` by Spark, or
+#: ``reread`` from the step's slices (the query is its gate rows alone, a pure function of
+#: the slices; its first job writes the dead letters, ADR 0011).
+StepBatch = Literal["cached", "reread"]
 
 PLACEMENT_TEXT: Mapping[str, str] = {
     "source_task": "in the Kafka source's tasks, over Arrow (ADR 0007)",
@@ -67,7 +71,12 @@ PLACEMENT_TEXT: Mapping[str, str] = {
 }
 SHAPE_TEXT: Mapping[str, str] = {
     "query_writes": "the query's own tasks write its records and dead letters (ADR 0011)",
-    "step_sink": "the step sink caches the step's rows: probes, then writes (ADR 0011)",
+    "step_sink": "the step sink's two jobs over the step's rows: probes, then writes (ADR 0011)",
+}
+BATCH_TEXT: Mapping[str, str] = {
+    "cached": "Spark caches the step's rows for the two jobs",
+    "reread": "the second job reads the step's slices again; the first writes the dead "
+    "letters (ADR 0011)",
 }
 STAGE_TEXT: Mapping[str, str] = {
     "source": "the source's tasks, in a second pass over the step's slices (ADR 0007)",
@@ -103,6 +112,8 @@ class QueryPlan:
     shape: StepShape = "step_sink"
     #: Of a ``query_writes`` query, the stage whose tasks write; None for ``step_sink``.
     writing_stage: WritingStage | None = None
+    #: Of a ``step_sink`` query, how its jobs read the step's rows; None for ``query_writes``.
+    batch: StepBatch | None = "cached"
     #: Some row of the query is computed on in the JVM (else the JVM only coordinates).
     rows_in_jvm: bool = True
     #: The query reads its source once (one branch), so one job can do a step (ADR 0008).
@@ -271,7 +282,9 @@ def choose_step_shape(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
     (``query_writes``): from the aggregate's last stage when its outputs are native
     aggregates (at least one) and step views (ADR 0008), from the source's tasks when every
     output is a step view (ADR 0007); in both, the step views move to ``source_task``. Every
-    other query writes through the step sink, over its cached rows (``step_sink``)."""
+    other query writes through the step sink (``step_sink``), over its rows cached, or read
+    again from the step's slices when it has no branch of Spark's own (no gate, no
+    JVM-computed output, no aggregate)."""
     queries = []
     for query in plan.queries:
         outputs = [v for v in query.views if v.output]
@@ -301,6 +314,7 @@ def choose_step_shape(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
                 views=views,
                 shape="step_sink" if stage is None else "query_writes",
                 writing_stage=stage,
+                batch=None if stage is not None else "reread" if branches == 0 else "cached",
                 rows_in_jvm=stage != "source",
                 scans_once=stage == "aggregate" and branches == 1,
             )
@@ -331,6 +345,7 @@ def explain_physical_json(plan: PhysicalPlan) -> dict[str, Any]:
                 "trigger": q.trigger,
                 "step_shape": q.shape,
                 "writing_stage": q.writing_stage,
+            "batch": q.batch,
                 "rows_in_jvm": q.rows_in_jvm,
                 "scans_once": q.scans_once,
                 "watermark": q.watermark,
@@ -364,6 +379,8 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
         lines.append(f"  step:         {q.shape}: {SHAPE_TEXT[q.shape]}")
         if q.writing_stage is not None:
             lines.append(f"  writers:      {STAGE_TEXT[q.writing_stage]}")
+        if q.batch is not None:
+            lines.append(f"  batch:        {q.batch}: {BATCH_TEXT[q.batch]}")
         lines.append(f"  rows in JVM:  {'yes' if q.rows_in_jvm else 'no (the JVM coordinates)'}")
         lines.append(f"  watermark:    {q.watermark or '(none: the query holds no state)'}")
         for v in q.views:

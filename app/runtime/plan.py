@@ -135,6 +135,11 @@ class TablePlan:
         return self.query.writing_stage == "aggregate"
 
     @property
+    def rereadable(self) -> bool:
+        """The query is its gate rows alone, read twice instead of cached (ADR 0011)."""
+        return self.query.batch == "reread"
+
+    @property
     def slice_views(self) -> bool:
         """The source's tasks write every record; the query's rows are one ``message`` per
         source task, the JSON summary of what it did (ADR 0007)."""
@@ -242,7 +247,7 @@ def plan_table(
         assert event_time is not None
         branches.append(aggregate_branch(aggregates, event_time))
     slice_views = query.writing_stage == "source"
-    assert not (slice_views and branches), (query.name, query.shape)
+    assert (slice_views or query.batch == "reread") == (not branches), (query.name, query.shape)
     assert query.scans_once == (in_query and len(branches) == 1), (query.name, query.shape)
     if in_query:
         # ADR 0008: the query's rows are what its writing tasks wrote; the dead letters and

@@ -12,7 +12,10 @@ tasks hand Spark their slices' rows. The parts:
 * ``source_side`` (:data:`STEP_SIDE`, ADR 0008): a :class:`SliceTee` each source task runs
   beside handing Spark its slice (:class:`app.runtime.query_writes.SourceSide`);
 * ``step_write`` (:data:`STEP_OUTPUT`, ADR 0008): the :class:`~app.runtime.query_writes
-  .StepWrite` the query's writing tasks produce their records with.
+  .StepWrite` the query's writing tasks produce their records with;
+* ``skip_accepted`` (:data:`SKIP_ACCEPTED`, ADR 0011): the source tasks read their slices
+  in full (into the slice cache, for the step's next job) but hand Spark only the dead
+  letters and the probe: the first job of a ``step_sink`` step whose batch is re-read.
 
 What a source task does with an order is :meth:`StepOrder.source_task`'s, the one dispatch;
 a job of the step sink's own over the step's planned slices runs a writer with
@@ -47,6 +50,7 @@ __all__ = [
     "SLICE_SUMMARY",
     "STEP_OUTPUT",
     "STEP_SIDE",
+    "SKIP_ACCEPTED",
     "SliceTee",
     "SliceWriter",
     "StepOrder",
@@ -61,6 +65,8 @@ SLICE_OUTPUT = "tidemark.slice_output"
 STEP_SIDE = "tidemark.step_side"
 #: The Spark local property carrying a step's StepWrite to the query's writing tasks.
 STEP_OUTPUT = "tidemark.step_output"
+#: The Spark local property under which a job's source tasks leave out the accepted rows.
+SKIP_ACCEPTED = "tidemark.skip_accepted"
 
 #: The ``_kind`` of the one row a source task hands over under :data:`SLICE_OUTPUT`, the
 #: only rows a slice-views plan keeps (app/runtime/plan.py).
@@ -98,6 +104,7 @@ class StepOrder:
     slice_output: SliceWriter | None = None
     source_side: SliceTee | None = None
     step_write: StepWrite | None = None
+    skip_accepted: bool | None = None
 
     def properties(self) -> dict[str, str]:
         """The order as Spark local properties: each part given, pickled, under its key."""
@@ -137,6 +144,8 @@ class StepOrder:
             return _written(self.slice_output, batches, schema, kafka_conf)
         if self.source_side is not None:
             batches = self.source_side.tee(batches, kafka_conf, part.step, part.partition)
+        elif self.skip_accepted:
+            batches = _without_accepted(batches)
         if columns is not None:
             names = list(columns)
             return (batch.select(names) for batch in batches)
@@ -148,7 +157,20 @@ _KEYS: Mapping[str, str] = {
     "slice_output": SLICE_OUTPUT,
     "source_side": STEP_SIDE,
     "step_write": STEP_OUTPUT,
+    "skip_accepted": SKIP_ACCEPTED,
 }
+
+
+def _without_accepted(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The slice read in full (so the slice cache holds it for the step's next job), but
+    only its dead letters and its probe handed to Spark: the step sink's first job writes
+    those alone, and every row it did not ask for would cross from Python into the JVM."""
+    import pyarrow.compute as pc
+
+    for batch in batches:
+        kept = batch.filter(pc.not_equal(batch.column("_kind"), "ok"))
+        if kept.num_rows:
+            yield kept
 
 
 def collect_with_order(job: DataFrame, order: StepOrder) -> list[Any]:

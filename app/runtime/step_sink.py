@@ -12,7 +12,10 @@ It runs on the driver once per micro-batch (= step, SPEC S1), in two Spark jobs:
 3. then the metrics, and the dead-letter log: late rows in powers of ten per table (S6).
 
 A step takes one of two shapes (ADR 0011), as the physical plan says. In the ``step_sink``
-shape the batch is cached for the two jobs above. In the ``query_writes`` shape the query's
+shape the batch is cached for the two jobs above, or, when it is the table's gate rows alone,
+read twice: in the first job the source hands over only the dead letters and probes, and
+that job writes the dead letters (they do not need the new waterline); the source's slice
+cache serves the second read. In the ``query_writes`` shape the query's
 own tasks write: when the source's tasks can compute every output (ADR 0007), both jobs
 collect the batch itself, whose source tasks do the work, told what by a writer in a Spark
 local property (:mod:`app.runtime.slice_writers`): the first brings back the probes, the
@@ -73,8 +76,9 @@ __all__ = ["StepReport", "StepSink", "sink_identity"]
 
 log = structlog.get_logger("tidemark.step")
 
-#: The first task number of a step's output job; the writing tasks of a job over the step's
-#: slices (one per source slice) are numbered from 0, below it.
+#: The first task number of a step's output job; the writing tasks of a step's first job
+#: (a re-read batch's) or of a job over the step's slices, one per source slice, are
+#: numbered from 0, below it.
 OUTPUT_TASKS = 1 << 20
 
 
@@ -160,7 +164,7 @@ class StepSink:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        if self.plan.query.shape == "query_writes":
+        if self.plan.query.shape == "query_writes" or self.plan.rereadable:
             report = self._write(batch, batch_id)
         else:
             batch.persist()
@@ -182,18 +186,26 @@ class StepSink:
             marker=self._marker(batch_id, first_task),
         )
 
-    @staticmethod
-    def _probes(batch: DataFrame) -> list[Any]:
-        """The first job of a ``step_sink`` step: its probes, as summary rows of kind
-        ``probe``. The dead letters wait for the second job: a Python task on every partition
-        of the batch (the aggregate's too) cost (b) more than the dead-letter tasks it would
-        save (ADR 0011)."""
-        probes = batch.filter(F.col("kind") == "probe").select(
-            F.col("kind"),
-            F.col("step").alias("n"),
-            F.col("value").cast("string").alias("detail"),
+    def _first_job(self, batch: DataFrame, batch_id: int) -> list[Any]:
+        """The first job of a ``step_sink`` step: its probes (as summary rows of kind
+        ``probe``) and, of a re-read batch, the summary of writing its dead letters: the
+        source hands over no accepted rows in this job and keeps each slice in its slice
+        cache for the second. A cached batch keeps its dead letters for the second job: a
+        Python task on every partition of the batch (the aggregate's too) cost (b) more than
+        the dead-letter tasks it would save."""
+        if not self.plan.rereadable:
+            probes = batch.filter(F.col("kind") == "probe").select(
+                F.col("kind"),
+                F.col("step").alias("n"),
+                F.col("value").cast("string").alias("detail"),
+            )
+            return probes.collect()
+        job = (
+            batch.filter(F.col("kind") != "row")  # a re-read batch has no other rows
+            .drop("row")  # a no-op when absent
+            .mapInArrow(self._produce(batch_id, 0, {}), SUMMARY_SCHEMA)
         )
-        return probes.collect()
+        return collect_with_order(job, StepOrder(skip_accepted=True))
 
     def _marker(self, batch_id: int, first_task: int) -> StepMarker | None:
         if not self.exactly_once:
@@ -305,7 +317,7 @@ class StepSink:
         if self.plan.slice_views:
             summary = self._run_slices(batch, self._probe_pass())
         else:
-            summary = self._probes(batch)
+            summary = self._first_job(batch, batch_id)
         step, waterlines = self._waterlines(summary)
         headers = self._headers(waterlines)
         outputs: list[DataFrame] = []
@@ -314,8 +326,9 @@ class StepSink:
         else:
             produce = self._produce(batch_id, OUTPUT_TASKS, headers)
             outputs = produce_step_views(batch, self.plan.table, self.plan.step_views, produce)
-            written = batch.filter(~F.col("kind").isin("probe", "row")).drop("row")
-            outputs.insert(0, written.mapInArrow(produce, SUMMARY_SCHEMA))
+            if not self.plan.rereadable:  # its dead letters and the records made in the query
+                written = batch.filter(~F.col("kind").isin("probe", "row")).drop("row")
+                outputs.insert(0, written.mapInArrow(produce, SUMMARY_SCHEMA))
         if outputs:
             summary += reduce(DataFrame.union, outputs).collect()
         return summary, step, waterlines

@@ -71,7 +71,7 @@ def test_each_connected_part_of_the_circuit_is_one_query_holding_its_views() -> 
 def test_a_table_no_view_reads_still_has_its_query_for_its_dead_letters() -> None:
     plan = _plan(FILTER)
     assert plan.query_of("u").views == ()
-    assert plan.query_of("u").shape == "step_sink"
+    assert (plan.query_of("u").shape, plan.query_of("u").batch) == ("step_sink", "reread")
 
 
 def test_exact_after_watermark_aggregates_are_native_others_the_python_operator() -> None:
@@ -84,7 +84,7 @@ def test_exact_after_watermark_aggregates_are_native_others_the_python_operator(
 def test_filters_of_columns_are_computed_in_the_source_tasks_alone() -> None:
     query = _plan(FILTER).query_of("t")
     assert query.placed("source_task") == ("f",)
-    assert (query.shape, query.writing_stage) == ("query_writes", "source")
+    assert (query.shape, query.writing_stage, query.batch) == ("query_writes", "source", None)
     assert not query.rows_in_jvm
 
 
@@ -93,14 +93,14 @@ def test_a_step_view_spark_must_compute_is_computed_at_the_end_of_the_step() -> 
         "CREATE VIEW f WITH ('topic' = 'f', 'format' = 'append') AS SELECT ts, n + 1 AS m FROM t;"
     ).query_of("t")
     assert query.placed("step_sink") == ("f",)
-    assert (query.shape, query.writing_stage) == ("step_sink", None)
+    assert (query.shape, query.writing_stage, query.batch) == ("step_sink", None, "reread")
     assert query.rows_in_jvm
 
 
 def test_a_step_view_beside_a_python_operator_is_computed_at_the_end_of_the_step() -> None:
     query = _plan(FILTER + PYTHON_OPERATOR).query_of("t")
     assert query.placed("step_sink") == ("f",)
-    assert (query.shape, query.writing_stage) == ("step_sink", None)
+    assert (query.shape, query.writing_stage, query.batch) == ("step_sink", None, "cached")
 
 
 def test_native_aggregates_and_source_task_views_write_in_the_query() -> None:

@@ -27,6 +27,7 @@ from app.runtime.plan import source_spec
 from app.runtime.query_writes import SourceSide
 from app.runtime.slice_writers import ProbePass
 from app.runtime.step_orders import (
+    SKIP_ACCEPTED,
     SLICE_OUTPUT,
     SLICE_SUMMARY,
     STEP_OUTPUT,
@@ -125,4 +126,15 @@ def test_each_part_of_an_order_rides_pickled_under_its_own_property() -> None:
     assert set(properties) == {SLICE_OUTPUT, STEP_SIDE}
     assert pickle.loads(base64.b64decode(properties[SLICE_OUTPUT])) == writer  # noqa: S301
     assert pickle.loads(base64.b64decode(properties[STEP_SIDE])) == side  # noqa: S301
-    assert len({SLICE_OUTPUT, STEP_SIDE, STEP_OUTPUT}) == 3
+    assert set(StepOrder(skip_accepted=True).properties()) == {SKIP_ACCEPTED}
+    assert len({SLICE_OUTPUT, STEP_SIDE, STEP_OUTPUT, SKIP_ACCEPTED}) == 4
+
+
+def test_skipping_accepted_rows_hands_over_the_dead_letters_and_the_probe(
+    spec: SourceSpec,
+) -> None:
+    part = _part()
+    order = StepOrder(skip_accepted=True)
+    handed = list(order.source_task(iter(_batches(spec, part)), arrow_schema(spec), {}, part))
+    kinds = [row["_kind"] for batch in handed for row in batch.to_pylist()]
+    assert kinds == ["malformed", "probe"]
