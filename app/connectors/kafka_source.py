@@ -18,6 +18,8 @@ numpy (:mod:`app.connectors.avro_columns`), the plain ``ok`` rows pass the gate 
 (:meth:`LateGate.accepts`), and only the others (late, future, bad, punctuation) are classified
 one by one, so verdicts and messages are the per-record gate's. ``loadtests/source_speed.py``
 measures it; tests/unit/connectors/test_columnar_source.py holds it to the per-record path.
+A ``'format' = 'json'`` table (``SourceSpec.format``) is decoded per record by the gate
+(:mod:`app.connectors.json_records`), into the same rows, verdicts and Arrow columns.
 """
 
 from __future__ import annotations
@@ -207,7 +209,9 @@ class _SliceReader:
     column and asks :meth:`LateGate.classify` only about the others (late, bad, punctuation),
     so the verdicts and messages are the gate's own; the per-record one classifies every
     message. The per-record path serves schemas the decoder does not read (decimals, nested
-    types) and the rare chunk with a value only fastavro's own reading accepts."""
+    types), the rare chunk with a value only fastavro's own reading accepts, and every
+    ``'format' = 'json'`` table, whose values the gate decodes one by one
+    (:mod:`app.connectors.json_records`) into the same rows and so the same Arrow columns."""
 
     def __init__(self, spec: SourceSpec, part: KafkaPartitionSlice) -> None:
         self.spec, self.part = spec, part
@@ -216,8 +220,13 @@ class _SliceReader:
         self.names = [c.name for c in spec.columns]
         self.maxima: dict[str, int | None] = dict.fromkeys(c for c, _ in spec.lateness)
         self.accepted = 0
-        decoder = ColumnarDecoder(spec.avro_schema)
-        self.decoder = decoder if decoder.supported and _columnar_kinds(spec, decoder) else None
+        # JSON values take the per-record path: the gate decodes each with json_records.
+        decoder = ColumnarDecoder(spec.avro_schema) if spec.format == "avro" else None
+        self.decoder = (
+            decoder
+            if decoder is not None and decoder.supported and _columnar_kinds(spec, decoder)
+            else None
+        )
 
     def _note(self, col: str, value: int | None) -> None:
         current = self.maxima[col]

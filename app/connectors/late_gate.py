@@ -5,11 +5,14 @@ reference comparison share it. A record is exactly one of:
 
 - ``punctuation``: null value with a ``tidemark.bound`` header (S4): no row, moves waterlines;
 - ``malformed``: cannot be decoded with the table's schema (S7): garbage bytes, a record written
-  with another schema (bytes left over or missing), a value of another Avro type;
+  with another schema (bytes left over or missing), a value of another Avro type; for a
+  ``'format' = 'json'`` table, a value that is not UTF-8 JSON text of an object
+  (:mod:`app.connectors.json_records`);
 - ``invalid``: NULL in a NOT NULL column -- decoded, or written by a producer whose schema has
   the column nullable (the bytes fit the table's schema with every column made nullable) -- or
   a value outside its column's SQL type (an INT beyond 32 bits, a TIMESTAMP outside years
-  1-9999, a DECIMAL with too many digits), which Spark could not hold (S7);
+  1-9999, a DECIMAL with too many digits), which Spark could not hold (S7); for a JSON table
+  also a field of the wrong JSON type or form for its column;
 - ``future``: a TIMESTAMP LATENESS value more than ``max_future_ms`` ahead of the step's wall
   clock (S7; the wall clock is recorded in the step's offsets, so a replay judges alike);
 - ``late``: some LATENESS column below its waterline w(t-1) (S5; equal is on time; the test
@@ -33,6 +36,7 @@ import numpy.typing as npt
 
 from app.circuit.waterline import is_late, late_mask
 from app.connectors.avro_codec import AvroCodec
+from app.connectors.json_records import JsonRecordError, JsonRecords
 from app.errors import SerializationError
 
 if TYPE_CHECKING:
@@ -115,6 +119,9 @@ class SourceSpec:
     #: gate needs them (it writes an accepted row back as a dead letter, L2); without one,
     #: the source leaves them out and Spark does not carry the raw bytes of every row.
     ok_payload: bool = True
+    #: How record values are encoded (SPEC L1): ``avro`` (schemaless, ``avro_schema``) or
+    #: ``json`` (one object per value, app/connectors/json_records.py).
+    format: str = "avro"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -126,6 +133,7 @@ class SourceSpec:
             "max_future_ms": self.max_future_ms,
             "dead_letter_topic": self.dead_letter_topic,
             "ok_payload": self.ok_payload,
+            "format": self.format,
         }
 
     @classmethod
@@ -139,6 +147,7 @@ class SourceSpec:
             max_future_ms=data["max_future_ms"],
             dead_letter_topic=data["dead_letter_topic"],
             ok_payload=bool(data.get("ok_payload", True)),
+            format=str(data.get("format", "avro")),
         )
 
 
@@ -175,16 +184,23 @@ class LateGate:
         self, spec: SourceSpec, waterlines: Mapping[str, int | None], wall_clock_ms: int
     ) -> None:
         self.spec = spec
-        self.codec = AvroCodec(spec.avro_schema)
         self.waterlines = dict(waterlines)
         self.wall_clock_ms = wall_clock_ms
         self._required = [c.name for c in spec.columns if not c.nullable]
-        # Writers that made every NOT NULL column nullable, or just one of them.
-        self._nullable_codecs = [AvroCodec(nullable_schema(spec.avro_schema))] + (
-            [AvroCodec(nullable_schema(spec.avro_schema, [n])) for n in self._required]
-            if len(self._required) > 1
-            else []
-        )
+        self._json: JsonRecords | None = None
+        self._nullable_codecs: list[AvroCodec] = []
+        if spec.format == "json":
+            self._json = JsonRecords(spec.table, [(c.name, c.kind) for c in spec.columns])
+        elif spec.format == "avro":
+            self.codec = AvroCodec(spec.avro_schema)
+            # Writers that made every NOT NULL column nullable, or just one of them.
+            self._nullable_codecs = [AvroCodec(nullable_schema(spec.avro_schema))] + (
+                [AvroCodec(nullable_schema(spec.avro_schema, [n])) for n in self._required]
+                if len(self._required) > 1
+                else []
+            )
+        else:
+            raise ValueError(f"table {spec.table}: the source reads no {spec.format!r} values")
         self._ranged = [
             (c.name, c.kind)
             for c in spec.columns
@@ -198,10 +214,16 @@ class LateGate:
     ) -> GateVerdict:
         if value is None:
             return self._punctuation(headers)
-        try:
-            row = self.codec.decode(value)
-        except SerializationError as exc:
-            return self._undecodable(value, exc)
+        if self._json is not None:
+            try:
+                row = self._json.decode(value)
+            except JsonRecordError as exc:
+                return GateVerdict(exc.reason, None, exc.message)
+        else:
+            try:
+                row = self.codec.decode(value)
+            except SerializationError as exc:
+                return self._undecodable(value, exc)
         for name in self._required:
             if row.get(name) is None:
                 return GateVerdict(

@@ -105,6 +105,7 @@ def source_spec(table: Table, ok_payload: bool = True) -> SourceSpec:
         max_future_ms=table.max_future_ms,
         dead_letter_topic=table.dead_letter_topic,
         ok_payload=ok_payload,
+        format=table.format,
     )
 
 
@@ -363,14 +364,15 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
         )
 
     for table in circuit.tables:
-        if table.format != "avro":
+        if table.format not in ("avro", "json"):
             problems.append(
                 Diagnostic(
                     "error",
                     table.position,
                     f"table {table.name}: format '{table.format}' is not read by the Spark runtime "
                     "yet (its records would be decoded as plain Avro)",
-                    "produce schemaless Avro values and declare 'format' = 'avro'",
+                    "produce schemaless Avro or JSON values and declare 'format' = 'avro' or "
+                    "'json'",
                 )
             )
     for view in circuit.views:

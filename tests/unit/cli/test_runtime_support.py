@@ -18,9 +18,22 @@ CREATE TABLE t (
 """
 
 
-def test_json_tables_are_refused_not_decoded_as_avro_l7() -> None:
+def test_json_tables_run_and_their_source_decodes_json_l1() -> None:
+    from app.connectors.late_gate import SourceSpec
+    from app.runtime.plan import source_spec
+
     circuit = compile_program("p.sql", TABLE.format(extra=", 'format' = 'json'"))
-    with pytest.raises(ProgramError, match="format 'json' is not read by the Spark runtime"):
+    check_supported(circuit, physical_plan(circuit))
+    spec = source_spec(circuit.table("t"))
+    assert spec.format == "json"
+    assert SourceSpec.from_json(spec.to_json()) == spec
+
+
+def test_avro_confluent_tables_are_refused_not_decoded_as_avro_l7() -> None:
+    circuit = compile_program("p.sql", TABLE.format(extra=", 'format' = 'avro-confluent'"))
+    with pytest.raises(
+        ProgramError, match="format 'avro-confluent' is not read by the Spark runtime"
+    ):
         check_supported(circuit, physical_plan(circuit))
 
 
