@@ -11,7 +11,8 @@ in plain Python, favouring obviousness over speed. Per step, in this order:
 2. **Views in dependency order** (S8): each view turns its input's delta (a Z-set: rows with
    weight +1/-1) into its own delta through its operators in IR order. Aggregate views keep
    per-group accumulators; a view with its own LATENESS (L2, decoding case) runs a late gate on
-   its rows.
+   its rows. Readers of an ``EMIT AFTER WATERMARK`` aggregate get only its final rows, in the
+   step that completes each group (S18).
 3. **Completeness, emission, state** (S11-S14): after all rows of the step are applied, each
    output view writes its records per its :class:`~app.circuit.ir.EmitPolicy` and format, and
    groups that are complete and fully written are freed.
@@ -190,6 +191,7 @@ class _Group:
     ver: int = 0
     pending_since_ms: int | None = None
     finalized: bool = False
+    released: bool = False  # final row handed to readers (S18)
 
 
 class _ViewRuntime:
@@ -365,6 +367,24 @@ class _ViewRuntime:
         waterline = waterlines.get(source.owner, source.column)
         return waterline is not None and waterline >= end
 
+    def released(self, waterlines: _AllWaterlines, next_seq: _Sequence) -> list[_Change]:
+        """S18: what readers of an AFTER WATERMARK view see in this step.
+
+        Each group's final row once, in the step whose waterline completes it (the step the
+        view's own output writes it), in key order; never a provisional value or a
+        retraction. The waterlines are already the step's: every table is gated, and every
+        view this one reads is evaluated, before this view's rows are applied.
+        """
+        out: list[_Change] = []
+        for key in sorted(self.groups, key=_sort_key):
+            group = self.groups[key]
+            if group.released or not self.complete(group, waterlines):
+                continue
+            group.released = True
+            if group.current is not None:
+                out.append(_Change(dict(group.current), 1, next_seq()))
+        return out
+
     def emit(
         self, waterlines: _AllWaterlines, batch_time_ms: int, view_waterline: int | None
     ) -> list[OutputRecord]:
@@ -538,6 +558,8 @@ class Reference:
             delta = runtime.apply(deltas.get(view.source, []), self.next_seq)
             if runtime.gate is not None:
                 delta = self._gate_view(runtime, runtime.gate, delta, dead)
+            if runtime.aggregate is not None and view.emit.after_watermark:
+                delta = runtime.released(self.waterlines, self.next_seq)
             deltas[view.name] = delta
 
         outputs: dict[str, tuple[OutputRecord, ...]] = {}

@@ -1,0 +1,127 @@
+"""SPEC S18: a view reading an EMIT AFTER WATERMARK aggregate sees only its final rows.
+
+Each window's row reaches the readers once, in the step whose waterline completes the window
+(the step the aggregate's own output writes it), never a provisional value or a retraction.
+The table ``ev`` has LATENESS 30 seconds on ``ts``; steps bring rows out of order. Expected
+outputs are written by hand, step by step, with the waterline after each step noted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from circuit_builders import at
+
+from app.circuit.ir import Circuit
+from app.circuit.reference import StepInput, StepResult, evaluate
+from app.program.compile import compile_program
+
+TABLE = """
+CREATE TABLE ev (
+    ts TIMESTAMP NOT NULL LATENESS INTERVAL '30' SECOND,
+    k  VARCHAR NOT NULL
+) WITH ('topic' = 'ev');
+"""
+
+PER_MINUTE = """
+CREATE VIEW per_minute WITH ('topic' = 'per_minute', 'format' = 'append') AS
+SELECT window_end AS minute_end, k, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end, k
+{emit};
+"""
+
+READERS = """
+CREATE VIEW busy WITH ('topic' = 'busy') AS
+SELECT minute_end, k, n FROM per_minute WHERE n >= 2;
+
+CREATE VIEW per_two WITH ('topic' = 'per_two') AS
+SELECT window_end AS wend, k, SUM(n) AS total, COUNT(*) AS minutes
+FROM TABLE(TUMBLE(TABLE per_minute, DESCRIPTOR(minute_end), INTERVAL '2' MINUTE))
+GROUP BY window_end, k;
+"""
+
+
+def ev(clock: str, k: str = "a") -> dict[str, Any]:
+    return {"ts": at(clock), "k": k}
+
+
+# w after each step: 8:00:50, 8:01:10, 8:01:40, 8:04:00.
+STEPS = [
+    [ev("8:00:10"), ev("8:00:50"), ev("8:01:20")],
+    [ev("8:00:55"), ev("8:01:40")],  # 8:00:55 is behind 8:01:20 but not late (>= 8:00:50)
+    [ev("8:02:10", "b"), ev("8:01:59")],
+    [ev("8:04:30")],
+]
+
+
+def compile_sql(text: str) -> Circuit:
+    return compile_program("test.sql", text=text)
+
+
+def run(emit: str = "EMIT AFTER WATERMARK") -> list[StepResult]:
+    circuit = compile_sql(TABLE + PER_MINUTE.format(emit=emit) + READERS)
+    return evaluate(circuit, [StepInput({"ev": rows}, i * 60_000)
+                              for i, rows in enumerate(STEPS)])
+
+
+def values(result: StepResult, view: str) -> list[Any]:
+    return [r.value for r in result.outputs[view]]
+
+
+def minute(end: str, k: str, n: int) -> dict[str, Any]:
+    return {"minute_end": at(end), "k": k, "n": n}
+
+
+def two(end: str, k: str, total: int, minutes: int) -> dict[str, Any]:
+    return {"wend": at(end), "k": k, "total": total, "minutes": minutes}
+
+
+def test_s18_aggregate_output_is_final_rows_only() -> None:
+    results = run()
+    assert [values(r, "per_minute") for r in results] == [
+        [],
+        [minute("8:01", "a", 3)],
+        [],
+        [minute("8:02", "a", 3), minute("8:03", "b", 1)],
+    ]
+
+
+def test_s18_filter_over_after_watermark_sees_only_final_rows() -> None:
+    """An append view over the aggregate writes each window's final row once."""
+    results = run()
+    assert [values(r, "busy") for r in results] == [
+        [],  # (8:01, a) holds 2 rows, but w = 8:00:50 < 8:01: not final
+        [minute("8:01", "a", 3)],  # w = 8:01:10 completes 8:01 with its third row
+        [],  # (8:02, a) has 3 rows now, but w = 8:01:40 < 8:02
+        [minute("8:02", "a", 3)],  # w = 8:04; (8:03, b) has n = 1 and fails WHERE
+    ]
+
+
+def test_s18_window_cascade_over_after_watermark_sees_only_final_rows() -> None:
+    """A 2-minute TUMBLE over the 1-minute windows' ends sums final counts only."""
+    results = run()
+    assert [values(r, "per_two") for r in results] == [
+        [],
+        [two("8:02", "a", 3, 1)],  # minute 8:01 -> 2-minute window [8:00, 8:02)
+        [],
+        [two("8:04", "a", 3, 1), two("8:04", "b", 1, 1)],  # minutes 8:02, 8:03 -> [8:02, 8:04)
+    ]
+    assert [r.key for r in results[3].outputs["per_two"]] == [
+        {"wend": at("8:04"), "k": "a"}, {"wend": at("8:04"), "k": "b"}]
+
+
+def test_s18_after_watermark_and_delay_readers_see_only_final_rows() -> None:
+    """With AND AFTER DELAY the aggregate writes coalesced changes early, its readers do not."""
+    results = run("EMIT AFTER WATERMARK AND AFTER DELAY INTERVAL '1' MINUTE")
+    assert [values(r, "busy") for r in results] == [
+        [], [minute("8:01", "a", 3)], [], [minute("8:02", "a", 3)]]
+    assert [values(r, "per_two") for r in results] == [
+        [], [two("8:02", "a", 3, 1)], [], [two("8:04", "a", 3, 1), two("8:04", "b", 1, 1)]]
+
+
+def test_s18_readers_of_after_watermark_hold_no_freed_window_twice() -> None:
+    """Each final row is delivered once: the cascade's groups are freed once complete."""
+    results = run()
+    assert [r.state_rows["per_minute"] for r in results] == [2, 1, 2, 1]
+    assert [r.state_rows["per_two"] for r in results] == [0, 1, 1, 0]
