@@ -27,6 +27,8 @@ from app.circuit.ir import (
     Project,
     SqlType,
     Table,
+    TimeAttribute,
+    UnionAll,
     View,
     Window,
 )
@@ -101,6 +103,10 @@ def _agg_text(call: AggCall) -> str:
 
 
 def _operator_text(op: Operator, time_types: dict[str, SqlType]) -> str:
+    if isinstance(op, UnionAll):
+        sources = ", ".join(branch.source for branch in op.branches)
+        return (f"UNION ALL of {len(op.branches)} branches ({sources}): every branch's rows, "
+                "in arrival order; holds no state")
     if isinstance(op, Window):
         t = time_types.get(op.time_column)
         sizes = (f"size {_duration(op.size, t)}" if op.kind == "TUMBLE"
@@ -146,32 +152,60 @@ def _late_text(circuit: Circuit, view: View) -> str:
         return "; ".join(
             f"rows with {v.column} < w({view.name}.{v.column}) of the previous step are late "
             "and never reach this view's readers" for v in view.lateness)
-    relation = view.source
-    while True:
-        try:
-            upstream = circuit.view(relation)
-        except KeyError:
-            break
+    texts = [_late_from(circuit, source) for source in view.sources]
+    return "; ".join(dict.fromkeys(text for found in texts for text in found))
+
+
+def _late_from(circuit: Circuit, relation: str) -> list[str]:
+    """What is removed before ``relation``'s rows reach a reader: each path up to the first
+    view with LATENESS or to the table (a UNION ALL has one path per branch, S17)."""
+    try:
+        upstream = circuit.view(relation)
+    except KeyError:
+        upstream = None
+    if upstream is not None:
         if upstream.lateness:
             columns = ", ".join(v.column for v in upstream.lateness)
-            return (f"late rows of {upstream.name} (its LATENESS on {columns}) are removed "
-                    "before this view sees them")
-        relation = upstream.source
+            return [f"late rows of {upstream.name} (its LATENESS on {columns}) are removed "
+                    "before this view sees them"]
+        return [text for source in upstream.sources for text in _late_from(circuit, source)]
     try:
-        table = circuit.root_table(view.source)
+        table = circuit.table(relation)
     except KeyError:
-        return "nothing"
+        return ["nothing"]
     if not table.lateness:
-        return f"nothing ({table.name} has no LATENESS column)"
-    return f"late rows of {table.name} are removed before any view sees them"
+        return [f"nothing ({table.name} has no LATENESS column)"]
+    return [f"late rows of {table.name} are removed before any view sees them"]
 
 
-def _time_types(circuit: Circuit, view: View) -> dict[str, SqlType]:
+def _time_types(circuit: Circuit, relation: str) -> dict[str, SqlType]:
     try:
-        relation_columns = circuit.table(view.source).columns
+        relation_columns = circuit.table(relation).columns
     except KeyError:
-        relation_columns = circuit.view(view.source).columns
+        relation_columns = circuit.view(relation).columns
     return {c.name: c.type for c in relation_columns}
+
+
+def _operator_lines(circuit: Circuit, view: View) -> list[str]:
+    """One line per operator; a UNION ALL's branches follow it, each with its operators."""
+    lines: list[str] = []
+    for index, op in enumerate(view.operators, start=1):
+        if not isinstance(op, UnionAll):
+            lines.append(f"{index}. {_operator_text(op, _time_types(circuit, view.source))}")
+            continue
+        lines.append(f"{index}. {_operator_text(op, {})}")
+        for number, branch in enumerate(op.branches, start=1):
+            types = _time_types(circuit, branch.source)
+            steps = "; ".join(_operator_text(inner, types) for inner in branch.operators)
+            lines.append(f"   branch {number} <- {branch.source}: {steps}")
+    return lines
+
+
+def _waterline_text(attr: TimeAttribute) -> str:
+    """S10/S17: the waterline a time attribute carries."""
+    if attr.merged:
+        return "min(" + ", ".join(_waterline_text(m) for m in attr.merged) + ")"
+    return f"w({attr.table}.{attr.source_column})"
 
 
 def explain_text(circuit: Circuit) -> str:
@@ -197,10 +231,9 @@ def explain_text(circuit: Circuit) -> str:
                          "wall clock")
         lines.append("")
     for view in circuit.views:
-        lines.append(f"view {view.name} <- {view.source}"
+        lines.append(f"view {view.name} <- {' UNION ALL '.join(view.sources)}"
                      + ("" if view.output is not None else " (local)"))
-        for index, op in enumerate(view.operators, start=1):
-            lines.append(f"  {index}. {_operator_text(op, _time_types(circuit, view))}")
+        lines.extend(f"  {line}" for line in _operator_lines(circuit, view))
         lines.append("  columns:      " + ", ".join(f"{c.name} {c.type}" for c in view.columns))
         lines.append(f"  key:          {', '.join(view.key) if view.key else '(none)'}")
         if view.time_attributes:
@@ -211,6 +244,8 @@ def explain_text(circuit: Circuit) -> str:
                        "window_start": f"window start over {origin}",
                        "window_end": f"w = w({origin})",
                        "view_lateness": "own LATENESS"}[attr.kind]
+                if attr.merged and attr.table == view.name:
+                    how = f"UNION ALL: w = {_waterline_text(attr)}"
                 attrs.append(f"{attr.column} ({attr.kind}: {how})")
             lines.append(f"  time:         {', '.join(attrs)}")
         else:
@@ -255,12 +290,19 @@ def explain_json(circuit: Circuit) -> dict[str, Any]:
         } for t in circuit.tables],
         "views": [{
             "name": v.name,
-            "source": v.source,
-            "operators": [_operator_text(op, _time_types(circuit, v)) for op in v.operators],
+            "source": " UNION ALL ".join(v.sources),
+            "sources": list(v.sources),
+            "operators": [_operator_text(op, _time_types(circuit, v.source) if v.union is None
+                                         else {}) for op in v.operators],
+            "branches": [{"source": b.source,
+                          "operators": [_operator_text(op, _time_types(circuit, b.source))
+                                        for op in b.operators]}
+                         for b in (v.union.branches if v.union is not None else ())],
             "columns": [{"name": c.name, "type": str(c.type)} for c in v.columns],
             "key": list(v.key),
             "time_attributes": [{"column": a.column, "table": a.table,
-                                 "source_column": a.source_column, "kind": a.kind}
+                                 "source_column": a.source_column, "kind": a.kind,
+                                 "waterline": _waterline_text(a)}
                                 for a in v.time_attributes],
             "lateness": [{"column": lt.column, "amount": lt.amount} for lt in v.lateness],
             "late": _late_text(circuit, v),

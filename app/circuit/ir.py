@@ -2,8 +2,9 @@
 
 A compiled program is a :class:`Circuit`: input :class:`Table` s bound to Kafka topics and
 :class:`View` s, each a straight pipeline of operators over one input (a table or an earlier
-view). Everything is a frozen dataclass so a circuit can be hashed, compared in tests and
-printed by ``explain`` without surprises. Nothing here imports pyspark: the reference evaluator
+view), or a :class:`UnionAll` of several such pipelines (SPEC S17). Everything is a frozen
+dataclass so a circuit can be hashed, compared in tests and printed by ``explain`` without
+surprises. Nothing here imports pyspark: the reference evaluator
 (:mod:`app.circuit.reference`) and the Spark runtime (:mod:`app.runtime`) both read this IR,
 which is what lets tests prove the runtime right against the oracle.
 
@@ -40,6 +41,8 @@ __all__ = [
     "StateBound",
     "Table",
     "TimeAttribute",
+    "UnionAll",
+    "UnionBranch",
     "View",
     "ViewLateness",
     "Window",
@@ -199,7 +202,26 @@ class Aggregate:
     aggregates: tuple[tuple[str, AggCall], ...]
 
 
-Operator = Filter | Project | Window | Aggregate
+@dataclass(frozen=True)
+class UnionBranch:
+    """One SELECT of a UNION ALL: its input and its stateless pipeline
+    ``[Window] [Filter] Project``, whose Project names the union's columns (the first
+    branch's names), so every branch's rows have the same shape."""
+
+    source: str
+    operators: tuple[Operator, ...]
+
+
+@dataclass(frozen=True)
+class UnionAll:
+    """SPEC S17: the rows of every branch, in step order (arrival order: steps, then tables
+    in program order, then rows). Always a view's only operator; the view's ``sources`` are
+    the branches' sources, in branch order."""
+
+    branches: tuple[UnionBranch, ...]
+
+
+Operator = Filter | Project | Window | Aggregate | UnionAll
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,6 +256,10 @@ class TimeAttribute:
     table: str
     source_column: str
     kind: Literal["forwarded", "window_start", "window_end", "view_lateness"]
+    #: Of a UNION ALL column (then ``table`` is the union view, ``source_column`` the
+    #: column): each branch's time attribute at that position; the waterline is their
+    #: minimum (S17, SQLstream's merge). Empty for every other column.
+    merged: tuple[TimeAttribute, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -292,12 +318,13 @@ class Table:
 
 @dataclass(frozen=True)
 class View:
-    """A view (SPEC L3): ``source`` is the table or earlier view it reads, ``operators`` run in
-    order over its rows, ``columns`` is the output schema, ``key`` the GROUP BY output columns
-    (the upsert key; empty for stateless views). ``output`` is None for local views."""
+    """A view (SPEC L3): ``sources`` are the tables or earlier views it reads (one, or one per
+    branch of a :class:`UnionAll`), ``operators`` run in order over its rows, ``columns`` is
+    the output schema, ``key`` the GROUP BY output columns (the upsert key; empty for stateless
+    views). ``output`` is None for local views."""
 
     name: str
-    source: str
+    sources: tuple[str, ...]
     operators: tuple[Operator, ...]
     columns: tuple[Column, ...]
     key: tuple[str, ...]
@@ -307,6 +334,20 @@ class View:
     state: StateBound
     position: Position
     lateness: tuple[ViewLateness, ...] = ()
+
+    @property
+    def source(self) -> str:
+        """The one relation a single-input view reads. A UNION ALL view reads several: use
+        ``sources``; asking it for one is a mistake, never answered with one branch."""
+        if len(self.sources) != 1:
+            raise ValueError(f"view {self.name} is a UNION ALL of {', '.join(self.sources)}: "
+                             "read view.sources")
+        return self.sources[0]
+
+    @property
+    def union(self) -> UnionAll | None:
+        """The view's UNION ALL (its only operator), or None."""
+        return next((op for op in self.operators if isinstance(op, UnionAll)), None)
 
     @property
     def is_stateless(self) -> bool:
@@ -335,10 +376,28 @@ class Circuit:
         raise KeyError(name)
 
     def root_table(self, relation: str) -> Table:
-        """The table a view (or table) ultimately reads; views have exactly one input."""
+        """The table a view (or table) ultimately reads through single-input views.
+
+        Raises:
+            ValueError: the relation reads a UNION ALL (several inputs); see
+                :meth:`union_upstream`.
+        """
         seen = relation
         while True:
             try:
                 return self.table(seen)
             except KeyError:
                 seen = self.view(seen).source
+
+    def union_upstream(self, relation: str) -> str | None:
+        """The nearest UNION ALL view ``relation`` is or reads (through any views), or None."""
+        pending = [relation]
+        while pending:
+            name = pending.pop(0)
+            if any(t.name == name for t in self.tables):
+                continue
+            view = self.view(name)
+            if len(view.sources) > 1 or view.union is not None:
+                return view.name
+            pending.extend(view.sources)
+        return None

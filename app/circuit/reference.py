@@ -12,7 +12,8 @@ in plain Python, favouring obviousness over speed. Per step, in this order:
    weight +1/-1) into its own delta through its operators in IR order. Aggregate views keep
    per-group accumulators; a view with its own LATENESS (L2, decoding case) runs a late gate on
    its rows. Readers of an ``EMIT AFTER WATERMARK`` aggregate get only its final rows, in the
-   step that completes each group (S18).
+   step that completes each group (S18). A UNION ALL view's delta is its branches' rows in
+   arrival order; its time columns' waterline is the minimum of the branches' (S17).
 3. **Completeness, emission, state** (S11-S14): after all rows of the step are applied, each
    output view writes its records per its :class:`~app.circuit.ir.EmitPolicy` and format, and
    groups that are complete and fully written are freed.
@@ -36,6 +37,7 @@ from app.circuit.ir import (
     Operator,
     Project,
     Table,
+    UnionAll,
     View,
     Window,
 )
@@ -197,8 +199,13 @@ class _Group:
 class _ViewRuntime:
     """One view: its operators split around the Aggregate, its groups and its own gate."""
 
-    def __init__(self, view: View, input_sources: Mapping[str, _TimeSource]) -> None:
+    def __init__(
+        self, view: View, relation_sources: Mapping[str, Mapping[str, _TimeSource]]
+    ) -> None:
         self.view = view
+        self.union = view.union
+        #: Of a UNION ALL: union column -> each branch's time source at it (S17).
+        self.merged: dict[str, list[_TimeSource]] = {}
         self.aggregate: Aggregate | None = None
         self.pre: list[Operator] = []
         self.post: list[Operator] = []
@@ -215,12 +222,38 @@ class _ViewRuntime:
         )
         self.started = False
         self.completion: tuple[int, _TimeSource] | None = None  # (key index, window source)
-        self.sources = self._analyse(input_sources)
+        if self.union is not None:
+            self.sources = self._analyse_union(self.union, relation_sources)
+        else:
+            self.sources = self._analyse(
+                self.view.operators, relation_sources.get(view.source, {})
+            )
 
-    def _analyse(self, input_sources: Mapping[str, _TimeSource]) -> dict[str, _TimeSource]:
+    def _analyse_union(
+        self, union: UnionAll, relation_sources: Mapping[str, Mapping[str, _TimeSource]]
+    ) -> dict[str, _TimeSource]:
+        """S17: a union column is a time attribute as the compiler decided (every branch has
+        one there); its waterline is the minimum of the branches' sources, read through the
+        union view's own name (see :class:`_AllWaterlines`)."""
+        per_branch = [
+            self._analyse(branch.operators, relation_sources.get(branch.source, {}))
+            for branch in union.branches
+        ]
+        sources: dict[str, _TimeSource] = {}
+        for attr in self.view.time_attributes:
+            found = [branch.get(attr.column) for branch in per_branch]
+            if any(source is None for source in found):
+                continue
+            self.merged[attr.column] = [source for source in found if source is not None]
+            sources[attr.column] = _TimeSource(self.view.name, attr.column, attr.kind)
+        return sources
+
+    def _analyse(
+        self, operators: Sequence[Operator], input_sources: Mapping[str, _TimeSource]
+    ) -> dict[str, _TimeSource]:
         """Follow time attributes through the operators (S10); find the window key (S11)."""
         sources = dict(input_sources)
-        for op in self.view.operators:
+        for op in operators:
             if isinstance(op, Window):
                 base = sources.get(op.time_column)
                 if base is not None:
@@ -275,8 +308,22 @@ class _ViewRuntime:
             return {n: row[n] for n in names}
         return row
 
-    def apply(self, delta: Sequence[_Change], next_seq: _Sequence) -> list[_Change]:
-        """This step's delta of the view's relation from its input's delta (S8)."""
+    def apply(
+        self, deltas: Mapping[str, Sequence[_Change]], next_seq: _Sequence
+    ) -> list[_Change]:
+        """This step's delta of the view's relation from its inputs' deltas (S8)."""
+        if self.union is not None:
+            # S17: every branch's rows, in arrival order (a row's seq is fixed where it was
+            # accepted or released); a stable sort keeps branch order for one row read by
+            # two branches.
+            merged = [
+                _Change(self._shape(row), change.weight, change.seq, change.origin)
+                for branch in self.union.branches
+                for change in deltas.get(branch.source, ())
+                for row in self._stateless(branch.operators, dict(change.row))
+            ]
+            return sorted(merged, key=lambda change: change.seq)
+        delta = deltas.get(self.view.source, ())
         if self.aggregate is None:
             out = [
                 _Change(self._shape(row), change.weight, change.seq, change.origin)
@@ -505,12 +552,19 @@ class _Sequence:
 
 
 class _AllWaterlines:
-    """All waterlines: tables' LATENESS columns and views' own LATENESS columns."""
+    """All waterlines: tables' LATENESS columns, views' own LATENESS columns, and UNION ALL
+    columns, whose waterline is the minimum of their branches' (S17; None = -infinity)."""
 
     def __init__(self, gates: Mapping[str, Waterlines]) -> None:
         self.gates = gates
+        self.merged: dict[tuple[str, str], list[_TimeSource]] = {}
 
     def get(self, owner: str, column: str) -> int | None:
+        inputs = self.merged.get((owner, column))
+        if inputs is not None:
+            values = [self.get(source.owner, source.column) for source in inputs]
+            present = [value for value in values if value is not None]
+            return min(present) if present and len(present) == len(values) else None
         gate = self.gates.get(owner)
         return None if gate is None else gate.values.get(column)
 
@@ -540,9 +594,11 @@ class Reference:
         }
         self.views: dict[str, _ViewRuntime] = {}
         for view in circuit.views:
-            runtime = _ViewRuntime(view, sources.get(view.source, {}))
+            runtime = _ViewRuntime(view, sources)
             self.views[view.name] = runtime
             sources[view.name] = runtime.sources
+            for column, merged in runtime.merged.items():
+                self.waterlines.merged[(view.name, column)] = merged
             if runtime.gate is not None:
                 self.gates[view.name] = runtime.gate
 
@@ -555,7 +611,7 @@ class Reference:
             deltas[table.name] = self._gate_table(table, step, dead)
         for view in self.circuit.views:
             runtime = self.views[view.name]
-            delta = runtime.apply(deltas.get(view.source, []), self.next_seq)
+            delta = runtime.apply(deltas, self.next_seq)
             if runtime.gate is not None:
                 delta = self._gate_view(runtime, runtime.gate, delta, dead)
             if runtime.aggregate is not None and view.emit.after_watermark:

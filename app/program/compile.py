@@ -280,7 +280,8 @@ class _Compiler:
 
         view_lateness, time_attributes = self._view_lateness(decl, planned, lateness_decls)
         output = self._output(decl, options, planned, emit, insert_only)
-        view = View(decl.name, planned.source, tuple(planned.operators), tuple(planned.columns),
+        view = View(decl.name, planned.sources or (planned.source,), tuple(planned.operators),
+                    tuple(planned.columns),
                     planned.key, time_attributes, emit, output, state, decl.position,
                     view_lateness)
         self.views.append(view)
@@ -326,6 +327,16 @@ class _Compiler:
         attrs = list(planned.time_attributes)
         result: list[ViewLateness] = []
         for item in lateness_decls:
+            sources = planned.sources or (planned.source,)
+            union = decl.name if len(sources) > 1 else self._union_upstream(sources)
+            if union is not None:
+                # A view's late rows are dead letters of its one root table (L2, S6); a
+                # UNION ALL has several, each with its own gate already.
+                what = ("a UNION ALL" if union == decl.name
+                        else f"which reads the UNION ALL view {union}")
+                raise CompileFailure(item.position, f"LATENESS on view {decl.name}, {what}",
+                                     "declare LATENESS on each branch's input (a table "
+                                     "column, or a decoding view the branch reads)")
             if planned.aggregate or planned.window is not None:
                 raise CompileFailure(item.position, f"LATENESS on view {decl.name}, which is "
                                      "not a stateless projection/filter of one table",
@@ -348,6 +359,19 @@ class _Compiler:
             attrs = [a for a in attrs if a.column != item.column]
             attrs.append(TimeAttribute(item.column, decl.name, item.column, "view_lateness"))
         return tuple(result), tuple(attrs)
+
+    def _union_upstream(self, sources: Sequence[str]) -> str | None:
+        """The UNION ALL view among ``sources`` and the views they read, if any (S17)."""
+        views = {v.name: v for v in self.views}
+        pending = list(sources)
+        while pending:
+            view = views.get(pending.pop(0))
+            if view is None:
+                continue
+            if len(view.sources) > 1:
+                return view.name
+            pending.extend(view.sources)
+        return None
 
     def _output(self, decl: ViewDecl, options: dict[str, OptionDecl], planned: PlannedQuery,
                 emit: EmitPolicy, insert_only: bool) -> Output | None:

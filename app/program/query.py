@@ -41,6 +41,8 @@ from app.circuit.ir import (
     Project,
     SqlType,
     TimeAttribute,
+    UnionAll,
+    UnionBranch,
     Window,
 )
 from app.program.ddl import _Cursor, parse_interval_tokens
@@ -84,6 +86,10 @@ class PlannedQuery:
     key_names: tuple[str, ...] = ()
     key_selected: dict[str, str] = field(default_factory=dict)
     time_key: tuple[str, TimeAttribute] | None = None
+    #: Every relation read, in branch order (one per UNION ALL branch); empty: ``source``.
+    sources: tuple[str, ...] = ()
+    #: Where each output column's SELECT item is (for errors about a column).
+    column_positions: tuple[Position, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -820,7 +826,7 @@ def _ident(node: Any) -> str:
 def _derived(attr: TimeAttribute, column: str, kind: _AttrKind | None = None) -> TimeAttribute:
     """The time attribute of a column that carries ``attr``'s waterline under a new name."""
     new_kind = kind or ("forwarded" if attr.kind == "view_lateness" else attr.kind)
-    return TimeAttribute(column, attr.table, attr.source_column, new_kind)
+    return TimeAttribute(column, attr.table, attr.source_column, new_kind, attr.merged)
 
 
 def _output_name(item: exp.Expression, index: int, translator: _Translator) -> str:
@@ -862,7 +868,120 @@ def _column_refs(expr: Expr) -> list[str]:
 
 def plan_query(source: SourceText, tokens: Sequence[Token], relations: dict[str, Relation],
                view_name: str) -> PlannedQuery:
-    """Plan one view's SELECT over the relations defined before it (SPEC L3, L4, S10)."""
+    """Plan one view's query over the relations defined before it (SPEC L3, L4, S10, S17):
+    a SELECT, or SELECTs joined by UNION ALL."""
+    branches = _union_branches(source, tokens)
+    if len(branches) == 1:
+        return _plan_select(source, tokens, relations, view_name)
+    return _plan_union(source, branches, relations, view_name)
+
+
+def _union_branches(source: SourceText, tokens: Sequence[Token]) -> list[Sequence[Token]]:
+    """The query's tokens split at each top-level UNION ALL; a UNION without ALL is refused
+    (it would remove duplicates, which a stream cannot do without keeping every row)."""
+    branches: list[Sequence[Token]] = []
+    depth = 0
+    start = 0
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.is_punct("("):
+            depth += 1
+        elif token.is_punct(")"):
+            depth -= 1
+        elif depth == 0 and token.is_word("UNION"):
+            following = tokens[i + 1] if i + 1 < len(tokens) else None
+            if following is None or not following.is_word("ALL"):
+                shown = ("UNION DISTINCT" if following is not None
+                         and following.is_word("DISTINCT") else "UNION")
+                raise CompileFailure(source.position(token.start), f"unsupported: {shown} "
+                                     "without ALL (removing duplicates needs every row kept)",
+                                     "use UNION ALL; duplicates are not removed in a stream")
+            if i == start or i + 2 >= len(tokens):
+                raise CompileFailure(source.position(token.start), "UNION ALL needs a SELECT "
+                                     "on each side", "write SELECT ... FROM a UNION ALL "
+                                     "SELECT ... FROM b")
+            branches.append(tokens[start:i])
+            start = i + 2
+            i += 2
+            continue
+        i += 1
+    branches.append(tokens[start:])
+    return branches
+
+
+def _type_text(type_: SqlType) -> str:
+    return str(type_.with_nullable(True))
+
+
+def _plan_union(source: SourceText, branches: Sequence[Sequence[Token]],
+                relations: dict[str, Relation], view_name: str) -> PlannedQuery:
+    """SPEC S17: each branch is a stateless SELECT with the first branch's column count and
+    types; the union's columns are named by the first branch. A column is a time attribute
+    of the union when it is one in every branch at that position (window_start excepted:
+    its waterline bounds groups, not values); its waterline is the branches' minimum."""
+    planned: list[PlannedQuery] = []
+    for index, tokens in enumerate(branches, start=1):
+        branch = _plan_select(source, tokens, relations, view_name)
+        if branch.aggregate:
+            raise CompileFailure(source.position(tokens[0].start), f"unsupported: branch "
+                                 f"{index} of the UNION ALL of view {view_name} aggregates",
+                                 "aggregate in a view that reads the UNION ALL, or union "
+                                 "LOCAL views that aggregate with EMIT AFTER WATERMARK")
+        planned.append(branch)
+    first = planned[0]
+    names = [c.name for c in first.columns]
+    nullable = [c.type.nullable for c in first.columns]
+    for index, (tokens, branch) in enumerate(zip(branches, planned, strict=True), start=1):
+        if index == 1:
+            continue
+        if len(branch.columns) != len(first.columns):
+            raise CompileFailure(source.position(tokens[0].start), f"branch {index} of the "
+                                 f"UNION ALL of view {view_name} has {len(branch.columns)} "
+                                 f"columns, the first branch has {len(first.columns)}",
+                                 "select the same number of columns, in the same order, in "
+                                 "every branch")
+        for position, (mine, theirs) in enumerate(zip(branch.columns, first.columns,
+                                                      strict=True), start=1):
+            if mine.type.with_nullable(True) != theirs.type.with_nullable(True):
+                where = branch.column_positions[position - 1]
+                raise CompileFailure(where, f"column {position} of the UNION ALL of view "
+                                     f"{view_name} is {_type_text(theirs.type)} in the first "
+                                     f"branch ({theirs.name}) but {_type_text(mine.type)} in "
+                                     f"branch {index} ({mine.name})",
+                                     f"CAST it in one branch, e.g. CAST({mine.name} AS "
+                                     f"{_type_text(theirs.type)}) AS {theirs.name}")
+            nullable[position - 1] = nullable[position - 1] or mine.type.nullable
+    union_branches = []
+    for branch in planned:
+        project = branch.operators[-1]
+        assert isinstance(project, Project)
+        renamed = Project(tuple((name, expr) for name, (_, expr)
+                                in zip(names, project.outputs, strict=True)))
+        union_branches.append(UnionBranch(branch.source, (*branch.operators[:-1], renamed)))
+    attrs: list[TimeAttribute] = []
+    for position, name in enumerate(names):
+        found = []
+        for branch in planned:
+            column = branch.columns[position].name
+            found.append(next((a for a in branch.time_attributes if a.column == column), None))
+        present = [a for a in found if a is not None]
+        if len(present) != len(found) or any(a.kind == "window_start" for a in present):
+            continue
+        kind: _AttrKind = ("window_end" if all(a.kind == "window_end" for a in present)
+                           else "forwarded")
+        attrs.append(TimeAttribute(name, view_name, name, kind, tuple(present)))
+    columns = [Column(name, c.type.with_nullable(flag))
+               for name, c, flag in zip(names, first.columns, nullable, strict=True)]
+    sources = tuple(b.source for b in planned)
+    return PlannedQuery(sources[0], [UnionAll(tuple(union_branches))], columns, (),
+                        tuple(attrs), False, None, None, None, sources=sources,
+                        column_positions=first.column_positions)
+
+
+def _plan_select(source: SourceText, tokens: Sequence[Token], relations: dict[str, Relation],
+                 view_name: str) -> PlannedQuery:
+    """Plan one SELECT over the relations defined before it (SPEC L3, L4, S10)."""
     first = tokens[0]
     if not first.is_word("SELECT"):
         if first.is_punct("(") or first.is_word("WITH", "VALUES", "TABLE"):
@@ -983,7 +1102,7 @@ def plan_query(source: SourceText, tokens: Sequence[Token], relations: dict[str,
                           if isinstance(e, ColumnRef) and e.name in time_attrs)
         return PlannedQuery(relation.name, operators,
                             [Column(n, e.type) for n, e in outputs], (), out_attrs, False,
-                            window, None, None)
+                            window, None, None, column_positions=tuple(positions))
 
     # -- aggregation ----------------------------------------------------------------------
     group_translator = _Translator(source, scope, fallback, None, "GROUP BY")
@@ -1072,7 +1191,7 @@ def plan_query(source: SourceText, tokens: Sequence[Token], relations: dict[str,
     planned = PlannedQuery(relation.name, operators,
                            [Column(n, e.type) for n, e in outputs], view_key, out_attrs, True,
                            window, window_key, group_position, tuple(key_names), selected,
-                           time_key)
+                           time_key, column_positions=tuple(positions))
     return planned
 
 

@@ -164,8 +164,8 @@ Pass = Callable[[Circuit, PhysicalPlan], PhysicalPlan]
 
 
 def _inputs(view: View) -> tuple[str, ...]:
-    """The relations a view reads."""
-    return (view.source,)
+    """The relations a view reads (every branch of a UNION ALL)."""
+    return view.sources
 
 
 def group_queries(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
@@ -190,7 +190,11 @@ def group_queries(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
     for view in circuit.views:
         views.setdefault(find(view.name), []).append(
             ViewPlacement(
-                view.name, view.source, "jvm", view.output is not None, bool(view.lateness)
+                view.name,
+                " UNION ALL ".join(view.sources),
+                "jvm",
+                view.output is not None,
+                bool(view.lateness),
             )
         )
     return replace(
@@ -212,11 +216,18 @@ def place_views(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
     queries = []
     for query in plan.queries:
         views = [circuit.view(v.view) for v in query.views]
-        step_views = {v.name for v in per_step_views(circuit, views)}
+        # A view on a UNION ALL is refused by plan.check_supported; it is planned where a
+        # new operator starts, never as a step or native view.
+        unions = {v.name for v in views if circuit.union_upstream(v.name) is not None}
+        step_views = {
+            v.name for v in per_step_views(circuit, [v for v in views if v.name not in unions])
+        }
         placed = []
         for view, entry in zip(views, query.views, strict=True):
             where: Placement
-            if not view.is_stateless:
+            if view.name in unions:
+                where = "jvm" if view.is_stateless else "state_operator"
+            elif not view.is_stateless:
                 where = "native" if is_native(circuit, view) else "state_operator"
             elif view.name in step_views:
                 where = "step_sink"
@@ -234,8 +245,8 @@ def watermark_owner(circuit: Circuit, relation: str) -> str:
     current = circuit.view(relation).source
     while current not in tables:
         view = circuit.view(current)
-        if view.lateness:
-            return view.name
+        if view.lateness or len(view.sources) > 1:
+            return view.name  # a UNION ALL's own merged waterline (S17)
         current = view.source
     return current
 
@@ -243,6 +254,10 @@ def watermark_owner(circuit: Circuit, relation: str) -> str:
 def first_lateness(circuit: Circuit, relation: str) -> str | None:
     """The first LATENESS column of a table or view, whose waterline frees state (S11)."""
     tables = {t.name: t for t in circuit.tables}
+    if relation not in tables and len(circuit.view(relation).sources) > 1:
+        # A UNION ALL's merged waterline (S17): the first of its time attributes.
+        attributes = circuit.view(relation).time_attributes
+        return attributes[0].column if attributes else None
     lateness = (tables[relation] if relation in tables else circuit.view(relation)).lateness
     return lateness[0].column if lateness else None
 

@@ -376,6 +376,14 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                 )
             )
     for view in circuit.views:
+        union = circuit.union_upstream(view.name)
+        if union is not None:
+            reject(
+                view,
+                "UNION ALL" if union == view.name else f"reading the UNION ALL view {union}",
+                "write one view per branch (each reads one table) until Spark runs UNION ALL",
+            )
+            continue
         table = circuit.root_table(view.name)
         if view.lateness and not view.is_stateless:
             reject(view, "LATENESS on an aggregate view's column", "declare it on its input")

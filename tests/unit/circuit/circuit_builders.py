@@ -114,7 +114,7 @@ def make_view(
         state = StateBound("window", "window_end") if is_windowed else StateBound("unbounded")
     return View(
         name=name,
-        source=source,
+        sources=(source,),
         operators=tuple(operators),
         columns=tuple(columns),
         key=tuple(key),

@@ -1,0 +1,54 @@
+"""UNION ALL (SPEC S17) runs on the reference evaluator only: the Spark runtime refuses it, and
+every view that reads it, by name before Spark starts (L7: never mis-executed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.errors import ProgramError
+from app.program.compile import compile_program
+from app.runtime.physical import explain_physical_json, explain_physical_text, physical_plan
+from app.runtime.plan import check_supported, refused_by_spark
+
+PROGRAM = """
+CREATE TABLE a (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE, k BIGINT NOT NULL)
+    WITH ('topic' = 'a');
+CREATE TABLE b (ts TIMESTAMP NOT NULL LATENESS INTERVAL '2' MINUTE, k BIGINT NOT NULL)
+    WITH ('topic' = 'b');
+CREATE TABLE c (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE, k BIGINT NOT NULL)
+    WITH ('topic' = 'c');
+CREATE VIEW only_c WITH ('topic' = 'only_c') AS SELECT ts, k FROM c;
+CREATE VIEW both WITH ('topic' = 'both') AS
+SELECT ts, k FROM a UNION ALL SELECT ts, k FROM b;
+CREATE VIEW counts WITH ('topic' = 'counts') AS
+SELECT window_end, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE both, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_end
+EMIT AFTER WATERMARK;
+"""
+
+
+def test_union_all_is_refused_by_name_l7() -> None:
+    circuit = compile_program("p.sql", PROGRAM)
+    with pytest.raises(ProgramError) as info:
+        check_supported(circuit, physical_plan(circuit))
+    messages = [d.message for d in info.value.diagnostics]
+    assert messages == [
+        "view both: UNION ALL is not supported by the Spark runtime yet",
+        "view counts: reading the UNION ALL view both is not supported by the Spark runtime yet",
+    ]
+    assert all(d.fix and "one view per branch" in d.fix for d in info.value.diagnostics)
+
+
+def test_explain_physical_shows_the_union_refusal_and_one_query_for_its_tables() -> None:
+    circuit = compile_program("p.sql", PROGRAM)
+    plan = physical_plan(circuit)
+    assert [q.tables for q in plan.queries] == [("a", "b"), ("c",)]
+    text = explain_physical_text(plan, refused_by_spark(circuit, plan))
+    assert "view both <- a UNION ALL b: jvm" in text
+    assert "the Spark runtime does not run this program yet" in text
+    assert "view both: UNION ALL is not supported by the Spark runtime yet" in text
+    data = explain_physical_json(plan)
+    assert data["queries"][0]["views"][0]["source"] == "a UNION ALL b"
+    assert plan.placement("counts").state_owner == "both"
+    assert plan.placement("counts").state_freed_by == "both.ts"  # the minimum (S17)
