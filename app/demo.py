@@ -61,9 +61,14 @@ class _Generator:
 
         from confluent_kafka import Producer
 
+        from app.connectors.sink.producers import PRODUCER_DEFAULTS
+
         schema = json.loads((PROGRAM.parent.parent / "schemas" / "purchase.avsc").read_text())
         self.codec = AvroCodec(schema)
-        self.producer: Any = Producer({**conf, "linger.ms": 5, "log_level": 3})
+        # Keyed by card, partitioned as a Java client would (the sink's partitioner).
+        self.producer: Any = Producer(
+            {**PRODUCER_DEFAULTS, **conf, "linger.ms": 5, "log_level": 3}
+        )
         self.rate, self.late_fraction = rate, late_fraction
         self.random = random.Random(seed)
         self.sent = self.late_sent = self.malformed_sent = 0

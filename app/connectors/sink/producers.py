@@ -25,7 +25,23 @@ from typing import Any
 from app.connectors.per_process import PerProcess
 from app.errors import SinkError, kafka_reason
 
-__all__ = ["PRODUCERS", "PRODUCER_SETTINGS", "Opened", "ProducerPool", "producer_pool"]
+__all__ = [
+    "PRODUCERS",
+    "PRODUCER_DEFAULTS",
+    "PRODUCER_SETTINGS",
+    "Opened",
+    "ProducerPool",
+    "producer_pool",
+]
+
+#: Producer settings the client configuration given to the pool may override.
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    # A keyed record goes to partition toPositive(murmur2(key)) % partitions, as the Java
+    # client, Kafka Streams and ksqlDB place it (librdkafka's default hashes with CRC32), so a
+    # key of an upsert view's topic is on the partition of the same key in topics they write
+    # (co-partitioning). Records without a key are spread at random, as by the default.
+    "partitioner": "murmur2_random",
+}
 
 PRODUCER_SETTINGS: dict[str, Any] = {
     # Connect to the brokers as soon as their addresses are known. With librdkafka's default
@@ -120,7 +136,9 @@ class ProducerPool:
         producer = self._idempotent.get(key)
         if producer is None:
             try:
-                producer = Producer({**conf, **PRODUCER_SETTINGS, "enable.idempotence": True})
+                producer = Producer(
+                    {**PRODUCER_DEFAULTS, **conf, **PRODUCER_SETTINGS, "enable.idempotence": True}
+                )
             except KafkaException as exc:
                 raise SinkError(
                     f"cannot create the sink's producer for {conf.get('bootstrap.servers')}:"
@@ -139,6 +157,7 @@ class ProducerPool:
 
         producer = Producer(
             {
+                **PRODUCER_DEFAULTS,
                 **conf,
                 **PRODUCER_SETTINGS,
                 "transactional.id": tid,
