@@ -56,7 +56,9 @@ def ensure_topics(
 ) -> None:
     """Input topics must exist (a clear error otherwise, after waiting up to
     ``wait_for_topics_seconds`` for them to appear); output and dead-letter topics are
-    created when missing, with as many partitions as their table's input topic."""
+    created when missing, with as many partitions as their table's input topic, an upsert
+    view's compacted (``cleanup.policy=compact``). An existing topic is left as it is; an
+    upsert view's that is not compacted gets a warning (:func:`_warn_uncompacted`)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
@@ -98,13 +100,23 @@ def ensure_topics(
         for view in circuit.views:
             if view.output is not None and circuit.root_table(view.name).name == table.name:
                 wanted.setdefault(view.output.topic, partitions)
+    upsert = {
+        v.output.topic: v.name for v in circuit.views if v.output and v.output.format == "upsert"
+    }
     new = [
         NewTopic(
-            name, num_partitions=n, replication_factor=-1, config={"max.message.bytes": "10485760"}
+            name,
+            num_partitions=n,
+            replication_factor=-1,
+            config={"max.message.bytes": "10485760"}
+            | ({"cleanup.policy": "compact"} if name in upsert else {}),
         )
         for name, n in wanted.items()
         if name not in existing
     ]
+    _warn_uncompacted(
+        admin, {t: v for t, v in upsert.items() if t in existing}, kafka_conf, timeout
+    )
     if new:
         for name, future in admin.create_topics(new, request_timeout=timeout).items():
             try:
@@ -116,6 +128,45 @@ def ensure_topics(
                         f"cannot create topic {name}: {kafka_reason(exc)}: create it, or let"
                         " Tidemark's user create topics on the cluster"
                     ) from exc
+
+
+#: Upsert views' topics already warned of as not compacted, by this process.
+_WARNED_UNCOMPACTED: set[str] = set()
+
+
+def _warn_uncompacted(
+    admin: Any, topics: Mapping[str, str], kafka_conf: Mapping[str, str], timeout: float
+) -> None:
+    """Warn, once per topic and process, of each existing upsert view's topic (topic -> view)
+    whose ``cleanup.policy`` has no ``compact``: retention then deletes the latest value of
+    a key like any other record, and a consumer reading the topic from the start misses it.
+    A topic whose configuration cannot be read is logged and left alone."""
+    from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
+
+    for topic in [t for t in topics if t not in _WARNED_UNCOMPACTED]:
+        try:
+            described = admin.describe_configs(
+                [ConfigResource("topic", topic)], request_timeout=timeout
+            )
+            entry = next(iter(described.values())).result().get("cleanup.policy")
+        except Exception as exc:  # noqa: BLE001 - no DescribeConfigs right is no reason to stop
+            log.info("topic.config_unknown", topic=topic, reason=kafka_reason(exc))
+            continue
+        policy = entry.value if entry is not None else None
+        if policy is not None and "compact" in [p.strip() for p in policy.split(",")]:
+            continue
+        _WARNED_UNCOMPACTED.add(topic)
+        log.warning(
+            "topic.not_compacted",
+            topic=topic,
+            view=topics[topic],
+            cleanup_policy=policy,
+            fix=(
+                f"kafka-configs.sh --bootstrap-server {kafka_conf.get('bootstrap.servers')}"
+                f" --alter --entity-type topics --entity-name {topic}"
+                " --add-config cleanup.policy=compact"
+            ),
+        )
 
 
 def prepare_checkpoint(checkpoint: Path) -> None:
