@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import json
 import time
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
+from app.config import SPARK_LOG_NAME, Settings
 from app.errors import ConfigError, ProgramError, TidemarkError
 
-if TYPE_CHECKING:
-    from app.config import Settings
+__all__ = ["DISTRIBUTION", "app", "main"]
 
-__all__ = ["app", "main"]
+#: The distribution whose version ``tidemark --version`` prints (pyproject.toml's name).
+DISTRIBUTION = "tidemark"
 
 app = typer.Typer(
     name="tidemark",
@@ -28,6 +30,52 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _installed_version() -> str:
+    """The installed distribution's version; a source tree never installed has the
+    package's own."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        from app import __version__
+
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"tidemark {_installed_version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the installed version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    pass
+
+
+def _from_env(help: str, envvar: str, default: str, param: Any = typer.Option) -> Any:
+    """A parameter (``typer.Option`` or ``typer.Argument``) read from ``envvar`` when it is not
+    given, its help showing the variable and ``default``."""
+    return param(help=help, envvar=envvar, show_envvar=True, show_default=default)
+
+
+def _setting(name: str, help: str, default: str | None = None) -> Any:
+    """The option of setting ``name``: given, it wins over the setting's environment variable
+    (read when it is not), which wins over the config file; its help shows the variable and
+    the setting's default (``default`` where it is not a plain value)."""
+    shown = default if default is not None else str(Settings.model_fields[name].default)
+    return _from_env(help, f"TIDEMARK_{name.upper()}", shown)
 
 
 def _fail(exc: TidemarkError) -> None:
@@ -66,7 +114,9 @@ def _compile(program: Path) -> Any:
 @app.command()
 def explain(
     program: Annotated[Path, typer.Argument(help="The SQL program file.")],
-    format: Annotated[str, typer.Option("--format", help="text or json")] = "text",
+    format: Annotated[Literal["text", "json"], typer.Option("--format", help="Output format.")] = (
+        "text"
+    ),
     physical: Annotated[
         bool,
         typer.Option(
@@ -81,8 +131,6 @@ def explain(
     from app.observability.logging import configure_logging
 
     configure_logging("console", "warning")
-    if format not in ("text", "json"):
-        _fail(TidemarkError(f"--format must be text or json, not {format!r}"))
     try:
         circuit = _compile(program)
     except TidemarkError as exc:
@@ -110,21 +158,33 @@ def explain(
 
 @app.command()
 def run(
-    program: Annotated[Path | None, typer.Argument(help="The SQL program file.")] = None,
-    bootstrap_servers: Annotated[str | None, typer.Option(help="Kafka bootstrap servers.")] = None,
-    checkpoint: Annotated[Path | None, typer.Option(help="Checkpoint directory.")] = None,
+    program: Annotated[
+        Path | None,
+        _from_env("The SQL program file.", "TIDEMARK_PROGRAM", "none", typer.Argument),
+    ] = None,
+    bootstrap_servers: Annotated[
+        str | None, _setting("bootstrap_servers", "Kafka bootstrap servers.")
+    ] = None,
+    checkpoint: Annotated[Path | None, _setting("checkpoint", "Checkpoint directory.")] = None,
     once: Annotated[
         bool, typer.Option("--once", help="Process everything available now, then stop.")
     ] = False,
-    spark_master: Annotated[str | None, typer.Option(help="Spark master URL.")] = None,
-    metrics_port: Annotated[int | None, typer.Option(help="Port of /metrics, /healthz.")] = None,
-    config: Annotated[Path | None, typer.Option(help="YAML config file.")] = None,
-    max_records_per_step: Annotated[int | None, typer.Option(help="Records per step.")] = None,
+    spark_master: Annotated[str | None, _setting("spark_master", "Spark master URL.")] = None,
+    metrics_port: Annotated[
+        int | None, _setting("metrics_port", "Port of /metrics, /healthz; 0: any free port.")
+    ] = None,
+    config: Annotated[
+        Path | None, _from_env("YAML config file.", "TIDEMARK_CONFIG", "none")
+    ] = None,
+    max_records_per_step: Annotated[
+        int | None, _setting("max_records_per_step", "Records read per step.")
+    ] = None,
     spark_log: Annotated[
-        str | None, typer.Option(help="Spark's own logs: file (default) or console.")
+        str | None, _setting("spark_log", "Spark's own logs: file or console.")
     ] = None,
     spark_log_file: Annotated[
-        Path | None, typer.Option(help="File of Spark's logs (default: CHECKPOINT/spark.log).")
+        Path | None,
+        _setting("spark_log_file", "File of Spark's logs.", f"CHECKPOINT/{SPARK_LOG_NAME}"),
     ] = None,
 ) -> None:
     """Run a program: read its tables' topics, write its views and dead letters."""
@@ -224,7 +284,9 @@ def punctuate(
     bound: Annotated[str, typer.Option(help="Time bound: ISO-8601 or epoch milliseconds.")],
     column: Annotated[str | None, typer.Option(help="Only this LATENESS column.")] = None,
     partition: Annotated[int | None, typer.Option(help="Partition (default: all).")] = None,
-    bootstrap_servers: Annotated[str | None, typer.Option(help="Kafka bootstrap servers.")] = None,
+    bootstrap_servers: Annotated[
+        str | None, _setting("bootstrap_servers", "Kafka bootstrap servers.")
+    ] = None,
 ) -> None:
     """Send a punctuation: moves a quiet table's waterline like a row would (docs/time.md)."""
     from app.config import load_settings
@@ -251,10 +313,10 @@ def demo(
     late_fraction: Annotated[float, typer.Option(help="Share of events sent late.")] = 0.03,
     seed: Annotated[int, typer.Option(help="Random seed of the generator.")] = 7,
     spark_log: Annotated[
-        str | None, typer.Option(help="Spark's own logs: file (default) or console.")
+        str | None, _setting("spark_log", "Spark's own logs: file or console.")
     ] = None,
     spark_log_file: Annotated[
-        Path | None, typer.Option(help="File of Spark's logs (default: var/demo/spark.log).")
+        Path | None, _setting("spark_log_file", "File of Spark's logs.", "var/demo/spark.log")
     ] = None,
 ) -> None:
     """Start a local Kafka broker, generate out-of-order purchases and run a program with a
