@@ -147,6 +147,8 @@ def _decimal(scale: int) -> Callable[[Any], Decimal]:
             number = Decimal(value)
         else:
             raise _Mismatch
+        if number.as_tuple().exponent == -scale:
+            return number
         # At the column's scale when that is exact (12.5 and 12.500 are 12.50); otherwise
         # unchanged, and the gate names the digits DECIMAL(p,s) cannot hold.
         with localcontext() as ctx:
@@ -231,13 +233,12 @@ class JsonRecords:
         """``columns``: the table's (name, kind) pairs, kinds as in ``SourceColumn``."""
         self.table = table
         self._readers = [(name, *_reader(kind)) for name, kind in columns]
+        self._parser = json.JSONDecoder(parse_float=Decimal, parse_constant=_reject_constant)
 
     def decode(self, value: bytes) -> dict[str, Any]:
         """The row of one record value; raises :class:`JsonRecordError` when there is none."""
         try:
-            found = json.loads(
-                value.decode("utf-8"), parse_float=Decimal, parse_constant=_reject_constant
-            )
+            found = self._parser.decode(value.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise self._malformed(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         except (ValueError, RecursionError) as exc:
