@@ -13,7 +13,7 @@ decoded view column):
           card "one", amount true                                         invalid x2
     3     23:00 2 30, +1d 05:00 1 "200"                    +1d 02:00      late 23:00     +1d 04:00
 
-pipelines/hourly_colors.sql (2026-11-26, LATENESS 1 second, hourly counts once final):
+pipelines/hourly_colors.sql (events on 2026-11-26, LATENESS 1 second, hourly counts once final):
 
     step  records                                               dead letters          w after
     1     10:00:00Z red, 10:15 blue (epoch ms), 10:30 red       -                     10:29:59
