@@ -308,6 +308,7 @@ def _color(text: str, when: int, color: str) -> Sent:
     return (text.encode(), {"rowtime": when, "color": color}, None, "")
 
 
+@pytest.mark.slow  # ~2 min; `.venv/bin/pytest -m slow tests/e2e/test_json_tables.py`
 def test_hourly_colors_runs_on_json_values_l1_s3_s5_s7_s12(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
