@@ -92,7 +92,7 @@ class ConsumerPool:
 
 
 #: The owner of each process's consumers.
-CONSUMERS: PerProcess[ConsumerPool] = PerProcess(lambda: ConsumerPool(), ConsumerPool.close)
+CONSUMERS: PerProcess[ConsumerPool] = PerProcess(ConsumerPool, ConsumerPool.close)
 
 
 def consumer_pool() -> ConsumerPool:

@@ -321,7 +321,7 @@ def _marker_key(conf: Mapping[str, str], tid: str) -> str:
 
 
 #: The owner of each process's sink clients.
-PRODUCERS: PerProcess[ProducerPool] = PerProcess(lambda: ProducerPool(), ProducerPool.close)
+PRODUCERS: PerProcess[ProducerPool] = PerProcess(ProducerPool, ProducerPool.close)
 
 
 def producer_pool() -> ProducerPool:
