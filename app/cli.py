@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from app.config import SPARK_LOG_NAME, Settings
+from app.config import SPARK_LOG_NAME, Settings, masked
 from app.errors import ConfigError, ProgramError, TidemarkError
 
 __all__ = ["DISTRIBUTION", "app", "main"]
@@ -242,6 +242,8 @@ def _run(circuit: Any, settings: Settings, once: bool) -> None:
     if settings.spark_log_path is not None:
         log.info("spark.logs", file=str(settings.spark_log_path))
     kafka_conf = settings.kafka_config()
+    # Secrets (keys naming a password, secret or token) are masked.
+    log.info("kafka.client", settings=masked(kafka_conf))
     metrics = TidemarkMetrics()
     metrics.set_build_info(__version__, str(settings.program))
     # Counters exist at zero from the start, so rate() and the alerts see the first change.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -24,7 +25,15 @@ from pydantic_settings import (
 
 from app.errors import ConfigError
 
-__all__ = ["SPARK_LOG_NAME", "KafkaSecurity", "Settings", "load_settings", "parse_duration_ms"]
+__all__ = [
+    "OWNED_CLIENT_SETTINGS",
+    "SPARK_LOG_NAME",
+    "KafkaSecurity",
+    "Settings",
+    "load_settings",
+    "masked",
+    "parse_duration_ms",
+]
 
 #: The Spark log file's name in the checkpoint directory, when ``spark_log_file`` is not set.
 SPARK_LOG_NAME = "spark.log"
@@ -41,13 +50,95 @@ def parse_duration_ms(text: str) -> int:
     return amount * {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}[unit]
 
 
+#: librdkafka settings Tidemark sets itself on the clients it makes, with the reason: a value
+#: for one of them in ``kafka.client`` is refused, since it would be overridden or would break
+#: what the reason names.
+OWNED_CLIENT_SETTINGS: dict[str, str] = {
+    "bootstrap.servers": "it is the setting bootstrap_servers (TIDEMARK_BOOTSTRAP_SERVERS)",
+    "transactional.id": "the sink names each writing task's transactions (exactly-once output)",
+    "transaction.timeout.ms": "the sink's transactions and step markers depend on it",
+    "enable.idempotence": "the sink's producers are idempotent or transactional by exactly_once",
+    "acks": "idempotent and transactional producers need acks=all",
+    "isolation.level": "each consumer reads committed or uncommitted records by its role",
+    "partitioner": (
+        "keyed records are placed with murmur2 as the Java client places them (co-partitioning)"
+    ),
+    "group.id": "Tidemark's consumers use fixed group ids (docs/security.md lists them)",
+    "enable.auto.commit": "Spark's checkpoint keeps the offsets; no consumer commits them",
+    "enable.auto.offset.store": "Spark's checkpoint keeps the offsets",
+    "auto.offset.reset": "the source reads the offset ranges Spark plans",
+    "enable.partition.eof": "the source reads the offset ranges Spark plans",
+    "enable.sparse.connections": "transactional producers and marker readers connect at once",
+    "delivery.report.only.error": "the sink counts failed deliveries only",
+    "linger.ms": "the sink's producers are tuned for whole steps (docs/performance.md)",
+    "batch.num.messages": "the sink's producers are tuned for whole steps (docs/performance.md)",
+    "message.max.bytes": "the sink's producers are tuned for whole steps (docs/performance.md)",
+    "fetch.max.bytes": "the source's consumers are tuned for slices (docs/performance.md)",
+    "max.partition.fetch.bytes": "the source's consumers are tuned for slices",
+    "fetch.wait.max.ms": "the source's consumers are tuned for slices (docs/performance.md)",
+    "fetch.queue.backoff.ms": "the source's consumers are tuned for slices (docs/performance.md)",
+    "log_level": "Tidemark logs client errors itself; use `debug` for librdkafka's traces",
+}
+
+#: The librdkafka settings KafkaSecurity's own fields give (librdkafka name -> field): set
+#: them there, where they are checked together, not in ``kafka.client``.
+_SECURITY_CLIENT_SETTINGS: dict[str, str] = {
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_username",
+    "sasl.password": "sasl_password",
+    "ssl.ca.location": "ssl_ca_location",
+    "ssl.certificate.location": "ssl_certificate_location",
+    "ssl.key.location": "ssl_key_location",
+    "ssl.key.password": "ssl_key_password",
+    "sasl.oauthbearer.method": "sasl_oauthbearer_method",
+    "sasl.oauthbearer.token.endpoint.url": "sasl_oauthbearer_token_endpoint_url",
+    "sasl.oauthbearer.client.id": "sasl_oauthbearer_client_id",
+    "sasl.oauthbearer.client.secret": "sasl_oauthbearer_client_secret",
+    "sasl.oauthbearer.scope": "sasl_oauthbearer_scope",
+    "sasl.oauthbearer.extensions": "sasl_oauthbearer_extensions",
+}
+
+#: A setting whose name holds one of these words is a secret: masked by :func:`masked` and
+#: kept as a SecretStr in ``kafka.client``.
+_SECRET_WORDS = ("password", "secret", "token")
+
+MASK = "**********"
+
+
+def _is_secret(key: str) -> bool:
+    lowered = key.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+def masked(conf: Mapping[str, Any]) -> dict[str, str]:
+    """``conf`` as it may be logged: every value whose key names a password, secret or token
+    is ``**********``."""
+    return {key: MASK if _is_secret(key) else str(value) for key, value in conf.items()}
+
+
+def _client_value(key: str, value: Any) -> str:
+    """A YAML or JSON scalar as librdkafka reads it (``true``/``false`` for booleans)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | str):
+        return str(value)
+    raise ValueError(
+        f"kafka.client {key!r} must be a string, number or boolean, not {type(value).__name__}"
+    )
+
+
 class KafkaSecurity(BaseSettings):
-    """Kafka connection security, turned into librdkafka settings by ``client_config()``."""
+    """Kafka connection security and further librdkafka settings (``client``), turned into the
+    settings of every Kafka client Tidemark makes by ``client_config()``."""
 
     model_config = SettingsConfigDict(env_prefix="TIDEMARK_KAFKA_", extra="forbid")
 
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_mechanism: (
+        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None
+    ) = None
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
     ssl_ca_location: str | None = None
@@ -57,9 +148,46 @@ class KafkaSecurity(BaseSettings):
     #: Mounted secrets (a Kubernetes Secret volume): the password is the file's content.
     sasl_password_file: Path | None = None
     ssl_key_password_file: Path | None = None
+    #: SASL OAUTHBEARER: librdkafka fetches and refreshes the token from the OIDC token
+    #: endpoint itself (client credentials grant).
+    sasl_oauthbearer_method: Literal["oidc"] = "oidc"
+    sasl_oauthbearer_token_endpoint_url: str | None = None
+    sasl_oauthbearer_client_id: str | None = None
+    sasl_oauthbearer_client_secret: SecretStr | None = None
+    sasl_oauthbearer_client_secret_file: Path | None = None
+    sasl_oauthbearer_scope: str | None = None
+    sasl_oauthbearer_extensions: str | None = None
+    #: Further librdkafka settings for every client (``client.id``, ``compression.type``,
+    #: ...); values of secret-named keys are kept as SecretStr.
+    client: dict[str, str | SecretStr] = Field(default_factory=dict)
+
+    @field_validator("client", mode="before")
+    @classmethod
+    def _check_client(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        checked: dict[str, str | SecretStr] = {}
+        for key, raw in value.items():
+            name = str(key)
+            reason = OWNED_CLIENT_SETTINGS.get(name)
+            if reason is not None:
+                raise ValueError(f"kafka.client {name!r} is set by Tidemark: {reason}")
+            field = _SECURITY_CLIENT_SETTINGS.get(name)
+            if field is not None:
+                raise ValueError(
+                    f"kafka.client {name!r}: set it as kafka.{field}"
+                    f" (TIDEMARK_KAFKA_{field.upper()}), where it is checked with the"
+                    " other security settings"
+                )
+            if isinstance(raw, SecretStr):
+                checked[name] = raw
+                continue
+            text = _client_value(name, raw)
+            checked[name] = SecretStr(text) if _is_secret(name) else text
+        return checked
 
     def _secrets_from_files(self) -> None:
-        for name in ("sasl_password", "ssl_key_password"):
+        for name in ("sasl_password", "ssl_key_password", "sasl_oauthbearer_client_secret"):
             path: Path | None = getattr(self, f"{name}_file")
             if path is None or getattr(self, name) is not None:
                 continue
@@ -78,18 +206,16 @@ class KafkaSecurity(BaseSettings):
 
     def client_config(self) -> dict[str, str]:
         self._secrets_from_files()
-        conf: dict[str, str] = {"security.protocol": self.security_protocol}
+        conf: dict[str, str] = {
+            key: value.get_secret_value() if isinstance(value, SecretStr) else value
+            for key, value in self.client.items()
+        }
+        conf["security.protocol"] = self.security_protocol
         if self.security_protocol.startswith("SASL"):
-            if not (self.sasl_mechanism and self.sasl_username and self.sasl_password):
-                raise ConfigError(
-                    f"security protocol {self.security_protocol} needs"
-                    " TIDEMARK_KAFKA_SASL_MECHANISM,"
-                    " TIDEMARK_KAFKA_SASL_USERNAME and TIDEMARK_KAFKA_SASL_PASSWORD"
-                    " (or TIDEMARK_KAFKA_SASL_PASSWORD_FILE)"
-                )
-            conf["sasl.mechanism"] = self.sasl_mechanism
-            conf["sasl.username"] = self.sasl_username
-            conf["sasl.password"] = self.sasl_password.get_secret_value()
+            if self.sasl_mechanism == "OAUTHBEARER":
+                conf.update(self._oauthbearer_config())
+            else:
+                conf.update(self._password_config())
         optional = {
             "ssl.ca.location": self.ssl_ca_location,
             "ssl.certificate.location": self.ssl_certificate_location,
@@ -99,6 +225,49 @@ class KafkaSecurity(BaseSettings):
             ),
         }
         conf.update({k: v for k, v in optional.items() if v})
+        return conf
+
+    def _password_config(self) -> dict[str, str]:
+        if not (self.sasl_mechanism and self.sasl_username and self.sasl_password):
+            raise ConfigError(
+                f"security protocol {self.security_protocol} needs"
+                " TIDEMARK_KAFKA_SASL_MECHANISM,"
+                " TIDEMARK_KAFKA_SASL_USERNAME and TIDEMARK_KAFKA_SASL_PASSWORD"
+                " (or TIDEMARK_KAFKA_SASL_PASSWORD_FILE)"
+            )
+        return {
+            "sasl.mechanism": self.sasl_mechanism,
+            "sasl.username": self.sasl_username,
+            "sasl.password": self.sasl_password.get_secret_value(),
+        }
+
+    def _oauthbearer_config(self) -> dict[str, str]:
+        url = self.sasl_oauthbearer_token_endpoint_url
+        client_id = self.sasl_oauthbearer_client_id
+        secret = self.sasl_oauthbearer_client_secret
+        if not (url and client_id and secret):
+            missing = [
+                f"TIDEMARK_KAFKA_SASL_OAUTHBEARER_{name}"
+                for name, value in (
+                    ("TOKEN_ENDPOINT_URL", url), ("CLIENT_ID", client_id), ("CLIENT_SECRET", secret)
+                )
+                if not value
+            ]
+            raise ConfigError(
+                "SASL mechanism OAUTHBEARER (method oidc) needs " + ", ".join(missing)
+                + " (the secret may come from TIDEMARK_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET_FILE)"
+            )
+        conf = {
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.method": self.sasl_oauthbearer_method,
+            "sasl.oauthbearer.token.endpoint.url": url,
+            "sasl.oauthbearer.client.id": client_id,
+            "sasl.oauthbearer.client.secret": secret.get_secret_value(),
+        }
+        if self.sasl_oauthbearer_scope:
+            conf["sasl.oauthbearer.scope"] = self.sasl_oauthbearer_scope
+        if self.sasl_oauthbearer_extensions:
+            conf["sasl.oauthbearer.extensions"] = self.sasl_oauthbearer_extensions
         return conf
 
 
