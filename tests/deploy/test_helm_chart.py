@@ -10,6 +10,7 @@ endpoints, graceful shutdown, secrets only by reference.
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
@@ -108,11 +109,14 @@ def test_executor_pod_template_is_a_valid_pod(k8s_tools: K8sTools) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     pod = yaml.safe_load(template)
     env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
-    # Executors read Kafka too: same servers, same TLS files, the key password by reference.
+    # Executors read Kafka too: same servers, same TLS files, the key password as a file.
     assert env["TIDEMARK_BOOTSTRAP_SERVERS"]["value"] == "kafka-bootstrap.kafka.svc:9093"
-    assert env["TIDEMARK_KAFKA_SSL_KEY_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
-        "name": "tidemark-kafka-tls", "key": "user.password",
-    }
+    assert env["TIDEMARK_KAFKA_SSL_KEY_PASSWORD_FILE"]["value"] == (
+        "/etc/tidemark/kafka-tls/user.password"
+    )
+    assert "TIDEMARK_KAFKA_SSL_KEY_PASSWORD" not in env
+    tls = next(v for v in pod["spec"]["volumes"] if v["name"] == "kafka-tls")
+    assert tls["secret"]["secretName"] == "tidemark-kafka-tls"
     claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"]
               if "persistentVolumeClaim" in v]
     assert claims == ["checkpoint-tm-tidemark-0"]  # the driver's claim: one shared checkpoint
@@ -147,14 +151,32 @@ def test_s15_one_driver_per_checkpoint_with_probes_and_graceful_shutdown(
         assert env["TIDEMARK_SPARK_MASTER"].startswith("local[")
 
 
-def test_secrets_only_by_reference(k8s_tools: K8sTools) -> None:
+def _secret_env(container: dict[str, Any]) -> list[str]:
+    """The variables of ``container`` whose value comes from a Secret."""
+    return [e["name"] for e in container.get("env", [])
+            if "secretKeyRef" in e.get("valueFrom", {})]
+
+
+def test_secrets_only_by_reference_and_passwords_as_files(k8s_tools: K8sTools) -> None:
     docs = _docs(_render(k8s_tools, VALUES["local"]))
-    container = _one(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    pod = _one(docs, "StatefulSet")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
     env = {e["name"]: e for e in container["env"]}
-    assert env["TIDEMARK_KAFKA_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
-        "name": "tidemark-kafka-user", "key": "password",
+    # The password is a file of the mounted Secret, holding that one key; only the username
+    # comes from the Secret through the environment.
+    assert env["TIDEMARK_KAFKA_SASL_PASSWORD_FILE"]["value"] == (
+        "/etc/tidemark/secrets/kafka-sasl/password"
+    )
+    assert _secret_env(container) == ["TIDEMARK_KAFKA_SASL_USERNAME"]
+    assert not [name for name in env if name.endswith("_PASSWORD")]
+    volume = next(v for v in pod["volumes"] if v["name"] == "kafka-sasl")
+    assert volume["secret"] == {
+        "secretName": "tidemark-kafka-user", "defaultMode": 0o440,
+        "items": [{"key": "password", "path": "password"}],
     }
-    assert "value" not in env["TIDEMARK_KAFKA_SASL_USERNAME"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "kafka-sasl")
+    assert mount == {"name": "kafka-sasl", "mountPath": "/etc/tidemark/secrets/kafka-sasl",
+                     "readOnly": True}
     assert env["TIDEMARK_KAFKA_SSL_CA_LOCATION"]["value"] == "/etc/tidemark/kafka-tls/ca.crt"
     assert not [d for d in docs if d["kind"] == "Secret"]
 
@@ -253,7 +275,14 @@ def test_default_values_leave_crds_off(k8s_tools: K8sTools) -> None:
             ("kafka.securityProtocol=SASL_SSL", "kafka.tls.existingSecret=ca"),
             "kafka.sasl.mechanism",
         ),
-        (("kafka.securityProtocol=SSL",), "kafka.tls.existingSecret"),
+        (
+            ("kafka.securityProtocol=SASL_SSL", "kafka.sasl.mechanism=OAUTHBEARER",
+             "kafka.sasl.existingSecret=oidc"),
+            "kafka.sasl.oauthbearer.tokenEndpointUrl",
+        ),
+        (("kafka.client.sasl\\.password=x",), "kafka.client sasl.password looks like a secret"),
+        (("secretFiles[0].name=r", "secretFiles[0].existingSecret=s", "secretFiles[0].key=k",
+          "secretFiles[0].env=REGISTRY_PASSWORD"), "env must be a TIDEMARK_*_FILE setting"),
         (("spark.mode=kubernetes",), "ReadWriteMany"),
         (("program.inline=",), "program.inline"),
         (("checkpoint.name=../other",), "checkpoint.name"),
@@ -304,3 +333,226 @@ def test_notes_render(k8s_tools: K8sTools, mode: str, tmp_path: Path) -> None:
     assert "/var/lib/tidemark/checkpoint/v1" in notes
     if mode == "kubernetes":
         assert "3 executor pods named tm-tidemark-exec-*" in notes
+
+
+def _spark_conf(docs: list[dict[str, Any]]) -> dict[str, str]:
+    text = _one(docs, "ConfigMap", "-spark")["data"]["spark-defaults.conf"]
+    return dict(
+        line.split(None, 1) for line in text.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    )
+
+
+def _executor_pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    pod: dict[str, Any] = yaml.safe_load(
+        _one(docs, "ConfigMap", "-spark")["data"]["executor-pod-template.yaml"]
+    )
+    return pod
+
+
+@pytest.mark.parametrize("mode", list(VALUES))
+def test_spark_rpc_authentication_and_encryption_are_on_by_default(
+    k8s_tools: K8sTools, mode: str
+) -> None:
+    docs = _docs(_render(k8s_tools, VALUES[mode]))
+    conf = _spark_conf(docs)
+    assert conf["spark.authenticate"] == "true"
+    assert conf["spark.network.crypto.enabled"] == "true"
+    assert conf["spark.network.crypto.saslFallback"] == "false"
+    if mode != "kubernetes":
+        # Local mode: Spark makes its own secret per run; no Secret object, no file.
+        assert "spark.authenticate.secret.file" not in conf
+        assert not [d for d in docs if d["kind"] == "Secret"]
+        return
+    # Kubernetes mode: one secret, generated by the chart, a file in driver and executors.
+    path = conf["spark.authenticate.secret.file"]
+    assert path == "/etc/tidemark/secrets/spark-auth/secret"
+    secret = _one(docs, "Secret", "-spark-auth")
+    generated = base64.b64decode(secret["data"]["secret"]).decode()
+    assert len(generated) == 64 and generated.isalnum()
+    driver = _one(docs, "StatefulSet")["spec"]["template"]["spec"]
+    executor = _executor_pod(docs)["spec"]
+    for pod in (driver, executor):
+        (container,) = pod["containers"]
+        volume = next(v for v in pod["volumes"] if v["name"] == "spark-auth")
+        assert volume["secret"]["secretName"] == secret["metadata"]["name"]
+        assert volume["secret"]["items"] == [{"key": "secret", "path": "secret"}]
+        mount = next(m for m in container["volumeMounts"] if m["name"] == "spark-auth")
+        assert f"{mount['mountPath']}/secret" == path and mount["readOnly"] is True
+        assert not [e for e in container["env"] if "SECRET" in e["name"]]
+
+
+def test_spark_auth_from_an_existing_secret_or_off(k8s_tools: K8sTools) -> None:
+    docs = _docs(_render(k8s_tools, VALUES["kubernetes"], "spark.auth.existingSecret=spark-rpc",
+                         "spark.auth.secretKey=key"))
+    assert not [d for d in docs if d["kind"] == "Secret"]
+    assert _spark_conf(docs)["spark.authenticate.secret.file"] == (
+        "/etc/tidemark/secrets/spark-auth/key"
+    )
+    volume = next(v for v in _executor_pod(docs)["spec"]["volumes"] if v["name"] == "spark-auth")
+    assert volume["secret"]["secretName"] == "spark-rpc"
+
+    docs = _docs(_render(k8s_tools, VALUES["kubernetes"], "spark.auth.enabled=false"))
+    assert not {"spark.authenticate", "spark.network.crypto.enabled"} & set(_spark_conf(docs))
+    assert not [d for d in docs if d["kind"] == "Secret"]
+
+
+def _ports(rule: dict[str, Any]) -> set[tuple[int, str]]:
+    return {(p["port"], p["protocol"]) for p in rule.get("ports", [])}
+
+
+@pytest.mark.parametrize("mode", list(VALUES))
+def test_network_policy_by_default(k8s_tools: K8sTools, mode: str) -> None:
+    docs = _docs(_render(k8s_tools, VALUES[mode]))
+    policy = _one(docs, "NetworkPolicy", "tidemark")
+    spec = policy["spec"]
+    selector = spec["podSelector"]["matchLabels"]
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    driver = _one(docs, "StatefulSet")["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= driver.items()
+    # Metrics from the monitoring namespace, on the metrics port only.
+    metrics = next(r for r in spec["ingress"] if "ports" in r)
+    assert _ports(metrics) == {(9108, "TCP")}
+    assert metrics["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
+    egress_ports = set().union(*(_ports(r) for r in spec["egress"]))
+    assert {(53, "UDP"), (53, "TCP")} <= egress_ports
+    kafka_port = {"default": 9092, "local": 9093, "kubernetes": 9093}[mode]
+    assert (kafka_port, "TCP") in egress_ports
+    if mode == "kubernetes":
+        # Executors are selected too, and driver and executors reach each other on any port.
+        executor = _executor_pod(docs)["metadata"]["labels"]
+        assert selector.items() <= executor.items()
+        peers = {"podSelector": {"matchLabels": selector}}
+        assert {"from": [peers]} in spec["ingress"]
+        assert {"to": [peers]} in spec["egress"]
+        api = _one(docs, "NetworkPolicy", "-driver-api")["spec"]
+        assert api["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "driver"
+        assert _ports(api["egress"][0]) == {(443, "TCP"), (6443, "TCP")}
+    else:
+        assert not [r for r in spec["ingress"] if "ports" not in r]
+        assert not [d for d in docs if d["metadata"]["name"].endswith("-driver-api")]
+
+
+def test_network_policy_values(k8s_tools: K8sTools) -> None:
+    docs = _docs(_render(
+        k8s_tools, None,
+        "networkPolicy.metrics.namespace=observability",
+        "networkPolicy.schemaRegistry.ports={8081}",
+        "networkPolicy.kafka.to[0].ipBlock.cidr=10.20.0.0/16",
+        "kafka.securityProtocol=SASL_SSL", "kafka.sasl.mechanism=OAUTHBEARER",
+        "kafka.sasl.existingSecret=oidc",
+        "kafka.sasl.oauthbearer.tokenEndpointUrl=https://idp.internal:8443/oauth2/token",
+        "kafka.sasl.oauthbearer.clientId=tidemark",
+    ))
+    spec = _one(docs, "NetworkPolicy")["spec"]
+    assert spec["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "observability"
+    }
+    egress = {frozenset(_ports(r)): r for r in spec["egress"]}
+    assert egress[frozenset({(9092, "TCP")})]["to"] == [{"ipBlock": {"cidr": "10.20.0.0/16"}}]
+    assert frozenset({(8081, "TCP")}) in egress
+    assert frozenset({(8443, "TCP")}) in egress  # the token endpoint's port
+    result = _kubeconform(k8s_tools, yaml.safe_dump_all(docs))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not [d for d in _docs(_render(k8s_tools, None, "networkPolicy.enabled=false"))
+                if d["kind"] == "NetworkPolicy"]
+
+
+def _containers(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    found = list(_one(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"])
+    if "executor-pod-template.yaml" in _one(docs, "ConfigMap", "-spark")["data"]:
+        found += _executor_pod(docs)["spec"]["containers"]
+    return found
+
+
+OAUTH = (
+    "kafka.securityProtocol=SASL_SSL", "kafka.sasl.mechanism=OAUTHBEARER",
+    "kafka.sasl.existingSecret=tidemark-oidc",
+    "kafka.sasl.oauthbearer.tokenEndpointUrl=https://idp.internal/oauth2/token",
+    "kafka.sasl.oauthbearer.clientId=tidemark", "kafka.sasl.oauthbearer.scope=kafka",
+)
+
+
+@pytest.mark.parametrize(
+    ("values", "sets"),
+    [(VALUES["default"], ()), (VALUES["local"], ()), (VALUES["kubernetes"], ()),
+     (VALUES["kubernetes"], OAUTH),
+     (None, ("secretFiles[0].name=registry", "secretFiles[0].existingSecret=tidemark-registry",
+             "secretFiles[0].key=password",
+             "secretFiles[0].env=TIDEMARK_SCHEMA_REGISTRY_PASSWORD_FILE"))],
+    ids=["default", "local", "kubernetes", "oauthbearer", "secret-files"],
+)
+def test_no_password_in_the_environment(
+    k8s_tools: K8sTools, values: Path | None, sets: tuple[str, ...]
+) -> None:
+    """Passwords and client secrets are files of mounted Secrets: no variable holds one, and
+    each *_FILE variable names a file of a mounted Secret volume."""
+    docs = _docs(_render(k8s_tools, values, *sets))
+    for container in _containers(docs):
+        env = {e["name"]: e for e in container["env"]}
+        assert set(_secret_env(container)) <= {"TIDEMARK_KAFKA_SASL_USERNAME"}
+        assert not [n for n in env if ("PASSWORD" in n or "SECRET" in n)
+                    and not n.endswith("_FILE")]
+        mounts = [m["mountPath"] for m in container.get("volumeMounts", [])]
+        for name, variable in env.items():
+            if name.endswith("_FILE"):
+                assert any(variable["value"].startswith(f"{m}/") for m in mounts), name
+    if sets:
+        result = _kubeconform(k8s_tools, yaml.safe_dump_all(docs), "-skip", ",".join(CRDS))
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_oauthbearer_renders_the_oidc_settings(k8s_tools: K8sTools) -> None:
+    from app.config import KafkaSecurity
+
+    docs = _docs(_render(k8s_tools, None, *OAUTH))
+    container = _one(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["TIDEMARK_KAFKA_SASL_MECHANISM"] == "OAUTHBEARER"
+    assert env["TIDEMARK_KAFKA_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL"] == (
+        "https://idp.internal/oauth2/token"
+    )
+    assert env["TIDEMARK_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET_FILE"] == (
+        "/etc/tidemark/secrets/kafka-sasl/client-secret"
+    )
+    assert "TIDEMARK_KAFKA_SASL_USERNAME" not in env
+    known = {f"TIDEMARK_KAFKA_{name.upper()}" for name in KafkaSecurity.model_fields}
+    assert {n for n in env if n.startswith("TIDEMARK_KAFKA_")} <= known
+    egress = _one(docs, "NetworkPolicy")["spec"]["egress"]
+    assert {"ports": [{"port": 443, "protocol": "TCP"}]} in egress
+
+
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_SSL"])
+def test_tls_without_a_ca_secret_uses_the_system_ca_bundle(
+    k8s_tools: K8sTools, protocol: str
+) -> None:
+    sasl = ("kafka.sasl.mechanism=SCRAM-SHA-512", "kafka.sasl.existingSecret=tidemark-kafka-user")
+    docs = _docs(_render(k8s_tools, None, f"kafka.securityProtocol={protocol}",
+                         *(sasl if protocol == "SASL_SSL" else ())))
+    container = _one(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"] for e in container["env"]}
+    assert "TIDEMARK_KAFKA_SSL_CA_LOCATION" not in env
+    assert "kafka-tls" not in {m["name"] for m in container["volumeMounts"]}
+    result = _kubeconform(k8s_tools, yaml.safe_dump_all(docs))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_kafka_client_settings_reach_the_app(
+    k8s_tools: K8sTools, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kafka.client in values becomes TIDEMARK_KAFKA_CLIENT, which the app's settings read."""
+    from app.config import load_settings
+
+    docs = _docs(_render(k8s_tools, VALUES["kubernetes"], "kafka.client.client\\.id=purchases",
+                         "kafka.client.compression\\.type=zstd",
+                         "kafka.client.socket\\.keepalive\\.enable=true"))
+    for container in _containers(docs):
+        env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+        monkeypatch.setenv("TIDEMARK_KAFKA_CLIENT", env["TIDEMARK_KAFKA_CLIENT"])
+        monkeypatch.delenv("TIDEMARK_CONFIG", raising=False)
+        conf = load_settings(None).kafka_config()
+        assert conf["client.id"] == "purchases"
+        assert conf["compression.type"] == "zstd"
+        assert conf["socket.keepalive.enable"] == "true"

@@ -83,8 +83,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and (hasPrefix "SASL" .Values.kafka.securityProtocol) (or (not .Values.kafka.sasl.mechanism) (not .Values.kafka.sasl.existingSecret)) }}
 {{- fail "kafka.securityProtocol SASL_* needs kafka.sasl.mechanism and kafka.sasl.existingSecret" }}
 {{- end }}
-{{- if and (hasSuffix "SSL" .Values.kafka.securityProtocol) (not .Values.kafka.tls.existingSecret) }}
-{{- fail "kafka.securityProtocol SSL/SASL_SSL needs kafka.tls.existingSecret with the CA" }}
+{{- if and (hasPrefix "SASL" .Values.kafka.securityProtocol) (eq .Values.kafka.sasl.mechanism "OAUTHBEARER") (or (not .Values.kafka.sasl.oauthbearer.tokenEndpointUrl) (not .Values.kafka.sasl.oauthbearer.clientId)) }}
+{{- fail "kafka.sasl.mechanism OAUTHBEARER needs kafka.sasl.oauthbearer.tokenEndpointUrl and kafka.sasl.oauthbearer.clientId" }}
+{{- end }}
+{{- range .Values.secretFiles }}
+{{- if not (and .name .existingSecret .key .env) }}
+{{- fail "each of secretFiles needs name, existingSecret, key and env" }}
+{{- end }}
+{{- if not (regexMatch "^TIDEMARK_[A-Z0-9_]+_FILE$" .env) }}
+{{- fail (printf "secretFiles %s: env must be a TIDEMARK_*_FILE setting, not %q" .name .env) }}
+{{- end }}
+{{- end }}
+{{- range $key, $_ := .Values.kafka.client }}
+{{- if regexMatch "(?i)password|secret|token" $key }}
+{{- fail (printf "kafka.client %s looks like a secret: its value would be plain in the pod spec; mount it with secretFiles or kafka.sasl/kafka.tls" $key) }}
+{{- end }}
 {{- end }}
 {{- if and (not .Values.program.existingConfigMap) (not .Values.program.inline) }}
 {{- fail "set program.inline (the SQL text) or program.existingConfigMap" }}
@@ -101,7 +114,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/*
 Environment shared by the driver container and the executor pod template: Kafka connection and
-secrets. Executors decode Kafka input too, so they need the same credentials.
+the files holding its secrets (tidemark.secretMounts mounts them). Executors make Kafka clients
+too, so they get the same settings and files.
 */}}
 {{- define "tidemark.kafkaEnv" -}}
 - name: TIDEMARK_BOOTSTRAP_SERVERS
@@ -111,20 +125,38 @@ secrets. Executors decode Kafka input too, so they need the same credentials.
 {{- if hasPrefix "SASL" .Values.kafka.securityProtocol }}
 - name: TIDEMARK_KAFKA_SASL_MECHANISM
   value: {{ .Values.kafka.sasl.mechanism | quote }}
+{{- if eq .Values.kafka.sasl.mechanism "OAUTHBEARER" }}
+{{- with .Values.kafka.sasl.oauthbearer }}
+- name: TIDEMARK_KAFKA_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL
+  value: {{ .tokenEndpointUrl | quote }}
+- name: TIDEMARK_KAFKA_SASL_OAUTHBEARER_CLIENT_ID
+  value: {{ .clientId | quote }}
+- name: TIDEMARK_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET_FILE
+  value: /etc/tidemark/secrets/kafka-sasl/{{ .clientSecretKey }}
+{{- with .scope }}
+- name: TIDEMARK_KAFKA_SASL_OAUTHBEARER_SCOPE
+  value: {{ . | quote }}
+{{- end }}
+{{- with .extensions }}
+- name: TIDEMARK_KAFKA_SASL_OAUTHBEARER_EXTENSIONS
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- else }}
 - name: TIDEMARK_KAFKA_SASL_USERNAME
   valueFrom:
     secretKeyRef:
       name: {{ .Values.kafka.sasl.existingSecret }}
       key: {{ .Values.kafka.sasl.usernameKey }}
-- name: TIDEMARK_KAFKA_SASL_PASSWORD
-  valueFrom:
-    secretKeyRef:
-      name: {{ .Values.kafka.sasl.existingSecret }}
-      key: {{ .Values.kafka.sasl.passwordKey }}
+- name: TIDEMARK_KAFKA_SASL_PASSWORD_FILE
+  value: /etc/tidemark/secrets/kafka-sasl/{{ .Values.kafka.sasl.passwordKey }}
+{{- end }}
 {{- end }}
 {{- if .Values.kafka.tls.existingSecret }}
+{{- if .Values.kafka.tls.caKey }}
 - name: TIDEMARK_KAFKA_SSL_CA_LOCATION
   value: /etc/tidemark/kafka-tls/{{ .Values.kafka.tls.caKey }}
+{{- end }}
 {{- if .Values.kafka.tls.certKey }}
 - name: TIDEMARK_KAFKA_SSL_CERTIFICATE_LOCATION
   value: /etc/tidemark/kafka-tls/{{ .Values.kafka.tls.certKey }}
@@ -134,25 +166,110 @@ secrets. Executors decode Kafka input too, so they need the same credentials.
   value: /etc/tidemark/kafka-tls/{{ .Values.kafka.tls.keyKey }}
 {{- end }}
 {{- if .Values.kafka.tls.keyPasswordKey }}
-- name: TIDEMARK_KAFKA_SSL_KEY_PASSWORD
-  valueFrom:
-    secretKeyRef:
-      name: {{ .Values.kafka.tls.existingSecret }}
-      key: {{ .Values.kafka.tls.keyPasswordKey }}
+- name: TIDEMARK_KAFKA_SSL_KEY_PASSWORD_FILE
+  value: /etc/tidemark/kafka-tls/{{ .Values.kafka.tls.keyPasswordKey }}
 {{- end }}
+{{- end }}
+{{- with .Values.kafka.client }}
+- name: TIDEMARK_KAFKA_CLIENT
+  value: {{ toJson . | quote }}
+{{- end }}
+{{- range .Values.secretFiles }}
+- name: {{ .env }}
+  value: /etc/tidemark/secrets/{{ .name }}/{{ .key }}
 {{- end }}
 {{- end }}
 
-{{/* The Kafka TLS Secret as a volume and its mount; callers check kafka.tls.existingSecret. */}}
-{{- define "tidemark.kafkaTlsVolume" -}}
+{{/* The key of the Secret Spark's RPC authentication reads (kubernetes mode). */}}
+{{- define "tidemark.sparkAuthSecret" -}}
+{{- default (printf "%s-spark-auth" (include "tidemark.fullname" .)) .Values.spark.auth.existingSecret }}
+{{- end }}
+
+{{- define "tidemark.sparkAuthFile" -}}
+{{- printf "/etc/tidemark/secrets/spark-auth/%s" .Values.spark.auth.secretKey }}
+{{- end }}
+
+{{/* Secrets as files: volumes and mounts of the driver and the executor pod template. Only the
+keys named in values are projected, read-only, readable by the pod's group only. */}}
+{{- define "tidemark.secretVolumes" -}}
+{{- if .Values.kafka.tls.existingSecret }}
 - name: kafka-tls
   secret:
     secretName: {{ .Values.kafka.tls.existingSecret }}
     defaultMode: 0440
 {{- end }}
+{{- if hasPrefix "SASL" .Values.kafka.securityProtocol }}
+- name: kafka-sasl
+  secret:
+    secretName: {{ .Values.kafka.sasl.existingSecret }}
+    defaultMode: 0440
+    items:
+      {{- $key := ternary .Values.kafka.sasl.oauthbearer.clientSecretKey .Values.kafka.sasl.passwordKey (eq .Values.kafka.sasl.mechanism "OAUTHBEARER") }}
+      - key: {{ $key }}
+        path: {{ $key }}
+{{- end }}
+{{- if and .Values.spark.auth.enabled (eq .Values.spark.mode "kubernetes") }}
+- name: spark-auth
+  secret:
+    secretName: {{ include "tidemark.sparkAuthSecret" . }}
+    defaultMode: 0440
+    items:
+      - key: {{ .Values.spark.auth.secretKey }}
+        path: {{ .Values.spark.auth.secretKey }}
+{{- end }}
+{{- range .Values.secretFiles }}
+- name: secret-{{ .name }}
+  secret:
+    secretName: {{ .existingSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ .key }}
+        path: {{ .key }}
+{{- end }}
+{{- end }}
 
-{{- define "tidemark.kafkaTlsMount" -}}
+{{- define "tidemark.secretMounts" -}}
+{{- if .Values.kafka.tls.existingSecret }}
 - name: kafka-tls
   mountPath: /etc/tidemark/kafka-tls
   readOnly: true
+{{- end }}
+{{- if hasPrefix "SASL" .Values.kafka.securityProtocol }}
+- name: kafka-sasl
+  mountPath: /etc/tidemark/secrets/kafka-sasl
+  readOnly: true
+{{- end }}
+{{- if and .Values.spark.auth.enabled (eq .Values.spark.mode "kubernetes") }}
+- name: spark-auth
+  mountPath: /etc/tidemark/secrets/spark-auth
+  readOnly: true
+{{- end }}
+{{- range .Values.secretFiles }}
+- name: secret-{{ .name }}
+  mountPath: /etc/tidemark/secrets/{{ .name }}
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/* The TCP ports of kafka.bootstrapServers (host:port,...), as a JSON list. */}}
+{{- define "tidemark.kafkaPorts" -}}
+{{- $ports := list }}
+{{- range splitList "," .Values.kafka.bootstrapServers }}
+{{- $server := trim . }}
+{{- if $server }}
+{{- $ports = append $ports (atoi (last (splitList ":" $server))) }}
+{{- end }}
+{{- end }}
+{{- toJson (uniq $ports) }}
+{{- end }}
+
+{{/* The port of the OIDC token endpoint URL, as a JSON list. */}}
+{{- define "tidemark.oidcPorts" -}}
+{{- $url := urlParse .Values.kafka.sasl.oauthbearer.tokenEndpointUrl }}
+{{- $host := $url.host }}
+{{- if contains ":" $host }}
+{{- toJson (list (atoi (last (splitList ":" $host)))) }}
+{{- else }}
+{{- toJson (list (ternary 80 443 (eq $url.scheme "http"))) }}
+{{- end }}
 {{- end }}
