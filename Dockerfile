@@ -13,18 +13,20 @@
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
-# ---- deps: the dependencies pinned in pyproject.toml, in a venv -----------------------------
+# ---- deps: pyproject.toml's runtime dependencies, in a venv --------------------------------
 # Their own stage and layer: a change to app/ rebuilds only the small wheel below and the
 # layer that installs it, instead of downloading pyspark again and copying the whole venv;
-# only a change to pyproject.toml rebuilds this stage.
+# only a change to pyproject.toml or constraints.txt rebuilds this stage. constraints.txt pins
+# every distribution installed here to the version the tests ran with
+# (scripts/freeze-constraints.py; tests/unit/test_runtime_dependencies.py checks it).
 FROM ${PYTHON_IMAGE} AS deps
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/tidemark/venv
-COPY pyproject.toml ./
+COPY pyproject.toml constraints.txt ./
 RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
         > /tmp/requirements.txt \
-    && /opt/tidemark/venv/bin/pip install --no-compile -r /tmp/requirements.txt \
+    && /opt/tidemark/venv/bin/pip install --no-compile -c constraints.txt -r /tmp/requirements.txt \
     && find /opt/tidemark/venv -name '__pycache__' -type d -prune -exec rm -rf {} +
 
 # ---- wheel: the project from this source tree ----------------------------------------------
@@ -53,7 +55,7 @@ RUN apt-get update \
     && chown -R tidemark:tidemark /var/lib/tidemark
 
 COPY --from=deps /opt/tidemark/venv /opt/tidemark/venv
-# The project's wheel into the venv; pip check: the versions pinned in pyproject.toml hold.
+# The project's wheel into the venv; pip check: the pinned versions satisfy every requirement.
 RUN --mount=type=bind,from=wheel,source=/wheels,target=/tmp/wheels \
     /opt/tidemark/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps \
         --no-compile /tmp/wheels/tidemark-*.whl \

@@ -8,16 +8,25 @@ distributions that provide it in this environment, and requires one of them to b
 ``[project].dependencies``. The installed-wheel test (tests/e2e/test_installed_wheel.py)
 shows the same by importing every module in a virtual environment that has only those
 dependencies.
+
+The image installs those dependencies with ``-c constraints.txt``: the checks below hold that
+file to an exact pin of every runtime dependency and of everything they require, at the
+versions installed here (where the tests ran), and to nothing else.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.metadata
+import importlib.util
 import re
 import sys
 import tomllib
 from pathlib import Path
+from types import ModuleType
+
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app"
@@ -80,3 +89,89 @@ def test_a_dependency_moved_to_the_dev_extra_is_reported(tmp_path: Path) -> None
     (tmp_path / "pyproject.toml").write_text(without)
     missing = undeclared_imports(APP, declared_dependencies(tmp_path / "pyproject.toml"))
     assert [m for m in missing if m.startswith("yaml ")], missing
+
+
+CONSTRAINTS = ROOT / "constraints.txt"
+
+
+def _freeze_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "freeze_constraints", ROOT / "scripts" / "freeze-constraints.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def pinned_versions(constraints: Path) -> dict[str, str]:
+    """``name==version`` lines of a constraints file (normalised name -> version); any other
+    requirement line is an error."""
+    pins: dict[str, str] = {}
+    for number, line in enumerate(constraints.read_text().splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        req = Requirement(text)
+        (spec,) = req.specifier  # exactly one specifier: the pin
+        assert spec.operator == "==" and "*" not in spec.version, f"line {number}: {line}"
+        assert not req.marker and not req.extras, f"line {number}: {line}"
+        pins[_normalise(req.name)] = spec.version
+    return pins
+
+
+def unpinned_runtime_dependencies(pyproject: Path, constraints: Path) -> list[str]:
+    """Runtime dependencies of ``pyproject`` with no pin in ``constraints``, or whose pin is
+    outside the range pyproject.toml allows."""
+    pins = pinned_versions(constraints)
+    problems = []
+    for spec in tomllib.loads(pyproject.read_text())["project"]["dependencies"]:
+        req = Requirement(spec)
+        version = pins.get(_normalise(req.name))
+        if version is None:
+            problems.append(f"{req.name} is not pinned")
+        elif not SpecifierSet(str(req.specifier)).contains(version, prereleases=True):
+            problems.append(f"{req.name}=={version} is outside {req.specifier}")
+    return problems
+
+
+def test_every_runtime_dependency_is_pinned_in_the_constraints() -> None:
+    problems = unpinned_runtime_dependencies(ROOT / "pyproject.toml", CONSTRAINTS)
+    assert not problems, "run scripts/freeze-constraints.py: " + "; ".join(problems)
+
+
+def test_the_constraints_pin_the_runtime_closure_as_installed() -> None:
+    """Transitive dependencies too, at the versions the tests ran with; no dev tool and not
+    the project itself."""
+    closure = _freeze_script().runtime_closure(ROOT / "pyproject.toml")
+    pins = pinned_versions(CONSTRAINTS)
+    assert pins == closure, "constraints.txt is out of date: run scripts/freeze-constraints.py"
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["dev"]
+    dev_only = {_normalise(Requirement(spec).name) for spec in dev} - set(closure)
+    assert dev_only and not dev_only & set(pins)
+    assert "tidemark" not in pins and "pytest" not in pins
+
+
+def test_a_dependency_missing_from_the_constraints_is_reported(tmp_path: Path) -> None:
+    """The check is live: a constraints file without sqlglot, and one with an older pyspark
+    than pyproject.toml allows, are both reported."""
+    text = CONSTRAINTS.read_text()
+    without = tmp_path / "without.txt"
+    without.write_text(re.sub(r"^sqlglot==.*\n", "", text, flags=re.MULTILINE))
+    assert unpinned_runtime_dependencies(ROOT / "pyproject.toml", without) == [
+        "sqlglot is not pinned"
+    ]
+    older = tmp_path / "older.txt"
+    older.write_text(re.sub(r"^pyspark==.*$", "pyspark==3.5.0", text, flags=re.MULTILINE))
+    (problem,) = unpinned_runtime_dependencies(ROOT / "pyproject.toml", older)
+    assert problem.startswith("pyspark==3.5.0 is outside")
+
+
+def test_the_image_installs_its_dependencies_with_the_constraints() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "COPY pyproject.toml constraints.txt ./" in dockerfile
+    assert re.search(r"pip install [^\n]*-c constraints\.txt -r /tmp/requirements\.txt",
+                     dockerfile)
+    ignore = (ROOT / ".dockerignore").read_text().splitlines()
+    assert "!constraints.txt" in ignore  # in the build context
