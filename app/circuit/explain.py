@@ -22,6 +22,7 @@ from app.circuit.ir import (
     ColumnRef,
     Expr,
     Filter,
+    Join,
     Literal_,
     Operator,
     Project,
@@ -102,7 +103,44 @@ def _agg_text(call: AggCall) -> str:
     return f"{call.fn}({'DISTINCT ' if call.distinct else ''}{inner})"
 
 
+def _join_text(join: Join, time_type: SqlType | None) -> str:
+    """S16: the join node: its kind and form, keys, bound and residual condition."""
+    left, right = join.left, join.right
+    kind = {"inner": "INNER", "left": "LEFT OUTER", "right": "RIGHT OUTER",
+            "full": "FULL OUTER"}[join.kind]
+    parts = [f"{join.form.upper()} JOIN ({kind}) {left.source} AS {left.alias}, "
+             f"{right.source} AS {right.alias}"]
+    keys = ", ".join(f"{expr_text(a)} = {expr_text(b)}" for a, b in join.keys)
+    parts.append(f"keys {keys}" if keys else "no keys")
+    bound = join.bound
+    if bound is not None:
+        x, y = left.qualified(bound.left_column), right.qualified(bound.right_column)
+        if join.form == "window":
+            parts.append(f"bound {y} = {x}")
+        else:
+            parts.append(f"bound {_shifted(x, bound.lower, time_type)} <= {y} <= "
+                         f"{_shifted(x, bound.upper, time_type)}")
+    else:
+        parts.append("no time bound")
+    if join.residual is not None:
+        parts.append(f"and {expr_text(join.residual)}")
+    outer = {"inner": "", "left": f"; unmatched {left.alias} rows are written with NULLs "
+             "once proven unmatched", "right": f"; unmatched {right.alias} rows are written "
+             "with NULLs once proven unmatched", "full": "; unmatched rows of either side are "
+             "written with NULLs once proven unmatched"}[join.kind]
+    return "; ".join(parts) + "; a match is written when its second row arrives" + outer
+
+
+def _shifted(column: str, amount: int, t: SqlType | None) -> str:
+    if amount == 0:
+        return column
+    return f"{column} {'+' if amount > 0 else '-'} {_duration(abs(amount), t)}"
+
+
 def _operator_text(op: Operator, time_types: dict[str, SqlType]) -> str:
+    if isinstance(op, Join):
+        column = op.bound.left_column if op.bound is not None else None
+        return _join_text(op, time_types.get(op.left.qualified(column)) if column else None)
     if isinstance(op, UnionAll):
         sources = ", ".join(branch.source for branch in op.branches)
         return (f"UNION ALL of {len(op.branches)} branches ({sources}): every branch's rows, "
@@ -190,6 +228,9 @@ def _operator_lines(circuit: Circuit, view: View) -> list[str]:
     """One line per operator; a UNION ALL's branches follow it, each with its operators."""
     lines: list[str] = []
     for index, op in enumerate(view.operators, start=1):
+        if view.join is not None:
+            lines.append(f"{index}. {_operator_text(op, _join_types(circuit, view.join))}")
+            continue
         if not isinstance(op, UnionAll):
             lines.append(f"{index}. {_operator_text(op, _time_types(circuit, view.source))}")
             continue
@@ -201,8 +242,39 @@ def _operator_lines(circuit: Circuit, view: View) -> list[str]:
     return lines
 
 
+def _join_types(circuit: Circuit, join: Join) -> dict[str, SqlType]:
+    """The joined row's column types by qualified name (for durations in explain)."""
+    types: dict[str, SqlType] = {}
+    for side in (join.left, join.right):
+        types.update({side.qualified(n): t for n, t in _time_types(circuit, side.source).items()})
+    return types
+
+
+def _view_types(circuit: Circuit, view: View) -> dict[str, SqlType]:
+    if view.join is not None:
+        return _join_types(circuit, view.join)
+    if view.union is not None:
+        return {}
+    return _time_types(circuit, view.source)
+
+
+def _input_text(view: View) -> str:
+    join = view.join
+    if join is None:
+        return " UNION ALL ".join(view.sources)
+    kind = {"inner": "JOIN", "left": "LEFT JOIN", "right": "RIGHT JOIN",
+            "full": "FULL JOIN"}[join.kind]
+    return f"{join.left.source} {kind} {join.right.source}"
+
+
 def _waterline_text(attr: TimeAttribute) -> str:
-    """S10/S17: the waterline a time attribute carries."""
+    """S10/S16/S17: the waterline a time attribute carries."""
+    if attr.join is not None:
+        held = attr.join
+        other = _waterline_text(held.other)
+        lag = f" - {_duration(held.lag, None)}" if held.lag > 0 else (
+            f" + {_duration(-held.lag, None)}" if held.lag < 0 else "")
+        return f"min({_waterline_text(held.own)}, {other}{lag})"
     if attr.merged:
         return "min(" + ", ".join(_waterline_text(m) for m in attr.merged) + ")"
     return f"w({attr.table}.{attr.source_column})"
@@ -231,7 +303,7 @@ def explain_text(circuit: Circuit) -> str:
                          "wall clock")
         lines.append("")
     for view in circuit.views:
-        lines.append(f"view {view.name} <- {' UNION ALL '.join(view.sources)}"
+        lines.append(f"view {view.name} <- {_input_text(view)}"
                      + ("" if view.output is not None else " (local)"))
         lines.extend(f"  {line}" for line in _operator_lines(circuit, view))
         lines.append("  columns:      " + ", ".join(f"{c.name} {c.type}" for c in view.columns))
@@ -246,6 +318,8 @@ def explain_text(circuit: Circuit) -> str:
                        "view_lateness": "own LATENESS"}[attr.kind]
                 if attr.merged and attr.table == view.name:
                     how = f"UNION ALL: w = {_waterline_text(attr)}"
+                if attr.join is not None and attr.table == view.name:
+                    how = f"JOIN: w = {_waterline_text(attr)}"
                 attrs.append(f"{attr.column} ({attr.kind}: {how})")
             lines.append(f"  time:         {', '.join(attrs)}")
         else:
@@ -290,10 +364,9 @@ def explain_json(circuit: Circuit) -> dict[str, Any]:
         } for t in circuit.tables],
         "views": [{
             "name": v.name,
-            "source": " UNION ALL ".join(v.sources),
+            "source": _input_text(v),
             "sources": list(v.sources),
-            "operators": [_operator_text(op, _time_types(circuit, v.source) if v.union is None
-                                         else {}) for op in v.operators],
+            "operators": [_operator_text(op, _view_types(circuit, v)) for op in v.operators],
             "branches": [{"source": b.source,
                           "operators": [_operator_text(op, _time_types(circuit, b.source))
                                         for op in b.operators]}

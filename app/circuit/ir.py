@@ -31,6 +31,10 @@ __all__ = [
     "EmitPolicy",
     "Expr",
     "Filter",
+    "Join",
+    "JoinBound",
+    "JoinSide",
+    "JoinTime",
     "Lateness",
     "Literal_",
     "Operator",
@@ -221,7 +225,54 @@ class UnionAll:
     branches: tuple[UnionBranch, ...]
 
 
-Operator = Filter | Project | Window | Aggregate | UnionAll
+@dataclass(frozen=True)
+class JoinSide:
+    """One input of a :class:`Join`: the relation, the alias that qualifies its columns, and
+    its column names. In the joined row a column is ``<alias>.<column>``."""
+
+    source: str
+    alias: str
+    columns: tuple[str, ...]
+
+    def qualified(self, column: str) -> str:
+        return f"{self.alias}.{column}"
+
+
+@dataclass(frozen=True)
+class JoinBound:
+    """The time bound of an interval or window join (SPEC S16), in the time columns' unit:
+    ``left.left_column + lower <= right.right_column <= left.left_column + upper``.
+    Column names are unqualified side columns; a window join is ``lower == upper == 0`` on
+    both sides' ``window_end``."""
+
+    left_column: str
+    right_column: str
+    lower: int
+    upper: int
+
+
+@dataclass(frozen=True)
+class Join:
+    """SPEC S16: the rows of ``left`` and ``right`` whose ``keys`` are equal (a NULL key
+    matches nothing), within ``bound``, and for which ``residual`` is TRUE. Always a view's
+    first operator; the view's ``sources`` are ``(left.source, right.source)``.
+
+    ``form``: 'interval' (a bound between two row-time attributes), 'window' (equal
+    ``window_end`` of two windowed relations) or 'regular' (no bound: state is never freed).
+    ``kind``: an outer side's row without a match is emitted, padded with NULLs, once the
+    other side's waterline proves no match can come. Keys and residual are expressions over
+    the joined row's qualified names; each key is (left expression, right expression)."""
+
+    kind: Literal["inner", "left", "right", "full"]
+    form: Literal["interval", "window", "regular"]
+    left: JoinSide
+    right: JoinSide
+    keys: tuple[tuple[Expr, Expr], ...]
+    residual: Expr | None
+    bound: JoinBound | None
+
+
+Operator = Filter | Project | Window | Aggregate | UnionAll | Join
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,6 +311,22 @@ class TimeAttribute:
     #: column): each branch's time attribute at that position; the waterline is their
     #: minimum (S17, SQLstream's merge). Empty for every other column.
     merged: tuple[TimeAttribute, ...] = ()
+    #: Of a JOIN output column (then ``table`` is the join view, ``source_column`` the
+    #: column): its own side's time attribute, held back by the other side's (S16).
+    join: JoinTime | None = None
+
+
+@dataclass(frozen=True)
+class JoinTime:
+    """Where a join output column's waterline comes from (SPEC S10, S16): its own side's
+    time attribute ``own``, held back by ``other``, the other side's bound column, so that a
+    match or an unmatched row found later is never below it:
+    ``w = min(w(own), w(other) - lag)``, ``lag`` in the column's unit."""
+
+    own: TimeAttribute
+    other: TimeAttribute
+    lag: int
+    side: Literal["left", "right"]
 
 
 @dataclass(frozen=True)
@@ -286,8 +353,10 @@ class Output:
 @dataclass(frozen=True)
 class StateBound:
     """SPEC S11: what state the view holds and when it is freed.
-    ``kind``: 'none' (stateless), 'window' (freed when w(window_end) >= window_end),
-    'unbounded' (GROUP BY without a time attribute key: grows forever, a warning)."""
+    ``kind``: 'none' (stateless), 'window' (freed by a waterline: a group once
+    w(window_end) >= window_end; a join's row once the other side's waterline passes its
+    bound), 'unbounded' (GROUP BY without a time attribute key, or a join without a time
+    bound: grows forever, a warning)."""
 
     kind: Literal["none", "window", "unbounded"]
     window_end_column: str | None = None
@@ -337,12 +406,18 @@ class View:
 
     @property
     def source(self) -> str:
-        """The one relation a single-input view reads. A UNION ALL view reads several: use
-        ``sources``; asking it for one is a mistake, never answered with one branch."""
+        """The one relation a single-input view reads. A UNION ALL or JOIN view reads several:
+        use ``sources``; asking it for one is a mistake, never answered with one input."""
         if len(self.sources) != 1:
-            raise ValueError(f"view {self.name} is a UNION ALL of {', '.join(self.sources)}: "
+            what = "a JOIN" if self.join is not None else "a UNION ALL"
+            raise ValueError(f"view {self.name} is {what} of {', '.join(self.sources)}: "
                              "read view.sources")
         return self.sources[0]
+
+    @property
+    def join(self) -> Join | None:
+        """The view's JOIN (its first operator), or None."""
+        return next((op for op in self.operators if isinstance(op, Join)), None)
 
     @property
     def union(self) -> UnionAll | None:
@@ -388,6 +463,19 @@ class Circuit:
                 return self.table(seen)
             except KeyError:
                 seen = self.view(seen).source
+
+    def join_upstream(self, relation: str) -> str | None:
+        """The nearest JOIN view ``relation`` is or reads (through any views), or None."""
+        pending = [relation]
+        while pending:
+            name = pending.pop(0)
+            if any(t.name == name for t in self.tables):
+                continue
+            view = self.view(name)
+            if view.join is not None:
+                return view.name
+            pending.extend(view.sources)
+        return None
 
     def union_upstream(self, relation: str) -> str | None:
         """The nearest UNION ALL view ``relation`` is or reads (through any views), or None."""

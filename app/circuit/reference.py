@@ -13,7 +13,10 @@ in plain Python, favouring obviousness over speed. Per step, in this order:
    per-group accumulators; a view with its own LATENESS (L2, decoding case) runs a late gate on
    its rows. Readers of an ``EMIT AFTER WATERMARK`` aggregate get only its final rows, in the
    step that completes each group (S18). A UNION ALL view's delta is its branches' rows in
-   arrival order; its time columns' waterline is the minimum of the branches' (S17).
+   arrival order; its time columns' waterline is the minimum of the branches' (S17). A JOIN
+   view holds each side's rows until the other side's waterline passes their bound, emits
+   each match when its second row arrives and an outer row once it is proven unmatched
+   (S16).
 3. **Completeness, emission, state** (S11-S14): after all rows of the step are applied, each
    output view writes its records per its :class:`~app.circuit.ir.EmitPolicy` and format, and
    groups that are complete and fully written are freed.
@@ -34,6 +37,7 @@ from app.circuit.ir import (
     Circuit,
     ColumnRef,
     Filter,
+    Join,
     Operator,
     Project,
     Table,
@@ -196,6 +200,139 @@ class _Group:
     released: bool = False  # final row handed to readers (S18)
 
 
+@dataclass
+class _Held:
+    """A row one side of a join keeps: the side's columns by qualified name, its bound time
+    (None: no bound, or a NULL time) and whether it has matched a row of the other side."""
+
+    row: dict[str, Any]
+    time: int | None
+    matched: bool = False
+
+
+class _JoinRuntime:
+    """SPEC S16 for one :class:`~app.circuit.ir.Join`, step by step.
+
+    Rows of both sides are taken in arrival order; each is matched against the rows the other
+    side holds (so a pair is emitted when its second row arrives, once), then held. After the
+    step's rows, a held row whose partners could only be rows below the other side's
+    waterline is done: emitted padded with NULLs if it is on an outer side and never
+    matched, then freed. Future rows of a side have time >= its waterline ``w`` (a
+    ``window_end`` > ``w``), so a left row at ``x`` is done once that floor exceeds
+    ``x + upper``, a right row at ``y`` once the left floor exceeds ``y - lower``.
+    """
+
+    def __init__(
+        self, join: Join, relation_sources: Mapping[str, Mapping[str, _TimeSource]]
+    ) -> None:
+        self.join = join
+        self.held: dict[str, list[_Held]] = {"left": [], "right": []}
+        self.time_sources: dict[str, _TimeSource | None] = {"left": None, "right": None}
+        if join.bound is not None:
+            self.time_sources = {
+                "left": relation_sources.get(join.left.source, {}).get(join.bound.left_column),
+                "right": relation_sources.get(join.right.source, {}).get(join.bound.right_column),
+            }
+
+    def rows_held(self) -> int:
+        return len(self.held["left"]) + len(self.held["right"])
+
+    def _side_row(self, side: str, row: Row) -> _Held:
+        spec = self.join.left if side == "left" else self.join.right
+        qualified = {spec.qualified(c): row.get(c) for c in spec.columns}
+        time = None
+        if self.join.bound is not None:
+            column = self.join.bound.left_column if side == "left" else self.join.bound.right_column
+            time = row.get(column)
+        return _Held(qualified, time)
+
+    def _matches(self, left: _Held, right: _Held) -> bool:
+        for left_key, right_key in self.join.keys:
+            value = evaluate_expr(left_key, left.row)
+            if value is None or value != evaluate_expr(right_key, right.row):
+                return False
+        bound = self.join.bound
+        if bound is not None:
+            if left.time is None or right.time is None:
+                return False
+            if not left.time + bound.lower <= right.time <= left.time + bound.upper:
+                return False
+        residual = self.join.residual
+        return residual is None or is_true(evaluate_expr(residual, {**left.row, **right.row}))
+
+    def _padded(self, side: str, held: _Held) -> dict[str, Any]:
+        other = self.join.right if side == "left" else self.join.left
+        return {**held.row, **{other.qualified(c): None for c in other.columns}} if (
+            side == "left") else {**{other.qualified(c): None for c in other.columns}, **held.row}
+
+    def _outer(self, side: str) -> bool:
+        return self.join.kind == "full" or self.join.kind == side
+
+    def apply(
+        self,
+        deltas: Mapping[str, Sequence[_Change]],
+        waterlines: _AllWaterlines,
+    ) -> list[dict[str, Any]]:
+        """The joined rows of this step: matches in arrival order, then rows proven
+        unmatched (left side first, each in arrival order)."""
+        arrivals = sorted(
+            [(c.seq, 0, "left", c) for c in deltas.get(self.join.left.source, ())]
+            + [(c.seq, 1, "right", c) for c in deltas.get(self.join.right.source, ())],
+            key=lambda item: (item[0], item[1]),
+        )
+        out: list[dict[str, Any]] = []
+        for _, _, side, change in arrivals:
+            if change.weight < 0:
+                raise ValueError(
+                    f"a retraction reached the join of {self.join.left.source} and "
+                    f"{self.join.right.source}; the compiler only joins insert-only relations"
+                )
+            held = self._side_row(side, change.row)
+            other = "right" if side == "left" else "left"
+            for candidate in self.held[other]:
+                left, right = (held, candidate) if side == "left" else (candidate, held)
+                if self._matches(left, right):
+                    out.append({**left.row, **right.row})
+                    held.matched = candidate.matched = True
+            if self.join.bound is not None and held.time is None:
+                # A NULL time is within no bound: nothing can ever match it.
+                if self._outer(side) and not held.matched:
+                    out.append(self._padded(side, held))
+                continue
+            self.held[side].append(held)
+        for side in ("left", "right"):
+            kept: list[_Held] = []
+            for held in self.held[side]:
+                if not self._done(side, held, waterlines):
+                    kept.append(held)
+                elif self._outer(side) and not held.matched:
+                    out.append(self._padded(side, held))
+            self.held[side] = kept
+        return out
+
+    def _floor(self, side: str, waterlines: _AllWaterlines) -> int | None:
+        """The least time a future row of ``side`` can have at the bound column."""
+        source = self.time_sources[side]
+        if source is None:
+            return None
+        waterline = waterlines.get(source.owner, source.column)
+        if waterline is None:
+            return None
+        return waterline + 1 if source.kind == "window_end" else waterline
+
+    def _done(self, side: str, held: _Held, waterlines: _AllWaterlines) -> bool:
+        bound = self.join.bound
+        if bound is None or held.time is None:
+            return False
+        other = "right" if side == "left" else "left"
+        floor = self._floor(other, waterlines)
+        if floor is None:
+            return False
+        if side == "left":
+            return floor > held.time + bound.upper
+        return floor > held.time - bound.lower
+
+
 class _ViewRuntime:
     """One view: its operators split around the Aggregate, its groups and its own gate."""
 
@@ -209,7 +346,13 @@ class _ViewRuntime:
         self.aggregate: Aggregate | None = None
         self.pre: list[Operator] = []
         self.post: list[Operator] = []
+        join = view.join
+        self.join = None if join is None else _JoinRuntime(join, relation_sources)
+        #: Of a JOIN: output column -> (own side's source, other side's source, lag) (S16).
+        self.held: dict[str, tuple[_TimeSource, _TimeSource, int]] = {}
         for op in view.operators:
+            if isinstance(op, Join):
+                continue
             if isinstance(op, Aggregate):
                 self.aggregate = op
             elif self.aggregate is None:
@@ -224,6 +367,8 @@ class _ViewRuntime:
         self.completion: tuple[int, _TimeSource] | None = None  # (key index, window source)
         if self.union is not None:
             self.sources = self._analyse_union(self.union, relation_sources)
+        elif join is not None:
+            self.sources = self._analyse_join(join, relation_sources)
         else:
             self.sources = self._analyse(
                 self.view.operators, relation_sources.get(view.source, {})
@@ -247,6 +392,32 @@ class _ViewRuntime:
             self.merged[attr.column] = [source for source in found if source is not None]
             sources[attr.column] = _TimeSource(self.view.name, attr.column, attr.kind)
         return sources
+
+    def _analyse_join(
+        self, join: Join, relation_sources: Mapping[str, Mapping[str, _TimeSource]]
+    ) -> dict[str, _TimeSource]:
+        """S16: a join output column is a time attribute as the compiler decided; its
+        waterline is its own side's, held back by the other side's (see
+        :class:`~app.circuit.ir.JoinTime`), read through the join view's own name."""
+        sources: dict[str, _TimeSource] = {}
+        for attr in self.view.time_attributes:
+            held = attr.join
+            if held is None:
+                continue
+            own_side, other_side = (
+                (join.left, join.right) if held.side == "left" else (join.right, join.left)
+            )
+            own = relation_sources.get(own_side.source, {}).get(held.own.column)
+            other = relation_sources.get(other_side.source, {}).get(held.other.column)
+            if own is None or other is None:
+                continue
+            self.held[attr.column] = (own, other, held.lag)
+            sources[attr.column] = _TimeSource(self.view.name, attr.column, attr.kind, own.size)
+        return sources
+
+    def state_rows(self) -> int:
+        """S11/S16: the groups, or a join's rows, held after the step."""
+        return self.join.rows_held() if self.join is not None else len(self.groups)
 
     def _analyse(
         self, operators: Sequence[Operator], input_sources: Mapping[str, _TimeSource]
@@ -309,9 +480,19 @@ class _ViewRuntime:
         return row
 
     def apply(
-        self, deltas: Mapping[str, Sequence[_Change]], next_seq: _Sequence
+        self,
+        deltas: Mapping[str, Sequence[_Change]],
+        next_seq: _Sequence,
+        waterlines: _AllWaterlines | None = None,
     ) -> list[_Change]:
         """This step's delta of the view's relation from its inputs' deltas (S8)."""
+        if self.join is not None:
+            assert waterlines is not None, "a join needs the step's waterlines (S16)"
+            return [
+                _Change(self._shape(row), 1, next_seq())
+                for joined in self.join.apply(deltas, waterlines)
+                for row in self._stateless(self.pre, joined)
+            ]
         if self.union is not None:
             # S17: every branch's rows, in arrival order (a row's seq is fixed where it was
             # accepted or released); a stable sort keeps branch order for one row read by
@@ -552,14 +733,23 @@ class _Sequence:
 
 
 class _AllWaterlines:
-    """All waterlines: tables' LATENESS columns, views' own LATENESS columns, and UNION ALL
-    columns, whose waterline is the minimum of their branches' (S17; None = -infinity)."""
+    """All waterlines: tables' LATENESS columns, views' own LATENESS columns, UNION ALL
+    columns, whose waterline is the minimum of their branches' (S17), and JOIN output
+    columns, held back by the other side (S16; None = -infinity)."""
 
     def __init__(self, gates: Mapping[str, Waterlines]) -> None:
         self.gates = gates
         self.merged: dict[tuple[str, str], list[_TimeSource]] = {}
+        self.held: dict[tuple[str, str], tuple[_TimeSource, _TimeSource, int]] = {}
 
     def get(self, owner: str, column: str) -> int | None:
+        held = self.held.get((owner, column))
+        if held is not None:
+            # S16: min(w(own), w(other) - lag); -infinity while either is.
+            own_source, other_source, lag = held
+            own = self.get(own_source.owner, own_source.column)
+            other = self.get(other_source.owner, other_source.column)
+            return None if own is None or other is None else min(own, other - lag)
         inputs = self.merged.get((owner, column))
         if inputs is not None:
             values = [self.get(source.owner, source.column) for source in inputs]
@@ -599,6 +789,8 @@ class Reference:
             sources[view.name] = runtime.sources
             for column, merged in runtime.merged.items():
                 self.waterlines.merged[(view.name, column)] = merged
+            for column, held in runtime.held.items():
+                self.waterlines.held[(view.name, column)] = held
             if runtime.gate is not None:
                 self.gates[view.name] = runtime.gate
 
@@ -611,7 +803,7 @@ class Reference:
             deltas[table.name] = self._gate_table(table, step, dead)
         for view in self.circuit.views:
             runtime = self.views[view.name]
-            delta = runtime.apply(deltas, self.next_seq)
+            delta = runtime.apply(deltas, self.next_seq, self.waterlines)
             if runtime.gate is not None:
                 delta = self._gate_view(runtime, runtime.gate, delta, dead)
             if runtime.aggregate is not None and view.emit.after_watermark:
@@ -639,7 +831,7 @@ class Reference:
             view_waterlines=view_waterlines,
             dead_letters=tuple(dead),
             outputs=outputs,
-            state_rows={name: len(rt.groups) for name, rt in self.views.items()},
+            state_rows={name: rt.state_rows() for name, rt in self.views.items()},
         )
 
     def _check(self, step: StepInput) -> None:

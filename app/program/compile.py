@@ -289,6 +289,18 @@ class _Compiler:
                                              insert_only, "view")
 
     def _state(self, decl: ViewDecl, planned: PlannedQuery, after_watermark: bool) -> StateBound:
+        if planned.join_position is not None:
+            if planned.join_state:
+                return StateBound("window", None, planned.join_state)
+            self.warnings.append(Diagnostic(
+                "warning", planned.join_position,
+                f"view {decl.name} keeps unbounded state: its join has no time bound"
+                + (f" ({planned.join_unbounded})" if planned.join_unbounded else "")
+                + ", so no row of either side is ever freed",
+                "bound it on a time attribute of each side, e.g. b.ts BETWEEN a.ts - INTERVAL "
+                "'10' MINUTE AND a.ts + INTERVAL '10' MINUTE, or join windowed views on "
+                "a.window_end = b.window_end"))
+            return StateBound("unbounded", None, "every row of both sides is kept; never freed")
         if not planned.aggregate:
             return StateBound("none", None, "stateless: holds no state")
         if planned.window_key is not None:
@@ -331,12 +343,15 @@ class _Compiler:
             union = decl.name if len(sources) > 1 else self._union_upstream(sources)
             if union is not None:
                 # A view's late rows are dead letters of its one root table (L2, S6); a
-                # UNION ALL has several, each with its own gate already.
-                what = ("a UNION ALL" if union == decl.name
-                        else f"which reads the UNION ALL view {union}")
+                # UNION ALL or a JOIN has several, each with its own gate already.
+                joins = planned.join_position is not None if union == decl.name else any(
+                    v.name == union and v.join is not None for v in self.views)
+                word = "JOIN" if joins else "UNION ALL"
+                what = (f"a {word}" if union == decl.name
+                        else f"which reads the {word} view {union}")
                 raise CompileFailure(item.position, f"LATENESS on view {decl.name}, {what}",
-                                     "declare LATENESS on each branch's input (a table "
-                                     "column, or a decoding view the branch reads)")
+                                     f"declare LATENESS on each {'side' if joins else 'branch'}"
+                                     "'s input (a table column, or a decoding view it reads)")
             if planned.aggregate or planned.window is not None:
                 raise CompileFailure(item.position, f"LATENESS on view {decl.name}, which is "
                                      "not a stateless projection/filter of one table",

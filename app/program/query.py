@@ -35,6 +35,10 @@ from app.circuit.ir import (
     ColumnRef,
     Expr,
     Filter,
+    Join,
+    JoinBound,
+    JoinSide,
+    JoinTime,
     Literal_,
     Operator,
     Position,
@@ -90,6 +94,11 @@ class PlannedQuery:
     sources: tuple[str, ...] = ()
     #: Where each output column's SELECT item is (for errors about a column).
     column_positions: tuple[Position, ...] = ()
+    #: Of a JOIN view (S16): where its JOIN keyword is, when each side's rows are freed
+    #: (empty for a join without a time bound), and what its incomplete bound lacks.
+    join_position: Position | None = None
+    join_state: str = ""
+    join_unbounded: str = ""
 
 
 @dataclass(frozen=True)
@@ -208,10 +217,12 @@ def _tvf_args(source: SourceText, word: str, token: Token, args: list[list[Token
 
 @dataclass
 class _Scope:
-    """The columns an expression can name, and under which qualifiers."""
+    """The columns an expression can name, and under which qualifiers. Over a JOIN,
+    ``sides`` maps each alias to its columns, and a column resolves to ``alias.column``."""
 
     columns: dict[str, Column]
     qualifiers: set[str]
+    sides: dict[str, dict[str, Column]] = field(default_factory=dict)
 
 
 class _Translator:
@@ -370,6 +381,8 @@ class _Translator:
         if len(parts) > 2:
             raise self.fail(node, f"unsupported column reference {node.sql()}")
         name = _ident(parts[-1])
+        if self.scope.sides:
+            return self._joined_column(node, name, _ident(parts[0]) if len(parts) == 2 else None)
         if len(parts) == 2:
             qualifier = _ident(parts[0])
             if qualifier not in self.scope.qualifiers:
@@ -383,6 +396,35 @@ class _Translator:
             raise self.fail(node, f"unknown column {name}", fix)
         self.refs.append((name, self.pos(node)))
         return ColumnRef(name, column.type)
+
+    def _joined_column(self, node: exp.Column, name: str, qualifier: str | None) -> Expr:
+        """SPEC S16: ``alias.column``, or a bare column that exactly one side has."""
+        sides = self.scope.sides
+        if qualifier is not None:
+            side = sides.get(qualifier)
+            if side is None:
+                shown = ", ".join(sides)
+                raise self.fail(node, f"unknown table or view alias {qualifier} in "
+                                f"{node.sql()}", f"the relations of the join are {shown}")
+            found = [qualifier] if name in side else []
+            candidates = list(side)
+        else:
+            found = [alias for alias, columns in sides.items() if name in columns]
+            candidates = [c for columns in sides.values() for c in columns]
+        if len(found) > 1:
+            raise self.fail(node, f"ambiguous column {name}: both sides of the join have it",
+                            "qualify it: " + " or ".join(f"{a}.{name}" for a in found))
+        if not found:
+            close = difflib.get_close_matches(name, candidates, n=1)
+            fix = f"did you mean {close[0]}?" if close else (
+                "available columns: " + ", ".join(f"{a}.{c}" for a, cs in sides.items()
+                                                  for c in cs))
+            where = f" in {qualifier}" if qualifier is not None else ""
+            raise self.fail(node, f"unknown column {name}{where}", fix)
+        qualified = f"{found[0]}.{name}"
+        column = self.scope.columns[qualified]
+        self.refs.append((qualified, self.pos(node)))
+        return ColumnRef(qualified, column.type)
 
     def _literal(self, node: exp.Literal) -> Expr:
         text = str(node.this)
@@ -723,8 +765,6 @@ def _unsupported_clauses(source: SourceText, tokens: Sequence[Token], select: ex
     checks: list[tuple[str, str, str, str | None]] = [
         ("with", "WITH", "unsupported: WITH (common table expressions)",
          "define the inner query as a LOCAL VIEW"),
-        ("joins", "JOIN", "unsupported: JOIN", "joins are not supported yet; a view reads "
-         "one table or view"),
         ("order", "ORDER", "unsupported: ORDER BY (a view is an unordered relation)",
          "remove ORDER BY"),
         ("limit", "LIMIT", "unsupported: LIMIT", "remove LIMIT"),
@@ -826,7 +866,8 @@ def _ident(node: Any) -> str:
 def _derived(attr: TimeAttribute, column: str, kind: _AttrKind | None = None) -> TimeAttribute:
     """The time attribute of a column that carries ``attr``'s waterline under a new name."""
     new_kind = kind or ("forwarded" if attr.kind == "view_lateness" else attr.kind)
-    return TimeAttribute(column, attr.table, attr.source_column, new_kind, attr.merged)
+    return TimeAttribute(column, attr.table, attr.source_column, new_kind, attr.merged,
+                         attr.join)
 
 
 def _output_name(item: exp.Expression, index: int, translator: _Translator) -> str:
@@ -928,6 +969,10 @@ def _plan_union(source: SourceText, branches: Sequence[Sequence[Token]],
                                  f"{index} of the UNION ALL of view {view_name} aggregates",
                                  "aggregate in a view that reads the UNION ALL, or union "
                                  "LOCAL views that aggregate with EMIT AFTER WATERMARK")
+        if branch.join_position is not None:
+            raise CompileFailure(branch.join_position, f"unsupported: branch {index} of the "
+                                 f"UNION ALL of view {view_name} joins",
+                                 "join in a LOCAL view and read that view in the branch")
         planned.append(branch)
     first = planned[0]
     names = [c.name for c in first.columns]
@@ -992,6 +1037,8 @@ def _plan_select(source: SourceText, tokens: Sequence[Token], relations: dict[st
     tvf = _find_tvf(source, tokens)
     select = _parse_select(source, tokens, tvf)
     _unsupported_clauses(source, tokens, select)
+    if select.args.get("joins"):
+        return _plan_join(source, tokens, select, relations, view_name, tvf)
     fallback = source.position(first.start)
 
     from_ = select.args.get("from_") or select.args.get("from")
@@ -1197,3 +1244,535 @@ def _plan_select(source: SourceText, tokens: Sequence[Token], relations: dict[st
 
 def literal_value(expr: Expr) -> Any:
     return expr.value if isinstance(expr, Literal_) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# JOIN (SPEC S16).
+
+_JoinKind = Literal["inner", "left", "right", "full"]
+_SIDE_KINDS: dict[str, _JoinKind] = {"": "inner", "LEFT": "left", "RIGHT": "right",
+                                     "FULL": "full"}
+_BOUND_HINT = ("bound it on a time attribute of each side, e.g. b.ts BETWEEN a.ts - INTERVAL "
+               "'10' MINUTE AND a.ts + INTERVAL '10' MINUTE, or join windowed views on "
+               "a.window_end = b.window_end")
+_FLIPPED = {">=": "<=", "<=": ">=", ">": "<", "<": ">", "=": "="}
+
+
+@dataclass(frozen=True)
+class _JoinInput:
+    """One side of a join as the planner sees it."""
+
+    relation: Relation
+    alias: str
+    position: Position
+
+    def side(self) -> JoinSide:
+        return JoinSide(self.relation.name, self.alias,
+                        tuple(c.name for c in self.relation.columns))
+
+
+@dataclass
+class _BoundPair:
+    """What the ON conjuncts say about ``right_column - left_column`` (S16)."""
+
+    left_column: str
+    right_column: str
+    position: Position
+    lower: int | None = None
+    upper: int | None = None
+    conjuncts: list[Expr] = field(default_factory=list)
+
+
+def _top_level_words(tokens: Sequence[Token]) -> list[tuple[int, Token]]:
+    depth = 0
+    found: list[tuple[int, Token]] = []
+    for index, token in enumerate(tokens):
+        if token.is_punct("("):
+            depth += 1
+        elif token.is_punct(")"):
+            depth -= 1
+        elif depth == 0:
+            found.append((index, token))
+    return found
+
+
+def _join_input(source: SourceText, table: exp.Expression, relations: dict[str, Relation],
+                view_name: str, fallback: Position) -> _JoinInput:
+    if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
+        where = (source.position(table.meta["start"]) if table.meta.get("start") is not None
+                 else fallback)
+        raise CompileFailure(where, "unsupported: a subquery or function as a side of a JOIN",
+                             "compute it in an earlier LOCAL view and join that view")
+    name = table.name if table.this.quoted else table.name.lower()
+    position = source.position(table.this.meta.get("start", 0))
+    if name == _PLACEHOLDER:
+        raise CompileFailure(fallback, "unsupported: a window function as a side of a JOIN",
+                             "window each side in a LOCAL view (SELECT * FROM TABLE(TUMBLE("
+                             "...))) and join the views on window_start and window_end")
+    if name == view_name:
+        raise CompileFailure(position, f"view {view_name} cannot read itself")
+    relation = relations.get(name)
+    if relation is None:
+        close = difflib.get_close_matches(name, list(relations), n=1)
+        fix = (f"did you mean {close[0]}?" if close else
+               "tables and views must be created before the views that read them")
+        raise CompileFailure(position, f"unknown table or view {name}", fix)
+    if not relation.insert_only:
+        raise CompileFailure(position, f"unsupported: view {view_name} joins view "
+                             f"{relation.name}, whose rows are updated (it aggregates without "
+                             "EMIT AFTER WATERMARK)",
+                             f"add EMIT AFTER WATERMARK to {relation.name}, or join its input "
+                             "directly")
+    alias_node = table.args.get("alias")
+    alias = name
+    if alias_node is not None and alias_node.this is not None:
+        alias = _ident(alias_node.this)
+    return _JoinInput(relation, alias, position)
+
+
+def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    inner = node.unnest() if isinstance(node, exp.Paren) else node
+    if isinstance(inner, exp.And):
+        return _conjuncts(inner.this) + _conjuncts(inner.expression)
+    return [node]
+
+
+def _ir_conjuncts(expr: Expr) -> list[Expr]:
+    if isinstance(expr, Call) and expr.fn == "AND":
+        return [c for arg in expr.args for c in _ir_conjuncts(arg)]
+    return [expr]
+
+
+def _aliases_of(expr: Expr) -> set[str]:
+    return {name.split(".", 1)[0] for name in _column_refs(expr)}
+
+
+def _linear(expr: Expr) -> tuple[str, int] | None:
+    """``column + constant`` (an INTERVAL is a BIGINT literal of ms), or None."""
+    if isinstance(expr, ColumnRef):
+        return expr.name, 0
+    if not (isinstance(expr, Call) and expr.fn in ("+", "-") and len(expr.args) == 2):
+        return None
+    first, second = expr.args
+
+    def constant(e: Expr) -> int | None:
+        ok = isinstance(e, Literal_) and isinstance(e.value, int) and not isinstance(
+            e.value, bool)
+        return e.value if ok else None  # type: ignore[union-attr]
+
+    inner, amount = _linear(first), constant(second)
+    if inner is not None and amount is not None:
+        return inner[0], inner[1] + (amount if expr.fn == "+" else -amount)
+    inner, amount = _linear(second), constant(first)
+    if expr.fn == "+" and inner is not None and amount is not None:
+        return inner[0], inner[1] + amount
+    return None
+
+
+def _offset_text(column: str, amount: int, unit: str) -> str:
+    if amount == 0:
+        return column
+    shown = str(abs(amount))
+    if unit == "interval":
+        count, name = _amount(abs(amount), unit).lower().split(" ", 1)
+        shown = f"{count} {name}{'s' if count != '1' and name != 'ms' else ''}"
+    return f"{column} {'+' if amount > 0 else '-'} {shown}"
+
+
+def _join_waterline(attr: TimeAttribute) -> str:
+    if attr.merged:
+        return "min(" + ", ".join(_join_waterline(m) for m in attr.merged) + ")"
+    return f"w({attr.table}.{attr.source_column})"
+
+
+def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
+               relations: dict[str, Relation], view_name: str,
+               tvf: _Tvf | None) -> PlannedQuery:
+    """SPEC S16: ``FROM a [AS x] [INNER|LEFT|RIGHT|FULL [OUTER]] JOIN b [AS y] ON ...``.
+
+    The ON condition is split into equality keys (one side's expression = the other's), a
+    time bound (an interval join: ``b.t`` between ``a.t + lower`` and ``a.t + upper`` on two
+    row-time attributes; a window join: equal ``window_end`` of two windowed relations) and
+    a residual predicate. The view's pipeline is ``Join [Filter(WHERE)] Project``.
+    """
+    fallback = source.position(tokens[0].start)
+    words = _top_level_words(tokens)
+    from_index = next((i for i, t in words if t.is_word("FROM")), 0)
+    join_token = next((t for i, t in words if i > from_index and t.is_word("JOIN")), None)
+    comma = next((t for i, t in words if i > from_index and t.is_punct(",")), None)
+    if comma is not None and (join_token is None or comma.start < join_token.start):
+        raise CompileFailure(source.position(comma.start), "unsupported: several relations "
+                             "in FROM separated by commas", "join them: FROM a JOIN b ON "
+                             "a.k = b.k (with a time bound, see docs/language.md, JOIN)")
+    joins = select.args["joins"]
+    assert join_token is not None
+    # The join clause starts at its first word: LEFT/RIGHT/FULL/INNER/... JOIN.
+    clause = [t for i, t in words if i > from_index and t.start <= join_token.start]
+    start = join_token
+    for token in reversed(clause[:-1]):
+        if not token.is_word("LEFT", "RIGHT", "FULL", "INNER", "OUTER", "CROSS", "NATURAL"):
+            break
+        start = token
+    position = source.position(start.start)
+    if len(joins) > 1:
+        later = [t for i, t in words if i > from_index and t.is_word("JOIN")]
+        raise CompileFailure(source.position(later[1].start) if len(later) > 1 else position,
+                             "unsupported: a join of more than two relations",
+                             "join two relations in a LOCAL view and join that view in the "
+                             "next one")
+    join = joins[0]
+    side_word = str(join.side or "").upper()
+    kind_word = str(join.kind or "").upper()
+    if join.args.get("method"):
+        raise CompileFailure(position, f"unsupported: {str(join.args['method']).upper()} "
+                             "JOIN", "name the keys: JOIN b ON a.k = b.k")
+    if kind_word == "CROSS":
+        raise CompileFailure(position, "unsupported: CROSS JOIN (every pair of rows, kept "
+                             "forever)", "JOIN b ON a.k = b.k with a time bound")
+    if kind_word == "OUTER" and not side_word:
+        raise CompileFailure(position, "OUTER JOIN needs LEFT, RIGHT or FULL",
+                             "write FULL OUTER JOIN to keep the unmatched rows of both sides")
+    if kind_word not in ("", "INNER", "OUTER") or side_word not in _SIDE_KINDS:
+        raise CompileFailure(position, f"unsupported: {side_word} {kind_word} JOIN".replace(
+            "  ", " "), "use [INNER], LEFT, RIGHT or FULL [OUTER] JOIN")
+    kind = _SIDE_KINDS[side_word]
+    version = join.this.args.get("version") if isinstance(join.this, exp.Table) else None
+    if version is not None:
+        for_token = next((t for i, t in words if i > from_index and t.is_word("FOR")), None)
+        raise CompileFailure(source.position(for_token.start) if for_token else position,
+                             "unsupported: temporal joins (FOR SYSTEM_TIME AS OF) are not "
+                             "supported yet",
+                             "join on a time bound instead: b.ts BETWEEN a.ts - INTERVAL '1' "
+                             "HOUR AND a.ts (an interval join)")
+    if join.args.get("using"):
+        raise CompileFailure(position, "unsupported: JOIN ... USING",
+                             "write the keys in ON: JOIN b ON a.k = b.k")
+    on = join.args.get("on")
+    if on is None:
+        raise CompileFailure(position, "JOIN needs an ON condition",
+                             "write JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts - INTERVAL '10' "
+                             "MINUTE AND a.ts + INTERVAL '10' MINUTE")
+    if tvf is not None:
+        raise CompileFailure(tvf.position, "unsupported: a window function as a side of a "
+                             "JOIN", "window each side in a LOCAL view (SELECT * FROM TABLE("
+                             "TUMBLE(...))) and join the views on window_start and window_end")
+    from_ = select.args.get("from_") or select.args.get("from")
+    assert from_ is not None
+    left = _join_input(source, from_.this, relations, view_name, fallback)
+    right = _join_input(source, join.this, relations, view_name, fallback)
+    if left.alias == right.alias:
+        raise CompileFailure(right.position, f"both sides of the join are named {left.alias}",
+                             f"give one side an alias: JOIN {right.relation.name} AS "
+                             f"{right.alias}2")
+
+    padded = {left.alias: kind in ("right", "full"), right.alias: kind in ("left", "full")}
+    sides: dict[str, dict[str, Column]] = {}
+    on_columns: dict[str, Column] = {}
+    post_columns: dict[str, Column] = {}
+    for joined in (left, right):
+        sides[joined.alias] = {c.name: c for c in joined.relation.columns}
+        for column in joined.relation.columns:
+            name = f"{joined.alias}.{column.name}"
+            on_columns[name] = Column(name, column.type)
+            post_type = column.type.with_nullable(True) if padded[joined.alias] else column.type
+            post_columns[name] = Column(name, post_type)
+    on_scope = _Scope(on_columns, set(sides), sides)
+    inputs = {left.alias: left, right.alias: right}
+
+    keys: list[tuple[Expr, Expr]] = []
+    windows: list[tuple[str, str, Expr]] = []
+    others: list[tuple[Expr, Position]] = []
+    for node in _conjuncts(on):
+        translator = _Translator(source, on_scope, fallback, None, "ON")
+        inner = node.unnest() if isinstance(node, exp.Paren) else node
+        condition: Expr
+        if isinstance(inner, exp.EQ):
+            first = translator.translate(inner.this)
+            second = translator.translate(inner.expression)
+            first_sides, second_sides = _aliases_of(first), _aliases_of(second)
+            across = (len(first_sides) == 1 and len(second_sides) == 1
+                      and first_sides != second_sides)
+            if across:
+                if first_sides == {right.alias}:
+                    first, second = second, first
+                try:
+                    fn.result_type("=", [first.type, second.type])
+                except fn.FunctionTypeError as exc:
+                    from app.circuit.explain import expr_text
+
+                    raise CompileFailure(translator.pos(inner), f"join keys of different "
+                                         f"types: {expr_text(first)} is "
+                                         f"{_type_text(first.type)}, {expr_text(second)} is "
+                                         f"{_type_text(second.type)}",
+                                         f"CAST one side, e.g. CAST({expr_text(second)} AS "
+                                         f"{_type_text(first.type)})") from exc
+            condition = translator._call("=", [first, second], inner)
+            if across:
+                window_columns = _window_pair(first, second, inputs)
+                if window_columns is not None:
+                    windows.append((window_columns[0], window_columns[1], condition))
+                    continue
+                if not _row_times(first, second, inputs):
+                    keys.append((first, second))
+                    continue
+        else:
+            condition = translator.translate(node)
+        if condition.type.name != "BOOLEAN":
+            raise CompileFailure(translator.pos(node), f"ON needs a BOOLEAN condition, not "
+                                 f"{condition.type.name}", "compare columns: ON a.k = b.k")
+        others.extend((c, translator.pos(node)) for c in _ir_conjuncts(condition))
+
+    pairs = _bound_pairs(others, left.alias, right.alias)
+    bound: JoinBound | None = None
+    form: Literal["interval", "window", "regular"] = "regular"
+    used: list[Expr] = []
+    unbounded_why = ""
+    if windows:
+        left_column, right_column, window_condition = windows[0]
+        bound = JoinBound(left_column, right_column, 0, 0)
+        form = "window"
+        used = [window_condition]
+        others.extend((c, position) for _, _, c in windows[1:])
+    else:
+        for pair in pairs:
+            problem = _bound_problem(pair, left, right)
+            if problem is not None:
+                if not any(_bound_problem(p, left, right) is None and p.lower is not None
+                           and p.upper is not None for p in pairs):
+                    raise CompileFailure(pair.position, problem[0], problem[1])
+                continue
+            if pair.lower is None or pair.upper is None:
+                missing = "upper" if pair.upper is None else "lower"
+                unbounded_why = (f"its time bound on {pair.left_column} and "
+                                 f"{pair.right_column} has no {missing} end")
+                continue
+            if pair.lower > pair.upper:
+                raise CompileFailure(pair.position, f"the join's time bound is empty: "
+                                     f"{pair.right_column} cannot be both >= "
+                                     f"{pair.left_column} + {pair.lower} and <= "
+                                     f"{pair.left_column} + {pair.upper} (column units)",
+                                     "check the signs of the INTERVALs")
+            bound = JoinBound(pair.left_column.split(".", 1)[1],
+                              pair.right_column.split(".", 1)[1], pair.lower, pair.upper)
+            form = "interval"
+            used = pair.conjuncts
+            break
+    residual_parts = [c for c, _ in others if not any(c is u for u in used)]
+    residual: Expr | None = None
+    for part in residual_parts:
+        residual = part if residual is None else Call("AND", (residual, part), _BOOL)
+    if form == "regular" and kind != "inner":
+        why = f" ({unbounded_why})" if unbounded_why else ""
+        raise CompileFailure(position, f"unsupported: {kind.upper()} OUTER JOIN without a time "
+                             f"bound{why}: its unmatched rows could never be "
+                             "proven unmatched, so they would never be written", _BOUND_HINT)
+    join_op = Join(kind, form, left.side(), right.side(), tuple(keys), residual, bound)
+
+    # -- the pipeline over the joined rows ------------------------------------------------
+    for key, word in (("group", "GROUP"), ("having", "HAVING")):
+        if select.args.get(key) is not None:
+            token = next((t for _, t in words if t.is_word(word)), tokens[0])
+            raise CompileFailure(source.position(token.start), f"unsupported: {word} in a view "
+                                 "that joins", "aggregate in a view that reads this one")
+    post_scope = _Scope(post_columns, set(sides), sides)
+    operators: list[Operator] = [join_op]
+    where = select.args.get("where")
+    if where is not None:
+        translator = _Translator(source, post_scope, fallback, None, "WHERE")
+        predicate = translator.translate(where.this)
+        if predicate.type.name != "BOOLEAN":
+            raise CompileFailure(translator.pos(where.this), f"WHERE needs a BOOLEAN "
+                                 f"condition, not {predicate.type.name}",
+                                 "compare the value, e.g. WHERE x <> 0")
+        operators.append(Filter(predicate))
+    select_translator = _Translator(source, post_scope, fallback, None, "SELECT")
+    items: list[exp.Expression] = []
+    for item in select.expressions:
+        if isinstance(item, exp.Star):
+            items.extend(exp.Column(this=exp.Identifier(this=c, quoted=True),
+                                    table=exp.Identifier(this=alias, quoted=True))
+                         for alias, columns in sides.items() for c in columns)
+        elif isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
+            alias = _ident(item.args["table"])
+            if alias not in sides:
+                raise select_translator.fail(item, f"unknown table or view alias {alias} in "
+                                             f"{item.sql()}", "the relations of the join are "
+                                             + ", ".join(sides))
+            items.extend(exp.Column(this=exp.Identifier(this=c, quoted=True),
+                                    table=exp.Identifier(this=alias, quoted=True))
+                         for c in sides[alias])
+        else:
+            items.append(item)
+    names: list[str] = []
+    outputs: list[tuple[str, Expr]] = []
+    positions: list[Position] = []
+    for index, item in enumerate(items):
+        name = _output_name(item, index, select_translator)
+        at = select_translator.pos(item) if item.meta or any(
+            n.meta for n in item.walk()) else fallback
+        if name in names:
+            raise CompileFailure(at, f"duplicate column name {name} in view {view_name}",
+                                 "give each column its own name with AS (both sides of the "
+                                 "join may have it)")
+        names.append(name)
+        positions.append(at)
+        node = item.this if isinstance(item, exp.Alias) else item
+        expr = select_translator.translate(node)
+        if any(n.startswith("_agg") for n in _column_refs(expr)):
+            raise CompileFailure(at, "unsupported: aggregates in a view that joins",
+                                 "aggregate in a view that reads this one")
+        outputs.append((name, expr))
+    operators.append(Project(tuple(outputs)))
+
+    times = _join_times(join_op, left, right)
+    out_attrs = tuple(
+        TimeAttribute(name, view_name, name, times[expr.name][0], join=times[expr.name][1])
+        for name, expr in outputs if isinstance(expr, ColumnRef) and expr.name in times)
+    return PlannedQuery(left.relation.name, operators, [Column(n, e.type) for n, e in outputs],
+                        (), out_attrs, False, None, None, None,
+                        sources=(left.relation.name, right.relation.name),
+                        column_positions=tuple(positions), join_position=position,
+                        join_state=_join_state_text(join_op, left, right),
+                        join_unbounded=unbounded_why if bound is None else "")
+
+
+def _window_pair(first: Expr, second: Expr,
+                 inputs: dict[str, _JoinInput]) -> tuple[str, str] | None:
+    """Side columns of ``left.x = right.y`` when both are ``window_end`` time attributes."""
+    if not (isinstance(first, ColumnRef) and isinstance(second, ColumnRef)):
+        return None
+    found = []
+    for ref in (first, second):
+        alias, column = ref.name.split(".", 1)
+        attr = inputs[alias].relation.time_attribute(column)
+        if attr is None or attr.kind != "window_end":
+            return None
+        found.append(column)
+    return found[0], found[1]
+
+
+def _row_times(first: Expr, second: Expr, inputs: dict[str, _JoinInput]) -> bool:
+    """Whether ``first = second`` relates two row-time attributes (an interval bound of
+    width zero, not a key)."""
+    for expr in (first, second):
+        linear = _linear(expr)
+        if linear is None:
+            return False
+        alias, column = linear[0].split(".", 1)
+        attr = inputs[alias].relation.time_attribute(column)
+        if attr is None or attr.kind in ("window_start", "window_end"):
+            return False
+    return True
+
+
+def _bound_pairs(conjuncts: Sequence[tuple[Expr, Position]], left: str,
+                 right: str) -> list[_BoundPair]:
+    """Comparisons of ``column + constant`` of one side with one of the other, as bounds on
+    ``right column - left column``, grouped by the pair of columns in ON order."""
+    pairs: dict[tuple[str, str], _BoundPair] = {}
+    for condition, position in conjuncts:
+        if not (isinstance(condition, Call) and condition.fn in _FLIPPED
+                and len(condition.args) == 2):
+            continue
+        first, second = (_linear(a) for a in condition.args)
+        if first is None or second is None:
+            continue
+        op = condition.fn
+        first_alias, second_alias = first[0].split(".", 1)[0], second[0].split(".", 1)[0]
+        if {first_alias, second_alias} != {left, right}:
+            continue
+        types = {a.type.name for a in _refs(condition)}
+        if not types <= {"TIMESTAMP", "INT", "BIGINT"} or len(types) != 1:
+            continue
+        if first_alias == left:  # x + a OP y + b  <=>  y - x FLIP(OP) a - b
+            (x, a), (y, b), op = first, second, _FLIPPED[op]
+        else:  # y + b OP x + a  <=>  y - x OP a - b
+            (y, b), (x, a) = first, second
+        amount = a - b
+        pair = pairs.setdefault((x, y), _BoundPair(x, y, position))
+        pair.conjuncts.append(condition)
+        lower = {">=": amount, ">": amount + 1, "=": amount}.get(op)
+        upper = {"<=": amount, "<": amount - 1, "=": amount}.get(op)
+        if lower is not None:
+            pair.lower = lower if pair.lower is None else max(pair.lower, lower)
+        if upper is not None:
+            pair.upper = upper if pair.upper is None else min(pair.upper, upper)
+    return list(pairs.values())
+
+
+def _refs(expr: Expr) -> list[ColumnRef]:
+    if isinstance(expr, ColumnRef):
+        return [expr]
+    if isinstance(expr, Call):
+        return [r for a in expr.args for r in _refs(a)]
+    return []
+
+
+def _bound_problem(pair: _BoundPair, left: _JoinInput,
+                   right: _JoinInput) -> tuple[str, str] | None:
+    """Why ``pair`` cannot bound the join's state (S10, S16), or None if it can."""
+    for qualified, item in ((pair.left_column, left), (pair.right_column, right)):
+        column = qualified.split(".", 1)[1]
+        attr = item.relation.time_attribute(column)
+        if attr is None:
+            return (f"column {qualified} is not a time attribute, so the join's time bound "
+                    f"on it cannot free state",
+                    f"add LATENESS to {item.relation.name}.{column}, or bound the join on a "
+                    "column that has it")
+        if attr.kind in ("window_start", "window_end"):
+            return (f"the join's time bound uses {qualified}, a window column",
+                    "join windowed relations on equal window_end (a window join): "
+                    "a.window_end = b.window_end")
+    return None
+
+
+def _join_times(join: Join, left: _JoinInput,
+                right: _JoinInput) -> dict[str, tuple[_AttrKind, JoinTime]]:
+    """S10/S16: the joined columns that stay time attributes, with their waterline: a
+    bound column of each side keeps its side's waterline, held back by the other side's so
+    that no match or unmatched row found later is below it. Nothing without a bound."""
+    bound = join.bound
+    if bound is None:
+        return {}
+    left_attr = left.relation.time_attribute(bound.left_column)
+    right_attr = right.relation.time_attribute(bound.right_column)
+    assert left_attr is not None and right_attr is not None
+    result: dict[str, tuple[_AttrKind, JoinTime]] = {}
+    if join.form == "interval":
+        result[f"{left.alias}.{bound.left_column}"] = (
+            "forwarded", JoinTime(left_attr, right_attr, bound.upper, "left"))
+        result[f"{right.alias}.{bound.right_column}"] = (
+            "forwarded", JoinTime(right_attr, left_attr, -bound.lower, "right"))
+        return result
+    sides: tuple[tuple[_JoinInput, TimeAttribute, TimeAttribute, Literal["left", "right"]],
+                 ...] = ((left, left_attr, right_attr, "left"),
+                         (right, right_attr, left_attr, "right"))
+    for joined, own_end, other_end, side in sides:
+        result[f"{joined.alias}.window_end"] = ("window_end",
+                                                JoinTime(own_end, other_end, 0, side))
+        start = joined.relation.time_attribute("window_start")
+        if start is not None and start.kind == "window_start":
+            result[f"{joined.alias}.window_start"] = ("window_start",
+                                                      JoinTime(start, other_end, 0, side))
+    return result
+
+
+def _join_state_text(join: Join, left: _JoinInput, right: _JoinInput) -> str:
+    """When each side's rows are freed (S16), for ``View.state`` and explain."""
+    bound = join.bound
+    if bound is None:
+        return ""
+    left_attr = left.relation.time_attribute(bound.left_column)
+    right_attr = right.relation.time_attribute(bound.right_column)
+    assert left_attr is not None and right_attr is not None
+    left_column = f"{left.alias}.{bound.left_column}"
+    right_column = f"{right.alias}.{bound.right_column}"
+    if join.form == "window":
+        return (f"rows of {left.alias} are freed once {_join_waterline(right_attr)} >= "
+                f"{left_column}; rows of {right.alias} once {_join_waterline(left_attr)} >= "
+                f"{right_column}")
+    column = next(c for c in left.relation.columns if c.name == bound.left_column)
+    unit = "interval" if column.type.name == "TIMESTAMP" else "integer"
+    return (f"rows of {left.alias} are freed once {_join_waterline(right_attr)} > "
+            f"{_offset_text(left_column, bound.upper, unit)}; rows of {right.alias} once "
+            f"{_join_waterline(left_attr)} > {_offset_text(right_column, -bound.lower, unit)}")

@@ -376,6 +376,14 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                 )
             )
     for view in circuit.views:
+        join = circuit.join_upstream(view.name)
+        if join is not None:
+            reject(
+                view,
+                "JOIN" if join == view.name else f"reading the JOIN view {join}",
+                "joins run in the reference evaluator only (tidemark explain shows the plan)",
+            )
+            continue
         union = circuit.union_upstream(view.name)
         if union is not None:
             reject(
