@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from deploy_support import CHART, KUBERNETES_VERSION, ROOT, K8sTools
+from deploy_support import CHART, KUBERNETES_VERSION, ROOT, K8sTools, tools_env
 
 VALUES = {
     "default": None,
@@ -556,3 +556,39 @@ def test_kafka_client_settings_reach_the_app(
         assert conf["client.id"] == "purchases"
         assert conf["compression.type"] == "zstd"
         assert conf["socket.keepalive.enable"] == "true"
+
+
+def test_the_charts_spark_conf_with_authentication_runs_tidemarks_session(
+    k8s_tools: K8sTools, tmp_path: Path
+) -> None:
+    """The default values' spark-defaults.conf (authentication and encryption on) reaches a
+    session made by app/runtime/session.py through SPARK_CONF_DIR, as in the chart's pod, and
+    Spark runs a job with Python tasks under it."""
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    docs = _docs(_render(k8s_tools, None))
+    text = _one(docs, "ConfigMap", "-spark")["data"]["spark-defaults.conf"]
+    # The pod's scratch directory; everything else as rendered.
+    (conf_dir / "spark-defaults.conf").write_text(
+        text.replace("/var/lib/tidemark/spark-local", str(tmp_path / "spark-local"))
+    )
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from app.runtime.session import spark_session\n"
+        "spark = spark_session('local[1]', 1)\n"
+        "conf = spark.sparkContext.getConf()\n"
+        "print('authenticate=' + conf.get('spark.authenticate', ''))\n"
+        "print('crypto=' + conf.get('spark.network.crypto.enabled', ''))\n"
+        "doubled = spark.sparkContext.parallelize(range(10), 2).map(lambda x: x * 2)\n"
+        "print('sum=%d' % doubled.sum())\n"
+        "spark.stop()\n"
+    )
+    python = str(ROOT / ".venv" / "bin" / "python")
+    env = {**tools_env(), "SPARK_CONF_DIR": str(conf_dir), "PYSPARK_PYTHON": python,
+           "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([python, str(probe)], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=280)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "authenticate=true" in result.stdout
+    assert "crypto=true" in result.stdout
+    assert "sum=90" in result.stdout
