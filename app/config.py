@@ -297,6 +297,23 @@ class _YamlFile(PydanticBaseSettingsSource):
             if not isinstance(loaded, dict):
                 raise ConfigError(f"config file {path} must be a mapping of setting: value")
             self._data = {str(k).replace("-", "_"): v for k, v in loaded.items()}
+            self._yield_to_environment(settings_cls)
+
+    def _yield_to_environment(self, settings_cls: type[BaseSettings]) -> None:
+        """A nested settings group of the file (``kafka:``) reaches its model as constructor
+        arguments, which would beat the environment: drop each of its keys whose variable
+        (``TIDEMARK_KAFKA_<KEY>``) is set, so the environment wins there as everywhere."""
+        environment = {name.upper() for name in os.environ}
+        for name, field in settings_cls.model_fields.items():
+            nested, group = field.annotation, self._data.get(name)
+            if not (isinstance(nested, type) and issubclass(nested, BaseSettings)):
+                continue
+            if isinstance(group, dict):
+                prefix = str(nested.model_config.get("env_prefix", ""))
+                self._data[name] = {
+                    key: value for key, value in group.items()
+                    if f"{prefix}{key}".upper() not in environment
+                }
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         return self._data.get(field_name), field_name, False
@@ -327,6 +344,35 @@ class Settings(BaseSettings):
     wait_for_topics_seconds: float = Field(default=0, ge=0)
     exactly_once: bool = True
     kafka: KafkaSecurity = Field(default_factory=KafkaSecurity)
+    #: The schema registry of ``'format' = 'avro-confluent'`` tables (a table's
+    #: ``'schema-registry.url'`` overrides the URL); the credentials are HTTP basic auth.
+    schema_registry_url: str | None = None
+    schema_registry_username: str | None = None
+    schema_registry_password: SecretStr | None = None
+
+    @field_validator("schema_registry_url")
+    @classmethod
+    def _check_registry_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"not an http:// or https:// URL: {value!r}")
+        return value
+
+    def schema_registry_config(self, url: str | None = None) -> dict[str, str] | None:
+        """The schema registry client's settings for ``url`` (None: ``schema_registry_url``),
+        with the basic-auth credentials when set; None when there is no URL."""
+        url = url or self.schema_registry_url
+        if url is None:
+            return None
+        conf = {"url": url}
+        if (self.schema_registry_username is None) != (self.schema_registry_password is None):
+            raise ConfigError(
+                "schema registry credentials need both TIDEMARK_SCHEMA_REGISTRY_USERNAME and"
+                " TIDEMARK_SCHEMA_REGISTRY_PASSWORD"
+            )
+        if self.schema_registry_username is not None and self.schema_registry_password:
+            password = self.schema_registry_password.get_secret_value()
+            conf["basic.auth.user.info"] = f"{self.schema_registry_username}:{password}"
+        return conf
 
     @field_validator("trigger_interval")
     @classmethod

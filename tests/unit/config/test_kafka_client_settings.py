@@ -215,3 +215,25 @@ def test_oauthbearer_without_its_endpoint_or_client_names_what_is_missing(
     assert "TIDEMARK_KAFKA_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL" in message
     assert "TIDEMARK_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET" in message
     assert "_CLIENT_ID" not in message
+
+
+def test_the_environment_beats_the_config_files_kafka_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Precedence holds inside ``kafka:`` too: a TIDEMARK_KAFKA_* variable wins over the same
+    key of the file, the file's other keys still apply."""
+    config = tmp_path / "tidemark.yaml"
+    config.write_text(
+        "kafka:\n"
+        "  security_protocol: SSL\n"
+        "  ssl_ca_location: /from/file/ca.crt\n"
+        "  client:\n"
+        "    client.id: from-file\n"
+    )
+    assert load_settings(config).kafka.security_protocol == "SSL"
+    monkeypatch.setenv("TIDEMARK_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+    monkeypatch.setenv("TIDEMARK_KAFKA_CLIENT", '{"client.id": "from-env"}')
+    kafka = load_settings(config).kafka
+    assert kafka.security_protocol == "SASL_PLAINTEXT"
+    assert kafka.client == {"client.id": "from-env"}
+    assert kafka.ssl_ca_location == "/from/file/ca.crt"
