@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from enum import StrEnum
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -338,6 +339,233 @@ def demo(
     except TidemarkError as exc:
         _fail(exc)
     raise typer.Exit(0 if ok else 1)
+
+
+dead_letters = typer.Typer(
+    name="dead-letters",
+    help="Inspect a table's dead-letter topic and replay its records (docs/reliability.md).",
+    no_args_is_help=True,
+)
+app.add_typer(dead_letters)
+
+
+class _Reason(StrEnum):
+    late = "late"
+    malformed = "malformed"
+    invalid = "invalid"
+    future = "future"
+
+
+_DlqTopic = Annotated[
+    str,
+    typer.Option(
+        "--topic",
+        help="The dead-letter topic: the table's 'dead_letter' option, else <its topic>.dlq.",
+    ),
+]
+_Servers = Annotated[str | None, _setting("bootstrap_servers", "Kafka bootstrap servers.")]
+_Config = Annotated[
+    Path | None,
+    _from_env("YAML config file (Kafka security settings too).", "TIDEMARK_CONFIG", "none"),
+]
+_Reasons = Annotated[
+    list[_Reason] | None, typer.Option("--reason", help="Only this reason; repeatable.")
+]
+_Tables = Annotated[list[str] | None, typer.Option("--table", help="Only this table; repeatable.")]
+_Partitions = Annotated[
+    list[int] | None, typer.Option("--partition", help="Only this partition; repeatable.")
+]
+_FromOffset = Annotated[
+    int | None, typer.Option("--from-offset", help="First offset, in every partition.")
+]
+_ToOffset = Annotated[
+    int | None, typer.Option("--to-offset", help="Last offset (included), in every partition.")
+]
+_Since = Annotated[
+    str | None,
+    typer.Option(
+        "--since",
+        help="Written at or after: ISO-8601, epoch ms, or a duration before now (2h).",
+    ),
+]
+_Until = Annotated[
+    str | None, typer.Option("--until", help="Written before: ISO-8601, epoch ms, or 2h.")
+]
+
+
+def _selection(
+    reason: list[_Reason] | None,
+    table: list[str] | None,
+    partition: list[int] | None,
+    from_offset: int | None,
+    to_offset: int | None,
+    since: str | None,
+    until: str | None,
+    limit: int | None,
+) -> Any:
+    from app.dead_letters.selection import Selection
+
+    return Selection.of(
+        reasons=[r.value for r in reason or ()],
+        tables=table or (),
+        partitions=partition or (),
+        from_offset=from_offset,
+        to_offset=to_offset,
+        since=since,
+        until=until,
+        limit=limit,
+    )
+
+
+def _kafka_conf(config: Path | None, bootstrap_servers: str | None) -> dict[str, str]:
+    from app.config import load_settings
+
+    return load_settings(config, bootstrap_servers=bootstrap_servers).kafka_config()
+
+
+@dead_letters.command("summary")
+def dead_letters_summary(
+    topic: _DlqTopic,
+    reason: _Reasons = None,
+    table: _Tables = None,
+    partition: _Partitions = None,
+    from_offset: _FromOffset = None,
+    to_offset: _ToOffset = None,
+    since: _Since = None,
+    until: _Until = None,
+    format: Annotated[Literal["text", "json"], typer.Option("--format", help="Output format.")] = (
+        "text"
+    ),
+    bootstrap_servers: _Servers = None,
+    config: _Config = None,
+) -> None:
+    """Counts by reason and table, time ranges, offsets per partition, replays."""
+    from app.dead_letters.reading import SelectionReader
+    from app.dead_letters.replay import read_ledger, replayed_targets
+    from app.dead_letters.summary import Summary
+
+    try:
+        selection = _selection(
+            reason, table, partition, from_offset, to_offset, since, until, None
+        )
+        conf = _kafka_conf(config, bootstrap_servers)
+        reader = SelectionReader(conf, topic, selection)
+        letters = list(reader)
+        summary = Summary.of(topic, letters, replayed_targets(read_ledger(conf, topic)))
+        summary.not_dead_letters = reader.foreign
+    except TidemarkError as exc:
+        _fail(exc)
+    typer.echo(summary.to_json_text() if format == "json" else summary.to_text(), nl=False)
+
+
+@dead_letters.command("show")
+def dead_letters_show(
+    topic: _DlqTopic,
+    reason: _Reasons = None,
+    table: _Tables = None,
+    partition: _Partitions = None,
+    from_offset: _FromOffset = None,
+    to_offset: _ToOffset = None,
+    since: _Since = None,
+    until: _Until = None,
+    limit: Annotated[
+        int, typer.Option("--limit", help="At most this many records, the first selected.")
+    ] = 100,
+    program: Annotated[
+        Path | None,
+        typer.Option("--program", help="Decode values with their table's schema in this program."),
+    ] = None,
+    format: Annotated[
+        Literal["text", "json"], typer.Option("--format", help="Output format (json: one a line).")
+    ] = "text",
+    bootstrap_servers: _Servers = None,
+    config: _Config = None,
+) -> None:
+    """The selected dead letters with their headers, keys and values."""
+    from app.dead_letters.reading import SelectionReader
+    from app.dead_letters.replay import read_ledger, replayed_targets
+    from app.dead_letters.show import ProgramDecoder, letter_json, letter_text
+
+    configure_quiet = program is not None
+    if configure_quiet:
+        from app.observability.logging import configure_logging
+
+        configure_logging("console", "warning")
+    try:
+        selection = _selection(
+            reason, table, partition, from_offset, to_offset, since, until, limit
+        )
+        conf = _kafka_conf(config, bootstrap_servers)
+        decoder = ProgramDecoder(program) if program is not None else None
+        replayed = replayed_targets(read_ledger(conf, topic))
+        reader = SelectionReader(conf, topic, selection)
+        shown = 0
+        for letter in reader:
+            decoded = decoder.decode(letter) if decoder is not None else None
+            targets = replayed.get(letter.coordinates, ())
+            if format == "json":
+                typer.echo(json.dumps(letter_json(letter, decoded, targets)))
+            else:
+                typer.echo(letter_text(letter, decoded, targets))
+            shown += 1
+        if format == "text":
+            more = f"; more match: raise --limit {limit}" if reader.more else ""
+            typer.echo(f"{shown} dead letter(s) of {topic} ({selection.describe()}){more}")
+        elif reader.more:
+            typer.echo(f"tidemark: more dead letters match: raise --limit {limit}", err=True)
+    except TidemarkError as exc:
+        _fail(exc)
+
+
+@dead_letters.command("replay")
+def dead_letters_replay(
+    topic: _DlqTopic,
+    to: Annotated[str, typer.Option("--to", help="The topic to write the records to.")],
+    reason: _Reasons = None,
+    table: _Tables = None,
+    partition: _Partitions = None,
+    from_offset: _FromOffset = None,
+    to_offset: _ToOffset = None,
+    since: _Since = None,
+    until: _Until = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="At most this many records, the first selected.")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Write records the ledger says were replayed again.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would be written; write nothing.")
+    ] = False,
+    progress_every: Annotated[
+        int, typer.Option("--progress-every", help="A progress line every this many records.")
+    ] = 10_000,
+    bootstrap_servers: _Servers = None,
+    config: _Config = None,
+) -> None:
+    """Re-produce the selected dead letters to --to, recorded in the ledger <topic>.replays."""
+    from app.dead_letters.replay import Replay
+
+    started = time.monotonic()
+
+    def progress(written: int, seconds: float) -> None:
+        typer.echo(f"replay: {written} dead letter(s) written ({seconds:.0f} s)", err=True)
+
+    try:
+        if progress_every < 1:
+            raise ConfigError(f"--progress-every {progress_every}: give at least 1")
+        selection = _selection(
+            reason, table, partition, from_offset, to_offset, since, until, limit
+        )
+        conf = _kafka_conf(config, bootstrap_servers)
+        report = Replay(
+            conf, topic, to, selection, force=force, dry_run=dry_run, progress=progress,
+            progress_every=progress_every,
+        ).run()
+    except TidemarkError as exc:
+        _fail(exc)
+    typer.echo(report.to_text(), nl=False)
+    typer.echo(f"({selection.describe()}; {time.monotonic() - started:.1f} s)")
 
 
 def main() -> None:
