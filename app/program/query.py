@@ -1569,11 +1569,11 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
     join_op = Join(kind, form, left.side(), right.side(), tuple(keys), residual, bound)
 
     # -- the pipeline over the joined rows ------------------------------------------------
-    for key, word in (("group", "GROUP"), ("having", "HAVING")):
+    for key, word, shown in (("group", "GROUP", "GROUP BY"), ("having", "HAVING", "HAVING")):
         if select.args.get(key) is not None:
             token = next((t for _, t in words if t.is_word(word)), tokens[0])
-            raise CompileFailure(source.position(token.start), f"unsupported: {word} in a view "
-                                 "that joins", "aggregate in a view that reads this one")
+            raise CompileFailure(source.position(token.start), f"unsupported: {shown} in a "
+                                 "view that joins", "aggregate in a view that reads this one")
     post_scope = _Scope(post_columns, set(sides), sides)
     operators: list[Operator] = [join_op]
     where = select.args.get("where")
@@ -1585,7 +1585,8 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
                                  f"condition, not {predicate.type.name}",
                                  "compare the value, e.g. WHERE x <> 0")
         operators.append(Filter(predicate))
-    select_translator = _Translator(source, post_scope, fallback, None, "SELECT")
+    found: list[tuple[str, AggCall]] = []
+    select_translator = _Translator(source, post_scope, fallback, found, "SELECT")
     items: list[exp.Expression] = []
     for item in select.expressions:
         if isinstance(item, exp.Star):
@@ -1618,7 +1619,7 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
         positions.append(at)
         node = item.this if isinstance(item, exp.Alias) else item
         expr = select_translator.translate(node)
-        if any(n.startswith("_agg") for n in _column_refs(expr)):
+        if found:
             raise CompileFailure(at, "unsupported: aggregates in a view that joins",
                                  "aggregate in a view that reads this one")
         outputs.append((name, expr))
