@@ -267,13 +267,14 @@ def _input_text(view: View) -> str:
     return f"{join.left.source} {kind} {join.right.source}"
 
 
-def _waterline_text(attr: TimeAttribute) -> str:
-    """S10/S16/S17: the waterline a time attribute carries."""
+def _waterline_text(attr: TimeAttribute, t: SqlType | None = None) -> str:
+    """S10/S16/S17: the waterline a time attribute carries (``t``: the column's type, for
+    the unit of a join's lag)."""
     if attr.join is not None:
         held = attr.join
         other = _waterline_text(held.other)
-        lag = f" - {_duration(held.lag, None)}" if held.lag > 0 else (
-            f" + {_duration(-held.lag, None)}" if held.lag < 0 else "")
+        lag = f" - {_duration(held.lag, t)}" if held.lag > 0 else (
+            f" + {_duration(-held.lag, t)}" if held.lag < 0 else "")
         return f"min({_waterline_text(held.own)}, {other}{lag})"
     if attr.merged:
         return "min(" + ", ".join(_waterline_text(m) for m in attr.merged) + ")"
@@ -308,6 +309,7 @@ def explain_text(circuit: Circuit) -> str:
         lines.extend(f"  {line}" for line in _operator_lines(circuit, view))
         lines.append("  columns:      " + ", ".join(f"{c.name} {c.type}" for c in view.columns))
         lines.append(f"  key:          {', '.join(view.key) if view.key else '(none)'}")
+        view_types = {c.name: c.type for c in view.columns}
         if view.time_attributes:
             attrs = []
             for attr in view.time_attributes:
@@ -319,12 +321,11 @@ def explain_text(circuit: Circuit) -> str:
                 if attr.merged and attr.table == view.name:
                     how = f"UNION ALL: w = {_waterline_text(attr)}"
                 if attr.join is not None and attr.table == view.name:
-                    how = f"JOIN: w = {_waterline_text(attr)}"
+                    how = f"JOIN: w = {_waterline_text(attr, view_types.get(attr.column))}"
                 attrs.append(f"{attr.column} ({attr.kind}: {how})")
             lines.append(f"  time:         {', '.join(attrs)}")
         else:
             lines.append("  time:         (no time attribute)")
-        view_types = {c.name: c.type for c in view.columns}
         for own in view.lateness:
             amount = _duration(own.amount, view_types.get(own.column))
             lines.append(f"  LATENESS {own.column} {amount}: "
@@ -375,7 +376,9 @@ def explain_json(circuit: Circuit) -> dict[str, Any]:
             "key": list(v.key),
             "time_attributes": [{"column": a.column, "table": a.table,
                                  "source_column": a.source_column, "kind": a.kind,
-                                 "waterline": _waterline_text(a)}
+                                 "waterline": _waterline_text(
+                                     a, next((c.type for c in v.columns if c.name == a.column),
+                                             None))}
                                 for a in v.time_attributes],
             "lateness": [{"column": lt.column, "amount": lt.amount} for lt in v.lateness],
             "late": _late_text(circuit, v),

@@ -114,6 +114,8 @@ JOIN trades b ON a.orderid = b.orderid AND b.seq BETWEEN a.seq - 3 AND a.seq + 7
     assert circuit.view("m").state.description == (
         "rows of a are freed once w(trades.seq) > a.seq + 7; rows of b once w(trades.seq) > "
         "b.seq + 3")
+    assert "seq (forwarded: JOIN: w = min(w(trades.seq), w(trades.seq) - 7))" in explain_text(
+        circuit)
 
 
 def test_s16_other_conditions_are_the_residual() -> None:
