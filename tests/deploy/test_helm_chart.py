@@ -331,6 +331,7 @@ def test_notes_render(k8s_tools: K8sTools, mode: str, tmp_path: Path) -> None:
     notes = yaml.safe_load(result.stdout)["data"]["notes"]
     assert "kubectl -n streaming logs -f tm-tidemark-0" in notes
     assert "/var/lib/tidemark/checkpoint/v1" in notes
+    assert "metrics port from namespace monitoring" in notes
     if mode == "kubernetes":
         assert "3 executor pods named tm-tidemark-exec-*" in notes
 
@@ -458,6 +459,9 @@ def test_network_policy_values(k8s_tools: K8sTools) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert not [d for d in _docs(_render(k8s_tools, None, "networkPolicy.enabled=false"))
                 if d["kind"] == "NetworkPolicy"]
+    anywhere = _one(_docs(_render(k8s_tools, None, "networkPolicy.metrics.namespace=")),
+                    "NetworkPolicy")["spec"]["ingress"]
+    assert anywhere == [{"ports": [{"port": 9108, "protocol": "TCP"}]}]
 
 
 def _containers(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
