@@ -25,6 +25,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from app.circuit import functions as fn
+from app.circuit.explain import expr_text
 from app.circuit.ir import (
     AggCall,
     Aggregate,
@@ -1498,8 +1499,6 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
                 try:
                     fn.result_type("=", [first.type, second.type])
                 except fn.FunctionTypeError as exc:
-                    from app.circuit.explain import expr_text
-
                     raise CompileFailure(translator.pos(inner), f"join keys of different "
                                          f"types: {expr_text(first)} is "
                                          f"{_type_text(first.type)}, {expr_text(second)} is "
@@ -1536,6 +1535,9 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
     else:
         for pair in pairs:
             problem = _bound_problem(pair, left, right)
+            if problem is not None and (not _time_like(pair, inputs) or pair.lower is None
+                                        or pair.upper is None):
+                continue  # not meant as a bound (plain numbers, or one end): residual
             if problem is not None:
                 if not any(_bound_problem(p, left, right) is None and p.lower is not None
                            and p.upper is not None for p in pairs):
@@ -1707,6 +1709,18 @@ def _refs(expr: Expr) -> list[ColumnRef]:
     if isinstance(expr, Call):
         return [r for a in expr.args for r in _refs(a)]
     return []
+
+
+def _time_like(pair: _BoundPair, inputs: dict[str, _JoinInput]) -> bool:
+    """Whether ``pair`` was meant as a time bound: it compares TIMESTAMPs, or one of its
+    columns is a time attribute."""
+    for qualified in (pair.left_column, pair.right_column):
+        alias, column = qualified.split(".", 1)
+        relation = inputs[alias].relation
+        found = next(c for c in relation.columns if c.name == column)
+        if found.type.name == "TIMESTAMP" or relation.time_attribute(column) is not None:
+            return True
+    return False
 
 
 def _bound_problem(pair: _BoundPair, left: _JoinInput,

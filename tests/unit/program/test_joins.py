@@ -213,6 +213,21 @@ JOIN trades t ON o.orderid = t.orderid AND t.rowtime >= o.rowtime;""")
            "upper end)" in warning.message
 
 
+@pytest.mark.parametrize("condition", [
+    "t.amount > o.amount",
+    "t.rowtime > o.placed",
+    "t.rowtime >= o.rowtime AND t.amount BETWEEN o.amount - 5 AND o.amount + 5",
+])
+def test_s16_comparisons_not_meant_as_a_bound_stay_in_the_residual(condition: str) -> None:
+    """S16, L7: a comparison of plain numbers, or one end on a column that is not a time
+    attribute, is no attempted bound: it is residual, and the join is regular (warned)."""
+    circuit = compile_sql(f"""CREATE VIEW r AS SELECT o.orderid FROM orders o
+JOIN trades t ON o.orderid = t.orderid AND {condition};""")
+    join = join_of(circuit, "r")
+    assert join.form == "regular" and join.residual is not None
+    assert len(circuit.warnings) == 1
+
+
 # -- time attributes (S10, S16) --------------------------------------------------------------
 
 
