@@ -5,9 +5,14 @@ real librdkafka client, which refuses unknown or inconsistent settings when it i
 
 from __future__ import annotations
 
+import base64
 import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+from urllib.parse import parse_qs
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -237,3 +242,63 @@ def test_the_environment_beats_the_config_files_kafka_group(
     assert kafka.security_protocol == "SASL_PLAINTEXT"
     assert kafka.client == {"client.id": "from-env"}
     assert kafka.ssl_ca_location == "/from/file/ca.crt"
+
+
+class _TokenEndpoint(BaseHTTPRequestHandler):
+    """An OIDC token endpoint: records each request, answers with an unsigned JWT."""
+
+    requests: ClassVar[list[tuple[str, str, str]]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server interface
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+        self.requests.append((self.path, self.headers.get("Authorization", ""), body))
+
+        def part(claims: dict[str, Any]) -> str:
+            return base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+
+        now = int(time.time())
+        claims = {"sub": "tidemark", "iat": now, "exp": now + 3600}
+        token = f"{part({'alg': 'none'})}.{part(claims)}."
+        answer = json.dumps({"access_token": token, "token_type": "bearer", "expires_in": 3600})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer.encode())
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the interface's name
+        pass
+
+
+def test_librdkafka_fetches_the_oidc_token_with_the_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mapped settings drive librdkafka's own token fetch: a client made from them asks
+    the token endpoint with the client credentials grant, the client id and the secret read
+    from its file (HTTP basic auth) and the scope."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _TokenEndpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        secret = tmp_path / "client-secret"
+        secret.write_text("oidc-secret\n")
+        monkeypatch.setenv("TIDEMARK_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+        monkeypatch.setenv("TIDEMARK_KAFKA_SASL_MECHANISM", "OAUTHBEARER")
+        monkeypatch.setenv("TIDEMARK_KAFKA_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL",
+                           f"http://127.0.0.1:{server.server_port}/oauth2/token")
+        monkeypatch.setenv("TIDEMARK_KAFKA_SASL_OAUTHBEARER_CLIENT_ID", "tidemark")
+        monkeypatch.setenv("TIDEMARK_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET_FILE", str(secret))
+        monkeypatch.setenv("TIDEMARK_KAFKA_SASL_OAUTHBEARER_SCOPE", "kafka")
+        conf = load_settings(None, bootstrap_servers=NOWHERE).kafka_config()
+        _TokenEndpoint.requests.clear()
+        producer = Producer({**conf, "log_level": 0})
+        deadline = time.monotonic() + 20
+        while not _TokenEndpoint.requests and time.monotonic() < deadline:
+            producer.poll(0.1)
+        producer.flush(0)
+    finally:
+        server.shutdown()
+        server.server_close()
+    path, authorization, body = _TokenEndpoint.requests[0]
+    assert path == "/oauth2/token"
+    assert authorization == "Basic " + base64.b64encode(b"tidemark:oidc-secret").decode()
+    assert parse_qs(body) == {"grant_type": ["client_credentials"], "scope": ["kafka"]}
