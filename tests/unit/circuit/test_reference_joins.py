@@ -367,3 +367,47 @@ def test_s16_s13_join_view_as_a_changelog() -> None:
                                  StepInput(SEED_STEPS[1].rows, batch_time_ms=7)])
     assert values(results[1], "matched")[0] == {
         **match("10:00", 1, "ORCL", 100, 60), "undo": False, "ptime": 7, "ver": 0}
+
+
+def test_s16_s18_window_join_of_two_after_watermark_aggregates() -> None:
+    """S16, S18: a FULL window join of per-5-minute counts. Each side's rows reach the join
+    only once final (S18); a count is matched in the step the later side's count is final,
+    and a count without a partner is written padded in that same step, once the other
+    side's waterline has passed the window's end (nothing can come for it any more)."""
+    circuit = compile_sql("""
+CREATE LOCAL VIEW order_counts AS
+SELECT window_start, window_end, ticker, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(rowtime), INTERVAL '5' MINUTE))
+GROUP BY window_start, window_end, ticker EMIT AFTER WATERMARK;
+CREATE LOCAL VIEW trade_counts AS
+SELECT window_start, window_end, ticker, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE trades, DESCRIPTOR(rowtime), INTERVAL '5' MINUTE))
+GROUP BY window_start, window_end, ticker EMIT AFTER WATERMARK;
+CREATE VIEW both_counts WITH ('topic' = 'both_counts') AS
+SELECT COALESCE(o.window_end, t.window_end) AS window_end,
+       COALESCE(o.ticker, t.ticker) AS ticker, o.n AS orders, t.n AS trades
+FROM order_counts o FULL JOIN trade_counts t
+  ON o.window_start = t.window_start AND o.window_end = t.window_end
+ AND o.ticker = t.ticker;""")
+    assert join_form(circuit, "both_counts") == "window"
+    results = evaluate(circuit, [
+        StepInput({"orders": [order("10:01", 1, "ORCL", 1), order("10:02", 2, "SAP", 1)],
+                   "trades": [trade("10:03", 1, "ORCL", 1), trade("10:04", 3, "IBM", 1)]}),
+        bound("orders", "10:05"),
+        bound("trades", "10:05"),
+    ])
+    end = at("10:05")
+    assert [values(r, "both_counts") for r in results] == [
+        [],
+        [],  # orders' counts are final; trades' window may still grow
+        [{"window_end": end, "ticker": "ORCL", "orders": 1, "trades": 1},
+         {"window_end": end, "ticker": "SAP", "orders": 1, "trades": None},
+         {"window_end": end, "ticker": "IBM", "orders": None, "trades": 1}],
+    ]
+    assert [r.state_rows["both_counts"] for r in results] == [0, 2, 0]
+
+
+def join_form(circuit: Circuit, view: str) -> str:
+    join = circuit.view(view).join
+    assert join is not None
+    return join.form
