@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 DEMO_SECONDS ?= 45
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck setup kafka tools clean
+.PHONY: demo test lint typecheck setup kafka schema-registry tools clean
 
 # pip's output (setuptools' editable-install notices among it) goes to $(PIP_LOG), shown
 # only when the install fails.
@@ -24,10 +24,13 @@ $(STAMP): pyproject.toml
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-setup: $(STAMP) kafka
+setup: $(STAMP) kafka schema-registry
 
 kafka:
 	@bash scripts/fetch-kafka.sh
+
+schema-registry:
+	@bash scripts/fetch-schema-registry.sh
 
 tools:
 	@bash scripts/install-prometheus.sh

@@ -187,6 +187,10 @@ def run(
         Path | None,
         _setting("spark_log_file", "File of Spark's logs.", f"CHECKPOINT/{SPARK_LOG_NAME}"),
     ] = None,
+    schema_registry_url: Annotated[
+        str | None,
+        _setting("schema_registry_url", "Schema registry of 'avro-confluent' tables.", "none"),
+    ] = None,
 ) -> None:
     """Run a program: read its tables' topics, write its views and dead letters."""
     from app.config import load_settings
@@ -203,6 +207,7 @@ def run(
             max_records_per_step=max_records_per_step,
             spark_log=spark_log,
             spark_log_file=spark_log_file,
+            schema_registry_url=schema_registry_url,
         )
         configure_logging(settings.log_format, settings.log_level)
         if settings.program is None:
@@ -228,6 +233,28 @@ def _route_spark_logs(log_file: Path | None) -> None:
         ) from exc
 
 
+def _with_schema_registry(circuit: Any, settings: Settings) -> Any:
+    """The circuit with each ``'format' = 'avro-confluent'`` table's schema registry client
+    settings complete: its ``'schema-registry.url'`` or the ``schema_registry_url`` setting,
+    with the setting's credentials. A ConfigError names a table that has no registry."""
+    from dataclasses import replace
+
+    tables = []
+    for table in circuit.tables:
+        if table.format == "avro-confluent":
+            own = (table.schema_registry or {}).get("url")
+            conf = settings.schema_registry_config(own)
+            if conf is None:
+                raise ConfigError(
+                    f"table {table.name} has 'format' = 'avro-confluent' but no schema registry:"
+                    " set --schema-registry-url (TIDEMARK_SCHEMA_REGISTRY_URL) or the table's"
+                    " 'schema-registry.url'"
+                )
+            table = replace(table, schema_registry=conf)
+        tables.append(table)
+    return replace(circuit, tables=tuple(tables))
+
+
 def _run(circuit: Any, settings: Settings, once: bool) -> None:
     from app import __version__
     from app.observability.listener import InputLagProbe, TidemarkQueryListener
@@ -237,6 +264,7 @@ def _run(circuit: Any, settings: Settings, once: bool) -> None:
     from app.runtime.service import Service, prepare_checkpoint
 
     log = get_logger("tidemark.cli")
+    circuit = _with_schema_registry(circuit, settings)
     # After the program compiled: a rejected program leaves no file behind.
     prepare_checkpoint(settings.checkpoint)
     _route_spark_logs(settings.spark_log_path)

@@ -116,3 +116,27 @@ def spark() -> Iterator[Any]:
     from app.runtime.session import spark_session
 
     yield spark_session("local[2]", shuffle_partitions=2)
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[str]:
+    """A Confluent-compatible schema registry's base URL: ``SCHEMA_REGISTRY_URL`` when set,
+    else the local registry (local_schema_registry.py here) built by
+    ``scripts/fetch-schema-registry.sh``. One that cannot start fails the test, with why."""
+    external = os.environ.get("SCHEMA_REGISTRY_URL")
+    if external:
+        yield external
+        return
+    subprocess.run(["bash", str(ROOT / "scripts" / "fetch-schema-registry.sh")], check=True)
+    from local_schema_registry import LocalSchemaRegistry
+
+    registry = LocalSchemaRegistry()
+    try:
+        registry.start()
+    except RuntimeError as exc:
+        registry.cleanup()
+        pytest.fail(f"the local schema registry did not start: {exc}", pytrace=False)
+    try:
+        yield registry.url
+    finally:
+        registry.cleanup()

@@ -377,6 +377,10 @@ class Table:
     lateness: tuple[Lateness, ...]
     max_future_ms: int | None
     position: Position
+    #: An ``avro-confluent`` table's schema registry client settings: ``url`` (the table's
+    #: ``'schema-registry.url'``, else ``tidemark run``'s setting) and, with credentials,
+    #: ``basic.auth.user.info``; ``tidemark run`` completes them from its settings.
+    schema_registry: dict[str, str] | None = None
 
     def column(self, name: str) -> Column:
         for col in self.columns:

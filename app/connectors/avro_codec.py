@@ -40,6 +40,20 @@ def raw_schema(schema: Any) -> Any:
     return schema
 
 
+def _framing_hint(data: bytes) -> str:
+    """For a value that is no schemaless Avro of the schema: a hint when it starts like a
+    Confluent-framed record (magic byte 0 and a plausible schema id), else nothing."""
+    from app.connectors.confluent_avro import framed_schema_id
+
+    schema_id = framed_schema_id(data)
+    if schema_id is None:
+        return ""
+    return (
+        f" (it starts like a Confluent-framed record of schema id {schema_id}: if its "
+        "producer uses a schema registry, declare the table 'format' = 'avro-confluent')"
+    )
+
+
 class AvroCodec:
     """Schemaless Avro (the value bytes only, as the 'avro' format of SPEC L1)."""
 
@@ -57,11 +71,13 @@ class AvroCodec:
             # fastavro names its reader object ("<_io.BytesIO object at 0x7f...>"): without the
             # address the message, a dead-letter header, is the same on every replay (S13).
             detail = _ADDRESS.sub("", str(exc))
-            raise SerializationError(f"cannot decode Avro: {type(exc).__name__}: {detail}") from exc
+            raise SerializationError(
+                f"cannot decode Avro: {type(exc).__name__}: {detail}{_framing_hint(data)}"
+            ) from exc
         if buffer.tell() != len(data):
             raise SerializationError(
                 f"{len(data) - buffer.tell()} bytes left after decoding the record: "
-                "written with another schema?"
+                f"written with another schema?{_framing_hint(data)}"
             )
         if not isinstance(record, dict):
             raise SerializationError("the Avro value is not a record")

@@ -7,12 +7,15 @@ reference comparison share it. A record is exactly one of:
 - ``malformed``: cannot be decoded with the table's schema (S7): garbage bytes, a record written
   with another schema (bytes left over or missing), a value of another Avro type; for a
   ``'format' = 'json'`` table, a value that is not UTF-8 JSON text of an object
-  (:mod:`app.connectors.json_records`);
+  (:mod:`app.connectors.json_records`); for ``'format' = 'avro-confluent'``, a value that is
+  not Confluent-framed (:mod:`app.connectors.confluent_avro`);
 - ``invalid``: NULL in a NOT NULL column -- decoded, or written by a producer whose schema has
   the column nullable (the bytes fit the table's schema with every column made nullable) -- or
   a value outside its column's SQL type (an INT beyond 32 bits, a TIMESTAMP outside years
   1-9999, a DECIMAL with too many digits), which Spark could not hold (S7); for a JSON table
-  also a field of the wrong JSON type or form for its column;
+  also a field of the wrong JSON type or form for its column; for an avro-confluent table also
+  a schema id the registry does not know or a writer schema that does not resolve to the
+  table's;
 - ``future``: a TIMESTAMP LATENESS value more than ``max_future_ms`` ahead of the step's wall
   clock (S7; the wall clock is recorded in the step's offsets, so a replay judges alike);
 - ``late``: some LATENESS column below its waterline w(t-1) (S5; equal is on time; the test
@@ -36,6 +39,7 @@ import numpy.typing as npt
 
 from app.circuit.waterline import is_late, late_mask
 from app.connectors.avro_codec import AvroCodec
+from app.connectors.confluent_avro import ConfluentAvroRecords, ConfluentRecordError
 from app.connectors.json_records import JsonRecordError, JsonRecords
 from app.errors import SerializationError
 
@@ -119,9 +123,13 @@ class SourceSpec:
     #: gate needs them (it writes an accepted row back as a dead letter, L2); without one,
     #: the source leaves them out and Spark does not carry the raw bytes of every row.
     ok_payload: bool = True
-    #: How record values are encoded (SPEC L1): ``avro`` (schemaless, ``avro_schema``) or
-    #: ``json`` (one object per value, app/connectors/json_records.py).
+    #: How record values are encoded (SPEC L1): ``avro`` (schemaless, ``avro_schema``),
+    #: ``json`` (one object per value, app/connectors/json_records.py) or ``avro-confluent``
+    #: (schema-registry framing, app/connectors/confluent_avro.py).
     format: str = "avro"
+    #: The schema registry client's settings of an ``avro-confluent`` table (``url``,
+    #: optionally ``basic.auth.user.info``); None for the other formats.
+    registry: Mapping[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -134,6 +142,7 @@ class SourceSpec:
             "dead_letter_topic": self.dead_letter_topic,
             "ok_payload": self.ok_payload,
             "format": self.format,
+            "registry": dict(self.registry) if self.registry is not None else None,
         }
 
     @classmethod
@@ -148,6 +157,7 @@ class SourceSpec:
             dead_letter_topic=data["dead_letter_topic"],
             ok_payload=bool(data.get("ok_payload", True)),
             format=str(data.get("format", "avro")),
+            registry=data.get("registry"),
         )
 
 
@@ -188,9 +198,14 @@ class LateGate:
         self.wall_clock_ms = wall_clock_ms
         self._required = [c.name for c in spec.columns if not c.nullable]
         self._json: JsonRecords | None = None
+        self._confluent: ConfluentAvroRecords | None = None
         self._nullable_codecs: list[AvroCodec] = []
         if spec.format == "json":
             self._json = JsonRecords(spec.table, [(c.name, c.kind) for c in spec.columns])
+        elif spec.format == "avro-confluent":
+            if spec.registry is None:
+                raise ValueError(f"table {spec.table}: avro-confluent values need a registry")
+            self._confluent = ConfluentAvroRecords(spec.table, spec.avro_schema, spec.registry)
         elif spec.format == "avro":
             self.codec = AvroCodec(spec.avro_schema)
             # Writers that made every NOT NULL column nullable, or just one of them.
@@ -218,6 +233,11 @@ class LateGate:
             try:
                 row = self._json.decode(value)
             except JsonRecordError as exc:
+                return GateVerdict(exc.reason, None, exc.message)
+        elif self._confluent is not None:
+            try:
+                row = self._confluent.decode(value)
+            except ConfluentRecordError as exc:
                 return GateVerdict(exc.reason, None, exc.message)
         else:
             try:

@@ -43,7 +43,7 @@ from app.program.query import PlannedQuery, Relation, plan_query
 
 __all__ = ["compile_program", "compile_text"]
 
-TABLE_OPTIONS = ("topic", "format", "schema", "dead_letter", "max_future")
+TABLE_OPTIONS = ("topic", "format", "schema", "dead_letter", "max_future", "schema-registry.url")
 VIEW_OPTIONS = ("topic", "format")
 TABLE_FORMATS = ("avro", "avro-confluent", "json")
 VIEW_FORMATS = ("upsert", "changelog", "append")
@@ -190,6 +190,19 @@ class _Compiler:
                 raise CompileFailure(option.position, "'max_future' needs a TIMESTAMP column "
                                      "with LATENESS", "add LATENESS to the event-time column")
             max_future_ms = option.value.amount
+        registry: dict[str, str] | None = None
+        if "schema-registry.url" in options:
+            option = options["schema-registry.url"]
+            if fmt != "avro-confluent":
+                raise CompileFailure(option.position, "'schema-registry.url' is an option of "
+                                     "'format' = 'avro-confluent' tables",
+                                     "declare 'format' = 'avro-confluent' or remove the option")
+            url = self._string(option)
+            if not url.startswith(("http://", "https://")):
+                raise CompileFailure(option.value_position, f"'schema-registry.url' {url} is "
+                                     "not an http:// or https:// URL",
+                                     "write 'schema-registry.url' = 'http://host:port'")
+            registry = {"url": url}
         schema: dict[str, Any]
         if "schema" in options:
             schema = self._schema_file(options["schema"], columns, decl.name)
@@ -197,7 +210,7 @@ class _Compiler:
             schema = record_schema(decl.name, columns)
         table = Table(decl.name, tuple(columns), topic_value,
                       cast(Literal["avro", "avro-confluent", "json"], fmt), schema, dead_letter,
-                      tuple(lateness), max_future_ms, decl.position)
+                      tuple(lateness), max_future_ms, decl.position, registry)
         self.tables.append(table)
         self.relations[decl.name] = Relation(
             decl.name, table.columns,

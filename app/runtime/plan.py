@@ -106,6 +106,7 @@ def source_spec(table: Table, ok_payload: bool = True) -> SourceSpec:
         dead_letter_topic=table.dead_letter_topic,
         ok_payload=ok_payload,
         format=table.format,
+        registry=table.schema_registry,
     )
 
 
@@ -364,7 +365,7 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
         )
 
     for table in circuit.tables:
-        if table.format not in ("avro", "json"):
+        if table.format not in ("avro", "avro-confluent", "json"):
             problems.append(
                 Diagnostic(
                     "error",

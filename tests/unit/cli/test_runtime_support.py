@@ -29,12 +29,20 @@ def test_json_tables_run_and_their_source_decodes_json_l1() -> None:
     assert SourceSpec.from_json(spec.to_json()) == spec
 
 
-def test_avro_confluent_tables_are_refused_not_decoded_as_avro_l7() -> None:
-    circuit = compile_program("p.sql", TABLE.format(extra=", 'format' = 'avro-confluent'"))
-    with pytest.raises(
-        ProgramError, match="format 'avro-confluent' is not read by the Spark runtime"
-    ):
-        check_supported(circuit, physical_plan(circuit))
+def test_avro_confluent_tables_run_and_their_source_reads_the_registry_l1() -> None:
+    from app.connectors.late_gate import SourceSpec
+    from app.runtime.plan import source_spec
+
+    circuit = compile_program(
+        "p.sql",
+        TABLE.format(
+            extra=", 'format' = 'avro-confluent', 'schema-registry.url' = 'http://127.0.0.1:8081'"
+        ),
+    )
+    check_supported(circuit, physical_plan(circuit))
+    spec = source_spec(circuit.table("t"))
+    assert (spec.format, spec.registry) == ("avro-confluent", {"url": "http://127.0.0.1:8081"})
+    assert SourceSpec.from_json(spec.to_json()) == spec
 
 
 @pytest.mark.parametrize(

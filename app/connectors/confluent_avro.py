@@ -1,0 +1,301 @@
+"""Decode the values of a ``'format' = 'avro-confluent'`` table: Avro framed for a schema registry.
+
+A value is the Confluent wire format: magic byte ``0``, the writer schema's id as a 4-byte
+big-endian integer, then the Avro binary encoding of the record with that schema. The writer
+schema is fetched by id from a Confluent-compatible schema registry and resolved to the table's
+own schema (its ``avro_schema``, the reader) with Avro's schema resolution (fastavro's): fields
+are matched by name, a field the writer lacks takes the reader's default, a field the reader
+lacks is skipped, and numbers are promoted (int to long, float to double), so a producer that
+evolves its schema compatibly (a field added with a default) needs no change to the program.
+
+:class:`ConfluentAvroRecords` turns one value into the row the ``'avro'`` format's codec gives
+for the same table (TIMESTAMP and DATE as plain integers, app/connectors/avro_codec.py), or
+raises :class:`ConfluentRecordError`: reason ``malformed`` for a value that is not
+Confluent-framed or whose Avro body does not decode, ``invalid`` for a schema id the registry
+does not know or a writer schema that does not resolve to the table's (the message names the
+id). Every column is read nullable, so a NULL the writer sent for a NOT NULL column reaches
+the gate, which makes it ``invalid`` naming the column.
+
+Registry lookups happen in the source's tasks. Each process keeps one registry client per
+settings (:data:`REGISTRY_CLIENTS`, the holder pattern of app/connectors/per_process.py); the
+client caches schemas by id, and a decoder keeps each id's parsed and checked schemas, so a
+slice asks the registry at most once per new id. A registry that cannot be reached (or refuses
+the credentials) is no dead letter: the task fails with :class:`SchemaRegistryUnavailable`
+and Spark retries it, since the same bytes would decode once the registry answers.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+from fastavro.read import SchemaResolutionError
+
+from app.connectors.avro_codec import raw_schema
+from app.connectors.per_process import PerProcess
+from app.errors import TidemarkError
+
+__all__ = [
+    "MAGIC_BYTE",
+    "REGISTRY_CLIENTS",
+    "ConfluentAvroRecords",
+    "ConfluentRecordError",
+    "RegistryClients",
+    "SchemaRegistryUnavailable",
+    "frame",
+    "framed_schema_id",
+    "unframe",
+]
+
+#: The first byte of every Confluent-framed value.
+MAGIC_BYTE = 0
+_HEADER = 5  # the magic byte and the 4-byte schema id
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_INTEGER_LOGICAL = {"timestamp-millis", "timestamp-micros", "date", "time-millis", "time-micros"}
+
+
+class ConfluentRecordError(ValueError):
+    """A value that is no row of the table: ``reason`` is ``malformed`` or ``invalid``."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason, self.message = reason, message
+
+
+class SchemaRegistryUnavailable(TidemarkError):
+    """The schema registry could not answer a lookup (unreachable, an error status, refused
+    credentials): a fault of the service's surroundings, not of the record."""
+
+
+def frame(schema_id: int, payload: bytes) -> bytes:
+    """``payload`` (Avro binary) in the Confluent wire format of schema ``schema_id``."""
+    return bytes([MAGIC_BYTE]) + schema_id.to_bytes(4, "big") + payload
+
+
+def unframe(value: bytes) -> tuple[int, bytes]:
+    """The schema id and the Avro body of a Confluent-framed value; raises
+    :class:`ValueError` saying why the value is not one."""
+    if len(value) < _HEADER:
+        raise ValueError(f"{len(value)} bytes, fewer than the 5 of the magic byte and schema id")
+    if value[0] != MAGIC_BYTE:
+        raise ValueError(f"the first byte is 0x{value[0]:02x}, not the magic byte 0x00")
+    return int.from_bytes(value[1:_HEADER], "big"), value[_HEADER:]
+
+
+def framed_schema_id(value: bytes) -> int | None:
+    """The schema id when ``value`` starts like a Confluent-framed record (magic byte 0 and a
+    positive id that fits a signed 32-bit integer, as registries assign them), else None: a
+    cheap hint, since a schemaless Avro value may start with a zero byte too."""
+    if len(value) <= _HEADER or value[0] != MAGIC_BYTE:
+        return None
+    schema_id = int.from_bytes(value[1:_HEADER], "big")
+    return schema_id if 0 < schema_id < 2**31 else None
+
+
+class RegistryClients:
+    """One process's schema registry clients: at most one per distinct client settings
+    (confluent-kafka's ``SchemaRegistryClient``, which caches schemas by id)."""
+
+    def __init__(self) -> None:
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, conf: Mapping[str, str]) -> Any:
+        """This process's client of ``conf`` (``url``, optionally ``basic.auth.user.info``)."""
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+
+        key = json.dumps(dict(conf), sort_keys=True)
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                client = self._clients[key] = SchemaRegistryClient(dict(conf))
+            return client
+
+    def close(self) -> None:
+        """Close every kept client; the holder stays usable and starts empty."""
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+
+
+#: The owner of each process's registry clients.
+REGISTRY_CLIENTS: PerProcess[RegistryClients] = PerProcess(RegistryClients, RegistryClients.close)
+
+
+@dataclass(frozen=True)
+class _Resolution:
+    """How the values of one writer schema are read: the parsed writer schema and the parsed
+    reader schema (None when both are the same)."""
+
+    writer: Any
+    reader: Any
+
+
+def _branches(kind: Any) -> list[Any]:
+    return kind if isinstance(kind, list) else [kind]
+
+
+def _logical(kind: Any) -> str | None:
+    """The integer logical type of a field type's non-null branch (None if it has none)."""
+    for branch in _branches(kind):
+        if isinstance(branch, dict) and branch.get("logicalType") in _INTEGER_LOGICAL:
+            return str(branch["logicalType"])
+    return None
+
+
+def _nullable(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The reader schema with every field nullable, so a writer's null reaches the gate's NOT
+    NULL check (``invalid``, naming the column) instead of failing the resolution. A field
+    with a non-null default keeps its type first, since a union's default is of its first."""
+    fields = []
+    for f in schema.get("fields", ()):
+        kind = f["type"]
+        if "null" not in _branches(kind):
+            branches = _branches(kind)
+            kind = [*branches, "null"] if f.get("default") is not None else ["null", *branches]
+        fields.append({**f, "type": kind})
+    return {**schema, "fields": fields}
+
+
+class ConfluentAvroRecords:
+    """Decodes the Confluent-framed Avro values of one table's records (see the module doc)."""
+
+    def __init__(
+        self, table: str, reader_schema: Mapping[str, Any], registry: Mapping[str, str]
+    ) -> None:
+        """``reader_schema``: the table's Avro schema; ``registry``: the schema registry
+        client's settings (``url``, optionally ``basic.auth.user.info``)."""
+        self.table = table
+        self._reader = _nullable(dict(reader_schema))
+        self._registry = dict(registry)
+        #: Per schema id: how its values are read, or why they cannot be (an invalid message).
+        self._known: dict[int, _Resolution | str] = {}
+
+    def decode(self, value: bytes) -> dict[str, Any]:
+        """The row of one record value; raises :class:`ConfluentRecordError` when there is
+        none, :class:`SchemaRegistryUnavailable` when the registry cannot say."""
+        try:
+            schema_id, body = unframe(value)
+        except ValueError as exc:
+            raise ConfluentRecordError(
+                "malformed",
+                f"not a Confluent-framed Avro record of table {self.table}: {exc} (a producer "
+                "with a schema registry serializer writes magic byte 0 and a 4-byte schema id)",
+            ) from None
+        known = self._known.get(schema_id)
+        if known is None:
+            known = self._known[schema_id] = self._resolution(schema_id)
+        if isinstance(known, str):
+            raise ConfluentRecordError("invalid", known)
+        buffer = io.BytesIO(body)
+        try:
+            record = fastavro.schemaless_reader(buffer, known.writer, known.reader)
+        except SchemaResolutionError as exc:
+            raise ConfluentRecordError(
+                "invalid",
+                f"schema id {schema_id}: the writer's schema does not resolve to table "
+                f"{self.table}'s: {_ADDRESS.sub('', str(exc))}",
+            ) from None
+        except Exception as exc:  # fastavro raises many types on garbage input
+            detail = _ADDRESS.sub("", str(exc))
+            raise ConfluentRecordError(
+                "malformed",
+                f"cannot decode the Avro body of schema id {schema_id}: "
+                f"{type(exc).__name__}: {detail}",
+            ) from None
+        if buffer.tell() != len(body):
+            raise ConfluentRecordError(
+                "malformed",
+                f"{len(body) - buffer.tell()} bytes left after decoding the record of schema "
+                f"id {schema_id}",
+            )
+        if not isinstance(record, dict):
+            raise ConfluentRecordError("malformed", f"schema id {schema_id} is not a record")
+        return record
+
+    def _resolution(self, schema_id: int) -> _Resolution | str:
+        """How values of ``schema_id`` are read, or the invalid message naming the id."""
+        writer = self._fetch(schema_id)
+        if isinstance(writer, str):
+            return writer
+        if not isinstance(writer, dict) or writer.get("type") != "record":
+            return f"schema id {schema_id} is not an Avro record schema"
+        problem = self._unresolvable(writer)
+        if problem is not None:
+            return f"schema id {schema_id}: {problem}"
+        # The table binds fields by name: the record's own name is the writer's.
+        reader = {**self._reader, "name": writer["name"]}
+        if "namespace" in writer:
+            reader["namespace"] = writer["namespace"]
+        else:
+            reader.pop("namespace", None)
+        try:
+            parsed_writer = fastavro.parse_schema(raw_schema(writer))
+            parsed_reader = fastavro.parse_schema(raw_schema(reader))
+        except Exception as exc:  # fastavro's SchemaParseException and friends
+            return f"schema id {schema_id} is not a valid Avro schema: {exc}"
+        same = raw_schema(writer) == raw_schema(reader)
+        return _Resolution(parsed_writer, None if same else parsed_reader)
+
+    def _fetch(self, schema_id: int) -> Any:
+        """The writer schema of ``schema_id`` as JSON, or the invalid message naming the id."""
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        client = REGISTRY_CLIENTS.get().get(self._registry)
+        try:
+            schema = client.get_schema(schema_id)
+        except SchemaRegistryError as exc:
+            if exc.http_status_code == 404:
+                return (
+                    f"schema id {schema_id} is not in the schema registry: {exc.error_message}"
+                )
+            raise self._unavailable(schema_id, exc) from exc
+        except Exception as exc:  # httpx's transport errors, after the client's retries
+            raise self._unavailable(schema_id, exc) from exc
+        kind = schema.schema_type or "AVRO"
+        if kind != "AVRO":
+            return f"schema id {schema_id} is a {kind} schema, not Avro"
+        if schema.references:
+            return f"schema id {schema_id} has schema references, which are not read"
+        try:
+            return json.loads(schema.schema_str)
+        except ValueError:  # a bare primitive name ("long") is Avro too, but no record
+            return f"schema id {schema_id} is not an Avro record schema"
+
+    def _unavailable(self, schema_id: int, exc: BaseException) -> SchemaRegistryUnavailable:
+        return SchemaRegistryUnavailable(
+            f"table {self.table}: the schema registry {self._registry.get('url')} did not "
+            f"return schema id {schema_id}: {type(exc).__name__}: {exc}"
+        )
+
+    def _unresolvable(self, writer: Mapping[str, Any]) -> str | None:
+        """Why the writer's record cannot resolve to the table's (None when it may): a table
+        field the writer lacks and the table gives no default, or a time field of another
+        unit (the codec reads TIMESTAMP and DATE as plain integers, so a unit mismatch would
+        not fail, only mislead)."""
+        written = {f["name"]: f for f in writer.get("fields", ())}
+        for f in self._reader["fields"]:
+            names = [f["name"], *f.get("aliases", ())]
+            found = next((written[n] for n in names if n in written), None)
+            if found is None:
+                if "default" not in f:
+                    return (
+                        f"the writer's schema has no field {f['name']} and table "
+                        f"{self.table}'s schema gives it no default"
+                    )
+                continue
+            mine, theirs = _logical(f["type"]), _logical(found["type"])
+            if mine is not None and theirs is not None and mine != theirs:
+                return (
+                    f"field {f['name']} is {theirs} in the writer's schema, {mine} in table "
+                    f"{self.table}'s"
+                )
+        return None
+
