@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Waterlines", "advance", "is_late", "late_mask", "next_waterline"]
+__all__ = ["Waterlines", "advance", "is_late", "late_mask", "merged_waterline", "next_waterline"]
 
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -46,6 +46,15 @@ def next_waterline(previous: int | None, highest: int | None, lateness: int) -> 
     """S3: ``w(t) = max(w(t-1), highest - L)``, where ``highest`` is the step's largest
     value of the column (None when the step had none: the waterline stands)."""
     return advance(previous, None if highest is None else highest - lateness)
+
+
+def merged_waterline(inputs: Iterable[int | None]) -> int | None:
+    """S17: a UNION ALL column's waterline, the minimum of its inputs' (SQLstream's merge);
+    -inf (None) while any input is -inf."""
+    values = list(inputs)
+    if not values or any(value is None for value in values):
+        return None
+    return min(value for value in values if value is not None)
 
 
 def is_late(value: int | None, waterline: int | None) -> bool:

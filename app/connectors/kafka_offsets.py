@@ -107,9 +107,13 @@ def _partition_ends_once(
     return ends
 
 
-def initial_offset(ends: Mapping[int, tuple[int, int]]) -> dict[str, Any]:
-    """The offset dict before the first step: every partition at its low offset."""
+def initial_offset(ends: Mapping[int, tuple[int, int]], topic: str) -> dict[str, Any]:
+    """The offset dict before the first step: every partition of ``topic`` at its low offset.
+
+    The topic rides in every offset dict so that a query of several tables (a UNION ALL's)
+    tells its sources' progress apart (``--once``, the input-lag probe)."""
     return {
+        "topic": topic,
         "partitions": {str(p): low for p, (low, _) in ends.items()},
         "step": 0,
         "wall_clock_ms": 0,
@@ -117,7 +121,7 @@ def initial_offset(ends: Mapping[int, tuple[int, int]]) -> dict[str, Any]:
 
 
 def latest_offset(
-    start: dict[str, Any], ends: Mapping[int, tuple[int, int]], max_rows: int | None
+    start: dict[str, Any], ends: Mapping[int, tuple[int, int]], max_rows: int | None, topic: str
 ) -> dict[str, Any]:
     """The end of the step after ``start``: up to ``max_rows`` (None: every) available
     records, shared across partitions in proportion to what each has waiting; ``start``
@@ -143,6 +147,7 @@ def latest_offset(
             end[str(p)] = begin_end + extra
             remaining -= extra
     return {
+        "topic": topic,
         "partitions": end,
         "step": int(start["step"]) + 1,
         "wall_clock_ms": int(time.time() * 1000),

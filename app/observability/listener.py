@@ -68,10 +68,10 @@ def parse_end_offsets(
 ) -> dict[str, dict[str, int]]:
     """Read a source progress ``endOffset`` into :data:`EndOffsets`; ``{}`` when it does not fit.
 
-    Two shapes are understood: Tidemark's Kafka source, ``{"partitions": {"<p>": next},
-    "step": n, ...}`` (one topic per source: pass ``topic``), and the per-topic shape
-    ``{"<topic>": {"<p>": next}}`` of Spark's JVM Kafka source. Anything else (a rate
-    source's offsets, say) is ignored, not an error.
+    Two shapes are understood: Tidemark's Kafka source, ``{"topic": t, "partitions":
+    {"<p>": next}, "step": n, ...}`` (``topic`` is for offsets that do not name theirs), and
+    the per-topic shape ``{"<topic>": {"<p>": next}}`` of Spark's JVM Kafka source. Anything
+    else (a rate source's offsets, say) is ignored, not an error.
     """
     if not offset_json:
         return {}
@@ -83,7 +83,9 @@ def parse_end_offsets(
         return {}
     if "partitions" in parsed:
         own = _partition_offsets(parsed["partitions"])
-        return {topic: own} if topic is not None and own else {}
+        # The source names its topic (a query may read several); older offsets do not.
+        named = parsed.get("topic") if isinstance(parsed.get("topic"), str) else topic
+        return {named: own} if named is not None and own else {}
     offsets: dict[str, dict[str, int]] = {}
     for name, partitions in parsed.items():
         numeric = _partition_offsets(partitions)

@@ -216,12 +216,16 @@ def place_views(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
     queries = []
     for query in plan.queries:
         views = [circuit.view(v.view) for v in query.views]
-        # A view on a UNION ALL is refused by plan.check_supported; it is planned where a
-        # new operator starts, never as a step or native view.
+        # A view on a UNION ALL is computed in the streaming query (its rows come from
+        # several sources), never as a step or native view.
         unions = {v.name for v in views if circuit.union_upstream(v.name) is not None}
-        step_views = {
-            v.name for v in per_step_views(circuit, [v for v in views if v.name not in unions])
-        }
+        # The step views and the query-writes shapes read one table's slices (ADR 0011): a
+        # query of several tables computes every stateless view in the query.
+        step_views = (
+            {v.name for v in per_step_views(circuit, [v for v in views if v.name not in unions])}
+            if len(query.tables) == 1
+            else set()
+        )
         placed = []
         for view, entry in zip(views, query.views, strict=True):
             where: Placement
@@ -299,7 +303,8 @@ def choose_step_shape(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
     output is a step view (ADR 0007); in both, the step views move to ``source_task``. Every
     other query writes through the step sink (``step_sink``), over its rows cached, or read
     again from the step's slices when it has no branch of Spark's own (no gate, no
-    JVM-computed output, no aggregate)."""
+    JVM-computed output, no aggregate). A query of several tables (a UNION ALL's) always
+    takes the cached ``step_sink`` shape: the other shapes read one table's slices."""
     queries = []
     for query in plan.queries:
         outputs = [v for v in query.views if v.output]
@@ -313,7 +318,9 @@ def choose_step_shape(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
             + int(any(v.placement == "state_operator" for v in outputs))
         )
         stage: WritingStage | None = None
-        if in_source and native and all(v.placement in ("native", "step_sink") for v in outputs):
+        if len(query.tables) > 1:
+            pass  # the step sink's cached shape: one job per step reads every source
+        elif in_source and native and all(v.placement in ("native", "step_sink") for v in outputs):
             stage = "aggregate"
         elif in_source and outputs and all(v.placement == "step_sink" for v in outputs):
             stage = "source"
@@ -329,7 +336,13 @@ def choose_step_shape(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
                 views=views,
                 shape="step_sink" if stage is None else "query_writes",
                 writing_stage=stage,
-                batch=None if stage is not None else "reread" if branches == 0 else "cached",
+                batch=(
+                    None
+                    if stage is not None
+                    else "reread"
+                    if branches == 0 and len(query.tables) == 1
+                    else "cached"
+                ),
                 rows_in_jvm=stage != "source",
                 scans_once=stage == "aggregate" and branches == 1,
             )

@@ -22,11 +22,12 @@ the table's probe, and its waterline is kept in the table's waterline files unde
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial, reduce
 from typing import Any, Literal
 
+from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -37,6 +38,7 @@ from app.circuit.ir import (
     Lateness,
     SqlType,
     Table,
+    TimeAttribute,
     View,
     Window,
 )
@@ -64,10 +66,11 @@ from app.runtime.view_gate import (
 __all__ = [
     "TablePlan",
     "check_supported",
-    "plan_table",
+    "plan_query",
     "refused_by_spark",
     "source_spec",
     "time_unit",
+    "waterline_inputs",
 ]
 
 
@@ -112,13 +115,20 @@ def source_spec(table: Table, ok_payload: bool = True) -> SourceSpec:
 
 @dataclass(frozen=True)
 class TablePlan:
-    """One table's streaming query: its sink rows and what the step sink must know.
+    """One streaming query (the physical plan's, of one table or of several): its sink rows
+    and what the step sink must know.
 
-    ``table`` is the table as its step sink keeps time: its own LATENESS columns, then one
-    per LATENESS column of its views, named ``"<view>.<column>"`` (SPEC L2), so the sink
-    computes, stores and reports the views' waterlines with the table's (S3, S14)."""
+    ``tables`` are the query's tables as its step sink keeps time, in the query's order: each
+    with its own LATENESS columns, then one per LATENESS column of its views, named
+    ``"<view>.<column>"`` (SPEC L2), so the sink computes, stores and reports the views'
+    waterlines with the table's (S3, S14). Each table keeps its waterlines in its own
+    ``state_dirs`` entry. The query's waterline map (what ``view_time_source`` and ``merged``
+    name) is its table's map for a query of one table, and every table's columns as
+    ``"<table>.<column>"`` for a query of several; in both, each UNION ALL time attribute
+    whose inputs differ is ``"<view>.<column>"``, the minimum of its ``merged`` inputs (S17)."""
 
-    table: Table
+    tables: tuple[Table, ...]
+    state_dirs: tuple[str, ...]
     frame: DataFrame
     output_views: tuple[View, ...]
     view_time_source: Mapping[str, str | None]  # output view -> waterline key of S14
@@ -126,10 +136,22 @@ class TablePlan:
     #: or, in a ``query_writes`` query, the source's own tasks over the slice's Arrow columns
     #: (app/runtime/slice_writers.py, ADR 0007).
     step_views: tuple[View, ...] = ()
-    #: The table's source, as the query reads it (a job over its slices must read the same).
-    source: SourceSpec | None = None
+    #: The tables' sources, as the query reads them (a job over its slices must read the same).
+    sources: tuple[SourceSpec, ...] = ()
     #: The physical plan's query, whose step shape the step sink follows (ADR 0011).
     query: QueryPlan = QueryPlan("", ())
+    #: A UNION ALL time attribute's key -> the keys whose minimum is its waterline (S17).
+    merged: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def table(self) -> Table:
+        """The query's first table: its state directory holds the sink's id and markers."""
+        return self.tables[0]
+
+    @property
+    def source(self) -> SourceSpec | None:
+        """The source of a query of one table (the shapes that read slices have one)."""
+        return self.sources[0] if len(self.sources) == 1 else None
 
     @property
     def writes_in_query(self) -> bool:
@@ -148,60 +170,75 @@ class TablePlan:
         return self.query.writing_stage == "source"
 
 
-def plan_table(
+def plan_query(
     spark: SparkSession,
     circuit: Circuit,
     query: QueryPlan,
-    table: Table,
     kafka_conf: Mapping[str, str],
-    state_dir: str,
+    state_dirs: Mapping[str, str],
     max_records_per_step: int,
-    stop_at: Mapping[int, int] | None = None,
+    stop_at: Mapping[str, Mapping[int, int]] | None = None,
 ) -> TablePlan:
-    """The streaming DataFrame of ``query`` (the physical plan's query of ``table``), built
-    as the plan places its views; nothing is decided here again."""
+    """The streaming DataFrame of ``query`` (the physical plan's query of one table or of
+    several), built as the plan places its views; nothing is decided here again.
+    ``state_dirs`` and ``stop_at`` are per table."""
+    tables = [circuit.table(name) for name in query.tables]
+    several = len(tables) > 1
     views = [circuit.view(v.view) for v in query.views]
     placement = {v.view: v.placement for v in query.views}
     # Arrival coordinates ride along for ARG_MAX/ARG_MIN ties (earliest row wins); the
     # original record too when a view gate may have to write it back as a dead letter (L2).
     gated_views = [v for v in views if v.lateness]
-    spec = source_spec(table, ok_payload=bool(gated_views))
     step_views = tuple(circuit.view(name) for name in query.placed("step_sink", "source_task"))
     in_query = query.writing_stage == "aggregate"
-    source = (
-        spark.readStream.format(KafkaSource.name())
-        .option("spec", json.dumps(spec.to_json()))
-        .option("kafka", json.dumps(dict(kafka_conf)))
-        .option("state_dir", state_dir)
-        .option("record_slices", "true" if in_query else "false")
-        # Its source tasks or the sink's own job write the dead letters (ADR 0008).
-        .option("narrow", "true" if in_query else "false")
-        .option("max_records_per_step", str(max_records_per_step))
-        .option("stop_at", json.dumps({str(p): o for p, o in stop_at.items()}) if stop_at else "")
-        .load()
-    )
-    columns = [c.name for c in table.columns]
+    slice_views = query.writing_stage == "source"
+    assert not several or (query.shape, query.batch) == ("step_sink", "cached"), query.name
     owners = {v.state_owner for v in query.views if v.state_owner is not None}
-    accepted = source.filter(F.col("_kind").isin("ok", "probe"))
-    watermarked: str | None = None
-    if table.name in owners:
-        if not table.lateness:
-            raise TidemarkError(f"table {table.name} has stateful views but no LATENESS column")
-        first = table.lateness[0]
-        col_type = table.column(first.column).type
-        if col_type.name == "TIMESTAMP":
-            watermarked = first.column
-            accepted = accepted.withWatermark(first.column, f"{first.amount} milliseconds")
-        else:
-            watermarked = "_event_time"
-            accepted = accepted.withColumn(
-                "_event_time", F.expr(f"timestamp_millis(`{first.column}`)")
-            ).withWatermark("_event_time", f"{first.amount} milliseconds")
     carried = ORIGIN_COLUMNS if gated_views else ("_step", "_partition", "_offset")
-    rows = accepted.filter(kind_is("_kind", "ok", watermarked)).select(*columns, *carried)
-    frames: dict[str, DataFrame] = {table.name: rows}
+    specs: list[SourceSpec] = []
+    sources: dict[str, DataFrame] = {}
+    frames: dict[str, DataFrame] = {}
+    watermarked: dict[str, str] = {}
+    for table in tables:
+        spec = source_spec(table, ok_payload=bool(gated_views))
+        specs.append(spec)
+        limit = (stop_at or {}).get(table.name)
+        source = (
+            spark.readStream.format(KafkaSource.name())
+            .option("spec", json.dumps(spec.to_json()))
+            .option("kafka", json.dumps(dict(kafka_conf)))
+            .option("state_dir", state_dirs[table.name])
+            .option("record_slices", "true" if in_query else "false")
+            # Its source tasks or the sink's own job write the dead letters (ADR 0008).
+            .option("narrow", "true" if in_query else "false")
+            .option("max_records_per_step", str(max_records_per_step))
+            .option("stop_at", json.dumps({str(p): o for p, o in limit.items()}) if limit else "")
+            .load()
+        )
+        sources[table.name] = source
+        accepted = source.filter(F.col("_kind").isin("ok", "probe"))
+        if table.name in owners:
+            if not table.lateness:
+                raise TidemarkError(
+                    f"table {table.name} has stateful views but no LATENESS column"
+                )
+            first = table.lateness[0]
+            if table.column(first.column).type.name == "TIMESTAMP":
+                watermarked[table.name] = first.column
+                accepted = accepted.withWatermark(first.column, f"{first.amount} milliseconds")
+            else:
+                watermarked[table.name] = "_event_time"
+                accepted = accepted.withColumn(
+                    "_event_time", F.expr(f"timestamp_millis(`{first.column}`)")
+                ).withWatermark("_event_time", f"{first.amount} milliseconds")
+        columns = [c.name for c in table.columns]
+        frames[table.name] = accepted.filter(
+            kind_is("_kind", "ok", watermarked.get(table.name))
+        ).select(*columns, *carried)
+    table = tables[0]
     branches: list[DataFrame] = []
     time_source: dict[str, str | None] = {}
+    merged: dict[str, tuple[str, ...]] = {}
     aggregates: list[tuple[View, DataFrame]] = []
     event_time = table.lateness[0].column if table.lateness else None
     produce = (
@@ -217,9 +254,10 @@ def plan_table(
     for view in views:
         frames[view.name] = view_frame(view, frames)
         if view.lateness:
+            assert not several, view.name  # refused by check_supported
             gate = gated_view(
                 frames[view.name],
-                view_gate_spec(view, state_dir),
+                view_gate_spec(view, state_dirs[table.name]),
                 table.name,
                 table.dead_letter_topic,
                 watermark=view.name in owners,
@@ -230,7 +268,19 @@ def plan_table(
                 event_time = gate.event_time
         if view.output is None:
             continue
-        time_source[view.name] = _time_key(circuit, view, table)
+        if several or circuit.union_upstream(view.name) is not None:
+            keys = waterline_inputs(circuit, view)
+            if not several:  # the one table's own map: its column names
+                keys = tuple(key.split(".", 1)[1] for key in keys)
+            keys = tuple(dict.fromkeys(keys))
+            if len(keys) > 1:
+                key = f"{view.name}.{view.time_attributes[0].column}"
+                merged[key] = keys
+                time_source[view.name] = key
+            else:
+                time_source[view.name] = keys[0] if keys else None
+        else:
+            time_source[view.name] = _time_key(circuit, view, table)
         if view.name in computed_per_step:
             continue
         if placement[view.name] == "native":
@@ -248,7 +298,6 @@ def plan_table(
     if aggregates:
         assert event_time is not None
         branches.append(aggregate_branch(aggregates, event_time))
-    slice_views = query.writing_stage == "source"
     assert (slice_views or query.batch == "reread") == (not branches), (query.name, query.shape)
     assert query.scans_once == (in_query and len(branches) == 1), (query.name, query.shape)
     if in_query:
@@ -258,33 +307,18 @@ def plan_table(
         branches = []
     elif slice_views:
         # ADR 0007: each source task hands Spark one summary row of what it did with its slice.
-        frame = source.filter(F.col("_kind") == SLICE_SUMMARY).select(
+        frame = sources[table.name].filter(F.col("_kind") == SLICE_SUMMARY).select(
             F.col("_message").alias("message")
         )
     else:
-        frame = gate_rows(
-            source,
-            "_kind",
-            table.name,
-            table.dead_letter_topic,
-            reason=F.col(TABLE_GATE["reason"]),
-            message=TABLE_GATE["message"],
-            late=(
-                TABLE_GATE["late_column"],
-                TABLE_GATE["late_value"],
-                TABLE_GATE["late_waterline"],
-            ),
-            maxima=[
-                (
-                    x.column,
-                    ms_sql(x.column)
-                    if time_unit(table.column(x.column).type) == "ms"
-                    else f"cast(`{x.column}` as bigint)",
+        frame = reduce(
+            DataFrame.unionByName,
+            [
+                _table_gate_rows(
+                    sources[t.name], t, carried_columns(t, step_views) if step_views else ()
                 )
-                for x in table.lateness
+                for t in tables
             ],
-            accepted="_accepted",
-            carry=carried_columns(table, step_views) if step_views else (),
         )
     if "row" in frame.columns:
         no_row = F.lit(None).cast(frame.schema["row"].dataType)
@@ -292,14 +326,70 @@ def plan_table(
     for branch in branches:
         frame = frame.unionByName(branch)
     return TablePlan(
-        sink_table(table, gated_views),
+        tuple(sink_table(t, [v for v in gated_views if not several]) for t in tables),
+        tuple(state_dirs[t.name] for t in tables),
         frame,
         tuple(v for v in views if v.output is not None),
         time_source,
         step_views,
-        spec,
+        tuple(specs),
         query,
+        merged,
     )
+
+
+def _table_gate_rows(
+    source: DataFrame, table: Table, carry: Sequence[SparkColumn]
+) -> DataFrame:
+    """The sink rows of the table's gate: its dead letters and probes (and, with ``carry``,
+    its accepted rows for the step views, app/runtime/step_views.py)."""
+    return gate_rows(
+        source,
+        "_kind",
+        table.name,
+        table.dead_letter_topic,
+        reason=F.col(TABLE_GATE["reason"]),
+        message=TABLE_GATE["message"],
+        late=(
+            TABLE_GATE["late_column"],
+            TABLE_GATE["late_value"],
+            TABLE_GATE["late_waterline"],
+        ),
+        maxima=[
+            (
+                x.column,
+                ms_sql(x.column)
+                if time_unit(table.column(x.column).type) == "ms"
+                else f"cast(`{x.column}` as bigint)",
+            )
+            for x in table.lateness
+        ],
+        accepted="_accepted",
+        carry=carry,
+    )
+
+
+def waterline_inputs(circuit: Circuit, view: View) -> tuple[str, ...]:
+    """S14 of a view in a query of several tables: the ``"<table>.<column>"`` waterlines
+    whose minimum is the waterline of the view's first time attribute (several through a
+    UNION ALL, S17; none without a time attribute)."""
+    if not view.time_attributes:
+        return ()
+    return _attribute_inputs(circuit, view.time_attributes[0])
+
+
+def _attribute_inputs(circuit: Circuit, attribute: TimeAttribute) -> tuple[str, ...]:
+    if attribute.merged:
+        return tuple(
+            key for branch in attribute.merged for key in _attribute_inputs(circuit, branch)
+        )
+    owner, column = attribute.table, attribute.source_column
+    if any(t.name == owner for t in circuit.tables):
+        return (f"{owner}.{column}",)
+    upstream = next(a for a in circuit.view(owner).time_attributes if a.column == column)
+    if upstream == attribute:
+        raise TidemarkError(f"view {owner}: time attribute {column} has no waterline source")
+    return _attribute_inputs(circuit, upstream)
 
 
 def view_gate_spec(view: View, state_dir: str) -> ViewGateSpec:
@@ -385,13 +475,20 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                 "joins run in the reference evaluator only (tidemark explain shows the plan)",
             )
             continue
-        union = circuit.union_upstream(view.name)
-        if union is not None:
+        several = len(physical.query_of(view.name).tables) > 1
+        if several and view.lateness:
             reject(
                 view,
-                "UNION ALL" if union == view.name else f"reading the UNION ALL view {union}",
-                "write one view per branch (each reads one table) until Spark runs UNION ALL",
+                "LATENESS on a view of a query of several tables (a UNION ALL's)",
+                "declare LATENESS on the tables",
             )
+        if several and not view.is_stateless:
+            reject(
+                view,
+                "an aggregate in a query of several tables (over a UNION ALL, or beside one)",
+                "aggregate each table in its own view, or run the union's views only",
+            )
+        if circuit.union_upstream(view.name) is not None:
             continue
         table = circuit.root_table(view.name)
         if view.lateness and not view.is_stateless:

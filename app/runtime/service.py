@@ -24,14 +24,14 @@ import structlog
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from app.circuit.ir import Circuit
+from app.circuit.ir import Circuit, Table
 from app.config import Settings
 from app.connectors.kafka_consumers import consumer_pool
 from app.connectors.kafka_offsets import topic_end_offsets
 from app.errors import ConfigError, KafkaError, SparkError, kafka_reason
 from app.runtime.aggregate import polls_every_step
 from app.runtime.physical import PhysicalPlan, physical_plan
-from app.runtime.plan import check_supported, plan_table
+from app.runtime.plan import check_supported, plan_query
 from app.runtime.session import spark_session
 from app.runtime.slice_cache import SliceCache
 from app.runtime.step_sink import StepMetrics, StepReport, StepSink
@@ -95,11 +95,12 @@ def ensure_topics(
         time.sleep(min(2.0, max(0.1, deadline - time.monotonic())))
     wanted: dict[str, int] = {}
     for table in circuit.tables:
-        partitions = len(existing[table.topic].partitions)
-        wanted.setdefault(table.dead_letter_topic, partitions)
-        for view in circuit.views:
-            if view.output is not None and circuit.root_table(view.name).name == table.name:
-                wanted.setdefault(view.output.topic, partitions)
+        wanted.setdefault(table.dead_letter_topic, len(existing[table.topic].partitions))
+    for view in circuit.views:
+        if view.output is not None:
+            # As many partitions as its first input table's topic (a UNION ALL's first branch).
+            first = _first_table(circuit, view.name)
+            wanted.setdefault(view.output.topic, len(existing[first.topic].partitions))
     upsert = {
         v.output.topic: v.name for v in circuit.views if v.output and v.output.format == "upsert"
     }
@@ -128,6 +129,13 @@ def ensure_topics(
                         f"cannot create topic {name}: {kafka_reason(exc)}: create it, or let"
                         " Tidemark's user create topics on the cluster"
                     ) from exc
+
+
+def _first_table(circuit: Circuit, relation: str) -> Table:
+    """The table ``relation`` reads first: itself, or its first input's, recursively."""
+    while not any(t.name == relation for t in circuit.tables):
+        relation = circuit.view(relation).sources[0]
+    return circuit.table(relation)
 
 
 #: Upsert views' topics already warned of as not compacted, by this process.
@@ -248,7 +256,8 @@ class Service:
     queries: list[StreamingQuery] = field(default_factory=list)
     spark: SparkSession | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
-    _targets: dict[str, dict[int, int]] = field(default_factory=dict)
+    #: ``--once``: per query, the end offsets of each of its topics seen at start.
+    _targets: dict[str, dict[str, dict[int, int]]] = field(default_factory=dict)
     #: Queries that run a step every trigger (AFTER DELAY), and for each the batch id of the
     #: first progress seen with the target offsets committed (``--once``).
     _polled: set[str] = field(default_factory=set)
@@ -300,8 +309,6 @@ class Service:
         return self.spark
 
     def start(self, once: bool = False, listener: Any = None) -> None:
-        from confluent_kafka import KafkaException
-
         check_supported(self.circuit, self.physical)
         prepare_checkpoint(self.checkpoint)
         kafka_conf = self.kafka_conf
@@ -314,44 +321,35 @@ class Service:
         self._targets = {}
         self._polled = set()
         self._reached = {}
-        for table in self.circuit.tables:
-            base = self.checkpoint / table.name
-            state_dir = str(base / "tidemark")
-            try:
-                stop_at = topic_end_offsets(kafka_conf, table.topic) if once else None
-            except KafkaException as exc:
-                raise KafkaError(
-                    f"cannot read the end offsets of topic {table.topic} (table {table.name}):"
-                    f" {kafka_reason(exc)}: check that the broker at"
-                    f" {kafka_conf.get('bootstrap.servers')} runs and answers"
-                ) from exc
-            plan = plan_table(
+        for query_plan in self.physical.queries:
+            tables = [self.circuit.table(name) for name in query_plan.tables]
+            # The query's Spark checkpoint is its first table's; each table keeps its own
+            # step files (waterlines, slices) in its own directory.
+            base = self.checkpoint / tables[0].name
+            state_dirs = {t.name: str(self.checkpoint / t.name / "tidemark") for t in tables}
+            stop_at: dict[str, dict[int, int]] | None = None
+            if once:
+                stop_at = {t.name: self._end_offsets(t.name, t.topic) for t in tables}
+            plan = plan_query(
                 spark,
                 self.circuit,
-                self.physical.query_of(table.name),
-                table,
+                query_plan,
                 kafka_conf,
-                state_dir,
+                state_dirs,
                 self.settings.max_records_per_step,
                 stop_at,
             )
             sink = StepSink(
-                plan, kafka_conf, state_dir, self.metrics, self.on_step, self.settings.exactly_once
+                plan, kafka_conf, self.metrics, self.on_step, self.settings.exactly_once
             )
-            polled = polls_every_step(
-                [
-                    v
-                    for v in self.circuit.views
-                    if v.output is not None and self.circuit.root_table(v.name).name == table.name
-                ]
-            )
+            polled = polls_every_step(list(plan.output_views))
             interval = step_interval_ms(
                 self.settings.trigger_interval_ms, polled=polled, once=once
             )
             try:
                 query = (
                     plan.frame.writeStream.foreachBatch(sink)
-                    .queryName(self.physical.query_of(table.name).name)
+                    .queryName(query_plan.name)
                     .option("checkpointLocation", str(base / "spark"))
                     .outputMode("append")
                     .trigger(processingTime=f"{interval} milliseconds")
@@ -359,21 +357,44 @@ class Service:
                 )
             except Exception as exc:  # noqa: BLE001 - pyspark's errors and py4j's, at the start
                 raise SparkError(
-                    f"the streaming query of table {table.name} did not start:"
+                    f"the streaming query of table {tables[0].name} did not start:"
                     f" {_first_line(str(exc))}. Check the checkpoint directory {base}: a"
                     " checkpoint written by another program or Spark version cannot be"
                     " continued, give a new --checkpoint (TIDEMARK_CHECKPOINT)"
                 ) from exc
             self.queries.append(query)
             if stop_at is not None:
-                self._targets[query.id] = stop_at
+                self._targets[query.id] = {
+                    t.topic: stop_at[t.name] for t in tables
+                }
             if polled:
                 self._polled.add(query.id)
-            log.info("query.started", table=table.name, topic=table.topic, checkpoint=str(base))
+            log.info(
+                "query.started",
+                query=query_plan.name,
+                tables=[t.name for t in tables],
+                topics=[t.topic for t in tables],
+                checkpoint=str(base),
+            )
+
+    def _end_offsets(self, table: str, topic: str) -> dict[int, int]:
+        """``--once``: the end offsets of a table's topic seen at start, its target."""
+        from confluent_kafka import KafkaException
+
+        kafka_conf = self.kafka_conf
+        try:
+            return topic_end_offsets(kafka_conf, topic)
+        except KafkaException as exc:
+            raise KafkaError(
+                f"cannot read the end offsets of topic {topic} (table {table}):"
+                f" {kafka_reason(exc)}: check that the broker at"
+                f" {kafka_conf.get('bootstrap.servers')} runs and answers"
+            ) from exc
 
     def query_topics(self) -> dict[str, str]:
-        """Query name -> input topic, for the input-lag probe."""
-        return {f"tidemark-{t.name}": t.topic for t in self.circuit.tables}
+        """Query name -> its first table's input topic, for the input-lag probe (the offsets
+        of a query's sources name their topics, so a query of several tables needs none)."""
+        return {q.name: self.circuit.table(q.tables[0]).topic for q in self.physical.queries}
 
     def state_views(self) -> dict[str, list[str | None]]:
         """Query name -> the view of each stateful operator, in plan order."""
@@ -421,7 +442,7 @@ class Service:
         if status.get("isTriggerActive") or status.get("isDataAvailable"):
             return False
         progress = query.lastProgress
-        if not target or not any(target.values()):
+        if not _has_records(target):
             return progress is not None
         if progress is None or not _past_target(progress, target):
             return False
@@ -439,7 +460,9 @@ class Service:
                 return False
         return True
 
-    def _polled_caught_up(self, query: StreamingQuery, target: Mapping[int, int]) -> bool:
+    def _polled_caught_up(
+        self, query: StreamingQuery, target: Mapping[str, Mapping[int, int]]
+    ) -> bool:
         progress = query.lastProgress
         if progress is None:
             return False
@@ -447,7 +470,7 @@ class Service:
         reached = self._reached.get(query.id)
         if reached is not None:
             return batch > reached
-        if target and any(target.values()) and not _past_target(progress, target):
+        if _has_records(target) and not _past_target(progress, target):
             return False
         self._reached[query.id] = batch
         return False
@@ -487,11 +510,24 @@ class Service:
             self.spark = None
 
 
-def _past_target(progress: Mapping[str, Any], target: Mapping[int, int]) -> bool:
-    """Whether a step's end offsets (its progress) are at or past ``target`` per partition."""
-    end = progress["sources"][0].get("endOffset")
-    if not end:
-        return False
-    done = json.loads(end) if isinstance(end, str) else end
-    reached = {int(p): int(o) for p, o in done.get("partitions", {}).items()}
-    return all(reached.get(p, 0) >= o for p, o in target.items())
+def _has_records(target: Mapping[str, Mapping[int, int]]) -> bool:
+    return any(any(offsets.values()) for offsets in target.values())
+
+
+def _past_target(progress: Mapping[str, Any], target: Mapping[str, Mapping[int, int]]) -> bool:
+    """Whether a step's end offsets (its progress, one source per topic) are at or past
+    ``target`` (topic -> partition -> offset) for every partition of every topic."""
+    reached: dict[str, dict[int, int]] = {}
+    for source in progress["sources"]:
+        end = source.get("endOffset")
+        if not end:
+            continue
+        done = json.loads(end) if isinstance(end, str) else end
+        # Offsets of a checkpoint from before sources named their topic: one source, one topic.
+        topic = done.get("topic") or next(iter(target))
+        reached[topic] = {int(p): int(o) for p, o in done.get("partitions", {}).items()}
+    return all(
+        reached.get(topic, {}).get(p, 0) >= o
+        for topic, offsets in target.items()
+        for p, o in offsets.items()
+    )

@@ -87,14 +87,14 @@ class KafkaStreamReader(DataSourceStreamReader):
         )
 
     def initialOffset(self) -> dict[str, Any]:
-        return initial_offset(self._partition_ends())
+        return initial_offset(self._partition_ends(), self.spec.topic)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_records)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return latest_offset(start, self._partition_ends(), max_rows)
+        return latest_offset(start, self._partition_ends(), max_rows, self.spec.topic)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return None

@@ -45,6 +45,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from app.circuit.ir import Table
+from app.circuit.waterline import merged_waterline
 from app.connectors.kafka_source import KafkaPartitionSlice
 from app.connectors.sink import (
     SUMMARY_SCHEMA,
@@ -130,28 +131,37 @@ def sink_identity(state_dir: str) -> str:
     return identity
 
 
+#: A table's step (None: the step read none of its records) and its waterlines after it.
+TableStep = tuple[int | None, dict[str, int | None]]
+
+
 class StepSink:
+    """The step sink of one query: of its tables, the first's state directory holds the
+    sink's id, its markers' and probes' files; each table's holds its own waterlines."""
+
     def __init__(
         self,
         plan: TablePlan,
         kafka_conf: Mapping[str, str],
-        state_dir: str,
         metrics: StepMetrics | None = None,
         on_step: Callable[[StepReport], None] | None = None,
         exactly_once: bool = True,
     ) -> None:
         self.plan = plan
         self.exactly_once = exactly_once
-        self.sink_id = sink_identity(state_dir)
+        self.state_dir = plan.state_dirs[0]
+        self.sink_id = sink_identity(self.state_dir)
         self.table: Table = plan.table
         self.kafka_conf = dict(kafka_conf)
-        self.state_dir = state_dir
         self.metrics = metrics
         self.on_step = on_step
         self.late_log = LateRowLog()
-        self._units = {
-            x.column: time_unit(self.table.column(x.column).type) for x in self.table.lateness
+        self._state_dirs = dict(zip((t.name for t in plan.tables), plan.state_dirs, strict=True))
+        self._units_of = {
+            t.name: {x.column: time_unit(t.column(x.column).type) for x in t.lateness}
+            for t in plan.tables
         }
+        self._units = self._units_of[self.table.name]
         self._lateness = tuple((x.column, x.amount) for x in self.table.lateness)
         self._time_sources = {
             view.name: plan.view_time_source.get(view.name) for view in plan.output_views
@@ -160,20 +170,23 @@ class StepSink:
         #: once, never again by a later step without data (ADR 0008).
         self._last_step = -1
         #: Where a one-job step's source tasks leave their probes (ADR 0008).
-        self._probe_dir = str(Path(state_dir) / "step-probes")
+        self._probe_dir = str(Path(self.state_dir) / "step-probes")
+        #: Each output view's S14 waterline after the last step, with its unit (metrics).
+        self._headers_values: dict[str, tuple[int | None, TimeUnit]] = {}
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         if self.plan.query.shape == "query_writes" or self.plan.rereadable:
-            report = self._write(batch, batch_id)
+            reports = self._write(batch, batch_id)
         else:
             batch.persist()
             try:
-                report = self._write(batch, batch_id)
+                reports = self._write(batch, batch_id)
             finally:
                 batch.unpersist()
-        report.seconds = time.monotonic() - started
-        self._report(report)
+        for report in reports:
+            report.seconds = time.monotonic() - started
+            self._report(report)
 
     def _produce(
         self, batch_id: int, first_task: int, view_headers: Mapping[str, list[tuple[str, bytes]]]
@@ -181,7 +194,7 @@ class StepSink:
         return partial(
             produce_partition,
             conf=self.kafka_conf,
-            tables={self.table.name: table_units(self.table)},
+            tables={t.name: table_units(t) for t in self.plan.tables},
             view_headers=view_headers,
             marker=self._marker(batch_id, first_task),
         )
@@ -196,6 +209,7 @@ class StepSink:
         if not self.plan.rereadable:
             probes = batch.filter(F.col("kind") == "probe").select(
                 F.col("kind"),
+                F.col("rel"),
                 F.col("step").alias("n"),
                 F.col("value").cast("string").alias("detail"),
             )
@@ -269,57 +283,106 @@ class StepSink:
         rows = context.parallelize(slices, len(slices)).mapPartitions(run).collect()
         return [summary for text in rows for summary in json.loads(text)]
 
-    def _waterlines(self, summary: list[Any]) -> tuple[int | None, dict[str, int | None]]:
-        """The step (None without data) and its waterlines from its probe summary rows,
-        stored under the step (S3, S5)."""
-        probes = [row for row in summary if row["kind"] == "probe"]
-        steps = {int(r["n"]) for r in probes}
-        if not steps:
-            # A step without data (Spark runs one to evict state): the waterline stands.
-            return None, load_waterlines(self.state_dir, 1 << 62)
-        step = max(steps)
-        previous = load_waterlines(self.state_dir, step)
-        waterlines = waterline_after(previous, probes, self._lateness)
-        store_waterlines(self.state_dir, step, waterlines)
-        return step, waterlines
+    def _waterlines(self, summary: list[Any]) -> dict[str, TableStep]:
+        """Per table, its step (None without data) and its waterlines from its probe summary
+        rows, stored under its step in its state directory (S3, S5). Each table of a query
+        numbers its own steps (its source's)."""
+        out: dict[str, TableStep] = {}
+        for table in self.plan.tables:
+            state_dir = self._state_dirs[table.name]
+            probes = [row for row in summary if row["kind"] == "probe" and row["rel"] == table.name]
+            steps = {int(r["n"]) for r in probes}
+            if not steps:
+                # A step without data (Spark runs one to evict state): the waterline stands.
+                out[table.name] = (None, load_waterlines(state_dir, 1 << 62))
+                continue
+            step = max(steps)
+            previous = load_waterlines(state_dir, step)
+            lateness = tuple((x.column, x.amount) for x in table.lateness)
+            waterlines = waterline_after(previous, probes, lateness)
+            store_waterlines(state_dir, step, waterlines)
+            out[table.name] = (step, waterlines)
+        return out
 
-    def _headers(self, waterlines: Mapping[str, int | None]) -> dict[str, Any]:
-        return view_headers(waterlines, self._time_sources, self._units)
-
-    def _write(self, batch: DataFrame, batch_id: int) -> StepReport:
-        if self.plan.writes_in_query:
-            summary, step, waterlines = self._write_in_query(batch, batch_id)
+    def _query_waterlines(
+        self, steps: Mapping[str, TableStep]
+    ) -> tuple[dict[str, int | None], dict[str, TimeUnit]]:
+        """The query's waterline map and each key's unit (see :class:`TablePlan`)."""
+        waterlines: dict[str, int | None] = {}
+        units: dict[str, TimeUnit] = {}
+        if len(self.plan.tables) == 1:
+            waterlines, units = dict(steps[self.table.name][1]), dict(self._units)
         else:
-            summary, step, waterlines = self._write_by_jobs(batch, batch_id)
-        if step is not None:
-            self._last_step = step
-        report = StepReport(self.table.name, batch_id, step, waterlines=waterlines)
+            for table, (_, values) in steps.items():
+                for column, value in values.items():
+                    waterlines[f"{table}.{column}"] = value
+                    units[f"{table}.{column}"] = self._units_of[table][column]
+        for key, inputs in self.plan.merged.items():
+            waterlines[key] = merged_waterline(waterlines[k] for k in inputs)
+            units[key] = units[inputs[0]]
+        return waterlines, units
+
+    def _headers(self, steps: Mapping[str, TableStep]) -> dict[str, Any]:
+        """S14 headers from the query's waterline map."""
+        waterlines, units = self._query_waterlines(steps)
+        return view_headers(waterlines, self._time_sources, units)
+
+    def _output_waterlines(
+        self, steps: Mapping[str, TableStep]
+    ) -> dict[str, tuple[int | None, TimeUnit]]:
+        """Each output view's S14 waterline after the step, with its unit."""
+        waterlines, units = self._query_waterlines(steps)
+        return {
+            view: (waterlines.get(key), units[key])
+            for view, key in self._time_sources.items()
+            if key is not None
+        }
+
+    def _write(self, batch: DataFrame, batch_id: int) -> list[StepReport]:
+        """Write the step; one report per table of the query (the first table's also counts
+        the query's outputs and replayed tasks)."""
+        if self.plan.writes_in_query:
+            summary, steps = self._write_in_query(batch, batch_id)
+        else:
+            summary, steps = self._write_by_jobs(batch, batch_id)
+        first = steps[self.table.name][0]
+        if first is not None:
+            self._last_step = first
+        reports = {
+            name: StepReport(name, batch_id, step, waterlines=waterlines)
+            for name, (step, waterlines) in steps.items()
+        }
+        query = reports[self.table.name]
+        self._headers_values = self._output_waterlines(steps)
         late_details: list[dict[str, Any]] = []
         for row in summary:
+            report = reports.get(row["rel"], query)
             if row["kind"] == "dead_letter":
                 report.dead_letters[row["reason"]] = report.dead_letters.get(
                     row["reason"], 0
                 ) + int(row["n"])
             elif row["kind"] == "output":
-                report.outputs[row["rel"]] = report.outputs.get(row["rel"], 0) + int(row["n"])
+                query.outputs[row["rel"]] = query.outputs.get(row["rel"], 0) + int(row["n"])
             elif row["kind"] == "replayed":
-                report.replayed_tasks += int(row["n"])
+                query.replayed_tasks += int(row["n"])
             elif row["kind"] == "late_detail":
                 late_details.extend(json.loads(row["detail"]))
             elif row["kind"] == "probe":
                 report.accepted += int(json.loads(row["detail"])["_accepted"])
-        self._log_late(report, late_details)
-        return report
+        for table in self.plan.tables:
+            details = [d for d in late_details if d.get("table", self.table.name) == table.name]
+            self._log_late(table, reports[table.name], details)
+        return list(reports.values())
 
     def _write_by_jobs(
         self, batch: DataFrame, batch_id: int
-    ) -> tuple[list[Any], int | None, dict[str, int | None]]:
+    ) -> tuple[list[Any], dict[str, TableStep]]:
         if self.plan.slice_views:
             summary = self._run_slices(batch, self._probe_pass())
         else:
             summary = self._first_job(batch, batch_id)
-        step, waterlines = self._waterlines(summary)
-        headers = self._headers(waterlines)
+        steps = self._waterlines(summary)
+        headers = self._headers(steps)
         outputs: list[DataFrame] = []
         if self.plan.slice_views:
             summary += self._run_slices(batch, self._slice_output(batch_id, headers))
@@ -331,11 +394,11 @@ class StepSink:
                 outputs.insert(0, written.mapInArrow(produce, SUMMARY_SCHEMA))
         if outputs:
             summary += reduce(DataFrame.union, outputs).collect()
-        return summary, step, waterlines
+        return summary, steps
 
     def _write_in_query(
         self, batch: DataFrame, batch_id: int
-    ) -> tuple[list[Any], int | None, dict[str, int | None]]:
+    ) -> tuple[list[Any], dict[str, TableStep]]:
         """A step of a plan whose query writes its aggregates' records (ADR 0008): in local
         mode, when the query reads the source once, one job, whose writing tasks compute the
         headers from the probes the source tasks leave; otherwise a job of the sink's own
@@ -369,7 +432,7 @@ class StepSink:
             rows = collect_with_order(batch, StepOrder(source_side=side, step_write=write))
             # The same files and functions the writing tasks computed the headers from.
             summary = rendezvous.summaries()
-            step_found, waterlines = self._waterlines(summary)
+            steps = self._waterlines(summary)
             for suffix in (".json", ".dead.arrow"):
                 forget_steps_before(Path(self._probe_dir), step - 3, suffix)
             summary += rows
@@ -381,55 +444,59 @@ class StepSink:
                 else self._slice_output(batch_id, {}, first_task=0, with_views=False)
             )
             summary = self._slice_job(batch, slices, first)
-            step_found, waterlines = self._waterlines(summary)
-            write = StepWrite(self._headers(waterlines), marker)
+            steps = self._waterlines(summary)
+            write = StepWrite(self._headers(steps), marker)
             summary += collect_with_order(batch, StepOrder(step_write=write))
         if self.plan.step_views and slices:
-            views = self._slice_output(batch_id, self._headers(waterlines), first_task=0)
+            views = self._slice_output(batch_id, self._headers(steps), first_task=0)
             summary += self._slice_job(batch, slices, views)
-        return summary, step_found, waterlines
+        return summary, steps
 
-    def _log_late(self, report: StepReport, details: list[dict[str, Any]]) -> None:
+    def _log_late(self, table: Table, report: StepReport, details: list[dict[str, Any]]) -> None:
         """S6: late rows in powers of ten per table, every dead-letter reason with counts."""
         details.sort(key=lambda d: (d["partition"], d["offset"]))
         readable = []
+        units = self._units_of[table.name]
         for detail in details:
-            unit = self._units.get(str(detail["column"]), "integer")
+            unit = units.get(str(detail["column"]), "integer")
             readable.append(
                 {
                     "column": detail["column"],
                     "partition": detail["partition"],
                     "offset": detail["offset"],
-                    "topic": self.table.topic,
+                    "topic": table.topic,
                     "value": format_time_value(detail["value"], unit),
                     "waterline": format_time_value(detail["waterline"], unit),
                 }
             )
         late = report.dead_letters.get("late", 0)
         if late:
-            self.late_log.log_step(self.table.name, dict(enumerate(readable)), count=late)
-        log_dead_letters(log, self.table.name, report.dead_letters)
+            self.late_log.log_step(table.name, dict(enumerate(readable)), count=late)
+        log_dead_letters(log, table.name, report.dead_letters)
 
     def _report(self, report: StepReport) -> None:
         now_ms = int(time.time() * 1000)
+        table = next(t for t in self.plan.tables if t.name == report.table)
+        units = self._units_of[table.name]
         if self.metrics is not None:
             for col, value in report.waterlines.items():
-                self.metrics.set_waterline(self.table.name, col, value, self._units[col], now_ms)
-            self.metrics.add_input(self.table.name, self.table.topic, report.records_in)
+                self.metrics.set_waterline(table.name, col, value, units[col], now_ms)
+            self.metrics.add_input(table.name, table.topic, report.records_in)
             for reason, n in report.dead_letters.items():
-                self.metrics.add_dead_letters(self.table.name, reason, n)
-            for view in self.plan.output_views:
+                self.metrics.add_dead_letters(table.name, reason, n)
+            for view in self.plan.output_views if table == self.table else ():
                 assert view.output is not None
                 self.metrics.add_output(
                     view.name, view.output.topic, report.outputs.get(view.name, 0)
                 )
-                source_col = self.plan.view_time_source.get(view.name)
-                if source_col is not None and self._units[source_col] == "ms":
-                    self.metrics.set_output_waterline(view.name, report.waterlines.get(source_col))
-            self.metrics.observe_step(report.seconds)
+                header = self._headers_values.get(view.name)
+                if header is not None and header[1] == "ms":
+                    self.metrics.set_output_waterline(view.name, header[0])
+            if table == self.table:
+                self.metrics.observe_step(report.seconds)
         log.info(
             "step",
-            table=self.table.name,
+            table=table.name,
             batch=report.batch_id,
             step=report.step,
             accepted=report.accepted,
@@ -438,7 +505,7 @@ class StepSink:
             replayed_tasks=report.replayed_tasks,
             seconds=round(report.seconds, 3),
             waterlines={
-                c: format_time_value(v, self._units[c]) for c, v in report.waterlines.items()
+                c: format_time_value(v, units[c]) for c, v in report.waterlines.items()
             },
         )
         if self.on_step is not None:

@@ -7,12 +7,13 @@ over a step's accepted rows for the views the step sink computes (app/runtime/st
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from app.circuit.functions import to_spark_sql
-from app.circuit.ir import Aggregate, Filter, Project, View, Window
+from app.circuit.ir import Aggregate, Filter, Operator, Project, View, Window
 from app.runtime.view_gate import ORIGIN_COLUMNS
 
 __all__ = ["batch_time", "ms_sql", "view_frame"]
@@ -51,9 +52,19 @@ def _window(df: DataFrame, op: Window) -> DataFrame:
 
 
 def view_frame(view: View, inputs: Mapping[str, DataFrame]) -> DataFrame:
-    """The view's rows as a DataFrame over its input's rows (``inputs``: relation -> rows)."""
-    df = inputs[view.source]
-    for op in view.operators:
+    """The view's rows as a DataFrame over its input's rows (``inputs``: relation -> rows).
+
+    A UNION ALL (S17) is the rows of every branch, each branch's pipeline over its own
+    input; its Projects name the same columns, so the branches union by name."""
+    union = view.union
+    if union is not None:
+        frames = [_pipeline(inputs[b.source], b.operators) for b in union.branches]
+        return reduce(DataFrame.unionByName, frames)
+    return _pipeline(inputs[view.source], view.operators)
+
+
+def _pipeline(df: DataFrame, operators: Iterable[Operator]) -> DataFrame:
+    for op in operators:
         if isinstance(op, Filter):
             df = df.filter(F.expr(to_spark_sql(op.predicate)))
         elif isinstance(op, Project):

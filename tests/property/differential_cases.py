@@ -274,6 +274,63 @@ def _row(rng: random.Random, ts_s: int) -> dict[str, Any]:
 
 MALFORMED = b"\x02not avro\xff"
 
+#: UNION ALL shapes (SPEC S17): each branch's SELECT list over a table (or its TUMBLE), the
+#: union's column names, and a WHERE for a view that reads the union. ``{tvf}`` is the branch's
+#: window; shapes without it read the table itself.
+UNION_SHAPES: tuple[tuple[str, str, str, bool], ...] = (
+    ("ts, k, u, x", "ts, k, u, x", "x > 2 OR k = 'a'", False),
+    ("ts, u + x AS ux, d", "ts, ux, d", "ux IS NOT NULL", False),
+    ("ts AS t2, k", "t2, k", "k IS NOT NULL", False),
+    ("k, x", "k, x", "k <> 'b' OR k IS NULL", False),
+    ("window_start, window_end, k, u", "window_start, window_end, k, u", "u < 20", True),
+    ("window_end, x * 2 AS x2", "window_end, x2", "x2 > 0", True),
+)
+
+
+def _union_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, str]:
+    """``count`` UNION ALL output views of 2-3 branches over ``tables`` (the first over
+    both), each branch with a drawn WHERE; every other one read by an output view with a
+    filter, the union then local half the time (SPEC S17, S18)."""
+    views: dict[str, str] = {}
+    for i in range(count):
+        select, names, reader_where, windowed = rng.choice(UNION_SHAPES)
+        sources = list(tables) if i == 0 else [rng.choice(tables) for _ in range(2)]
+        if rng.random() < 0.3:
+            sources.append(rng.choice(tables))
+        size = rng.choice((3, 5))
+        branches = []
+        for table in sources:
+            source = (
+                f"TABLE(TUMBLE(TABLE {table}, DESCRIPTOR(ts), INTERVAL '{size}' SECOND))"
+                if windowed
+                else table
+            )
+            where = rng.choice((None, *SLICE_WHERES))
+            branches.append(
+                f"SELECT {select} FROM {source}" + (f" WHERE {where}" if where else "")
+            )
+        body = "\nUNION ALL\n".join(branches) + ";"
+        if i % 2 == 0:
+            views[f"un{i}"] = (
+                f"CREATE VIEW un{i} WITH ('topic' = '{{topic}}', 'format' = 'append') AS\n{body}"
+            )
+            continue
+        local = rng.random() < 0.5
+        head = f"CREATE LOCAL VIEW un{i} AS" if local else (
+            f"CREATE VIEW un{i} WITH ('topic' = '{{topic}}', 'format' = 'append') AS"
+        )
+        reader = (
+            f"CREATE VIEW ur{i} WITH ('topic' = '{{topic}}', 'format' = 'append') AS\n"
+            f"SELECT {names} FROM un{i} WHERE {reader_where};"
+        )
+        if local:
+            views[f"ur{i}"] = f"{head}\n{body}\n{reader}"
+        else:
+            # Both are output views; the union's own SQL goes with its reader's.
+            views[f"un{i}"] = f"{head}\n{body}"
+            views[f"ur{i}"] = reader
+    return views
+
 
 def generate(
     seed: int,
@@ -286,6 +343,7 @@ def generate(
     delay_s: int = 20,
     slice_views: bool = False,
     bare: tuple[str, ...] = (),
+    unions: int = 0,
 ) -> Scenario:
     """A scenario of ``cases`` generated views over two tables ``ev_a``/``ev_b``; ``native``:
     only windowed AFTER WATERMARK views with exactly computable aggregates (the views Spark's
@@ -296,7 +354,9 @@ def generate(
     ``slice_views``: ``ev_a``'s stateless views are the ones a source task computes over
     Arrow (:func:`_slice_views`, ADR 0007; give ``cases=0`` so no aggregate keeps ``ev_a`` in
     the streaming query), while ``ev_b``'s stay with Spark; ``bare``: tables with no
-    stateless view (their output views are the generated cases alone)."""
+    stateless view (their output views are the generated cases alone); ``unions``: that many
+    UNION ALL views over both tables, some read by another view (:func:`_union_views`), drawn
+    from a generator of their own so the other draws stay the seeds'."""
     rng = random.Random(seed)
     lateness = {"ev_a": rng.choice((0, 2, 4)), "ev_b": rng.choice((3, 6, 10))}
     tables = list(lateness)
@@ -315,6 +375,9 @@ def generate(
     }
     if slice_views:
         stateless.update(_slice_views(rng, "ev_a"))
+    if unions:
+        # Drawn after every other draw, so the seeds of the other tests are unchanged.
+        stateless.update(_union_views(random.Random(seed * 7919 + unions), unions, tables))
     scenario_steps = []
     now = {t: rng.randint(0, 10) for t in tables}
     top = {t: -(10**9) for t in tables}

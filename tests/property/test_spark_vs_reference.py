@@ -437,3 +437,26 @@ def test_spark_equals_reference_long_run_s3_s14(
     per program: see docs/differential.md on the transaction offset-metadata limit)."""
     scenario = generate(seed, cases=50, steps=5, rows_per_step=20)
     _check(scenario, kafka, unique_topic, tmp_path)
+
+
+UNION_VIEWS = 6
+UNION_SEEDS = [int(s) for s in os.environ.get("DIFFERENTIAL_UNION_SEEDS", "20261126").split(",")]
+
+
+@pytest.mark.parametrize("seed", _seeds(UNION_SEEDS))
+def test_union_all_views_equal_reference_s8_s14_s17(
+    seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """Generated UNION ALL views over both tables (2-3 branches each, filters, computed and
+    renamed columns, windows, no time attribute; some read by another view, some local) in
+    the one query of both tables (ADR 0013): every record as the oracle's, with the minimum
+    of the branches' waterlines as its header, late rows, punctuations and malformed records
+    each a dead letter of its own table."""
+    scenario = generate(seed, cases=0, steps=4, rows_per_step=18, unions=UNION_VIEWS)
+    run = _check(scenario, kafka, unique_topic, tmp_path)
+    (query,) = physical_plan(run.circuit).queries
+    assert query.tables == ("ev_a", "ev_b")
+    written = {n: sum(r.outputs.get(n, 0) for r in run.reports) for n in scenario.stateless}
+    assert written["un0"] > 0, written
+    for table in ("ev_a", "ev_b"):
+        assert sum(r.dead_letters.get("late", 0) for r in run.reports if r.table == table) > 0

@@ -1,6 +1,6 @@
 """Whether a table's rows ever enter the JVM (ADR 0007): decided from the circuit alone,
 because the session's JVM options (C1 alone for a JVM that only coordinates) are
-fixed before any query is built. ``plan_table`` asserts that a table said to be computed in
+fixed before any query is built. ``plan_query`` asserts that a table said to be computed in
 its source's tasks gets a plan with no branch of Spark's own."""
 
 from __future__ import annotations
