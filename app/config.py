@@ -77,7 +77,7 @@ OWNED_CLIENT_SETTINGS: dict[str, str] = {
     "max.partition.fetch.bytes": "the source's consumers are tuned for slices",
     "fetch.wait.max.ms": "the source's consumers are tuned for slices (docs/performance.md)",
     "fetch.queue.backoff.ms": "the source's consumers are tuned for slices (docs/performance.md)",
-    "log_level": "Tidemark logs client errors itself; use `debug` for librdkafka's traces",
+    "log_level": "Tidemark's clients log librdkafka's errors only",
 }
 
 #: The librdkafka settings KafkaSecurity's own fields give (librdkafka name -> field): set
