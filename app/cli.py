@@ -451,6 +451,19 @@ def _kafka_conf(config: Path | None, bootstrap_servers: str | None) -> dict[str,
     return load_settings(config, bootstrap_servers=bootstrap_servers).kafka_config()
 
 
+def _replayed(conf: dict[str, str], topic: str) -> dict[str, list[str]]:
+    """For each dead letter's coordinates, where the ledger says it was replayed; a ledger
+    that cannot be read is a warning, not a reason to show nothing."""
+    from app.dead_letters.replay import read_ledger, replayed_targets
+    from app.errors import KafkaError
+
+    try:
+        return replayed_targets(read_ledger(conf, topic))
+    except KafkaError as exc:
+        typer.echo(f"tidemark: warning: replays not shown: {exc}", err=True)
+        return {}
+
+
 @dead_letters.command("summary")
 def dead_letters_summary(
     topic: _DlqTopic,
@@ -469,7 +482,6 @@ def dead_letters_summary(
 ) -> None:
     """Counts by reason and table, time ranges, offsets per partition, replays."""
     from app.dead_letters.reading import SelectionReader
-    from app.dead_letters.replay import read_ledger, replayed_targets
     from app.dead_letters.summary import Summary
 
     try:
@@ -479,7 +491,7 @@ def dead_letters_summary(
         conf = _kafka_conf(config, bootstrap_servers)
         reader = SelectionReader(conf, topic, selection)
         letters = list(reader)
-        summary = Summary.of(topic, letters, replayed_targets(read_ledger(conf, topic)))
+        summary = Summary.of(topic, letters, _replayed(conf, topic))
         summary.not_dead_letters = reader.foreign
     except TidemarkError as exc:
         _fail(exc)
@@ -511,7 +523,6 @@ def dead_letters_show(
 ) -> None:
     """The selected dead letters with their headers, keys and values."""
     from app.dead_letters.reading import SelectionReader
-    from app.dead_letters.replay import read_ledger, replayed_targets
     from app.dead_letters.show import ProgramDecoder, letter_json, letter_text
 
     configure_quiet = program is not None
@@ -525,8 +536,8 @@ def dead_letters_show(
         )
         conf = _kafka_conf(config, bootstrap_servers)
         decoder = ProgramDecoder(program) if program is not None else None
-        replayed = replayed_targets(read_ledger(conf, topic))
         reader = SelectionReader(conf, topic, selection)
+        replayed = _replayed(conf, topic)
         shown = 0
         for letter in reader:
             decoded = decoder.decode(letter) if decoder is not None else None

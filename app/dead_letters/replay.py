@@ -236,8 +236,8 @@ def _spans(letters: list[DeadLetter]) -> list[str]:
     return out
 
 
-#: Called after each committed transaction with the records written so far and the seconds
-#: since the replay started.
+#: Called every ``progress_every`` records and ``progress_seconds`` with the records produced
+#: so far (those of the open transaction included) and the seconds since the replay started.
 Progress = Callable[[int, float], None]
 
 
@@ -377,13 +377,14 @@ class Replay:
                     producer.begin_transaction()
                 self._produce(producer, letter, key, entry, failures)
                 pending.append((letter, entry))
+                produced = report.written + len(pending)
                 if len(pending) >= self.chunk:
                     self._commit(producer, pending, failures, report)
-                    now = time.monotonic()
-                    if self.progress and (report.written >= next_count or now >= next_time):
-                        self.progress(report.written, now - started)
-                        next_count = report.written + self.progress_every
-                        next_time = now + self.progress_seconds
+                now = time.monotonic()
+                if self.progress and (produced >= next_count or now >= next_time):
+                    self.progress(produced, now - started)
+                    next_count = produced + self.progress_every
+                    next_time = now + self.progress_seconds
             if pending:
                 self._commit(producer, pending, failures, report)
         except (KafkaException, TidemarkError) as exc:
@@ -392,7 +393,9 @@ class Replay:
                     producer.abort_transaction(30)
                 except KafkaException:
                     pass  # a fenced or failed producer: the broker aborts it on its own
-            reason = str(exc) if isinstance(exc, TidemarkError) else kafka_reason(exc)
+            if isinstance(exc, TidemarkError) and not isinstance(exc, KafkaError):
+                raise  # not a failure of Kafka (not a dead-letter topic): as it is
+            reason = str(exc) if isinstance(exc, KafkaError) else kafka_reason(exc)
             if failures:
                 reason = f"{reason} ({failures[0]})"
             raise KafkaError(

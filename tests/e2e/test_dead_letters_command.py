@@ -191,9 +191,11 @@ def test_summary_show_replay_once_then_forced(
     assert "nothing written" in again and "skipped: 5 dead letter(s) already replayed" in again
     assert len(read_topic(kafka.conf(), names["fix"])) == 5, "a second replay writes nothing"
 
-    forced = _ok(_tidemark(kafka, "replay", "--topic", dlq, "--reason", "late",
-                           "--to", names["fix"], "--force"))
+    forced_run = _tidemark(kafka, "replay", "--topic", dlq, "--reason", "late",
+                           "--to", names["fix"], "--force", "--progress-every", "1")
+    forced = _ok(forced_run)
     assert "replayed 5 dead letter(s)" in forced and "written again (--force): 5" in forced
+    assert "replay: 5 dead letter(s) written" in forced_run.stderr, "a progress line"
     assert len(read_topic(kafka.conf(), names["fix"])) == 10, "--force writes them again"
 
     after = json.loads(_ok(_tidemark(kafka, "summary", "--topic", dlq, "--format", "json")))
@@ -213,6 +215,8 @@ def test_summary_show_replay_once_then_forced(
     assert plain.flush(30) == 0
     line = _error(_tidemark(kafka, "show", "--topic", names["in"]))
     assert f"{names['in']} is not a dead-letter topic" in line
+    line = _error(_tidemark(kafka, "replay", "--topic", names["in"], "--to", names["fix"]))
+    assert line.startswith(f"tidemark: error: {names['in']} is not a dead-letter topic")
 
 
 def test_a_crashed_replays_open_transaction_is_aborted_and_replayed_once(
