@@ -490,8 +490,10 @@ def dead_letters_summary(
         )
         conf = _kafka_conf(config, bootstrap_servers)
         reader = SelectionReader(conf, topic, selection)
-        letters = list(reader)
-        summary = Summary.of(topic, letters, _replayed(conf, topic))
+        replayed = _replayed(conf, topic)
+        summary = Summary(topic)
+        for letter in reader:  # one at a time: a summary holds no records
+            summary.add(letter, replayed.get(letter.coordinates, ()))
         summary.not_dead_letters = reader.foreign
     except TidemarkError as exc:
         _fail(exc)

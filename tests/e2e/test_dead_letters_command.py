@@ -90,7 +90,8 @@ def _dead_letters(codec: AvroCodec, source_topic: str) -> list[dict[str, Any]]:
                LATE_COLUMN: "ts", LATE_VALUE: value, LATE_WATERLINE: BASE}
         letters.append({"key": f"late-{i}".encode(),
                         "value": codec.encode({"ts": value, "sensor": i, "label": f"l{i}"}),
-                        "headers": [("origin", b"sensor-feed"), *dead_letter_headers(row, table)],
+                        "headers": [("origin", b"sensor-feed"), ("trace", None),
+                                    *dead_letter_headers(row, table)],
                         "partition": i % 2})
     others = [("malformed", b"\x00\xff not avro"), ("malformed", b"\x81\x82"),
               ("invalid", b"\x02"), ("future", codec.encode(
@@ -166,7 +167,7 @@ def test_summary_show_replay_once_then_forced(
                                    "sensor": i, "label": f"l{i}"}
         assert record["late"]["waterline"] == format_time_value(BASE, "ms")
         assert record["source"] == {"topic": names["in"], "partition": i % 2, "offset": 100 + i}
-        assert record["headers"] == [["origin", "sensor-feed"]]
+        assert record["headers"] == [["origin", "sensor-feed"], ["trace", None]]
     limited = _ok(_tidemark(kafka, "show", "--topic", dlq, "--limit", "2"))
     assert limited.count(f"{dlq} partition ") == 2
     assert "more match: raise --limit 2" in limited
