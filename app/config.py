@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import yaml
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -349,6 +349,8 @@ class Settings(BaseSettings):
     schema_registry_url: str | None = None
     schema_registry_username: str | None = None
     schema_registry_password: SecretStr | None = None
+    #: A mounted secret: the registry password is the file's content (the variable wins).
+    schema_registry_password_file: Path | None = None
 
     @field_validator("schema_registry_url")
     @classmethod
@@ -356,6 +358,25 @@ class Settings(BaseSettings):
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError(f"not an http:// or https:// URL: {value!r}")
         return value
+
+    @model_validator(mode="after")
+    def _registry_password_from_file(self) -> Settings:
+        path = self.schema_registry_password_file
+        if path is None or self.schema_registry_password is not None:
+            return self
+        try:
+            self.schema_registry_password = SecretStr(path.read_text(encoding="utf-8").strip())
+        except OSError as exc:
+            raise ValueError(
+                f"TIDEMARK_SCHEMA_REGISTRY_PASSWORD_FILE {path}:"
+                f" {exc.strerror or type(exc).__name__}: mount the secret there or fix the path"
+            ) from exc
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"TIDEMARK_SCHEMA_REGISTRY_PASSWORD_FILE {path} is not UTF-8 text:"
+                " it must hold the password alone"
+            ) from exc
+        return self
 
     def schema_registry_config(self, url: str | None = None) -> dict[str, str] | None:
         """The schema registry client's settings for ``url`` (None: ``schema_registry_url``),

@@ -493,9 +493,16 @@ def test_no_password_in_the_environment(
 ) -> None:
     """Passwords and client secrets are files of mounted Secrets: no variable holds one, and
     each *_FILE variable names a file of a mounted Secret volume."""
+    from app.config import KafkaSecurity, Settings
+
+    settings = {f"TIDEMARK_{name.upper()}" for name in Settings.model_fields} | {
+        f"TIDEMARK_KAFKA_{name.upper()}" for name in KafkaSecurity.model_fields
+    }
     docs = _docs(_render(k8s_tools, values, *sets))
     for container in _containers(docs):
         env = {e["name"]: e for e in container["env"]}
+        # Each *_FILE variable is a setting the app reads (a file nobody reads is no secret).
+        assert {n for n in env if n.endswith("_FILE")} <= settings
         assert set(_secret_env(container)) <= {"TIDEMARK_KAFKA_SASL_USERNAME"}
         assert not [n for n in env if ("PASSWORD" in n or "SECRET" in n)
                     and not n.endswith("_FILE")]
