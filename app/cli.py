@@ -233,7 +233,7 @@ def _route_spark_logs(log_file: Path | None) -> None:
         ) from exc
 
 
-def _with_schema_registry(circuit: Any, settings: Settings) -> Any:
+def with_schema_registry(circuit: Any, settings: Settings) -> Any:
     """The circuit with each ``'format' = 'avro-confluent'`` table's schema registry client
     settings complete: its ``'schema-registry.url'`` or the ``schema_registry_url`` setting,
     with the setting's credentials. A ConfigError names a table that has no registry."""
@@ -264,7 +264,7 @@ def _run(circuit: Any, settings: Settings, once: bool) -> None:
     from app.runtime.service import Service, prepare_checkpoint
 
     log = get_logger("tidemark.cli")
-    circuit = _with_schema_registry(circuit, settings)
+    circuit = with_schema_registry(circuit, settings)
     # After the program compiled: a rejected program leaves no file behind.
     prepare_checkpoint(settings.checkpoint)
     _route_spark_logs(settings.spark_log_path)
