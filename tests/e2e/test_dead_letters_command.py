@@ -32,7 +32,14 @@ from app.connectors.sink.record import (
     SRC_PARTITION,
 )
 from app.connectors.topic_reader import read_topic
-from app.dead_letters.replay import LedgerEntry, ledger_key, ledger_topic, transactional_id
+from app.dead_letters.replay import (
+    LedgerEntry,
+    Replay,
+    ledger_key,
+    ledger_topic,
+    transactional_id,
+)
+from app.dead_letters.selection import Selection
 from app.program.compile import compile_program
 
 pytestmark = pytest.mark.e2e
@@ -53,14 +60,30 @@ SELECT ts, sensor, label FROM reading;
 BASE = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 
-def _tidemark(kafka: Any, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIDEMARK_")}
+def _tidemark(kafka: Any, *args: str, process: bool = False) -> Any:
+    """``tidemark dead-letters ARGS`` with the broker in the environment, as its own process
+    (``process``) or in this one (Click's runner: the same command, without a Python start
+    per call)."""
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("TIDEMARK_")}
     env |= {f"TIDEMARK_KAFKA_{k.upper().replace('.', '_')}": v
             for k, v in kafka.client_config().items()}
     env["TIDEMARK_BOOTSTRAP_SERVERS"] = kafka.bootstrap_servers
+    if not process:
+        from typer.testing import CliRunner
+
+        from app.cli import app
+
+        result = CliRunner().invoke(app, ["dead-letters", *args], env=env)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (
+            result.exception
+        )
+        return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+    given = {k: v for k, v in env.items() if v is not None}
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TIDEMARK_")}
     return subprocess.run(
         [sys.executable, "-m", "app.cli", "dead-letters", *args],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, check=False,
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env={**clean, **given},
+        check=False,
     )
 
 
@@ -173,7 +196,7 @@ def test_summary_show_replay_once_then_forced(
     assert "more match: raise --limit 2" in limited
 
     first = _ok(_tidemark(kafka, "replay", "--topic", dlq, "--reason", "late",
-                          "--to", names["fix"]))
+                          "--to", names["fix"], process=True))
     assert f"replayed 5 dead letter(s) of {dlq} to {names['fix']}" in first
     replayed = read_topic(kafka.conf(), names["fix"])
     originals = {m["key"]: m for m in letters}
@@ -205,7 +228,8 @@ def test_summary_show_replay_once_then_forced(
     last = {m.key(): LedgerEntry.from_json(m.value()) for m in ledger}
     assert len(last) == 5 and {e.times for e in last.values()} == {2}
 
-    assert "does not exist" in _error(_tidemark(kafka, "summary", "--topic", dlq + ".nope"))
+    assert "does not exist" in _error(_tidemark(kafka, "summary", "--topic", dlq + ".nope",
+                                                process=True))
     line = _error(_tidemark(kafka, "replay", "--topic", dlq, "--to", names["out"]))
     assert f"target topic {names['out']} does not exist: create it" in line
     from confluent_kafka import Producer
@@ -225,7 +249,7 @@ def test_a_crashed_replays_open_transaction_is_aborted_and_replayed_once(
 ) -> None:
     """A replay that died inside a transaction (its records and ledger entries produced, not
     committed) leaves nothing a read_committed consumer sees; the next replay fences it,
-    reads the ledger and writes every selected record once."""
+    reads the ledger and writes every selected record once, in transactions of ``chunk``."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -255,8 +279,12 @@ def test_a_crashed_replays_open_transaction_is_aborted_and_replayed_once(
                         value=LedgerEntry(place, fix, BASE, "crashed").to_json())
     assert crashed.flush(30) == 0  # produced, in an open transaction; then the process dies
 
-    out = _ok(_tidemark(kafka, "replay", "--topic", dlq, "--to", fix))
-    assert f"replayed 9 dead letter(s) of {dlq} to {fix}" in out
+    progress: list[int] = []
+    report = Replay(kafka.conf(), dlq, fix, Selection(), chunk=4, progress_every=3,
+                    progress=lambda n, _s: progress.append(n)).run()
+    del crashed  # fenced by the replay's init_transactions: nothing it holds can commit
+    assert (report.written, report.transactions, report.already) == (9, 3, [])
+    assert progress == [3, 6, 9]
     written = read_topic(kafka.conf(), fix, timeout_seconds=20)
     assert sorted(m.key() for m in written) == sorted(m["key"] for m in letters), "once each"
     entries = read_topic(kafka.conf(), ledger_topic(dlq), timeout_seconds=20)
