@@ -35,6 +35,7 @@ from app.circuit.ir import (
     Circuit,
     Column,
     Diagnostic,
+    Join,
     Lateness,
     SqlType,
     Table,
@@ -91,6 +92,9 @@ def _kind(t: SqlType) -> str:
 
 
 TimeUnit = Literal["ms", "integer"]
+#: A waterline the S14 waterline of a view follows: a key of the query's waterline map and
+#: how far below it (``w - lag``, in the column's unit).
+WaterlineInput = tuple[str, int]
 
 
 def time_unit(t: SqlType) -> TimeUnit:
@@ -140,8 +144,9 @@ class TablePlan:
     sources: tuple[SourceSpec, ...] = ()
     #: The physical plan's query, whose step shape the step sink follows (ADR 0011).
     query: QueryPlan = QueryPlan("", ())
-    #: A UNION ALL time attribute's key -> the keys whose minimum is its waterline (S17).
-    merged: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: A UNION ALL or JOIN time attribute's key -> the keys (and lags) whose minimum is its
+    #: waterline (S16, S17).
+    merged: Mapping[str, tuple[WaterlineInput, ...]] = field(default_factory=dict)
 
     @property
     def table(self) -> Table:
@@ -194,6 +199,17 @@ def plan_query(
     slice_views = query.writing_stage == "source"
     assert not several or (query.shape, query.batch) == ("step_sink", "cached"), query.name
     owners = {v.state_owner for v in query.views if v.state_owner is not None}
+    # A join's tables carry Spark's watermark too: it frees the join's state (S16).
+    for view in views:
+        for op in view.operators:
+            if isinstance(op, Join) and op.bound is not None:
+                for side, column in (
+                    (op.left, op.bound.left_column),
+                    (op.right, op.bound.right_column),
+                ):
+                    found = join_time_source(circuit, side.source, column)
+                    if found is not None:
+                        owners.add(found[0])
     carried = ORIGIN_COLUMNS if gated_views else ("_step", "_partition", "_offset")
     specs: list[SourceSpec] = []
     sources: dict[str, DataFrame] = {}
@@ -238,7 +254,7 @@ def plan_query(
     table = tables[0]
     branches: list[DataFrame] = []
     time_source: dict[str, str | None] = {}
-    merged: dict[str, tuple[str, ...]] = {}
+    merged: dict[str, tuple[WaterlineInput, ...]] = {}
     aggregates: list[tuple[View, DataFrame]] = []
     event_time = table.lateness[0].column if table.lateness else None
     produce = (
@@ -271,14 +287,14 @@ def plan_query(
         if several or circuit.union_upstream(view.name) is not None:
             keys = waterline_inputs(circuit, view)
             if not several:  # the one table's own map: its column names
-                keys = tuple(key.split(".", 1)[1] for key in keys)
+                keys = tuple((key.split(".", 1)[1], lag) for key, lag in keys)
             keys = tuple(dict.fromkeys(keys))
-            if len(keys) > 1:
+            if len(keys) > 1 or any(lag for _, lag in keys):
                 key = f"{view.name}.{view.time_attributes[0].column}"
                 merged[key] = keys
                 time_source[view.name] = key
             else:
-                time_source[view.name] = keys[0] if keys else None
+                time_source[view.name] = keys[0][0] if keys else None
         else:
             time_source[view.name] = _time_key(circuit, view, table)
         if view.name in computed_per_step:
@@ -369,23 +385,31 @@ def _table_gate_rows(
     )
 
 
-def waterline_inputs(circuit: Circuit, view: View) -> tuple[str, ...]:
-    """S14 of a view in a query of several tables: the ``"<table>.<column>"`` waterlines
-    whose minimum is the waterline of the view's first time attribute (several through a
-    UNION ALL, S17; none without a time attribute)."""
+def waterline_inputs(circuit: Circuit, view: View) -> tuple[WaterlineInput, ...]:
+    """S14 of a view over several relations: the table waterlines whose minimum (each less
+    its lag) is the waterline of the view's first time attribute: several through a UNION
+    ALL (S17) or a JOIN (its own side's, and the other side's less the bound, S16); none
+    without a time attribute."""
     if not view.time_attributes:
         return ()
     return _attribute_inputs(circuit, view.time_attributes[0])
 
 
-def _attribute_inputs(circuit: Circuit, attribute: TimeAttribute) -> tuple[str, ...]:
+def _attribute_inputs(circuit: Circuit, attribute: TimeAttribute) -> tuple[WaterlineInput, ...]:
     if attribute.merged:
         return tuple(
             key for branch in attribute.merged for key in _attribute_inputs(circuit, branch)
         )
+    if attribute.join is not None:
+        held = attribute.join
+        other = _attribute_inputs(circuit, held.other)
+        return (
+            *_attribute_inputs(circuit, held.own),
+            *((key, lag + held.lag) for key, lag in other),
+        )
     owner, column = attribute.table, attribute.source_column
     if any(t.name == owner for t in circuit.tables):
-        return (f"{owner}.{column}",)
+        return ((f"{owner}.{column}", 0),)
     upstream = next(a for a in circuit.view(owner).time_attributes if a.column == column)
     if upstream == attribute:
         raise TidemarkError(f"view {owner}: time attribute {column} has no waterline source")
@@ -468,13 +492,16 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
             )
     for view in circuit.views:
         join = circuit.join_upstream(view.name)
-        if join is not None:
+        if join == view.name:
+            problem = _join_problem(circuit, view)
+            if problem is not None:
+                reject(view, *problem)
+        elif join is not None and not view.is_stateless:
             reject(
                 view,
-                "JOIN" if join == view.name else f"reading the JOIN view {join}",
-                "joins run in the reference evaluator only (tidemark explain shows the plan)",
+                f"an aggregate over the JOIN view {join}",
+                "the reference evaluator runs it (tidemark explain shows the plan)",
             )
-            continue
         several = len(physical.query_of(view.name).tables) > 1
         if several and view.lateness:
             reject(
@@ -519,6 +546,51 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                 "aggregate over one time source per table",
             )
     return problems
+
+
+def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
+    """What keeps a JOIN view off Spark, as (what, fix), or None: Spark's stream-stream join
+    runs an INNER interval join of two tables (or views over them) bounded on each table's
+    first LATENESS column, a TIMESTAMP (whose watermark frees the join's state)."""
+    join = next(op for op in view.operators if isinstance(op, Join))
+    fix = (
+        "an INNER interval join bounded on each table's first LATENESS column runs on Spark; "
+        "the reference evaluator runs the others (tidemark explain shows the plan)"
+    )
+    if join.kind != "inner":
+        return f"a {join.kind.upper()} OUTER JOIN", fix
+    if join.form != "interval" or join.bound is None:
+        return f"a {join.form} join", fix
+    tables = []
+    for side, column in (
+        (join.left, join.bound.left_column),
+        (join.right, join.bound.right_column),
+    ):
+        found = join_time_source(circuit, side.source, column)
+        table = None if found is None else circuit.table(found[0])
+        if (
+            table is None
+            or found is None
+            or not table.lateness
+            or table.lateness[0].column != found[1]
+            or table.column(found[1]).type.name != "TIMESTAMP"
+        ):
+            return f"a join bound on {side.qualified(column)}", fix
+        tables.append(table.name)
+    if tables[0] == tables[1]:
+        return f"a join of table {tables[0]} with itself", fix
+    return None
+
+
+def join_time_source(circuit: Circuit, relation: str, column: str) -> tuple[str, str] | None:
+    """The (table, column) a relation's column forwards verbatim, or None."""
+    while not any(t.name == relation for t in circuit.tables):
+        view = circuit.view(relation)
+        attr = next((a for a in view.time_attributes if a.column == column), None)
+        if attr is None or attr.kind != "forwarded" or attr.merged or attr.join is not None:
+            return None
+        relation, column = attr.table, attr.source_column
+    return relation, column
 
 
 def table_units(table: Table) -> dict[str, Any]:

@@ -313,13 +313,16 @@ class StepSink:
         if len(self.plan.tables) == 1:
             waterlines, units = dict(steps[self.table.name][1]), dict(self._units)
         else:
-            for table, (_, values) in steps.items():
-                for column, value in values.items():
-                    waterlines[f"{table}.{column}"] = value
-                    units[f"{table}.{column}"] = self._units_of[table][column]
+            for table in self.plan.tables:
+                values = steps[table.name][1]
+                for column, unit in self._units_of[table.name].items():
+                    waterlines[f"{table.name}.{column}"] = values.get(column)
+                    units[f"{table.name}.{column}"] = unit
         for key, inputs in self.plan.merged.items():
-            waterlines[key] = merged_waterline(waterlines[k] for k in inputs)
-            units[key] = units[inputs[0]]
+            waterlines[key] = merged_waterline(
+                None if (w := waterlines.get(k)) is None else w - lag for k, lag in inputs
+            )
+            units[key] = units[inputs[0][0]]
         return waterlines, units
 
     def _headers(self, steps: Mapping[str, TableStep]) -> dict[str, Any]:

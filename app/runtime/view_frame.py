@@ -13,7 +13,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from app.circuit.functions import to_spark_sql
-from app.circuit.ir import Aggregate, Filter, Operator, Project, View, Window
+from app.circuit.ir import Aggregate, Filter, Join, Operator, Project, View, Window
 from app.runtime.view_gate import ORIGIN_COLUMNS
 
 __all__ = ["batch_time", "ms_sql", "view_frame"]
@@ -60,7 +60,56 @@ def view_frame(view: View, inputs: Mapping[str, DataFrame]) -> DataFrame:
     if union is not None:
         frames = [_pipeline(inputs[b.source], b.operators) for b in union.branches]
         return reduce(DataFrame.unionByName, frames)
+    first = view.operators[0] if view.operators else None
+    if isinstance(first, Join):
+        return _pipeline(_joined(first, inputs), view.operators[1:])
     return _pipeline(inputs[view.source], view.operators)
+
+
+#: How far a join's time columns are shifted while Spark's join operator sees them.
+_SHIFT = "INTERVAL 1 MILLISECOND"
+
+
+def _joined(join: Join, inputs: Mapping[str, DataFrame]) -> DataFrame:
+    """SPEC S16, an INNER interval join, by Spark's stream-stream join: each side's columns
+    by qualified name (``<alias>.<column>``), matched on the keys and the time bound, then
+    the residual. Spark drops an input row whose event time is ``<=`` its watermark, but S5
+    keeps a row *equal* to its table's waterline, which the query's watermark (the minimum
+    of the tables', ADR 0013) can equal: so the bound columns are shifted 1 ms later (their
+    watermark metadata kept, which state eviction needs) while the operator sees them, which
+    changes no match of the bound (both sides move), and shifted back after it."""
+    bound = join.bound
+    assert bound is not None and join.kind == "inner", "refused by plan.check_supported"
+    sides = []
+    for side, time_column in ((join.left, bound.left_column), (join.right, bound.right_column)):
+        df = inputs[side.source]
+        columns = []
+        for name in side.columns:
+            if name == time_column:
+                metadata = dict(df.schema[name].metadata)
+                shifted = F.col(f"`{name}`") + F.expr(_SHIFT)
+                columns.append(shifted.alias(side.qualified(name), metadata=metadata))
+            else:
+                columns.append(F.col(f"`{name}`").alias(side.qualified(name)))
+        sides.append(df.select(*columns))
+    left_time = f"`{join.left.qualified(bound.left_column)}`"
+    right_time = f"`{join.right.qualified(bound.right_column)}`"
+    conditions = [f"({to_spark_sql(a)}) = ({to_spark_sql(b)})" for a, b in join.keys]
+    conditions.append(f"{right_time} >= {left_time} + {_interval(bound.lower)}")
+    conditions.append(f"{right_time} <= {left_time} + {_interval(bound.upper)}")
+    joined = sides[0].join(sides[1], F.expr(" AND ".join(conditions)), "inner")
+    for time in (left_time, right_time):
+        joined = joined.withColumn(time.strip("`"), F.expr(f"{time} - {_SHIFT}"))
+    if join.residual is not None:
+        joined = joined.filter(F.expr(to_spark_sql(join.residual)))
+    return joined
+
+
+def _interval(ms: int) -> str:
+    """A day-time interval literal of ``ms`` milliseconds (Spark finds the join's time range
+    in literals like this one, to free its state)."""
+    sign = "-" if ms < 0 else ""
+    return f"INTERVAL '{sign}{abs(ms) // 1000}.{abs(ms) % 1000:03d}' SECOND"
 
 
 def _pipeline(df: DataFrame, operators: Iterable[Operator]) -> DataFrame:

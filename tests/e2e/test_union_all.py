@@ -23,15 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from table_steps import frozen, oracle_written, run_steps, written
 
-from app.circuit.reference import Punctuation, StepInput, evaluate
+from app.circuit.reference import evaluate
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.runtime.physical import physical_plan
-from app.runtime.service import Service
-from app.runtime.step_sink import StepReport
 
 pytestmark = pytest.mark.e2e
 
@@ -83,37 +82,27 @@ STEPS: list[dict[str, list[Any]]] = [
 ]
 
 
-def _row(table: str, entry: tuple[Any, ...]) -> dict[str, Any]:
+def _row(table: str, entry: tuple[Any, ...]) -> Any:
+    if entry[0] == "bound":
+        return ("bound", _ms(entry[1]))
     row: dict[str, Any] = {"rowtime": _ms(entry[1]), "ticker": entry[0]}
     if table == "trades":
         row["amount"] = entry[2]
     return row
 
 
-def _records(kafka: Any, codec: AvroCodec, topic: str) -> Counter[tuple[Any, ...]]:
-    return Counter(
-        (
-            tuple(sorted(codec.decode(m.value()).items())),
-            dict(m.headers())["tidemark.waterline"].decode(),
-        )
-        for m in read_topic(kafka.conf(), topic)
-    )
-
-
 def _expected(rows: list[tuple[str, str, str, str]]) -> Counter[tuple[Any, ...]]:
-    """(clock, ticker, kind or '', header clock) -> the records as :func:`_records` reads."""
+    """(clock, ticker, kind or '', header clock) -> the records as ``written`` reads them."""
     out: Counter[tuple[Any, ...]] = Counter()
     for clock, ticker, kind, header in rows:
         value = {"rowtime": _ms(clock), "ticker": ticker} | ({"kind": kind} if kind else {})
-        out[(tuple(sorted(value.items())), _w(header))] += 1
+        out[(frozen(value), _w(header))] += 1
     return out
 
 
 def test_union_all_merges_two_tables_with_the_min_waterline_s17(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
-    from confluent_kafka import Producer
-
     topics = {k: unique_topic(k) for k in ("orders", "trades", "activity", "tickers")}
     for name in ("orders", "trades"):
         kafka.create_topic(topics[name], partitions=2)
@@ -126,39 +115,10 @@ def test_union_all_merges_two_tables_with_the_min_waterline_s17(
         "step_sink",
         "cached",
     )
-    codecs = {t.name: AvroCodec(t.avro_schema) for t in circuit.tables}
-    producer = Producer({**kafka.conf(), "log_level": 3})
-    reports: list[StepReport] = []
-    service = Service(
-        circuit, kafka.settings(tmp_path / "ck", shuffle_partitions=2), on_step=reports.append
-    )
-    inputs: list[StepInput] = []
-    for step in STEPS:
-        rows: dict[str, list[dict[str, Any]]] = {}
-        marks: dict[str, list[Punctuation]] = {}
-        for table, entries in step.items():
-            rows[table], marks[table] = [], []
-            for i, entry in enumerate(entries):
-                if entry[0] == "bound":
-                    for partition in (0, 1):
-                        producer.produce(
-                            topics[table],
-                            value=None,
-                            partition=partition,
-                            headers=[("tidemark.bound", str(_ms(entry[1])).encode())],
-                        )
-                    marks[table].append(Punctuation(_ms(entry[1])))
-                    continue
-                row = _row(table, entry)
-                producer.produce(topics[table], value=codecs[table].encode(row), partition=i % 2)
-                rows[table].append(row)
-        assert producer.flush(30) == 0
-        inputs.append(StepInput(rows=rows, punctuations=marks))
-        service.start(once=True)
-        service.wait(timeout_seconds=300)
+    steps = [{t: [_row(t, e) for e in entries] for t, entries in step.items()} for step in STEPS]
+    reports, inputs = run_steps(kafka, tmp_path, circuit, topics, steps)
 
-    activity = _records(kafka, AvroCodec(circuit.view("activity").output.value_schema),  # type: ignore[union-attr]
-                        topics["activity"])
+    activity = written(kafka, circuit, "activity", topics["activity"])
     assert activity == _expected(
         [
             ("10:01", "ORCL", "order", "10:03"),
@@ -169,11 +129,7 @@ def test_union_all_merges_two_tables_with_the_min_waterline_s17(
             ("10:05:30", "IBM", "trade", "10:05:30"),
         ]
     )
-    tickers = _records(
-        kafka,
-        AvroCodec(circuit.view("trade_tickers").output.value_schema),  # type: ignore[union-attr]
-        topics["tickers"],
-    )
+    tickers = written(kafka, circuit, "trade_tickers", topics["tickers"])
     assert tickers == _expected(
         [
             ("10:02", "yhoo", "", "10:03"),
@@ -185,7 +141,8 @@ def test_union_all_merges_two_tables_with_the_min_waterline_s17(
     # Each table's own gate: the late order in the orders' dead letters, none for trades.
     dead = read_topic(kafka.conf(), circuit.table("orders").dead_letter_topic)
     assert [dict(m.headers())["tidemark.error.reason"] for m in dead] == [b"late"]
-    assert codecs["orders"].decode(dead[0].value()) == _row("orders", ("IBM", "10:00"))
+    orders = AvroCodec(circuit.table("orders").avro_schema)
+    assert orders.decode(dead[0].value()) == _row("orders", ("IBM", "10:00"))
     assert read_topic(kafka.conf(), circuit.table("trades").dead_letter_topic) == []
     # One report per table and step, with the table's own waterline.
     last = {r.table: r.waterlines for r in reports if r.step is not None}
@@ -193,9 +150,5 @@ def test_union_all_merges_two_tables_with_the_min_waterline_s17(
 
     # The reference evaluator agrees, record for record and header for header.
     oracle = evaluate(circuit, inputs)
-    for view, got in (("activity", activity), ("trade_tickers", tickers)):
-        assert got == Counter(
-            (tuple(sorted(r.value.items())), format_time_value(r.waterline, "ms"))
-            for result in oracle
-            for r in result.outputs[view]
-        ), view
+    assert activity == oracle_written(oracle, "activity")
+    assert tickers == oracle_written(oracle, "trade_tickers")

@@ -1,0 +1,88 @@
+"""Steps of rows and punctuations for programs of several tables, through the real broker.
+
+Each step's records go to their tables' topics (rows round-robin over two partitions, a
+punctuation to both), then one ``--once`` run of the service; the same rows and
+punctuations make the reference evaluator's :class:`StepInput`, so a test compares both.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from app.circuit.ir import Circuit
+from app.circuit.reference import Punctuation, StepInput, StepResult
+from app.connectors.avro_codec import AvroCodec
+from app.connectors.sink import format_time_value
+from app.connectors.topic_reader import read_topic
+from app.runtime.service import Service
+from app.runtime.step_sink import StepReport
+
+#: A step: per table, its rows (dicts) and punctuations (``("bound", epoch ms)``).
+Step = Mapping[str, Sequence[Any]]
+
+
+def run_steps(
+    kafka: Any, tmp_path: Path, circuit: Circuit, topics: Mapping[str, str], steps: Sequence[Step]
+) -> tuple[list[StepReport], list[StepInput]]:
+    """Produce and run each step; the service's step reports and the oracle's inputs."""
+    from confluent_kafka import Producer
+
+    codecs = {t.name: AvroCodec(t.avro_schema) for t in circuit.tables}
+    producer = Producer({**kafka.conf(), "log_level": 3})
+    reports: list[StepReport] = []
+    service = Service(
+        circuit, kafka.settings(tmp_path / "ck", shuffle_partitions=2), on_step=reports.append
+    )
+    inputs: list[StepInput] = []
+    for step in steps:
+        rows: dict[str, list[dict[str, Any]]] = {}
+        marks: dict[str, list[Punctuation]] = {}
+        for table, entries in step.items():
+            rows[table], marks[table] = [], []
+            for i, entry in enumerate(entries):
+                if isinstance(entry, tuple) and entry[0] == "bound":
+                    for partition in (0, 1):
+                        producer.produce(
+                            topics[table],
+                            value=None,
+                            partition=partition,
+                            headers=[("tidemark.bound", str(entry[1]).encode())],
+                        )
+                    marks[table].append(Punctuation(entry[1]))
+                    continue
+                producer.produce(
+                    topics[table], value=codecs[table].encode(entry), partition=i % 2
+                )
+                rows[table].append(dict(entry))
+        assert producer.flush(30) == 0
+        inputs.append(StepInput(rows=rows, punctuations=marks))
+        service.start(once=True)
+        service.wait(timeout_seconds=300)
+    return reports, inputs
+
+
+def frozen(value: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(value.items()))
+
+
+def written(kafka: Any, circuit: Circuit, view: str, topic: str) -> Counter[tuple[Any, ...]]:
+    """An append view's records as (value, ``tidemark.waterline`` header), counted."""
+    output = circuit.view(view).output
+    assert output is not None
+    codec = AvroCodec(output.value_schema)
+    return Counter(
+        (frozen(codec.decode(m.value())), dict(m.headers())["tidemark.waterline"].decode())
+        for m in read_topic(kafka.conf(), topic)
+    )
+
+
+def oracle_written(results: Sequence[StepResult], view: str) -> Counter[tuple[Any, ...]]:
+    """The reference evaluator's records of ``view``, as :func:`written` reads Spark's."""
+    return Counter(
+        (frozen(r.value or {}), format_time_value(r.waterline, "ms"))
+        for result in results
+        for r in result.outputs[view]
+    )
