@@ -358,6 +358,7 @@ class Replay:
         next_count, next_time = self.progress_every, started + self.progress_seconds
         pending: list[tuple[DeadLetter, LedgerEntry]] = []
         failures: list[str] = []
+        in_transaction = False
         try:
             for letter in reader:
                 key = ledger_key(letter.coordinates, self.target)
@@ -373,22 +374,24 @@ class Replay:
                     letter.coordinates, self.target, int(time.time() * 1000), report.replay,
                     (earlier.times + 1) if earlier is not None else 1,
                 )
-                if not pending:
+                if not in_transaction:
                     producer.begin_transaction()
+                    in_transaction = True
                 self._produce(producer, letter, key, entry, failures)
                 pending.append((letter, entry))
                 produced = report.written + len(pending)
                 if len(pending) >= self.chunk:
                     self._commit(producer, pending, failures, report)
+                    in_transaction = False
                 now = time.monotonic()
                 if self.progress and (produced >= next_count or now >= next_time):
                     self.progress(produced, now - started)
                     next_count = produced + self.progress_every
                     next_time = now + self.progress_seconds
-            if pending:
+            if in_transaction:
                 self._commit(producer, pending, failures, report)
         except (KafkaException, TidemarkError) as exc:
-            if pending and producer is not None:
+            if in_transaction:
                 try:
                     producer.abort_transaction(30)
                 except KafkaException:

@@ -292,3 +292,35 @@ def test_a_crashed_replays_open_transaction_is_aborted_and_replayed_once(
     assert all(LedgerEntry.from_json(m.value()).replay != "crashed" for m in entries)
     again = _ok(_tidemark(kafka, "replay", "--topic", dlq, "--to", fix))
     assert "nothing written" in again
+
+
+def test_a_transaction_the_broker_refuses_writes_and_records_nothing(
+    kafka: Any, unique_topic: Any
+) -> None:
+    """A record the target refuses (larger than its max.message.bytes) fails its whole
+    transaction: neither the records beside it nor any ledger entry are written, the error
+    says what was and was not written, and a replay of what fits then goes through."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    dlq, small = unique_topic("dlq"), unique_topic("small")
+    kafka.create_topic(dlq)
+    admin = AdminClient({**kafka.conf(), "log_level": 3})
+    admin.create_topics([NewTopic(small, 1, 1, config={"max.message.bytes": "2000"})]
+                        )[small].result(30)
+    codec = AvroCodec({"type": "record", "name": "reading", "fields": [
+        {"name": "ts", "type": "long"}, {"name": "sensor", "type": "long"},
+        {"name": "label", "type": ["null", "string"]}]})
+    letters = [{**letter, "partition": 0} for letter in _dead_letters(codec, "in")[:3]]
+    letters[2] = {**letters[2], "value": b"x" * 50_000}
+    _produce_in_transaction(kafka, dlq, letters, True, f"{dlq}-step")
+
+    line = _error(_tidemark(kafka, "replay", "--topic", dlq, "--to", small))
+    assert f"replay to {small} failed" in line
+    assert "0 dead letter(s) were written and recorded" in line
+    assert "the 3 of the failed transaction were not written" in line
+    assert read_topic(kafka.conf(), small, timeout_seconds=20) == []
+    assert read_topic(kafka.conf(), ledger_topic(dlq), timeout_seconds=20) == []
+
+    out = _ok(_tidemark(kafka, "replay", "--topic", dlq, "--to", small, "--to-offset", "1"))
+    assert f"replayed 2 dead letter(s) of {dlq} to {small}" in out
+    assert len(read_topic(kafka.conf(), small, timeout_seconds=20)) == 2
