@@ -19,7 +19,11 @@ numpy (:mod:`app.connectors.avro_columns`), the plain ``ok`` rows pass the gate 
 one by one, so verdicts and messages are the per-record gate's. ``loadtests/source_speed.py``
 measures it; tests/unit/connectors/test_columnar_source.py holds it to the per-record path.
 A ``'format' = 'json'`` table (``SourceSpec.format``) is decoded per record by the gate
-(:mod:`app.connectors.json_records`), into the same rows, verdicts and Arrow columns.
+(:mod:`app.connectors.json_records`), into the same rows, verdicts and Arrow columns. An
+``'format' = 'avro-confluent'`` table's values (:mod:`app.connectors.confluent_avro`) take the
+columnar path when a chunk's values all carry one schema id whose writer schema is the
+table's own record (their bodies are then schemaless Avro of the table's schema), and the
+per-record path, with schema resolution, otherwise.
 """
 
 from __future__ import annotations
@@ -221,7 +225,8 @@ class _SliceReader:
         self.maxima: dict[str, int | None] = dict.fromkeys(c for c, _ in spec.lateness)
         self.accepted = 0
         # JSON values take the per-record path: the gate decodes each with json_records.
-        decoder = ColumnarDecoder(spec.avro_schema) if spec.format == "avro" else None
+        avro = spec.format in ("avro", "avro-confluent")
+        decoder = ColumnarDecoder(spec.avro_schema) if avro else None
         self.decoder = (
             decoder
             if decoder is not None and decoder.supported and _columnar_kinds(spec, decoder)
@@ -263,12 +268,17 @@ class _SliceReader:
 
     def _columnar(self, chunk: list[Any]) -> pa.RecordBatch | None:
         """The chunk's batch, or None when a value needs the per-record path (a value the
-        decoder refused but fastavro reads as a row)."""
+        decoder refused but fastavro reads as a row, or an ``avro-confluent`` chunk whose
+        values are not all bodies of the table's own schema)."""
         from confluent_kafka import Message
 
         assert self.decoder is not None
         values: list[bytes | None] = list(map(Message.value, chunk))
-        decoded = self.decoder.decode(values, self.names)
+        confluent = self.gate.confluent
+        bodies = values if confluent is None else confluent.table_bodies(values)
+        if bodies is None:
+            return None
+        decoded = self.decoder.decode(bodies, self.names)
         ok = self.gate.accepts(decoded)
         count = len(chunk)
         codes = np.zeros(count, np.int8)

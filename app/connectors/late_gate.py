@@ -224,6 +224,11 @@ class LateGate:
         self._timestamp_cols = {c.name for c in spec.columns if c.kind == "timestamp"}
         self._future_cols = [c for c, _ in spec.lateness if c in self._timestamp_cols]
 
+    @property
+    def confluent(self) -> ConfluentAvroRecords | None:
+        """The decoder of an ``avro-confluent`` table's values (None for other formats)."""
+        return self._confluent
+
     def classify(
         self, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None
     ) -> GateVerdict:

@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 import fastavro
+import pyarrow as pa
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
@@ -249,3 +250,49 @@ def test_each_process_keeps_one_client_per_registry(schema_registry: str) -> Non
     assert clients.get({"url": schema_registry}) is not clients.get(
         {"url": schema_registry, "basic.auth.user.info": "u:p"}
     )
+
+
+def _slice_rows(spec: SourceSpec, values: list[bytes | None], columnar: bool) -> list[Any]:
+    from confluent_kafka import Message
+
+    from app.connectors.kafka_source import KafkaPartitionSlice, decode_slice
+
+    headers = [[("tidemark.bound", b"2500")] if v is None else None for v in values]
+    msgs = [
+        Message(topic="in", partition=0, offset=i, key=str(i).encode(), value=v, headers=h)
+        for i, (v, h) in enumerate(zip(values, headers, strict=True))
+    ]
+    part = KafkaPartitionSlice(0, 0, len(msgs), 1, 0, {"ts": 1_500})
+    batches = list(decode_slice(spec, part, msgs, columnar=columnar))
+    return pa.Table.from_batches(batches).to_pylist()
+
+
+def test_bodies_of_the_tables_own_record_take_the_columnar_path(schema_registry: str) -> None:
+    """The same rows as the per-record path, whose verdicts define them; and the columnar
+    decoder reads a chunk only when every value is a body of the table's own record."""
+    from app.connectors.kafka_source import KafkaPartitionSlice, _SliceReader
+
+    producer = _Producer(schema_registry)
+    own = {**TABLE_SCHEMA, "name": "Purchase", "namespace": "com.example.shop"}
+    values: list[bytes | None] = [
+        producer.value(own, {"ts": 1_000 + 500 * i, "k": i, "note": f"n{i}" if i % 2 else None})
+        for i in range(6)
+    ]
+    values[1] = (values[1] or b"") + b"\x00"  # bytes left over: malformed
+    values[4] = None  # a punctuation
+    spec = _spec(schema_registry)
+    rows = _slice_rows(spec, values, columnar=True)
+    assert rows == _slice_rows(spec, values, columnar=False)
+    assert [r["_kind"] for r in rows] == ["late", "malformed", "ok", "ok", "ok", "probe"]
+
+    def columnar(chunk: list[bytes | None]) -> bool:
+        from confluent_kafka import Message
+
+        reader = _SliceReader(spec, KafkaPartitionSlice(0, 0, len(chunk), 1, 0, {"ts": None}))
+        msgs = [Message(topic="in", partition=0, offset=i, value=v) for i, v in enumerate(chunk)]
+        return reader._columnar(msgs) is not None
+
+    evolved = producer.value(V2, {"ts": 9, "k": 1, "note": None, "channel": "web"})
+    assert columnar(values)
+    assert not columnar([*values, evolved])  # two schema ids: resolution per record
+    assert not columnar([evolved])  # another record than the table's
