@@ -526,12 +526,9 @@ def dead_letters_show(
     """The selected dead letters with their headers, keys and values."""
     from app.dead_letters.reading import SelectionReader
     from app.dead_letters.show import ProgramDecoder, letter_json, letter_text
+    from app.observability.logging import configure_logging
 
-    configure_quiet = program is not None
-    if configure_quiet:
-        from app.observability.logging import configure_logging
-
-        configure_logging("console", "warning")
+    configure_logging("console", "warning")  # stdout holds the records alone (JSON lines)
     try:
         selection = _selection(
             reason, table, partition, from_offset, to_offset, since, until, limit
