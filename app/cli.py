@@ -234,25 +234,45 @@ def _route_spark_logs(log_file: Path | None) -> None:
 
 
 def with_schema_registry(circuit: Any, settings: Settings) -> Any:
-    """The circuit with each ``'format' = 'avro-confluent'`` table's schema registry client
-    settings complete: its ``'schema-registry.url'`` or the ``schema_registry_url`` setting,
-    with the setting's credentials. A ConfigError names a table that has no registry."""
+    """The circuit with each ``avro-confluent`` table's and output's schema registry client
+    settings complete (its ``'schema-registry.url'`` or the ``schema_registry_url`` setting,
+    with the setting's credentials), and each ``avro-confluent`` output's key and value
+    schemas registered, once, under ``<topic>-key`` and ``<topic>-value``. A ConfigError names
+    a table or view that has no registry."""
     from dataclasses import replace
 
-    tables = []
-    for table in circuit.tables:
-        if table.format == "avro-confluent":
-            own = (table.schema_registry or {}).get("url")
-            conf = settings.schema_registry_config(own)
-            if conf is None:
-                raise ConfigError(
-                    f"table {table.name} has 'format' = 'avro-confluent' but no schema registry:"
-                    " set --schema-registry-url (TIDEMARK_SCHEMA_REGISTRY_URL) or the table's"
-                    " 'schema-registry.url'"
-                )
-            table = replace(table, schema_registry=conf)
-        tables.append(table)
-    return replace(circuit, tables=tuple(tables))
+    from app.connectors.confluent_avro import register_output_schemas
+
+    def conf(what: str, own: dict[str, str] | None, option: str) -> dict[str, str]:
+        found = settings.schema_registry_config((own or {}).get("url"))
+        if found is None:
+            raise ConfigError(
+                f"{what} has {option} = 'avro-confluent' but no schema registry: set"
+                " --schema-registry-url (TIDEMARK_SCHEMA_REGISTRY_URL) or its"
+                " 'schema-registry.url'"
+            )
+        return found
+
+    tables = tuple(
+        replace(t, schema_registry=conf(f"table {t.name}", t.schema_registry, "'format'"))
+        if t.format == "avro-confluent"
+        else t
+        for t in circuit.tables
+    )
+    views = []
+    for view in circuit.views:
+        out = view.output
+        if out is not None and out.encoding == "avro-confluent":
+            registry = conf(f"view {view.name}", out.schema_registry, "'encoding'")
+            key_id, value_id = register_output_schemas(
+                registry, out.topic, out.key_schema, out.value_schema
+            )
+            out = replace(
+                out, schema_registry=registry, key_schema_id=key_id, value_schema_id=value_id
+            )
+            view = replace(view, output=out)
+        views.append(view)
+    return replace(circuit, tables=tables, views=tuple(views))
 
 
 def _run(circuit: Any, settings: Settings, once: bool) -> None:

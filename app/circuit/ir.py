@@ -348,6 +348,16 @@ class Output:
     key_columns: tuple[str, ...]
     key_schema: dict[str, Any] | None
     value_schema: dict[str, Any]
+    #: How keys and values are encoded: ``avro`` (schemaless) or ``avro-confluent`` (framed
+    #: with the schema ids the registry gave ``<topic>-key`` and ``<topic>-value``).
+    encoding: Literal["avro", "avro-confluent"] = "avro"
+    #: An ``avro-confluent`` output's schema registry client settings (the view's
+    #: ``'schema-registry.url'``, completed by ``tidemark run`` as a table's are).
+    schema_registry: dict[str, str] | None = None
+    #: The registered schema ids of an ``avro-confluent`` output, set by ``tidemark run``
+    #: once at start (None until then).
+    key_schema_id: int | None = None
+    value_schema_id: int | None = None
 
 
 @dataclass(frozen=True)

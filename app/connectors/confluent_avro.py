@@ -50,6 +50,7 @@ __all__ = [
     "SchemaRegistryUnavailable",
     "frame",
     "framed_schema_id",
+    "register_output_schemas",
     "unframe",
 ]
 
@@ -328,3 +329,30 @@ class ConfluentAvroRecords:
                 )
         return None
 
+
+def register_output_schemas(
+    registry: Mapping[str, str],
+    topic: str,
+    key_schema: Mapping[str, Any] | None,
+    value_schema: Mapping[str, Any],
+) -> tuple[int | None, int]:
+    """Register an output topic's key schema (if any) under ``<topic>-key`` and its value
+    schema under ``<topic>-value`` (the topic-name strategy) and return their schema ids.
+    Registering a schema the subject already has returns its id. Raises
+    :class:`SchemaRegistryUnavailable` naming the subject when the registry refuses or cannot
+    be reached (a schema incompatible with the subject's earlier ones, say)."""
+    from confluent_kafka.schema_registry import Schema
+
+    client = REGISTRY_CLIENTS.get().get(registry)
+
+    def register(subject: str, schema: Mapping[str, Any]) -> int:
+        try:
+            return int(client.register_schema(subject, Schema(json.dumps(schema), "AVRO")))
+        except Exception as exc:  # the registry's error status, or httpx's transport errors
+            raise SchemaRegistryUnavailable(
+                f"the schema registry {registry.get('url')} did not register subject "
+                f"{subject}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    key_id = register(f"{topic}-key", key_schema) if key_schema is not None else None
+    return key_id, register(f"{topic}-value", value_schema)

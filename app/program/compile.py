@@ -44,7 +44,8 @@ from app.program.query import PlannedQuery, Relation, plan_query
 __all__ = ["compile_program", "compile_text"]
 
 TABLE_OPTIONS = ("topic", "format", "schema", "dead_letter", "max_future", "schema-registry.url")
-VIEW_OPTIONS = ("topic", "format")
+VIEW_OPTIONS = ("topic", "format", "encoding", "schema-registry.url")
+VIEW_ENCODINGS = ("avro", "avro-confluent")
 TABLE_FORMATS = ("avro", "avro-confluent", "json")
 VIEW_FORMATS = ("upsert", "changelog", "append")
 
@@ -190,19 +191,7 @@ class _Compiler:
                 raise CompileFailure(option.position, "'max_future' needs a TIMESTAMP column "
                                      "with LATENESS", "add LATENESS to the event-time column")
             max_future_ms = option.value.amount
-        registry: dict[str, str] | None = None
-        if "schema-registry.url" in options:
-            option = options["schema-registry.url"]
-            if fmt != "avro-confluent":
-                raise CompileFailure(option.position, "'schema-registry.url' is an option of "
-                                     "'format' = 'avro-confluent' tables",
-                                     "declare 'format' = 'avro-confluent' or remove the option")
-            url = self._string(option)
-            if not url.startswith(("http://", "https://")):
-                raise CompileFailure(option.value_position, f"'schema-registry.url' {url} is "
-                                     "not an http:// or https:// URL",
-                                     "write 'schema-registry.url' = 'http://host:port'")
-            registry = {"url": url}
+        registry = self._registry_url(options.get("schema-registry.url"), fmt, "table")
         schema: dict[str, Any]
         if "schema" in options:
             schema = self._schema_file(options["schema"], columns, decl.name)
@@ -229,6 +218,24 @@ class _Compiler:
             found[option.key] = option
         del position
         return found
+
+    def _registry_url(self, option: OptionDecl | None, fmt: str,
+                      what: str) -> dict[str, str] | None:
+        """The registry client settings a ``'schema-registry.url'`` option gives (None
+        without one); the option belongs to ``avro-confluent`` tables and views only."""
+        if option is None:
+            return None
+        key = "format" if what == "table" else "encoding"
+        if fmt != "avro-confluent":
+            raise CompileFailure(option.position, "'schema-registry.url' is an option of "
+                                 f"'{key}' = 'avro-confluent' {what}s",
+                                 f"declare '{key}' = 'avro-confluent' or remove the option")
+        url = self._string(option)
+        if not url.startswith(("http://", "https://")):
+            raise CompileFailure(option.value_position, f"'schema-registry.url' {url} is "
+                                 "not an http:// or https:// URL",
+                                 "write 'schema-registry.url' = 'http://host:port'")
+        return {"url": url}
 
     def _string(self, option: OptionDecl) -> str:
         if not isinstance(option.value, str):
@@ -406,9 +413,11 @@ class _Compiler:
         topic_option = options.get("topic")
         format_option = options.get("format")
         if topic_option is None:
-            if format_option is not None:
-                raise CompileFailure(format_option.position, f"view {decl.name} has a 'format' "
-                                     "but no 'topic'", "add 'topic' to write it to Kafka")
+            for key in ("format", "encoding", "schema-registry.url"):
+                if key in options:
+                    raise CompileFailure(options[key].position, f"view {decl.name} has a "
+                                         f"'{key}' but no 'topic'",
+                                         "add 'topic' to write it to Kafka")
             return None
         if decl.local:
             raise CompileFailure(topic_option.position, f"LOCAL view {decl.name} has a 'topic'",
@@ -461,8 +470,15 @@ class _Compiler:
         value_schema = record_schema(decl.name, columns, extra)
         key_schema = (record_schema(f"{decl.name}_key", [by_name[k] for k in key_columns])
                       if key_columns else None)
+        encoding = self._string(options["encoding"]) if "encoding" in options else "avro"
+        if encoding not in VIEW_ENCODINGS:
+            raise CompileFailure(options["encoding"].value_position,
+                                 f"bad view encoding '{encoding}'",
+                                 f"use one of {', '.join(VIEW_ENCODINGS)}")
+        registry = self._registry_url(options.get("schema-registry.url"), encoding, "view")
         return Output(topic, cast(Literal["upsert", "changelog", "append"], fmt), key_columns,
-                      key_schema, value_schema)
+                      key_schema, value_schema,
+                      cast(Literal["avro", "avro-confluent"], encoding), registry)
 
 
 def _span(size: int) -> str:

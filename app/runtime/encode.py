@@ -2,7 +2,10 @@
 
 TIMESTAMP columns leave Spark as microseconds and are written as Avro ``timestamp-millis``
 longs; DATE as days. The encoding is a pure function of the row and the step's batch time
-(``_ptime``, Spark's recorded batch timestamp), so a replayed step writes identical bytes.
+(``_ptime``, Spark's recorded batch timestamp), so a replayed step writes identical bytes. An
+``avro-confluent`` output's keys and values are framed (magic byte 0 and the schema id that
+``tidemark run`` registered at start) by both encoders, :func:`encode_record` (which every
+operator that encodes a row at a time calls) and the column-wise one.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pyarrow.compute as pc
 from app.circuit.ir import View
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.avro_column_encoder import ColumnarEncoder, ColumnValues
+from app.connectors.confluent_avro import frame
 from app.connectors.sink.record import KEY, KIND, REL, TOPIC, VALUE, sink_batch
 
 __all__ = ["ViewEncoding", "circuit_units", "encode_record", "encode_view_rows", "output_batch"]
@@ -34,10 +38,14 @@ class ViewEncoding:
         key_columns: Sequence[str],
         value_schema: Mapping[str, Any],
         key_schema: Mapping[str, Any] | None,
+        schema_ids: tuple[int | None, int | None] = (None, None),
     ) -> None:
         self.view, self.topic, self.format = view, topic, fmt
         self.columns, self.key_columns = list(columns), list(key_columns)
         self.value_schema, self.key_schema = dict(value_schema), key_schema
+        #: The registered (key, value) schema ids of an ``avro-confluent`` output, whose
+        #: records are framed with them; None: schemaless.
+        self.schema_ids = schema_ids
         self._codecs: tuple[AvroCodec, AvroCodec | None] | None = None
         self._columnar: tuple[ColumnarEncoder, ColumnarEncoder | None] | None = None
 
@@ -55,6 +63,7 @@ class ViewEncoding:
             out.key_columns,
             out.value_schema,
             out.key_schema,
+            _schema_ids(out),
         )
 
     @property
@@ -91,6 +100,23 @@ class ViewEncoding:
         return {**self.__dict__, "_codecs": None, "_columnar": None}
 
 
+def _schema_ids(out: Any) -> tuple[int | None, int | None]:
+    """An output's (key, value) schema ids to frame with; a registry output must have them."""
+    if out.encoding != "avro-confluent":
+        return (None, None)
+    if out.value_schema_id is None or (out.key_schema is not None and out.key_schema_id is None):
+        raise ValueError(f"output {out.topic}: its schemas are not registered")
+    return (out.key_schema_id, out.value_schema_id)
+
+
+def _framed(data: pa.Array, schema_id: int | None) -> pa.Array:
+    """Encoded keys or values framed with ``schema_id`` (None: unchanged); NULL stays NULL."""
+    if schema_id is None:
+        return data
+    header = pa.scalar(frame(schema_id, b""), pa.binary())
+    return pc.binary_join_element_wise(header, data.cast(pa.binary()), pa.scalar(b"", pa.binary()))
+
+
 def circuit_units(column: pa.Array) -> pa.Array:
     """A column in the circuit's units, as both encoding paths write it: TIMESTAMP as epoch
     ms (floored), DATE as days; anything else unchanged."""
@@ -123,9 +149,13 @@ def encode_record(
         if enc.key_codec is not None
         else None
     )
+    key_id, value_id = enc.schema_ids
+    if key is not None and key_id is not None:
+        key = frame(key_id, key)
     if row.get("_delete") and enc.format == "upsert":
         return key, None
-    return key, enc.value_codec.encode(record)
+    value = enc.value_codec.encode(record)
+    return key, value if value_id is None else frame(value_id, value)
 
 
 def encode_view_rows(
@@ -173,9 +203,9 @@ def _encode_columns(
         columns["undo"] = ColumnValues(none, numbers=np.zeros(n, np.bool_))
         columns["ptime"] = _column_values(batch.column("_ptime"))
         columns["ver"] = ColumnValues(none, numbers=np.zeros(n, np.int64))
-    values = value_encoder.encode(columns, n)
+    values = _framed(value_encoder.encode(columns, n), enc.schema_ids[1])
     keys = (
-        key_encoder.encode({c: columns[c] for c in enc.key_columns}, n)
+        _framed(key_encoder.encode({c: columns[c] for c in enc.key_columns}, n), enc.schema_ids[0])
         if key_encoder is not None
         else pa.nulls(n, pa.binary())
     )

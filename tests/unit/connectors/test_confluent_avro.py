@@ -296,3 +296,56 @@ def test_bodies_of_the_tables_own_record_take_the_columnar_path(schema_registry:
     assert columnar(values)
     assert not columnar([*values, evolved])  # two schema ids: resolution per record
     assert not columnar([evolved])  # another record than the table's
+
+
+def test_output_records_are_framed_and_read_back_by_confluents_deserializer(
+    schema_registry: str,
+) -> None:
+    """An ``avro-confluent`` output's key and value schemas are registered under the
+    topic-name strategy; both encoders frame with their ids, byte for byte alike."""
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+
+    from app.connectors.confluent_avro import register_output_schemas
+    from app.program.compile import compile_program
+    from app.runtime.encode import ViewEncoding, encode_record, encode_view_rows
+
+    circuit = compile_program(
+        "p.sql",
+        """
+        CREATE TABLE t (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE, k BIGINT NOT NULL)
+        WITH ('topic' = 'in');
+        CREATE VIEW v WITH ('topic' = 'out', 'encoding' = 'avro-confluent') AS
+        SELECT k, COUNT(*) AS n FROM t GROUP BY k;
+        """,
+    )
+    out = circuit.view("v").output
+    assert out is not None and (out.format, out.encoding) == ("upsert", "avro-confluent")
+    topic = f"counts-{uuid.uuid4().hex[:8]}"
+    registry = {"url": schema_registry}
+    key_id, value_id = register_output_schemas(registry, topic, out.key_schema, out.value_schema)
+    assert key_id is not None and key_id != value_id
+    assert register_output_schemas(registry, topic, out.key_schema, out.value_schema) == (
+        key_id,
+        value_id,
+    ), "registering again gives the same ids"
+
+    enc = ViewEncoding(
+        "v", topic, "upsert", ["k", "n"], ["k"], out.value_schema, out.key_schema,
+        (key_id, value_id),
+    )
+    key, value = encode_record(enc, {"k": 7, "n": 3}, None)
+    assert key is not None and value is not None
+    assert (unframe(key)[0], unframe(value)[0]) == (key_id, value_id)
+    tombstone = encode_record(enc, {"k": 7, "n": 3, "_delete": True}, None)
+    assert tombstone == (key, None)
+    batch = pa.RecordBatch.from_pydict({"k": [7], "n": [3]})
+    (columnar,) = encode_view_rows(iter([batch]), enc)
+    assert (columnar.column("key")[0].as_py(), columnar.column("value")[0].as_py()) == (
+        key,
+        value,
+    )
+
+    client = SchemaRegistryClient({"url": schema_registry})
+    read = AvroDeserializer(client)
+    assert read(key, SerializationContext(topic, MessageField.KEY)) == {"k": 7}
+    assert read(value, SerializationContext(topic, MessageField.VALUE)) == {"k": 7, "n": 3}
