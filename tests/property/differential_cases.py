@@ -287,6 +287,43 @@ UNION_SHAPES: tuple[tuple[str, str, str, bool], ...] = (
 )
 
 
+#: Equality keys of a generated join (``k`` is nullable: a NULL key matches nothing).
+JOIN_KEYS = ("l.k = r.k", "l.u = r.u", "l.k = r.k AND l.u = r.u", "l.k = r.k")
+#: Residual conditions of a generated join, and WHEREs over its rows.
+JOIN_RESIDUALS = (None, None, "l.x < r.x", "l.x + r.x > 4")
+JOIN_WHERES = (None, None, "r.x IS NOT NULL", "l.u < 30 OR r.k = 'a'")
+
+
+def _join_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, str]:
+    """``count`` INNER interval join output views of the two tables (SPEC S16), either side
+    first: drawn keys, bound (seconds before and after), residual and WHERE; every other one
+    read by an output view with a filter."""
+    views: dict[str, str] = {}
+    for i in range(count):
+        left, right = tables if rng.random() < 0.5 else tables[::-1]
+        before, after = rng.choice((0, 2, 5)), rng.choice((0, 3, 6))
+        residual = rng.choice(JOIN_RESIDUALS)
+        where = rng.choice(JOIN_WHERES)
+        sql = (
+            f"CREATE VIEW jn{i} WITH ('topic' = '{{topic}}', 'format' = 'append') AS\n"
+            "SELECT l.ts, l.k, l.u, r.x AS rx, r.ts AS rts\n"
+            f"FROM {left} AS l JOIN {right} AS r\n"
+            f"  ON {rng.choice(JOIN_KEYS)}\n"
+            f" AND r.ts BETWEEN l.ts - INTERVAL '{before}' SECOND"
+            f" AND l.ts + INTERVAL '{after}' SECOND"
+            + (f"\n AND {residual}" if residual else "")
+            + (f"\nWHERE {where}" if where else "")
+            + ";"
+        )
+        views[f"jn{i}"] = sql
+        if i % 2 == 1:
+            views[f"jr{i}"] = (
+                f"CREATE VIEW jr{i} WITH ('topic' = '{{topic}}', 'format' = 'append') AS\n"
+                f"SELECT rts, u, rx FROM jn{i} WHERE rx > 0 OR k = 'b';"
+            )
+    return views
+
+
 def _union_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, str]:
     """``count`` UNION ALL output views of 2-3 branches over ``tables`` (the first over
     both), each branch with a drawn WHERE; every other one read by an output view with a
@@ -344,6 +381,7 @@ def generate(
     slice_views: bool = False,
     bare: tuple[str, ...] = (),
     unions: int = 0,
+    joins: int = 0,
 ) -> Scenario:
     """A scenario of ``cases`` generated views over two tables ``ev_a``/``ev_b``; ``native``:
     only windowed AFTER WATERMARK views with exactly computable aggregates (the views Spark's
@@ -356,7 +394,8 @@ def generate(
     the streaming query), while ``ev_b``'s stay with Spark; ``bare``: tables with no
     stateless view (their output views are the generated cases alone); ``unions``: that many
     UNION ALL views over both tables, some read by another view (:func:`_union_views`), drawn
-    from a generator of their own so the other draws stay the seeds'."""
+    from a generator of their own so the other draws stay the seeds'; ``joins``: that many
+    INNER interval joins of the two tables (:func:`_join_views`), drawn the same way."""
     rng = random.Random(seed)
     lateness = {"ev_a": rng.choice((0, 2, 4)), "ev_b": rng.choice((3, 6, 10))}
     tables = list(lateness)
@@ -378,6 +417,8 @@ def generate(
     if unions:
         # Drawn after every other draw, so the seeds of the other tests are unchanged.
         stateless.update(_union_views(random.Random(seed * 7919 + unions), unions, tables))
+    if joins:
+        stateless.update(_join_views(random.Random(seed * 104729 + joins), joins, tables))
     scenario_steps = []
     now = {t: rng.randint(0, 10) for t in tables}
     top = {t: -(10**9) for t in tables}

@@ -439,24 +439,49 @@ def test_spark_equals_reference_long_run_s3_s14(
     _check(scenario, kafka, unique_topic, tmp_path)
 
 
-UNION_VIEWS = 6
-UNION_SEEDS = [int(s) for s in os.environ.get("DIFFERENTIAL_UNION_SEEDS", "20261126").split(",")]
+
+UNION_VIEWS = 4
+JOIN_VIEWS = 6
+SEVERAL_TABLE_SEEDS = [
+    int(s) for s in os.environ.get("DIFFERENTIAL_SEVERAL_SEEDS", "20261126").split(",")
+]
+LONG_SEVERAL_TABLE_SEEDS = [
+    int(s)
+    for s in os.environ.get("DIFFERENTIAL_LONG_SEVERAL_SEEDS", "1,2,3,4,5,6,7,8,9,10").split(",")
+]
 
 
-@pytest.mark.parametrize("seed", _seeds(UNION_SEEDS))
-def test_union_all_views_equal_reference_s8_s14_s17(
-    seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
-) -> None:
-    """Generated UNION ALL views over both tables (2-3 branches each, filters, computed and
-    renamed columns, windows, no time attribute; some read by another view, some local) in
-    the one query of both tables (ADR 0013): every record as the oracle's, with the minimum
-    of the branches' waterlines as its header, late rows, punctuations and malformed records
-    each a dead letter of its own table."""
-    scenario = generate(seed, cases=0, steps=4, rows_per_step=18, unions=UNION_VIEWS)
+def _check_several_tables(seed: int, kafka: Any, unique_topic: Any, tmp_path: Path) -> None:
+    scenario = generate(
+        seed, cases=0, steps=4, rows_per_step=18, unions=UNION_VIEWS, joins=JOIN_VIEWS
+    )
     run = _check(scenario, kafka, unique_topic, tmp_path)
     (query,) = physical_plan(run.circuit).queries
     assert query.tables == ("ev_a", "ev_b")
     written = {n: sum(r.outputs.get(n, 0) for r in run.reports) for n in scenario.stateless}
     assert written["un0"] > 0, written
+    assert sum(written[n] for n in written if n.startswith("jn")) > 0, written
     for table in ("ev_a", "ev_b"):
         assert sum(r.dead_letters.get("late", 0) for r in run.reports if r.table == table) > 0
+
+
+@pytest.mark.parametrize("seed", _seeds(SEVERAL_TABLE_SEEDS))
+def test_unions_and_joins_equal_reference_s8_s14_s16_s17(
+    seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """Generated UNION ALL views (2-3 branches, filters, computed and renamed columns,
+    windows, no time attribute; some read by another view, some local) and INNER interval
+    joins (either side first, drawn keys incl. a nullable one, bounds, residuals and WHEREs;
+    some read by another view) over both tables, in their one query (ADR 0013): every record
+    as the oracle's, with the merged (S17) or held-back (S16) waterline as its header, late
+    rows, punctuations and malformed records each a dead letter of its own table."""
+    _check_several_tables(seed, kafka, unique_topic, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", _seeds(LONG_SEVERAL_TABLE_SEEDS))
+def test_unions_and_joins_equal_reference_long_run(
+    seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """The same over more seeds (``DIFFERENTIAL_LONG_SEVERAL_SEEDS``)."""
+    _check_several_tables(seed, kafka, unique_topic, tmp_path)
