@@ -189,7 +189,7 @@ def run(
     ] = None,
     schema_registry_url: Annotated[
         str | None,
-        _setting("schema_registry_url", "Schema registry of 'avro-confluent' tables.", "none"),
+        _setting("schema_registry_url", "Registry of 'avro-confluent' tables, views.", "none"),
     ] = None,
 ) -> None:
     """Run a program: read its tables' topics, write its views and dead letters."""
