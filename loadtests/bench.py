@@ -1,12 +1,13 @@
 """The side-by-side benchmark: ``python -m loadtests.bench --workload a`` (docs/performance.md).
 
-1. Pre-produce N events of the workload to a fresh topic (loadtests.generator).
-2. The limit: raw confluent-kafka consume rate and fastavro decode rate of that topic.
+1. Pre-produce N events of the workload to a fresh topic (loadtests.generator); a workload of
+   two inputs (d: auctions and bids) to a fresh topic each, the N events split between them.
+2. The limit: raw confluent-kafka consume rate and fastavro decode rate of those topics.
 3. Tidemark, then the peer (``--sides`` gives the order), each in its own process
    (loadtests.side), once the machine is idle (:func:`wait_quiet`), over the same topic
    until every event is processed: throughput =
    N / seconds, and the steady rate once warm (:func:`steady_rate`); CPU seconds of the whole
-   process tree (driver JVM + Python workers) per million.
+   process tree (driver JVM + Python workers) per million; the records in its output topic.
 4. ``--latency``: after the throughput runs, each side (per master and partition count) runs
    continuously while the generator produces at half that side's measured events/s (the
    steady rate when the run had enough steps, else the whole-run rate; or ``--rate``);
@@ -32,7 +33,7 @@ from typing import Any
 
 import psutil
 
-from loadtests.generator import EventShape, produce
+from loadtests.generator import EventShape, PairShape, produce, produce_pair
 from loadtests.workloads import WORKLOADS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -194,19 +195,32 @@ def shape_of(workload: str, schema: dict[str, Any], **over: Any) -> EventShape:
     return EventShape(schema, keys=keys, lateness_ms=w.lateness_ms, **over)
 
 
-def input_schema(workload: str) -> dict[str, Any]:
+def input_schemas(workload: str) -> list[dict[str, Any]]:
+    """The Avro schema of each input of ``workload``, in the order of its tables."""
     from app.program.compile import compile_program
 
+    w = WORKLOADS[workload]
     with tempfile.TemporaryDirectory() as tmp:
         program = Path(tmp) / "p.sql"
-        program.write_text(WORKLOADS[workload].program.format(topic="t", out="o"))
-        schema: dict[str, Any] = compile_program(program).tables[0].avro_schema
-        return schema
+        program.write_text(w.program.format(out="o", **{name: name for name in w.inputs}))
+        return [dict(table.avro_schema) for table in compile_program(program).tables]
 
 
-def limit(bootstrap: str, topic: str, count: int, schema: dict[str, Any]) -> dict[str, float]:
+def input_schema(workload: str) -> dict[str, Any]:
+    return input_schemas(workload)[0]
+
+
+def pair_shape_of(workload: str) -> PairShape:
+    """The auctions and bids of a workload of two inputs (d)."""
+    w = WORKLOADS[workload]
+    auction, bid = input_schemas(workload)
+    return PairShape(auction, bid, keys=w.keys, lateness_ms=w.lateness_ms)
+
+
+def limit(bootstrap: str, schemas: dict[str, dict[str, Any]], count: int) -> dict[str, float]:
     """Raw consume rate (confluent-kafka, one consumer, all partitions) and fastavro decode
-    rate of the same records: what any Python reader of this topic is bounded by."""
+    rate of the same records: what any Python reader of these topics (``schemas``: each
+    topic's schema) is bounded by."""
     from confluent_kafka import Consumer
 
     from app.connectors.avro_codec import AvroCodec
@@ -222,23 +236,23 @@ def limit(bootstrap: str, topic: str, count: int, schema: dict[str, Any]) -> dic
             "log_level": 3,
         }
     )
-    consumer.subscribe([topic])
-    values: list[bytes] = []
+    consumer.subscribe(list(schemas))
+    values: list[tuple[str, bytes]] = []
     started = time.monotonic()
     first: float | None = None
     while len(values) < count:
         for m in consumer.consume(10_000, 1.0):
             if m.error() is None:
                 first = first or time.monotonic()
-                values.append(m.value())
+                values.append((str(m.topic()), m.value() or b""))
         if time.monotonic() - started > 300:
             break
     consume_s = time.monotonic() - (first or started)
     consumer.close()
-    codec = AvroCodec(schema)
+    codecs = {name: AvroCodec(s) for name, s in schemas.items()}
     started = time.monotonic()
-    for v in values:
-        codec.decode(v)
+    for name, v in values:
+        codecs[name].decode(v)
     decode_s = time.monotonic() - started
     return {
         "consume_per_s": len(values) / consume_s,
@@ -297,6 +311,39 @@ def run_side(spec: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def count_records(bootstrap: str, topic: str) -> int:
+    """The records of ``topic`` a ``read_committed`` consumer sees: a side's output rows
+    (Tidemark writes in transactions, whose markers take offsets of their own)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"count-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "log_level": 3,
+        }
+    )
+    parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, 0) for p in parts])  # 0: from the beginning
+    ended: set[int] = set()
+    seen = 0
+    deadline = time.monotonic() + 600
+    while len(ended) < len(parts) and time.monotonic() < deadline:
+        for m in consumer.consume(10_000, 1.0):
+            error = m.error()
+            if error is None:
+                seen += 1
+            elif error.code() == KafkaError._PARTITION_EOF:
+                ended.add(int(m.partition() or 0))
+    consumer.close()
+    if len(ended) < len(parts):
+        raise RuntimeError(f"{topic}: not read to its end in 600 s")
+    return seen
+
+
 def steady_rate(step_log: list[dict[str, Any]], skip: int | None = None) -> float | None:
     """Events per second once warm: the steps after the first ``skip`` steps that read input
     (default: the first half of them, at least one), from the start of the first counted step
@@ -324,25 +371,45 @@ def throughput(
     sides: list[str],
     work: Path,
 ) -> dict[str, Any]:
-    schema = input_schema(workload)
+    w = WORKLOADS[workload]
     topic = f"bench.{workload}.{uuid.uuid4().hex[:6]}"
-    create_topic(bootstrap, topic, partitions)
-    produce_s = produce({"bootstrap.servers": bootstrap}, topic, shape_of(workload, schema), events)
+    if len(w.inputs) == 1:
+        schema = input_schema(workload)
+        topics = {w.inputs[0]: topic}
+        create_topic(bootstrap, topic, partitions)
+        conf = {"bootstrap.servers": bootstrap}
+        produce_s = produce(conf, topic, shape_of(workload, schema), events)
+        readers = {topic: schema}
+    else:
+        # Each input its own topic of ``partitions`` partitions (each side reads them all).
+        topics = {name: f"{topic}.{name}" for name in w.inputs}
+        for name in topics.values():
+            create_topic(bootstrap, name, partitions)
+        pair = pair_shape_of(workload)
+        pair_topics = (topics[w.inputs[0]], topics[w.inputs[1]])
+        produce_s = produce_pair({"bootstrap.servers": bootstrap}, pair_topics, pair, events)
+        readers = {
+            pair_topics[0]: dict(pair.auction_schema),
+            pair_topics[1]: dict(pair.bid_schema),
+        }
     out: dict[str, Any] = {
         "topic": topic,
         "events": events,
         "partitions": partitions,
         "produce_per_s": events / produce_s,
-        "limit": limit(bootstrap, topic, events, schema),
+        "limit": limit(bootstrap, readers, events),
         "runs": [],
     }
+    if len(w.inputs) > 1:
+        out["topics"] = topics
     for master in masters:
         for side in sides:
-            spec = {
+            spec: dict[str, Any] = {
                 "side": side,
                 "workload": workload,
                 "bootstrap": bootstrap,
-                "topic": topic,
+                "topic": topics[w.inputs[0]],
+                "topics": topics,
                 "out": f"{topic}.{side}.{master[6:-1]}.out",
                 "master": master,
                 "shuffle_partitions": 2,
@@ -352,6 +419,7 @@ def throughput(
             create_topic(bootstrap, spec["out"], partitions)
             quiet_wait_s, busy_percent = wait_quiet()
             r = run_side(spec)
+            r["output_records"] = count_records(bootstrap, spec["out"])
             r.update(
                 quiet_wait_s=quiet_wait_s,
                 busy_percent_before=busy_percent,
@@ -489,6 +557,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    if args.latency and len(WORKLOADS[args.workload].inputs) > 1:
+        raise SystemExit(f"--latency: workload {args.workload} reads several topics; the probe one")
     if "peer" in args.sides:
         subprocess.run(["bash", str(ROOT / "scripts" / "fetch-spark-peer.sh")], check=True)
     bootstrap, local = broker()

@@ -26,7 +26,19 @@ from typing import Any
 
 from app.connectors.avro_codec import AvroCodec
 
-__all__ = ["EventShape", "encode_events", "encoded_events", "events", "produce", "timeline"]
+__all__ = [
+    "AUCTION",
+    "BID",
+    "EventShape",
+    "PairShape",
+    "encode_events",
+    "encoded_events",
+    "events",
+    "pair_timeline",
+    "produce",
+    "produce_pair",
+    "timeline",
+]
 
 
 @dataclass(frozen=True)
@@ -167,6 +179,105 @@ def produce(
         while True:
             try:
                 producer.produce(topic, value, key=str(i).encode(), headers=headers)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    return time.monotonic() - started
+
+
+AUCTION, BID = 0, 1  # which input of a :class:`PairShape` an event goes to
+
+
+@dataclass(frozen=True)
+class PairShape:
+    """NEXMark-style auctions and the bids on them, two inputs of one workload (d).
+
+    One event in ``bids_per_auction + 1`` opens an auction, the others bid. Auction ids cycle
+    over ``keys``; ``step_ms`` is long enough that an id comes back only after the join's
+    ``bound_ms`` and the disorder have passed (``keys * (bids_per_auction + 1) * step_ms``
+    beyond ``bound_ms + spread_ms``), so a bid on time matches the one auction it names. A bid
+    names one of the ``recent`` auctions opened last, so most bids fall within their auction's
+    bound. Each side has the same ``disorder`` and ``late`` fractions as :class:`EventShape`."""
+
+    auction_schema: Mapping[str, Any]
+    bid_schema: Mapping[str, Any]
+    keys: int = 10_000
+    bids_per_auction: int = 10
+    recent: int = 1_000
+    bound_ms: int = 600_000
+    disorder: float = 0.05
+    spread_ms: int = 5_000
+    late: float = 0.01
+    lateness_ms: int = 10_000
+    step_ms: int = 6
+    base_ms: int = 1_700_000_040_000
+    seed: int = 7
+
+
+def pair_timeline(shape: PairShape, count: int) -> Iterator[tuple[int, int, dict[str, Any], bool]]:
+    """(index, input, row, late) for ``count`` events in production order; ``input`` is
+    :data:`AUCTION` or :data:`BID`, ``late`` as in :func:`timeline`."""
+    rnd = random.Random(shape.seed)  # noqa: S311 - a benchmark input, not a secret
+    clock = shape.base_ms
+    opened = 0  # auctions opened so far
+    for i in range(count):
+        clock += shape.step_ms
+        ts = clock
+        draw = rnd.random()
+        late = draw < shape.late
+        if late:
+            ts = clock - shape.lateness_ms - shape.spread_ms - rnd.randrange(1, 60_000)
+        elif draw < shape.late + shape.disorder:
+            ts = clock - rnd.randrange(1, shape.spread_ms)
+        if i % (shape.bids_per_auction + 1) == 0:
+            row = {
+                "id": opened % shape.keys,
+                "seller": rnd.randrange(1, 100_000),
+                "category": rnd.randrange(10, 20),
+                "date_time": ts,
+                "expires": ts + shape.bound_ms,
+            }
+            opened += 1
+            yield i, AUCTION, row, late
+        else:
+            named = max(0, opened - 1 - rnd.randrange(shape.recent))
+            row = {
+                "auction": named % shape.keys,
+                "bidder": rnd.randrange(1, 100_000),
+                "price": rnd.randrange(1, 10_000),
+                "date_time": ts,
+            }
+            yield i, BID, row, late
+
+
+def produce_pair(
+    conf: Mapping[str, str], topics: tuple[str, str], shape: PairShape, count: int
+) -> float:
+    """Produce the ``count`` events of ``shape`` as fast as the producer goes, each Avro-encoded
+    to its input's topic (``topics``: auctions, bids), keyed by index as :func:`produce` does.
+    Returns the seconds it took, delivery included."""
+    from confluent_kafka import Producer
+
+    codecs = (AvroCodec(shape.auction_schema), AvroCodec(shape.bid_schema))
+    producer = Producer(
+        {
+            "linger.ms": 20,
+            "batch.num.messages": 10_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "compression.type": "none",
+            "log_level": 3,
+            **conf,
+        }
+    )
+    started = time.monotonic()
+    for i, side, row, _late in pair_timeline(shape, count):
+        value = codecs[side].encode(row)
+        while True:
+            try:
+                producer.produce(topics[side], value, key=str(i).encode())
                 break
             except BufferError:
                 producer.poll(0.05)

@@ -46,8 +46,24 @@ def _offsets(value: Any) -> dict[str, int]:
     return {str(p): int(o) for p, o in inner.items()} if isinstance(inner, dict) else {}
 
 
+def _read(source: dict[str, Any]) -> int:
+    """The records a step's source read: its end offsets past its start offsets."""
+    begin, end = _offsets(source.get("startOffset")), _offsets(source.get("endOffset"))
+    return sum(max(0, n - begin.get(part, n)) for part, n in end.items())
+
+
+def _program(spec: dict[str, Any]) -> Path:
+    """The workload's program, its input and output topics filled in, in the side's work dir."""
+    w = WORKLOADS[spec["workload"]]
+    topics = spec.get("topics") or {w.inputs[0]: spec["topic"]}
+    program = Path(spec["work_dir"]) / "program.sql"
+    program.write_text(w.program.format(out=spec["out"], **topics))
+    return program
+
+
 def _steps(progress: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each step's start (epoch ms), duration and events read, for the steady-state rate.
+    """Each step's start (epoch ms), duration and events read (over all the query's sources:
+    one per input topic), for the steady-state rate.
 
     Events come from the source offsets, not ``numInputRows``: Spark counts a source's rows once
     per scan, and Tidemark's plan scans its source once per union branch."""
@@ -56,8 +72,7 @@ def _steps(progress: list[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: dict[tuple[str, int], dict[str, Any]] = {}
     for p in progress:
         start = datetime.fromisoformat(str(p["timestamp"]).replace("Z", "+00:00"))
-        source = (p.get("sources") or [{}])[0]
-        begin, end = _offsets(source.get("startOffset")), _offsets(source.get("endOffset"))
+        sources = p.get("sources") or [{}]
         seen[(str(p.get("runId")), int(p.get("batchId", -1)))] = {
             "start_ms": int(start.timestamp() * 1000),
             "ms": int((p.get("durationMs") or {}).get("triggerExecution", 0)),
@@ -66,8 +81,8 @@ def _steps(progress: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "phases_ms": {k: int(v) for k, v in (p.get("durationMs") or {}).items()},
             # None: the first step of a fresh checkpoint has no start offset (Spark's source).
             "events": (
-                sum(max(0, n - begin.get(part, n)) for part, n in end.items())
-                if source.get("startOffset") is not None
+                sum(_read(source) for source in sources)
+                if all(source.get("startOffset") is not None for source in sources)
                 else None
             ),
         }
@@ -118,11 +133,8 @@ def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
     from app.program.compile import compile_program
     from app.runtime.service import Service
 
-    w = WORKLOADS[spec["workload"]]
     work = Path(spec["work_dir"])
-    program = work / "program.sql"
-    program.write_text(w.program.format(topic=spec["topic"], out=spec["out"]))
-    circuit = compile_program(program)
+    circuit = compile_program(_program(spec))
     progress: list[dict[str, Any]] = []
     once = spec.get("once", True)
     settings = Settings(
@@ -157,23 +169,24 @@ def run_peer(spec: dict[str, Any]) -> dict[str, Any]:
 
     w = WORKLOADS[spec["workload"]]
     work = Path(spec["work_dir"])
-    program = work / "program.sql"
-    program.write_text(w.program.format(topic=spec["topic"], out=spec["out"]))
-    in_schema = json.dumps(compile_program(program).tables[0].avro_schema)
+    tables = compile_program(_program(spec)).tables
     spark = spark_session(spec["master"], spec["shuffle_partitions"], app_name="spark-peer")
     once = spec.get("once", True)
     progress: list[dict[str, Any]] = []
     spark.streams.addListener(_listener(progress, announce=not once))
-    source = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", spec["bootstrap"])
-        .option("subscribe", spec["topic"])
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(spec["max_records_per_step"]))
-        .load()
-    )
-    rows = source.select(from_avro("value", in_schema).alias("r")).select("r.*")
-    out = w.peer(rows).select(to_avro(F.struct("*"), w.peer_out_schema).alias("value"))
+    frames = []
+    for table in tables:  # one Kafka source per input topic, as a user joining two would write
+        source = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", spec["bootstrap"])
+            .option("subscribe", table.topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(spec["max_records_per_step"]))
+            .load()
+        )
+        schema = json.dumps(table.avro_schema)
+        frames.append(source.select(from_avro("value", schema).alias("r")).select("r.*"))
+    out = w.peer(*frames).select(to_avro(F.struct("*"), w.peer_out_schema).alias("value"))
     writer = (
         out.writeStream.format("kafka")
         .option("kafka.bootstrap.servers", spec["bootstrap"])

@@ -30,6 +30,24 @@ CREATE TABLE bid (
 """
 
 
+_AUCTIONS_AND_BIDS = """
+CREATE TABLE auction (
+    id        BIGINT    NOT NULL,
+    seller    BIGINT    NOT NULL,
+    category  BIGINT    NOT NULL,
+    date_time TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND,
+    expires   TIMESTAMP NOT NULL
+) WITH ('topic' = '{auctions}');
+
+CREATE TABLE bid (
+    auction   BIGINT    NOT NULL,
+    bidder    BIGINT    NOT NULL,
+    price     BIGINT    NOT NULL,
+    date_time TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND
+) WITH ('topic' = '{bids}');
+"""
+
+
 def _record(name: str, fields: list[tuple[str, str]]) -> str:
     return json.dumps(
         {"type": "record", "name": name, "fields": [{"name": n, "type": t} for n, t in fields]}
@@ -88,17 +106,43 @@ def _peer_c(df: Any) -> Any:
     )
 
 
+def _peer_d(auctions: Any, bids: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    a = auctions.withWatermark("date_time", "10 seconds").alias("a")
+    b = bids.withWatermark("date_time", "10 seconds").alias("b")
+    return a.join(
+        b,
+        F.expr(
+            "a.id = b.auction AND b.date_time BETWEEN a.date_time "
+            "AND a.date_time + INTERVAL 10 MINUTES"
+        ),
+        "inner",
+    ).select(
+        F.expr("unix_millis(b.date_time)").alias("date_time"),
+        F.col("b.auction").alias("auction"),
+        F.col("b.bidder").alias("bidder"),
+        F.col("b.price").alias("price"),
+        F.col("a.seller").alias("seller"),
+        F.col("a.category").alias("category"),
+        F.expr("unix_millis(a.date_time)").alias("auction_time"),
+    )
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
     title: str
-    program: str  # format fields: topic, out
+    program: str  # format fields: the inputs' (topic) and out
     lateness_ms: int
-    peer: Callable[[Any], Any]
+    peer: Callable[..., Any]
     peer_out_schema: str  # Avro schema of the peer's output value (to_avro)
     time_field: str  # output field whose value (+ lateness when windowed) marks output due time
     windowed: bool
     keys: int = 10_000
+    # The program's format fields naming its input topics, in the order of its tables; the
+    # peer takes one frame per input, in this order.
+    inputs: tuple[str, ...] = ("topic",)
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -169,5 +213,32 @@ WORKLOADS: dict[str, Workload] = {
         ),
         "wend",
         True,
+    ),
+    "d": Workload(
+        "d",
+        "auctions and bids: INNER interval join on the auction id, 10 minutes",
+        _AUCTIONS_AND_BIDS
+        + "CREATE VIEW auction_bid WITH ('topic' = '{out}', 'format' = 'append') AS\n"
+        "SELECT b.date_time, b.auction, b.bidder, b.price, a.seller, a.category,\n"
+        "       a.date_time AS auction_time\n"
+        "FROM auction AS a\nJOIN bid AS b\n  ON a.id = b.auction\n"
+        " AND b.date_time BETWEEN a.date_time AND a.date_time + INTERVAL '10' MINUTE;\n",
+        10_000,
+        _peer_d,
+        _record(
+            "auction_bid",
+            [
+                ("date_time", "long"),
+                ("auction", "long"),
+                ("bidder", "long"),
+                ("price", "long"),
+                ("seller", "long"),
+                ("category", "long"),
+                ("auction_time", "long"),
+            ],
+        ),
+        "date_time",
+        False,
+        inputs=("auctions", "bids"),
     ),
 }
