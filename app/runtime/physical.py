@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from app.circuit.ir import Circuit, View
+from app.circuit.ir import Circuit, Join, View
 from app.runtime.arrow_views import slice_computable
 from app.runtime.native_aggregate import is_native
 from app.runtime.step_views import per_step_views
@@ -94,8 +94,9 @@ class ViewPlacement:
     output: bool
     #: The view gates its own rows (its own LATENESS, SPEC L2).
     gate: bool
-    #: What state the view holds (S11): none, per window, or unbounded (no time key).
-    state: Literal["none", "window", "unbounded"] = "none"
+    #: What state the view holds (S11, S16): none, per window, unbounded (no time key), or
+    #: a join's rows of each side.
+    state: Literal["none", "window", "unbounded", "join"] = "none"
     #: The relation whose waterline frees this view's state (S11); None without state.
     state_owner: str | None = None
     #: ``"<relation>.<column>"``: that waterline; None without state or without LATENESS.
@@ -163,6 +164,10 @@ class PhysicalPlan:
 Pass = Callable[[Circuit, PhysicalPlan], PhysicalPlan]
 
 
+def _is_join(view: View) -> bool:
+    return any(isinstance(op, Join) for op in view.operators)
+
+
 def _inputs(view: View) -> tuple[str, ...]:
     """The relations a view reads (every branch of a UNION ALL)."""
     return view.sources
@@ -191,7 +196,7 @@ def group_queries(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
         views.setdefault(find(view.name), []).append(
             ViewPlacement(
                 view.name,
-                " UNION ALL ".join(view.sources),
+                (" JOIN " if _is_join(view) else " UNION ALL ").join(view.sources),
                 "jvm",
                 view.output is not None,
                 bool(view.lateness),
@@ -242,6 +247,17 @@ def place_views(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
     return replace(plan, queries=tuple(queries))
 
 
+def _join_tables(circuit: Circuit, view: View) -> list[str]:
+    """The tables a join's sides read (through single-input views)."""
+    tables = []
+    for source in view.sources:
+        try:
+            tables.append(circuit.root_table(source).name)
+        except ValueError:
+            continue  # a side over a UNION ALL: refused on Spark
+    return tables
+
+
 def watermark_owner(circuit: Circuit, relation: str) -> str:
     """The relation whose waterline frees the state of ``relation``'s input rows: the nearest
     view with its own LATENESS upstream of it (L2), else its table."""
@@ -272,8 +288,16 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
     for query in plan.queries:
         placed = []
         owners = []
+        joins: list[str] = []
         for entry in query.views:
-            if circuit.view(entry.view).is_stateless:
+            view = circuit.view(entry.view)
+            if _is_join(view):
+                # Each side's rows, freed by the query's watermark (S16, ADR 0013).
+                sides = [f"{t}.{first_lateness(circuit, t)}" for t in _join_tables(circuit, view)]
+                joins.extend(sides)
+                placed.append(replace(entry, state="join", state_freed_by=", ".join(sides)))
+                continue
+            if view.is_stateless:
                 placed.append(entry)
                 continue
             owner = watermark_owner(circuit, entry.view)
@@ -290,6 +314,10 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
                 )
             )
         watermark = next((o for o in owners if o is not None), None)
+        if joins:
+            # Spark's watermark of a query of several tables is the minimum of theirs.
+            inputs = sorted(set(joins) | ({watermark} if watermark else set()))
+            watermark = inputs[0] if len(inputs) == 1 else f"min({', '.join(inputs)})"
         queries.append(replace(query, views=tuple(placed), watermark=watermark))
     return replace(plan, queries=tuple(queries))
 
@@ -420,6 +448,12 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
                 lines.append(
                     f"    state:      a window's groups, freed once "
                     f"w({v.state_freed_by}) passes the window's end"
+                )
+            elif v.state == "join":
+                lines.append(
+                    "    state:      each side's rows (Spark's stream-stream join), freed once "
+                    f"the query's watermark, the minimum of w({v.state_freed_by}), passes their "
+                    "bound"
                 )
             elif v.state == "unbounded":
                 lines.append(

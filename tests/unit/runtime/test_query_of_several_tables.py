@@ -35,11 +35,26 @@ def test_the_merged_waterline_is_the_minimum_and_minus_infinity_while_any_is_s17
 
 def test_a_view_over_a_union_takes_every_branch_table_waterline_s14_s17() -> None:
     circuit = compile_program("p.sql", PROGRAM)
-    assert waterline_inputs(circuit, circuit.view("both")) == ("a.ts", "b.t2")
-    assert waterline_inputs(circuit, circuit.view("over")) == ("a.ts", "b.t2")
-    assert waterline_inputs(circuit, circuit.view("windows")) == ("a.ts", "b.t2")
-    assert waterline_inputs(circuit, circuit.view("only_a")) == ("a.ts",)
+    both = (("a.ts", 0), ("b.t2", 0))
+    assert waterline_inputs(circuit, circuit.view("both")) == both
+    assert waterline_inputs(circuit, circuit.view("over")) == both
+    assert waterline_inputs(circuit, circuit.view("windows")) == both
+    assert waterline_inputs(circuit, circuit.view("only_a")) == (("a.ts", 0),)
     assert waterline_inputs(circuit, circuit.view("untimed")) == ()
+
+
+def test_a_join_column_is_held_back_by_the_other_side_less_the_bound_s16() -> None:
+    circuit = compile_program(
+        "p.sql",
+        PROGRAM
+        + """
+CREATE VIEW pairs WITH ('topic' = 'pairs') AS
+SELECT x.ts, y.t2 FROM a AS x JOIN b AS y
+    ON x.k = y.k AND y.t2 BETWEEN x.ts - INTERVAL '1' SECOND AND x.ts + INTERVAL '2' SECOND;
+""",
+    )
+    # w(x.ts) = min(w(a.ts), w(b.t2) - 2 s)
+    assert waterline_inputs(circuit, circuit.view("pairs")) == (("a.ts", 0), ("b.t2", 2000))
 
 
 def _progress(*ends: dict[str, object]) -> dict[str, object]:

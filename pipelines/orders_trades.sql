@@ -1,0 +1,49 @@
+-- Orders and trades, from SQLstream's streaming joins and rowtime bounds: the merge of two
+-- streams (UNION ALL, whose waterline is the minimum of the two tables') and orders matched
+-- by a trade within ten minutes, seen from the order and from the trade (INNER interval
+-- joins). Both tables arrive in rowtime order (LATENESS 0); a punctuation moves a quiet
+-- table's waterline. Each table has its own dead-letter topic.
+
+CREATE TABLE orders (
+    rowtime TIMESTAMP NOT NULL LATENESS INTERVAL '0' SECOND,
+    orderid INT       NOT NULL,
+    ticker  VARCHAR   NOT NULL,
+    amount  INT       NOT NULL
+) WITH (
+    'topic'       = 'orders',
+    'format'      = 'avro',
+    'dead_letter' = 'orders.dlq'
+);
+
+CREATE TABLE trades (
+    rowtime TIMESTAMP NOT NULL LATENESS INTERVAL '0' SECOND,
+    orderid INT       NOT NULL,
+    ticker  VARCHAR   NOT NULL,
+    amount  INT       NOT NULL
+) WITH (
+    'topic'       = 'trades',
+    'format'      = 'avro',
+    'dead_letter' = 'trades.dlq'
+);
+
+-- The merge: every order and trade, complete up to the slower table's waterline.
+CREATE VIEW activity WITH ('topic' = 'orders_trades.activity', 'format' = 'append') AS
+SELECT rowtime, ticker, amount, 'order' AS kind FROM orders
+UNION ALL
+SELECT rowtime, ticker, amount, 'trade' AS kind FROM trades;
+
+-- Query #1: each order with every trade of it in the ten minutes that follow.
+CREATE VIEW order_fills WITH ('topic' = 'orders_trades.by_order', 'format' = 'append') AS
+SELECT o.rowtime, o.orderid, o.ticker, o.amount AS orderamount, t.amount AS tradeamount
+FROM orders AS o
+JOIN trades AS t
+  ON o.orderid = t.orderid
+ AND t.rowtime BETWEEN o.rowtime AND o.rowtime + INTERVAL '10' MINUTE;
+
+-- Query #2: the same pairs seen from the trade, with the trade's rowtime.
+CREATE VIEW trade_orders WITH ('topic' = 'orders_trades.by_trade', 'format' = 'append') AS
+SELECT t.rowtime, o.orderid, o.ticker, o.amount AS orderamount, t.amount AS tradeamount
+FROM orders AS o
+JOIN trades AS t
+  ON o.orderid = t.orderid
+ AND o.rowtime BETWEEN t.rowtime - INTERVAL '10' MINUTE AND t.rowtime;
