@@ -370,6 +370,7 @@ def throughput(
     masters: list[str],
     sides: list[str],
     work: Path,
+    max_records_per_step: int = 200_000,
 ) -> dict[str, Any]:
     w = WORKLOADS[workload]
     topic = f"bench.{workload}.{uuid.uuid4().hex[:6]}"
@@ -396,6 +397,7 @@ def throughput(
         "topic": topic,
         "events": events,
         "partitions": partitions,
+        "max_records_per_step": max_records_per_step,
         "produce_per_s": events / produce_s,
         "limit": limit(bootstrap, readers, events),
         "runs": [],
@@ -413,7 +415,7 @@ def throughput(
                 "out": f"{topic}.{side}.{master[6:-1]}.out",
                 "master": master,
                 "shuffle_partitions": 2,
-                "max_records_per_step": 200_000,
+                "max_records_per_step": max_records_per_step,
                 "work_dir": str(Path(tempfile.mkdtemp(dir=work))),
             }
             create_topic(bootstrap, spec["out"], partitions)
@@ -539,6 +541,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, nargs="+", default=[2])
     parser.add_argument("--masters", nargs="+", default=["local[2]"])
     parser.add_argument("--sides", nargs="+", default=["tidemark", "peer"])
+    parser.add_argument(
+        "--max-records-per-step",
+        type=int,
+        default=200_000,
+        help="records each source reads a step, on both sides (default 200,000)",
+    )
     parser.add_argument("--latency", action="store_true", help="also the 50%%-load latency run")
     parser.add_argument(
         "--rate", type=float, default=None, help="latency input events/s (default: 50%% of max)"
@@ -580,6 +588,7 @@ def main() -> None:
                     args.masters,
                     args.sides,
                     Path(tmp),
+                    args.max_records_per_step,
                 )
                 for r in t["runs"]:
                     r["partitions"] = partitions
