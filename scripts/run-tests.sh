@@ -23,7 +23,7 @@ stage "unit and property tests" $bin/pytest -q -p no:cacheprovider -m "not slow 
   tests/unit tests/property "$@"
 stage "deployment checks" $bin/pytest -q -p no:cacheprovider -m "not slow and not e2e" \
   tests/deploy "$@"
-stage "end-to-end tests (real Kafka broker, Spark, Prometheus)" $bin/pytest -q \
+stage "end-to-end tests (real Kafka broker, Spark, Prometheus)" $bin/pytest -q --durations=30 \
   -p no:cacheprovider -m "e2e and not slow" tests/e2e tests/deploy tests/property "$@"
 echo "make test took $(( $(date +%s) - started ))s"
 exit $status

@@ -1,20 +1,22 @@
-"""INNER interval joins on Spark through the real broker (SPEC S5, S14, S16), seed 003.
+"""Seed 003 on Spark through the real broker: pipelines/orders_trades.sql, as shipped on test
+topics (SPEC S5, S14, S16, S17).
 
-Queries #1 and #2 of seed 003 (orders matched by a trade within ten minutes, seen from the
-order and from the trade) run as two views of one program: one Spark query reads both
-tables (ADR 0013), each view is Spark's stream-stream join of the two. The seed's steps, with
-LATENESS 0 (a punctuation at x moves its table's waterline to x):
+Its UNION ALL merge and join queries #1 and #2 (orders matched by a trade within ten
+minutes, seen from the order and from the trade) run in one Spark query of both tables
+(ADR 0013): the merge as the union of both tables' rows, each join as Spark's stream-stream
+join. The seed's steps, with LATENESS 0 (a punctuation at x moves its table's waterline to x):
 
-    step  orders                         trades
-    1     10:00 #1 ORCL, 10:03 #2 YHOO   -
-    2     -                              10:02 #1, 10:04 #2, 10:07:30 #1
-    3     -                              bound 10:11
-    4     bound 10:10                    -
-    5     10:09 #3 (late: w = 10:10)     10:12 #1 (its order is past the bound)
+    step  orders                         trades                            w(o)   w(t)
+    1     10:00 #1 ORCL, 10:03 #2 YHOO   -                                 10:03  -inf
+    2     -                              10:02 #1, 10:04 #2, 10:07:30 #1   10:03  10:07:30
+    3     -                              bound 10:11                       10:03  10:11
+    4     bound 10:10                    -                                 10:10  10:11
+    5     10:09 #3 (late: w = 10:10)     10:12 #1 (its order is past it)   10:10  10:12
 
 Every match is written in the step its second row arrives (step 2), with the view's S14
-waterline min(w(own side), w(other side) - bound) as header; the late order is a dead letter
-of orders. Hand-written expectations, and the reference evaluator record for record.
+waterline min(w(own side), w(other side) - bound) as header; the merge's header is
+min(w(o), w(t)); the late order is a dead letter of orders. Hand-written expectations, and
+the reference evaluator record for record.
 """
 
 from __future__ import annotations
@@ -36,35 +38,16 @@ from app.runtime.plan import refused_by_spark
 
 pytestmark = pytest.mark.e2e
 
-PROGRAM = """
-CREATE TABLE orders (
-    rowtime TIMESTAMP NOT NULL LATENESS INTERVAL '0' SECOND,
-    orderid INT NOT NULL,
-    ticker  VARCHAR NOT NULL,
-    amount  INT NOT NULL
-) WITH ('topic' = '{orders}');
-
-CREATE TABLE trades (
-    rowtime TIMESTAMP NOT NULL LATENESS INTERVAL '0' SECOND,
-    orderid INT NOT NULL,
-    ticker  VARCHAR NOT NULL,
-    amount  INT NOT NULL
-) WITH ('topic' = '{trades}');
-
-CREATE VIEW by_order WITH ('topic' = '{by_order}') AS
-SELECT o.rowtime, o.orderid, o.ticker, o.amount AS orderamount, t.amount AS tradeamount
-FROM orders AS o
-JOIN trades AS t
-  ON o.orderid = t.orderid
- AND t.rowtime BETWEEN o.rowtime AND o.rowtime + INTERVAL '10' MINUTE;
-
-CREATE VIEW by_trade WITH ('topic' = '{by_trade}') AS
-SELECT t.rowtime, o.orderid, o.ticker, o.amount AS orderamount, t.amount AS tradeamount
-FROM orders AS o
-JOIN trades AS t
-  ON o.orderid = t.orderid
- AND o.rowtime BETWEEN t.rowtime - INTERVAL '10' MINUTE AND t.rowtime;
-"""
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = {
+    "orders": "orders",
+    "trades": "trades",
+    "orders.dlq": "orders_dlq",
+    "trades.dlq": "trades_dlq",
+    "orders_trades.activity": "activity",
+    "orders_trades.by_order": "by_order",
+    "orders_trades.by_trade": "by_trade",
+}
 
 
 def _ms(clock: str) -> int:
@@ -103,14 +86,23 @@ def _match(clock: str, orderid: int, ticker: str, amounts: tuple[int, int], head
     return (frozen(value), format_time_value(_ms(header), "ms"))
 
 
-def test_seed_join_queries_1_and_2_run_as_spark_interval_joins_s16(
+def _merged(clock: str, ticker: str, amount: int, kind: str, header: str | None) -> Any:
+    value = {"rowtime": _ms(clock), "ticker": ticker, "amount": amount, "kind": kind}
+    return (frozen(value), format_time_value(None if header is None else _ms(header), "ms"))
+
+
+def test_seed_merge_and_join_queries_run_on_spark_s16_s17(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
-    topics = {k: unique_topic(k) for k in ("orders", "trades", "by_order", "by_trade")}
+    topics = {name: unique_topic(name) for name in SHIPPED.values()}
     for name in ("orders", "trades"):
         kafka.create_topic(topics[name], partitions=2)
-    path = tmp_path / "joins.sql"
-    path.write_text(PROGRAM.format(**topics), encoding="utf-8")
+    text = (ROOT / "pipelines" / "orders_trades.sql").read_text(encoding="utf-8")
+    for shipped, name in SHIPPED.items():
+        assert f"'{shipped}'" in text, shipped
+        text = text.replace(f"'{shipped}'", f"'{topics[name]}'")
+    path = tmp_path / "orders_trades.sql"
+    path.write_text(text, encoding="utf-8")
     circuit = compile_program(path)
     plan = physical_plan(circuit)
     assert refused_by_spark(circuit, plan) == ()
@@ -119,7 +111,18 @@ def test_seed_join_queries_1_and_2_run_as_spark_interval_joins_s16(
 
     reports, inputs = run_steps(kafka, tmp_path, circuit, topics, STEPS)
 
-    by_order = written(kafka, circuit, "by_order", topics["by_order"])
+    activity = written(kafka, circuit, "activity", topics["activity"])
+    assert activity == Counter(
+        [
+            _merged("10:00", "ORCL", 100, "order", None),
+            _merged("10:03", "YHOO", 25, "order", None),
+            _merged("10:02", "ORCL", 60, "trade", "10:03"),
+            _merged("10:04", "YHOO", 25, "trade", "10:03"),
+            _merged("10:07:30", "ORCL", 30, "trade", "10:03"),
+            _merged("10:12", "ORCL", 10, "trade", "10:10"),
+        ]
+    )
+    by_order = written(kafka, circuit, "order_fills", topics["by_order"])
     # Step 2's header: min(w(orders) = 10:03, w(trades) - 10 min = 9:57:30).
     assert by_order == Counter(
         [
@@ -128,7 +131,7 @@ def test_seed_join_queries_1_and_2_run_as_spark_interval_joins_s16(
             _match("10:00", 1, "ORCL", (100, 30), "9:57:30"),
         ]
     )
-    by_trade = written(kafka, circuit, "by_trade", topics["by_trade"])
+    by_trade = written(kafka, circuit, "trade_orders", topics["by_trade"])
     # min(w(trades) = 10:07:30, w(orders) - 0 = 10:03).
     assert by_trade == Counter(
         [
@@ -142,7 +145,9 @@ def test_seed_join_queries_1_and_2_run_as_spark_interval_joins_s16(
     assert read_topic(kafka.conf(), circuit.table("trades").dead_letter_topic) == []
     last = {r.table: r.waterlines for r in reports if r.step is not None}
     assert last == {"orders": {"rowtime": _ms("10:10")}, "trades": {"rowtime": _ms("10:12")}}
+    assert read_topic(kafka.conf(), topics["orders_dlq"])[0].value() == dead[0].value()
 
     oracle = evaluate(circuit, inputs)
-    assert by_order == oracle_written(oracle, "by_order")
-    assert by_trade == oracle_written(oracle, "by_trade")
+    assert activity == oracle_written(oracle, "activity")
+    assert by_order == oracle_written(oracle, "order_fills")
+    assert by_trade == oracle_written(oracle, "trade_orders")
