@@ -101,6 +101,9 @@ class ViewPlacement:
     state_owner: str | None = None
     #: ``"<relation>.<column>"``: that waterline; None without state or without LATENESS.
     state_freed_by: str | None = None
+    #: The JOIN views whose join Spark runs in this view's branch of the query (itself, and
+    #: the joins it reads through other views), in circuit order: each a state operator.
+    joins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,13 +132,20 @@ class QueryPlan:
 
     @property
     def state_operators(self) -> tuple[str | None, ...]:
-        """The output view each stateful operator holds state for, in the order Spark lists
-        them in ``progress.stateOperators``: one native aggregation per native view, then
-        the shared Python operator, reported under the first view it serves."""
+        """The view each stateful operator holds state for, in the order Spark lists them in
+        ``progress.stateOperators`` (the order of the query's branches): per output view, its
+        native aggregation, or the joins its branch runs (a join read by two output views is
+        run, and holds its rows, twice); then the shared Python operator, reported under the
+        first view it serves."""
         outputs = [v for v in self.views if v.output]
-        native = [v.view for v in outputs if v.placement == "native"]
+        operators: list[str] = []
+        for v in outputs:
+            if v.placement == "native":
+                operators.append(v.view)
+            elif v.placement == "jvm":
+                operators.extend(v.joins)
         shared = [v.view for v in outputs if v.placement == "state_operator"]
-        return (*native, *shared[:1])
+        return (*operators, *shared[:1])
 
 
 @dataclass(frozen=True)
@@ -247,6 +257,21 @@ def place_views(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
     return replace(plan, queries=tuple(queries))
 
 
+def _joins_read(circuit: Circuit, view: View) -> tuple[str, ...]:
+    """The JOIN views ``view`` is or reads, through any views, in circuit order."""
+    found: set[str] = set()
+    pending = [view.name]
+    while pending:
+        name = pending.pop()
+        if any(t.name == name for t in circuit.tables) or name in found:
+            continue
+        current = circuit.view(name)
+        if _is_join(current):
+            found.add(name)
+        pending.extend(current.sources)
+    return tuple(v.name for v in circuit.views if v.name in found)
+
+
 def _join_tables(circuit: Circuit, view: View) -> list[str]:
     """The tables a join's sides read (through single-input views)."""
     tables = []
@@ -291,6 +316,7 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
         joins: list[str] = []
         for entry in query.views:
             view = circuit.view(entry.view)
+            entry = replace(entry, joins=_joins_read(circuit, view))
             if _is_join(view):
                 # Each side's rows, freed by the query's watermark (S16, ADR 0013).
                 sides = [f"{t}.{first_lateness(circuit, t)}" for t in _join_tables(circuit, view)]
