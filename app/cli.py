@@ -136,25 +136,32 @@ def explain(
         circuit = _compile(program)
     except TidemarkError as exc:
         _fail(exc)
-    if physical:
-        from app.runtime.physical import (
-            explain_physical_json,
-            explain_physical_text,
-            physical_plan,
-        )
-        from app.runtime.plan import refused_by_spark
+    from app.runtime.physical import (
+        explain_physical_json,
+        explain_physical_text,
+        physical_plan,
+    )
+    from app.runtime.plan import refused_by_spark
 
-        plan = physical_plan(circuit)
-        refused = refused_by_spark(circuit, plan)
+    plan = physical_plan(circuit)
+    # What `tidemark run` would refuse, in every form of explain: a program that compiles is
+    # not yet one that runs.
+    refused = refused_by_spark(circuit, plan)
+    if physical:
         if format == "json":
             data = explain_physical_json(plan) | {"refused": list(refused)}
             typer.echo(json.dumps(data, indent=2, sort_keys=False))
         else:
             typer.echo(explain_physical_text(plan, refused), nl=False)
     elif format == "json":
-        typer.echo(json.dumps(explain_json(circuit), indent=2, sort_keys=False))
+        data = explain_json(circuit) | {"refused_by_run": list(refused)}
+        typer.echo(json.dumps(data, indent=2, sort_keys=False))
     else:
         typer.echo(explain_text(circuit), nl=False)
+        if refused:
+            typer.echo("\ntidemark run refuses this program (Spark does not run it yet):")
+            for reason in refused:
+                typer.echo(f"  {reason}")
 
 
 @app.command()
