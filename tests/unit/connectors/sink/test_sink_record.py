@@ -186,9 +186,10 @@ def test_sink_batch_refuses_a_column_the_record_does_not_have() -> None:
 
 
 #: Sink record columns no other shape of the app has (the summary rows share kind, rel,
-#: topic and reason; headers are key/value pairs; offsets and logs have a step and a message).
+#: topic and reason; headers are key/value pairs; offsets and logs have a step and a message;
+#: every Kafka record has headers, which a dead letter shown to a user lists by that name).
 _OWN = frozenset(SINK_COLUMNS) - {"kind", "rel", "topic", "reason", "key", "value"}
-_OWN -= {"step", "message"}
+_OWN -= {"step", "message", "headers"}
 _DDL = re.compile(rf"\b({'|'.join(sorted(_OWN))})\s+[a-z]")
 
 
