@@ -566,7 +566,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     if args.latency and len(WORKLOADS[args.workload].inputs) > 1:
-        raise SystemExit(f"--latency: workload {args.workload} reads several topics; the probe one")
+        raise SystemExit(
+            f"--latency: workload {args.workload} reads several topics, the latency probe one"
+        )
     if "peer" in args.sides:
         subprocess.run(["bash", str(ROOT / "scripts" / "fetch-spark-peer.sh")], check=True)
     bootstrap, local = broker()

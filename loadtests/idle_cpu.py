@@ -22,7 +22,7 @@ from typing import Any
 
 from loadtests.bench import TreeCpu, broker, create_topic
 from loadtests.latency import _Side, continuous_spec
-from loadtests.workloads import WORKLOADS
+from loadtests.workloads import ONE_INPUT
 
 
 def measure(bootstrap: str, workload: str, trigger_ms: int, seconds: float) -> dict[str, Any]:
@@ -57,7 +57,7 @@ def measure(bootstrap: str, workload: str, trigger_ms: int, seconds: float) -> d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="b")
+    parser.add_argument("--workload", choices=ONE_INPUT, default="b")
     parser.add_argument("--trigger-ms", type=int, nargs="+", default=[0, 1000])
     parser.add_argument("--seconds", type=float, default=30)
     args = parser.parse_args()

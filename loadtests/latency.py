@@ -761,12 +761,12 @@ def measure(
 
 def main() -> None:
     from loadtests.bench import broker
-    from loadtests.workloads import WORKLOADS
+    from loadtests.workloads import ONE_INPUT
 
     parser = argparse.ArgumentParser(
         description="Produce-to-visible latency of each side at a fixed input rate"
     )
-    parser.add_argument("--workload", choices=sorted(WORKLOADS), required=True)
+    parser.add_argument("--workload", choices=ONE_INPUT, required=True)
     parser.add_argument("--rate", type=float, required=True, help="input events/s")
     parser.add_argument("--sides", nargs="+", default=["tidemark", "peer"])
     parser.add_argument("--master", default="local[2]")

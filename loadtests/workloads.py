@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["WORKLOADS", "Workload"]
+__all__ = ["ONE_INPUT", "WORKLOADS", "Workload"]
 
 _CLICKS = """
 CREATE TABLE clicks (
@@ -242,3 +242,6 @@ WORKLOADS: dict[str, Workload] = {
         inputs=("auctions", "bids"),
     ),
 }
+
+#: The workloads of one input topic: the latency probe (loadtests/latency.py) produces one.
+ONE_INPUT = sorted(name for name, w in WORKLOADS.items() if len(w.inputs) == 1)
