@@ -39,6 +39,21 @@ __all__ = [
 LogFormat = Literal["json", "console"]
 
 
+class _Stderr:
+    """Whatever ``sys.stderr`` is when a line is written: a caller that swaps it for a while
+    (a test runner invoking a command in-process) and closes its own stream afterwards must
+    not leave the process's loggers writing to a closed file."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+
 def configure_logging(
     format: LogFormat | None = None, level: str | int = "INFO", *, stream: Any = None,
 ) -> None:
@@ -49,7 +64,7 @@ def configure_logging(
     (``tidemark explain``). Standard-library loggers (py4j, confluent-kafka's) are routed
     through the same renderer so a log shipper sees one format.
     """
-    out = stream if stream is not None else sys.stderr
+    out: Any = stream if stream is not None else _Stderr()
     if format is None:
         format = "console" if getattr(out, "isatty", lambda: False)() else "json"
     level_no = level if isinstance(level, int) else logging.getLevelNamesMapping()[level.upper()]
