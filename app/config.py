@@ -342,6 +342,14 @@ class Settings(BaseSettings):
     max_records_per_step: int = Field(default=200_000, gt=0)
     shuffle_partitions: int = Field(default=4, gt=0)
     wait_for_topics_seconds: float = Field(default=0, ge=0)
+    #: How long a run waits for another run on the same checkpoint to release it (0: refuse
+    #: at once, naming the holder); see app/runtime/checkpoint_lock.py.
+    checkpoint_lock_wait_seconds: float = Field(default=0, ge=0)
+    #: Input offsets the checkpoint still has to read but the topic no longer holds (deleted
+    #: by retention or deleteRecords) fail the query (True), or are skipped, logged and counted
+    #: in ``tidemark_input_skipped_offsets_total`` (False); Spark's Kafka source option of
+    #: the same name.
+    fail_on_data_loss: bool = True
     exactly_once: bool = True
     kafka: KafkaSecurity = Field(default_factory=KafkaSecurity)
     #: The schema registry of ``'format' = 'avro-confluent'`` tables (a table's

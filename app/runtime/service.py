@@ -30,6 +30,7 @@ from app.connectors.kafka_consumers import consumer_pool
 from app.connectors.kafka_offsets import topic_end_offsets
 from app.errors import ConfigError, KafkaError, SparkError, kafka_reason
 from app.runtime.aggregate import polls_every_step
+from app.runtime.checkpoint_lock import CheckpointLock
 from app.runtime.physical import PhysicalPlan, physical_plan
 from app.runtime.plan import check_supported, plan_query
 from app.runtime.session import spark_session
@@ -263,6 +264,8 @@ class Service:
     _polled: set[str] = field(default_factory=set)
     _reached: dict[str, int] = field(default_factory=dict)
     _physical: PhysicalPlan | None = None
+    #: Held from start() until the queries stopped: one driver per checkpoint.
+    _lock: CheckpointLock | None = None
 
     @property
     def kafka_conf(self) -> dict[str, str]:
@@ -311,6 +314,23 @@ class Service:
     def start(self, once: bool = False, listener: Any = None) -> None:
         check_supported(self.circuit, self.physical)
         prepare_checkpoint(self.checkpoint)
+        # Before anything in the checkpoint is read or created (the sink id above all).
+        self._lock = self._lock or CheckpointLock(self.checkpoint)
+        program = self.settings.program
+        self._lock.acquire(
+            self.settings.checkpoint_lock_wait_seconds, str(program) if program else None
+        )
+        try:
+            self._start(once, listener)
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+
+    def _start(self, once: bool, listener: Any) -> None:
         kafka_conf = self.kafka_conf
         ensure_topics(
             self.circuit, kafka_conf, wait_for_topics_seconds=self.settings.wait_for_topics_seconds
@@ -501,6 +521,7 @@ class Service:
             SliceCache(str(self.checkpoint / table.name / "tidemark")).clear()
         # The offset queries' consumers of this (driver) process end with its queries.
         consumer_pool().close()
+        self._release_lock()
         if errors:
             raise errors[0]
 
