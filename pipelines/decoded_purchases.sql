@@ -17,8 +17,9 @@ FROM purchase_raw;
 -- Declaring lateness for the date_time column of the view decoded_purchase.
 LATENESS decoded_purchase.date_time INTERVAL 1 HOUR;
 
--- Daily spend per card, over the decoded time.
-CREATE VIEW daily_card_spend WITH ('topic' = 'purchases.daily_card_spend') AS
+-- Daily spend per card, over the decoded time, written as JSON like its input: keys and
+-- values are JSON objects, times ISO-8601 UTC strings, DECIMALs exact strings.
+CREATE VIEW daily_card_spend WITH ('topic' = 'purchases.daily_card_spend', 'encoding' = 'json') AS
 SELECT window_start, window_end, credit_card, SUM(amount) AS total, COUNT(*) AS purchases
 FROM TABLE(TUMBLE(TABLE decoded_purchase, DESCRIPTOR(date_time), INTERVAL '1' DAY))
 GROUP BY window_start, window_end, credit_card;

@@ -337,7 +337,7 @@ def explain_text(circuit: Circuit) -> str:
         if view.output is not None:
             key = ", ".join(view.output.key_columns) or "null"
             lines.append(f"  output:       {view.output.topic} (format {view.output.format}, "
-                         f"Kafka key {key})")
+                         f"encoding {view.output.encoding}, Kafka key {key})")
         lines.append("")
     if circuit.warnings:
         lines.append("warnings")
@@ -388,7 +388,7 @@ def explain_json(circuit: Circuit) -> dict[str, Any]:
                      "delay_ms": v.emit.delay_ms},
             "output": None if v.output is None else {
                 "topic": v.output.topic, "format": v.output.format,
-                "key_columns": list(v.output.key_columns),
+                "encoding": v.output.encoding, "key_columns": list(v.output.key_columns),
                 "key_schema": v.output.key_schema, "value_schema": v.output.value_schema,
             },
         } for v in circuit.views],

@@ -348,9 +348,10 @@ class Output:
     key_columns: tuple[str, ...]
     key_schema: dict[str, Any] | None
     value_schema: dict[str, Any]
-    #: How keys and values are encoded: ``avro`` (schemaless) or ``avro-confluent`` (framed
-    #: with the schema ids the registry gave ``<topic>-key`` and ``<topic>-value``).
-    encoding: Literal["avro", "avro-confluent"] = "avro"
+    #: How keys and values are encoded: ``avro`` (schemaless), ``avro-confluent`` (framed
+    #: with the schema ids the registry gave ``<topic>-key`` and ``<topic>-value``) or
+    #: ``json`` (JSON objects of the same fields, app/connectors/json_encoder.py).
+    encoding: Literal["avro", "avro-confluent", "json"] = "avro"
     #: An ``avro-confluent`` output's schema registry client settings (the view's
     #: ``'schema-registry.url'``, completed by ``tidemark run`` as a table's are).
     schema_registry: dict[str, str] | None = None

@@ -45,7 +45,7 @@ __all__ = ["compile_program", "compile_text"]
 
 TABLE_OPTIONS = ("topic", "format", "schema", "dead_letter", "max_future", "schema-registry.url")
 VIEW_OPTIONS = ("topic", "format", "encoding", "schema-registry.url")
-VIEW_ENCODINGS = ("avro", "avro-confluent")
+VIEW_ENCODINGS = ("avro", "avro-confluent", "json")
 TABLE_FORMATS = ("avro", "avro-confluent", "json")
 VIEW_FORMATS = ("upsert", "changelog", "append")
 
@@ -478,7 +478,7 @@ class _Compiler:
         registry = self._registry_url(options.get("schema-registry.url"), encoding, "view")
         return Output(topic, cast(Literal["upsert", "changelog", "append"], fmt), key_columns,
                       key_schema, value_schema,
-                      cast(Literal["avro", "avro-confluent"], encoding), registry)
+                      cast(Literal["avro", "avro-confluent", "json"], encoding), registry)
 
 
 def _span(size: int) -> str:

@@ -5,7 +5,9 @@ longs; DATE as days. The encoding is a pure function of the row and the step's b
 (``_ptime``, Spark's recorded batch timestamp), so a replayed step writes identical bytes. An
 ``avro-confluent`` output's keys and values are framed (magic byte 0 and the schema id that
 ``tidemark run`` registered at start) by both encoders, :func:`encode_record` (which every
-operator that encodes a row at a time calls) and the column-wise one.
+operator that encodes a row at a time calls) and the column-wise one. A ``json`` output's
+keys and values are JSON objects (:mod:`app.connectors.json_encoder`), written a row at a
+time.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from app.circuit.ir import View
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.avro_column_encoder import ColumnarEncoder, ColumnValues
 from app.connectors.confluent_avro import frame
+from app.connectors.json_encoder import JsonEncoder
 from app.connectors.sink.record import KEY, KIND, REL, TOPIC, VALUE, sink_batch
 
 __all__ = ["ViewEncoding", "circuit_units", "encode_record", "encode_view_rows", "output_batch"]
@@ -39,14 +42,18 @@ class ViewEncoding:
         value_schema: Mapping[str, Any],
         key_schema: Mapping[str, Any] | None,
         schema_ids: tuple[int | None, int | None] = (None, None),
+        encoding: str = "avro",
     ) -> None:
         self.view, self.topic, self.format = view, topic, fmt
+        #: ``avro``, ``avro-confluent`` or ``json`` (the view's ``'encoding'``).
+        self.encoding = encoding
         self.columns, self.key_columns = list(columns), list(key_columns)
         self.value_schema, self.key_schema = dict(value_schema), key_schema
         #: The registered (key, value) schema ids of an ``avro-confluent`` output, whose
         #: records are framed with them; None: schemaless.
         self.schema_ids = schema_ids
         self._codecs: tuple[AvroCodec, AvroCodec | None] | None = None
+        self._json: tuple[JsonEncoder, JsonEncoder | None] | None = None
         self._columnar: tuple[ColumnarEncoder, ColumnarEncoder | None] | None = None
 
     @classmethod
@@ -64,6 +71,7 @@ class ViewEncoding:
             out.value_schema,
             out.key_schema,
             _schema_ids(out),
+            out.encoding,
         )
 
     @property
@@ -83,9 +91,21 @@ class ViewEncoding:
             )
         return self._codecs
 
+    def json_encoders(self) -> tuple[JsonEncoder, JsonEncoder | None]:
+        """The JSON writers of the value and key schemas (a ``json`` output)."""
+        if self._json is None:
+            self._json = (
+                JsonEncoder(self.value_schema),
+                JsonEncoder(self.key_schema) if self.key_schema else None,
+            )
+        return self._json
+
     def columnar(self) -> tuple[ColumnarEncoder, ColumnarEncoder | None] | None:
         """Column-wise encoders of the value and key schemas, or None when either schema has
-        a field type they do not write (then rows are encoded one by one)."""
+        a field type they do not write or the output is JSON (then rows are encoded one by
+        one)."""
+        if self.encoding == "json":
+            return None
         if self._columnar is None:
             self._columnar = (
                 ColumnarEncoder(self.value_schema),
@@ -97,7 +117,7 @@ class ViewEncoding:
         return self._columnar
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_codecs": None, "_columnar": None}
+        return {**self.__dict__, "_codecs": None, "_json": None, "_columnar": None}
 
 
 def _schema_ids(out: Any) -> tuple[int | None, int | None]:
@@ -144,6 +164,8 @@ def encode_record(
         record["undo"] = bool(row.get("_undo") or False)
         record["ptime"] = ptime_ms
         record["ver"] = int(row.get("_ver") or 0)
+    if enc.encoding == "json":
+        return _json_record(enc, row, record)
     key = (
         enc.key_codec.encode({c: row[c] for c in enc.key_columns})
         if enc.key_codec is not None
@@ -156,6 +178,20 @@ def encode_record(
         return key, None
     value = enc.value_codec.encode(record)
     return key, value if value_id is None else frame(value_id, value)
+
+
+def _json_record(
+    enc: ViewEncoding, row: Mapping[str, Any], record: Mapping[str, Any]
+) -> tuple[bytes | None, bytes | None]:
+    value_encoder, key_encoder = enc.json_encoders()
+    key = (
+        key_encoder.encode({c: row[c] for c in enc.key_columns})
+        if key_encoder is not None
+        else None
+    )
+    if row.get("_delete") and enc.format == "upsert":
+        return key, None
+    return key, value_encoder.encode(record)
 
 
 def encode_view_rows(

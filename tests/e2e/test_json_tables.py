@@ -2,6 +2,8 @@
 
 The two example programs whose table reads JSON run as shipped, on test topics, one
 ``--once`` run per step, with a late, a malformed and a wrong-type record among the good ones.
+decoded_purchases also writes its view as JSON (``'encoding' = 'json'``): its records are read
+back as JSON objects and compared with the reference evaluator's.
 
 pipelines/decoded_purchases.sql (times on 2024-01-01 unless marked +1d; LATENESS 1 hour on the
 decoded view column):
@@ -38,7 +40,7 @@ from typing import Any
 import pytest
 
 from app.circuit.reference import StepInput, evaluate
-from app.connectors.avro_codec import AvroCodec
+from app.connectors.output_reader import OutputReader
 from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
@@ -132,12 +134,11 @@ def _check_dead_letters(
 def _records(kafka: Any, circuit: Any, view: str, topic: str) -> Counter[Any]:
     out = circuit.view(view).output
     assert out is not None
-    values = AvroCodec(out.value_schema)
-    keys = AvroCodec(out.key_schema) if out.key_schema else None
+    reader = OutputReader(view, out)
     return Counter(
         (
-            _freeze(keys.decode(m.key())) if keys and m.key() is not None else None,
-            _freeze(values.decode(m.value())) if m.value() is not None else None,
+            _freeze(reader.key(m.key())),
+            _freeze(reader.value(m.value())),
             dict(m.headers())["tidemark.waterline"].decode(),
         )
         for m in read_topic(kafka.conf(), topic)
@@ -302,6 +303,19 @@ def test_decoded_purchases_runs_on_json_values_l1_l2_s6_s7(
         (day2, 1): (Decimal("320.00"), 2),
         (day2, 2): (None, 1),
     }
+    # As a consumer reads them: keys and values are JSON objects, times ISO-8601 UTC strings,
+    # DECIMALs exact strings.
+    day2_card1 = {
+        "window_start": "2024-01-02T00:00:00.000Z",
+        "window_end": "2024-01-03T00:00:00.000Z",
+        "credit_card": 1,
+    }
+    written = [
+        json.loads(m.value())
+        for m in read_topic(kafka.conf(), t["daily"])
+        if json.loads(m.key()) == day2_card1
+    ]
+    assert written[-1] == {**day2_card1, "total": "320.00", "purchases": 2}
 
 
 def _color(text: str, when: int, color: str) -> Sent:

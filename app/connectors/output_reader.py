@@ -1,0 +1,52 @@
+"""Read an output view's Kafka records back as a consumer does, whatever the view's encoding.
+
+Keys and values become the records of the view's key and value schemas in circuit values
+(TIMESTAMP epoch ms, DATE days, DECIMAL exact), as the reference evaluator gives them: Avro
+(schemaless, or framed by a schema registry serializer, whose schema id is not checked) with
+:class:`~app.connectors.avro_codec.AvroCodec`, JSON with the JSON table decoder
+(:func:`~app.connectors.json_encoder.json_decoder`). A null key or value (a tombstone) is None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from app.circuit.ir import Output
+from app.connectors.avro_codec import AvroCodec
+from app.connectors.confluent_avro import unframe
+from app.connectors.json_encoder import json_decoder
+
+__all__ = ["OutputReader"]
+
+Decode = Callable[[bytes], dict[str, Any]]
+
+
+def _decoder(name: str, schema: Mapping[str, Any], encoding: str) -> Decode:
+    if encoding == "json":
+        return json_decoder(name, schema).decode
+    codec = AvroCodec(schema)
+    if encoding == "avro-confluent":
+        return lambda data: codec.decode(unframe(data)[1])
+    return codec.decode
+
+
+class OutputReader:
+    """Decodes the keys and values one output view writes."""
+
+    def __init__(self, view: str, output: Output) -> None:
+        self.output = output
+        self._value = _decoder(view, output.value_schema, output.encoding)
+        self._key = (
+            _decoder(f"{view}_key", output.key_schema, output.encoding)
+            if output.key_schema is not None
+            else None
+        )
+
+    def value(self, data: bytes | None) -> dict[str, Any] | None:
+        return None if data is None else self._value(data)
+
+    def key(self, data: bytes | None) -> dict[str, Any] | None:
+        if data is None or self._key is None:
+            return None
+        return self._key(data)
