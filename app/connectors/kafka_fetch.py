@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from app.connectors.kafka_consumers import consumer_pool
+from app.connectors.kafka_offsets import data_loss_error
 from app.connectors.kafka_source import KafkaPartitionSlice, decode_slice
 from app.connectors.late_gate import SourceSpec
 from app.errors import KafkaError, kafka_reason
@@ -76,6 +77,7 @@ def _fetch(conf: Mapping[str, str], topic: str, part: KafkaPartitionSlice) -> It
     last = part.end - 1
     following = part.start  # the offset after the last message handed over
     idle_since: float | None = None
+    started = False  # whether the read is known to have begun where the slice does
     try:
         while True:
             # Never ask for more than the slice still holds: consume() waits its whole timeout
@@ -86,6 +88,8 @@ def _fetch(conf: Mapping[str, str], topic: str, part: KafkaPartitionSlice) -> It
             messages = consumer.consume(num_messages=wanted, timeout=0.2)
             if not messages:
                 position = consumer.position([TopicPartition(topic, part.partition)])[0].offset
+                if not started and position > part.start:
+                    started = _check_log_start(consumer, topic, part)
                 if position >= part.end:
                     return
                 idle_since = idle_since or time.monotonic()
@@ -95,6 +99,10 @@ def _fetch(conf: Mapping[str, str], topic: str, part: KafkaPartitionSlice) -> It
                     )
                 continue
             idle_since = None
+            if not started and messages[0].error() is None:
+                started = messages[0].offset() == part.start or _check_log_start(
+                    consumer, topic, part
+                )
             if not any(map(Message.error, messages)) and messages[-1].offset() < last:
                 following = messages[-1].offset() + 1
                 yield messages  # the common case: all good, all before the slice's end
@@ -119,3 +127,20 @@ def _fetch(conf: Mapping[str, str], topic: str, part: KafkaPartitionSlice) -> It
                 return
     finally:
         consumer.unassign()
+
+
+def _check_log_start(consumer: Any, topic: str, part: KafkaPartitionSlice) -> bool:
+    """The read of a slice went on past its start offset: gaps (transaction markers,
+    compaction) are normal there, offsets below the partition's low offset are not. They were
+    deleted (retention, deleteRecords) after the step was planned, and the consumer went on
+    from the low offset: a KafkaError (``fail_on_data_loss``: a replay of the step skips them
+    when it is off, the planner moving the slice's start)."""
+    from confluent_kafka import TopicPartition
+
+    low, _ = consumer.get_watermark_offsets(
+        TopicPartition(topic, part.partition), timeout=30, cached=False
+    )
+    if low > part.start:
+        gone = {part.partition: (part.start, min(low, part.end))}
+        raise data_loss_error(topic, "", gone, "while a step read them")
+    return True

@@ -21,7 +21,9 @@ from app.errors import KafkaError, kafka_reason
 __all__ = [
     "initial_offset",
     "latest_offset",
+    "lost_offsets",
     "partition_ends",
+    "past_log_start",
     "step_slices",
     "topic_end_offsets",
 ]
@@ -120,13 +122,57 @@ def initial_offset(ends: Mapping[int, tuple[int, int]], topic: str) -> dict[str,
     }
 
 
+def lost_offsets(
+    start: Mapping[str, Any], ends: Mapping[int, tuple[int, int]]
+) -> dict[int, tuple[int, int]]:
+    """The partitions whose next offset in ``start`` (an offset dict) is below the partition's
+    low offset in ``ends``: partition -> (next offset, low offset). Those offsets were deleted
+    (retention, deleteRecords) before a step read them. A partition ``start`` does not name
+    (added to the topic since) has lost nothing: it is read from its low offset."""
+    current = {int(p): int(o) for p, o in start["partitions"].items()}
+    return {p: (current[p], low) for p, (low, _) in ends.items() if current.get(p, low) < low}
+
+
+def data_loss_error(
+    topic: str, table: str, lost: Mapping[int, tuple[int, int]], when: str
+) -> KafkaError:
+    """The error of offsets deleted before they were read (``fail_on_data_loss``)."""
+    where = ", ".join(
+        f"partition {p}: offsets {first} to {low - 1} ({low - first})"
+        for p, (first, low) in sorted(lost.items())
+    )
+    return KafkaError(
+        f"records of topic {topic}{f' (table {table})' if table else ''} were deleted {when}:"
+        f" {where}; the topic's"
+        " retention (or a deleteRecords) removed them. Raise the topic's retention.ms, or set"
+        " TIDEMARK_FAIL_ON_DATA_LOSS=false to skip deleted offsets (logged and counted in"
+        " tidemark_input_skipped_offsets_total), or start over with a new checkpoint"
+    )
+
+
 def latest_offset(
-    start: dict[str, Any], ends: Mapping[int, tuple[int, int]], max_rows: int | None, topic: str
+    start: dict[str, Any],
+    ends: Mapping[int, tuple[int, int]],
+    max_rows: int | None,
+    topic: str,
+    fail_on_data_loss: bool = True,
+    table: str = "",
 ) -> dict[str, Any]:
     """The end of the step after ``start``: up to ``max_rows`` (None: every) available
     records, shared across partitions in proportion to what each has waiting; ``start``
-    itself when none are."""
+    itself when none are. ``ends`` lists every partition of the topic as it is now, so
+    partitions added to the topic are read from their low offset.
+
+    Offsets of ``start`` below their partition's low offset (deleted before they were read)
+    raise :func:`data_loss_error`, or with ``fail_on_data_loss`` off are skipped: the step
+    then reads from the low offset. The offset dict names the offset a step reads a
+    partition from (``"from"``, used by :func:`step_slices`) wherever that is not the
+    partition's offset in ``start``: a skip, or a new partition whose first offsets are
+    gone. Skipped offsets are then ``from`` minus the step's start offset."""
     current = {int(p): int(o) for p, o in start["partitions"].items()}
+    lost = lost_offsets(start, ends)
+    if lost and fail_on_data_loss:
+        raise data_loss_error(topic, table, lost, "before this run read them")
     available = {p: max(0, high - max(current.get(p, low), low)) for p, (low, high) in ends.items()}
     total = sum(available.values())
     if total == 0:
@@ -146,12 +192,18 @@ def latest_offset(
             extra = min(remaining, ends[p][1] - begin_end)
             end[str(p)] = begin_end + extra
             remaining -= extra
-    return {
+    offset: dict[str, Any] = {
         "topic": topic,
         "partitions": end,
         "step": int(start["step"]) + 1,
         "wall_clock_ms": int(time.time() * 1000),
     }
+    moved = {
+        str(p): low for p, (low, _) in ends.items() if p in lost or (p not in current and low > 0)
+    }
+    if moved:
+        offset["from"] = moved
+    return offset
 
 
 def step_slices(
@@ -164,6 +216,9 @@ def step_slices(
     if step == int(start["step"]):
         return []
     begin = {int(p): int(o) for p, o in start["partitions"].items()}
+    # Where a step reads a partition from when that is not ``start``'s offset: skipped
+    # offsets, or a partition added to the topic since whose first offsets are gone.
+    begin.update({int(p): int(o) for p, o in end.get("from", {}).items()})
     out = []
     for p_text, stop in end["partitions"].items():
         p = int(p_text)
@@ -171,4 +226,24 @@ def step_slices(
         if int(stop) > first:
             wall_clock_ms = int(end["wall_clock_ms"])
             out.append(KafkaPartitionSlice(p, first, int(stop), step, wall_clock_ms, waterlines))
+    return out
+
+
+def past_log_start(
+    slices: list[KafkaPartitionSlice], ends: Mapping[int, tuple[int, int]]
+) -> list[KafkaPartitionSlice]:
+    """``slices`` with each start moved up to its partition's low offset in ``ends`` (offsets
+    deleted since the step was planned, skipped with ``fail_on_data_loss`` off when a step is
+    replayed); a slice left empty is dropped."""
+    out = []
+    for part in slices:
+        low = ends.get(part.partition, (0, 0))[0]
+        if low <= part.start:
+            out.append(part)
+        elif low < part.end:
+            out.append(
+                KafkaPartitionSlice(
+                    part.partition, low, part.end, part.step, part.wall_clock_ms, part.waterlines
+                )
+            )
     return out

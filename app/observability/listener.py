@@ -266,6 +266,9 @@ class TidemarkQueryListener(ProgressListener):
                 "state_operators_unmapped", query=label,
                 operators=len(progress.stateOperators), mapped=len(views),
             )
+        if not repeated:
+            for source in progress.sources:
+                self._count_skipped(label, source.startOffset, source.endOffset)
         if self._lag_probe is not None:
             topic = self._query_topics.get(query_id) or self._query_topics.get(progress.name or "")
             offsets: dict[str, dict[str, int]] = {}
@@ -273,6 +276,27 @@ class TidemarkQueryListener(ProgressListener):
                 offsets.update(parse_end_offsets(source.endOffset, topic))
             if offsets:
                 self._lag_probe.observe(offsets)
+
+    def _count_skipped(self, label: str, start_json: str | None, end_json: str | None) -> None:
+        """Count and log the offsets a step skipped (``fail_on_data_loss`` off): its end
+        offset's ``from`` (where it read a partition from) minus its start offset."""
+        try:
+            start, end = json.loads(start_json or "null"), json.loads(end_json or "null")
+        except ValueError:
+            return
+        if not (isinstance(start, dict) and isinstance(end, dict) and end.get("from")):
+            return
+        before = _partition_offsets(start.get("partitions"))
+        for p, first in _partition_offsets(end["from"]).items():
+            skipped = first - before.get(p, first)
+            if skipped > 0:
+                topic = str(end.get("topic"))
+                self._metrics.add_skipped_offsets(topic, int(p), skipped)
+                _log.warning(
+                    "input.offsets_skipped", query=label, topic=topic, partition=int(p),
+                    first=before[p], last=first - 1, skipped=skipped,
+                    reason="deleted before read (retention); TIDEMARK_FAIL_ON_DATA_LOSS=false",
+                )
 
     def onQueryIdle(self, event: QueryIdleEvent) -> None:  # noqa: N802
         """Nothing to publish: an idle query keeps its last values."""

@@ -50,6 +50,7 @@ METRIC_NAMES: frozenset[str] = frozenset({
     "tidemark_state_bytes",
     "tidemark_step_duration_seconds",
     "tidemark_input_lag_records",
+    "tidemark_input_skipped_offsets_total",
     "tidemark_query_up",
 })
 """The exported family names; dashboards and alert rules may use only these (and the
@@ -122,6 +123,12 @@ class TidemarkMetrics:
         self._input_lag = Gauge(
             "tidemark_input_lag_records",
             "Records in a topic partition not yet processed: end offset minus processed offset.",
+            ["topic", "partition"], registry=r,
+        )
+        self._skipped = Counter(
+            "tidemark_input_skipped_offsets_total",
+            "Input offsets deleted (retention) before a step read them and skipped, with "
+            "TIDEMARK_FAIL_ON_DATA_LOSS=false (records lost to the program).",
             ["topic", "partition"], registry=r,
         )
         self._query_up = Gauge(
@@ -200,6 +207,10 @@ class TidemarkMetrics:
     def set_input_lag(self, topic: str, partition: int, records: int) -> None:
         """Publish how many records of a partition wait: end offset minus processed offset."""
         self._input_lag.labels(topic=topic, partition=str(partition)).set(records)
+
+    def add_skipped_offsets(self, topic: str, partition: int, n: int) -> None:
+        """Count input offsets a step skipped because the topic no longer held them."""
+        self._skipped.labels(topic=topic, partition=str(partition)).inc(n)
 
     def set_query_up(self, query: str, up: bool) -> None:
         """Mark a streaming query running (1) or terminated (0); readiness and alerts use it."""

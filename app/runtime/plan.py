@@ -183,6 +183,7 @@ def plan_query(
     state_dirs: Mapping[str, str],
     max_records_per_step: int,
     stop_at: Mapping[str, Mapping[int, int]] | None = None,
+    fail_on_data_loss: bool = True,
 ) -> TablePlan:
     """The streaming DataFrame of ``query`` (the physical plan's query of one table or of
     several), built as the plan places its views; nothing is decided here again.
@@ -229,6 +230,7 @@ def plan_query(
             .option("narrow", "true" if in_query else "false")
             .option("max_records_per_step", str(max_records_per_step))
             .option("stop_at", json.dumps({str(p): o for p, o in limit.items()}) if limit else "")
+            .option("fail_on_data_loss", "true" if fail_on_data_loss else "false")
             .load()
         )
         sources[table.name] = source

@@ -358,6 +358,7 @@ class Service:
                 state_dirs,
                 self.settings.max_records_per_step,
                 stop_at,
+                fail_on_data_loss=self.settings.fail_on_data_loss,
             )
             sink = StepSink(
                 plan, kafka_conf, self.metrics, self.on_step, self.settings.exactly_once

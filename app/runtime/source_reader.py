@@ -27,6 +27,7 @@ from app.connectors.kafka_offsets import (
     initial_offset,
     latest_offset,
     partition_ends,
+    past_log_start,
     step_slices,
 )
 from app.connectors.kafka_source import KafkaPartitionSlice, arrow_schema, source_schema
@@ -72,6 +73,8 @@ class KafkaStreamReader(DataSourceStreamReader):
             if options.get("stop_at")
             else None
         )
+        #: Offsets deleted before a step read them fail it, else are skipped (docs/reliability.md).
+        self.fail_on_data_loss = options.get("fail_on_data_loss", "true") == "true"
         #: Leave each planned step's slices in ``state_dir`` (``PLANNED_SLICES``): the step
         #: sink of a plan that writes in its query reads them (ADR 0008).
         self.record_slices = options.get("record_slices") == "true"
@@ -94,7 +97,14 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return latest_offset(start, self._partition_ends(), max_rows, self.spec.topic)
+        return latest_offset(
+            start,
+            self._partition_ends(),
+            max_rows,
+            self.spec.topic,
+            self.fail_on_data_loss,
+            self.spec.table,
+        )
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return None
@@ -104,6 +114,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         # w(t-1) is loaded only for a step that reads data (a step without slices has none).
         waterlines = load_waterlines(self.state_dir, step) if step != int(start["step"]) else {}
         slices = step_slices(start, end, waterlines)
+        if slices and not self.fail_on_data_loss:
+            # A replayed step's offsets may have been deleted since it was planned.
+            slices = past_log_start(slices, self._partition_ends())
         if self.record_slices:
             record_planned_slices(self.state_dir, slices)
         return slices

