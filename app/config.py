@@ -342,6 +342,13 @@ class Settings(BaseSettings):
     max_records_per_step: int = Field(default=200_000, gt=0)
     shuffle_partitions: int = Field(default=4, gt=0)
     wait_for_topics_seconds: float = Field(default=0, ge=0)
+    #: The topics Tidemark creates (output and dead-letter; app/connectors/topics.py): their
+    #: partitions (None: the input topic's), replication factor (None: the broker's default)
+    #: and ``retention.ms`` (None: the broker's default; -1: no time limit). A view's
+    #: ``'partitions'``, ``'replicas'`` and ``'retention'`` override them for its topic.
+    topic_partitions: int | None = Field(default=None, gt=0)
+    topic_replicas: int | None = Field(default=None, gt=0)
+    topic_retention_ms: int | None = Field(default=None, ge=-1)
     #: How long a run waits for another run on the same checkpoint to release it (0: refuse
     #: at once, naming the holder); see app/runtime/checkpoint_lock.py.
     checkpoint_lock_wait_seconds: float = Field(default=0, ge=0)
@@ -359,6 +366,13 @@ class Settings(BaseSettings):
     schema_registry_password: SecretStr | None = None
     #: A mounted secret: the registry password is the file's content (the variable wins).
     schema_registry_password_file: Path | None = None
+
+    @field_validator("topic_retention_ms")
+    @classmethod
+    def _check_retention(cls, value: int | None) -> int | None:
+        if value == 0:
+            raise ValueError("0 would delete every record at once: give milliseconds, or -1")
+        return value
 
     @field_validator("schema_registry_url")
     @classmethod

@@ -341,7 +341,10 @@ class EmitPolicy:
 @dataclass(frozen=True)
 class Output:
     """An output view's Kafka binding (SPEC L6/S13). Schemas are Avro schemas as parsed JSON;
-    ``key_schema`` is None for ``append``. ``changelog`` value schemas include undo/ptime/ver."""
+    ``key_columns`` are the GROUP BY columns of an ``upsert`` or ``changelog`` aggregate (in the
+    order of the view's ``'key'`` when it names them), or the columns of the view's ``'key'``;
+    ``key_schema`` is None without any (a null Kafka key). ``changelog`` value schemas include
+    undo/ptime/ver."""
 
     topic: str
     format: Literal["upsert", "changelog", "append"]
@@ -359,6 +362,12 @@ class Output:
     #: once at start (None until then).
     key_schema_id: int | None = None
     value_schema_id: int | None = None
+    #: The topic's settings when Tidemark creates it (the view's ``'partitions'``,
+    #: ``'replicas'`` and ``'retention'``); None: the ``topic_*`` settings, else the input
+    #: topic's partition count and the broker's defaults. ``retention_ms`` -1: no time limit.
+    partitions: int | None = None
+    replicas: int | None = None
+    retention_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -392,6 +401,11 @@ class Table:
     #: ``'schema-registry.url'``, else ``tidemark run``'s setting) and, with credentials,
     #: ``basic.auth.user.info``; ``tidemark run`` completes them from its settings.
     schema_registry: dict[str, str] | None = None
+    #: Where a new checkpoint starts reading the topic (``'scan.startup.mode'``): at each
+    #: partition's first record, at its end, or at the first record whose Kafka timestamp is
+    #: at least ``startup_timestamp_ms``. A checkpoint with offsets continues from them.
+    startup_mode: Literal["earliest-offset", "latest-offset", "timestamp"] = "earliest-offset"
+    startup_timestamp_ms: int | None = None
 
     def column(self, name: str) -> Column:
         for col in self.columns:

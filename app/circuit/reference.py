@@ -109,8 +109,9 @@ class DeadLetter:
 class OutputRecord:
     """One record written to an output view's topic (S13).
 
-    ``key`` is None for append; ``value`` None is an upsert tombstone; changelog values carry
-    ``undo``/``ptime``/``ver``. ``waterline`` is the view's S14 waterline after the step.
+    ``key`` is None for append without a declared ``'key'``; ``value`` None is an upsert
+    tombstone; changelog values carry ``undo``/``ptime``/``ver``. ``waterline`` is the view's
+    S14 waterline after the step.
     """
 
     view: str
@@ -687,8 +688,8 @@ class _ViewRuntime:
                 record(group.current_key, dict(group.current))
             elif group.emitted is not None:
                 record(group.emitted_key, None)
-        elif group.current is not None:  # append
-            record(None, dict(group.current))
+        elif group.current is not None:  # append: the view's declared 'key', else null
+            record(group.current_key, dict(group.current))
         group.emitted, group.emitted_key = group.current, group.current_key
         return records
 
@@ -714,7 +715,6 @@ class _ViewRuntime:
             elif output.format == "upsert" and change.weight < 0:
                 value = None
             elif output.format == "append":
-                key = None
                 if change.weight < 0:
                     continue  # the compiler only allows append for insert-only views (L6)
             records.append(OutputRecord(self.view.name, output.topic, key, value, waterline))

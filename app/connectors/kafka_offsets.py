@@ -19,11 +19,13 @@ from app.connectors.kafka_source import KafkaPartitionSlice
 from app.errors import KafkaError, kafka_reason
 
 __all__ = [
+    "STARTUP_MODES",
     "initial_offset",
     "latest_offset",
     "lost_offsets",
     "partition_ends",
     "past_log_start",
+    "startup_offsets",
     "step_slices",
     "topic_end_offsets",
 ]
@@ -109,14 +111,67 @@ def _partition_ends_once(
     return ends
 
 
-def initial_offset(ends: Mapping[int, tuple[int, int]], topic: str) -> dict[str, Any]:
-    """The offset dict before the first step: every partition of ``topic`` at its low offset.
+#: A table's ``'scan.startup.mode'`` values (Flink's Kafka connector's names).
+STARTUP_MODES = ("earliest-offset", "latest-offset", "timestamp")
+
+
+def startup_offsets(
+    conf: Mapping[str, str],
+    topic: str,
+    table: str,
+    ends: Mapping[int, tuple[int, int]],
+    mode: str = "earliest-offset",
+    timestamp_ms: int | None = None,
+) -> dict[int, int]:
+    """Where a new checkpoint starts reading each partition of ``topic`` (``ends``: its low
+    and high offsets): the low offset (``earliest-offset``), the high one (``latest-offset``:
+    only records produced later are read), or the first record whose Kafka timestamp is at
+    least ``timestamp_ms`` (``timestamp``; the high offset where there is none), as the
+    broker's ListOffsets answers (``offsets_for_times``)."""
+    if mode == "earliest-offset":
+        return {p: low for p, (low, _) in ends.items()}
+    if mode == "latest-offset":
+        return {p: high for p, (_, high) in ends.items()}
+    if mode != "timestamp" or timestamp_ms is None:
+        raise ValueError(f"table {table}: bad start position {mode} {timestamp_ms}")
+    from confluent_kafka import KafkaException, TopicPartition
+
+    try:
+        found = consumer_pool().get(conf).offsets_for_times(
+            [TopicPartition(topic, p, timestamp_ms) for p in sorted(ends)], timeout=30
+        )
+    except KafkaException as exc:
+        raise KafkaError(
+            f"cannot find the offsets of time {timestamp_ms} in topic {topic} (table {table}):"
+            f" {kafka_reason(exc)}: check that the broker runs and answers"
+        ) from exc
+    starts = {}
+    for tp in found:
+        if tp.error is not None:
+            raise KafkaError(
+                f"cannot find the offset of time {timestamp_ms} in partition {tp.partition} of"
+                f" topic {topic} (table {table}): {tp.error}"
+            )
+        low, high = ends[tp.partition]
+        # -1: no record at or after the time (yet): start at the end.
+        starts[tp.partition] = high if tp.offset < 0 else min(max(tp.offset, low), high)
+    return starts
+
+
+def initial_offset(
+    ends: Mapping[int, tuple[int, int]], topic: str, starts: Mapping[int, int] | None = None
+) -> dict[str, Any]:
+    """The offset dict before the first step: every partition of ``topic`` at its
+    ``starts`` offset (:func:`startup_offsets`), else at its low offset.
 
     The topic rides in every offset dict so that a query of several tables (a UNION ALL's)
     tells its sources' progress apart (``--once``, the input-lag probe)."""
     return {
         "topic": topic,
-        "partitions": {str(p): low for p, (low, _) in ends.items()},
+        "partitions": {
+            str(p): starts.get(p, low) if starts is not None else low
+            for p, (low, _) in ends.items()
+        },
         "step": 0,
         "wall_clock_ms": 0,
     }

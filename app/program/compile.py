@@ -43,8 +43,12 @@ from app.program.query import PlannedQuery, Relation, plan_query
 
 __all__ = ["compile_program", "compile_text"]
 
-TABLE_OPTIONS = ("topic", "format", "schema", "dead_letter", "max_future", "schema-registry.url")
-VIEW_OPTIONS = ("topic", "format", "encoding", "schema-registry.url")
+TABLE_OPTIONS = ("topic", "format", "schema", "dead_letter", "max_future", "schema-registry.url",
+                 "scan.startup.mode", "scan.startup.timestamp-millis")
+VIEW_OPTIONS = ("topic", "format", "encoding", "schema-registry.url", "key", "partitions",
+                "replicas", "retention")
+#: Where a new checkpoint starts reading a table's topic (Flink's Kafka connector's names).
+STARTUP_MODES = ("earliest-offset", "latest-offset", "timestamp")
 VIEW_ENCODINGS = ("avro", "avro-confluent", "json")
 TABLE_FORMATS = ("avro", "avro-confluent", "json")
 VIEW_FORMATS = ("upsert", "changelog", "append")
@@ -199,12 +203,49 @@ class _Compiler:
             schema = record_schema(decl.name, columns)
         table = Table(decl.name, tuple(columns), topic_value,
                       cast(Literal["avro", "avro-confluent", "json"], fmt), schema, dead_letter,
-                      tuple(lateness), max_future_ms, decl.position, registry)
+                      tuple(lateness), max_future_ms, decl.position, registry,
+                      *self._startup(options))
         self.tables.append(table)
         self.relations[decl.name] = Relation(
             decl.name, table.columns,
             tuple(TimeAttribute(lt.column, decl.name, lt.column, "forwarded") for lt in lateness),
             True, "table")
+
+    def _startup(self, options: dict[str, OptionDecl],
+                 ) -> tuple[Literal["earliest-offset", "latest-offset", "timestamp"], int | None]:
+        """A table's ``'scan.startup.mode'`` and, for ``'timestamp'``, its
+        ``'scan.startup.timestamp-millis'`` (epoch ms), as Flink's Kafka connector names them."""
+        mode_option = options.get("scan.startup.mode")
+        millis_option = options.get("scan.startup.timestamp-millis")
+        mode = self._string(mode_option) if mode_option is not None else "earliest-offset"
+        if mode not in STARTUP_MODES:
+            assert mode_option is not None
+            fix = f"use one of {', '.join(repr(m) for m in STARTUP_MODES)}"
+            if mode in ("group-offsets", "specific-offsets"):
+                fix = ("Tidemark keeps its offsets in the checkpoint, not in a consumer group: "
+                       + fix)
+            raise CompileFailure(mode_option.value_position,
+                                 f"bad 'scan.startup.mode' '{mode}'", fix)
+        known = cast(Literal["earliest-offset", "latest-offset", "timestamp"], mode)
+        if mode != "timestamp":
+            if millis_option is not None:
+                raise CompileFailure(millis_option.position, "'scan.startup.timestamp-millis' "
+                                     "needs 'scan.startup.mode' = 'timestamp'",
+                                     "add 'scan.startup.mode' = 'timestamp', or remove it")
+            return known, None
+        if millis_option is None:
+            assert mode_option is not None
+            raise CompileFailure(mode_option.position, "'scan.startup.mode' = 'timestamp' "
+                                 "needs 'scan.startup.timestamp-millis'",
+                                 "add 'scan.startup.timestamp-millis' = '<epoch milliseconds>'")
+        text = self._string(millis_option).strip()
+        if not text.isdigit():
+            raise CompileFailure(millis_option.value_position,
+                                 f"'scan.startup.timestamp-millis' '{text}' is not a "
+                                 "non-negative integer",
+                                 "write epoch milliseconds, e.g. '1767225600000' for "
+                                 "2026-01-01T00:00:00Z")
+        return known, int(text)
 
     def _options(self, options: Sequence[OptionDecl], allowed: Sequence[str], what: str,
                  position: Position) -> dict[str, OptionDecl]:
@@ -413,8 +454,8 @@ class _Compiler:
         topic_option = options.get("topic")
         format_option = options.get("format")
         if topic_option is None:
-            for key in ("format", "encoding", "schema-registry.url"):
-                if key in options:
+            for key in VIEW_OPTIONS:
+                if key != "topic" and key in options:
                     raise CompileFailure(options[key].position, f"view {decl.name} has a "
                                          f"'{key}' but no 'topic'",
                                          "add 'topic' to write it to Kafka")
@@ -462,6 +503,9 @@ class _Compiler:
                                  "cannot be written as 'upsert'", "use 'append'")
         columns = tuple(planned.columns)
         by_name = {c.name: c for c in columns}
+        if "key" in options:
+            key_columns = self._declared_key(decl.name, options["key"], columns, fmt,
+                                             key_columns if planned.aggregate else None)
         extra = CHANGELOG_FIELDS if fmt == "changelog" else ()
         clash = [c.name for c in extra if c.name in by_name]
         if clash:
@@ -478,7 +522,58 @@ class _Compiler:
         registry = self._registry_url(options.get("schema-registry.url"), encoding, "view")
         return Output(topic, cast(Literal["upsert", "changelog", "append"], fmt), key_columns,
                       key_schema, value_schema,
-                      cast(Literal["avro", "avro-confluent", "json"], encoding), registry)
+                      cast(Literal["avro", "avro-confluent", "json"], encoding), registry,
+                      partitions=self._count(options.get("partitions")),
+                      replicas=self._count(options.get("replicas")),
+                      retention_ms=(_retention_ms(options["retention"]) if "retention" in options
+                                    else None))
+
+    def _declared_key(self, view: str, option: OptionDecl, columns: Sequence[Column], fmt: str,
+                      group_key: tuple[str, ...] | None) -> tuple[str, ...]:
+        """The view's ``'key'``: its columns in the declared order. An ``upsert`` or
+        ``changelog`` aggregate's key is its GROUP BY columns (S13: one record per group and
+        key), so there the option may only name them, in any order; any other view may key
+        its records by any of its columns."""
+        text = self._string(option)
+        start = option.value_position
+        names: list[str] = []
+        offset = 0
+        for part in text.split(","):
+            raw = part.strip()
+            # The column's own place in the quoted value (past the opening quote).
+            where = Position(start.file, start.line,
+                             start.column + 1 + offset + (part.index(raw) if raw else 0))
+            offset += len(part) + 1
+            if not raw:
+                raise CompileFailure(where, f"'key' '{text}' has an empty column name",
+                                     "write 'key' = 'col' or 'key' = 'col1, col2'")
+            quoted = len(raw) > 1 and raw[0] == raw[-1] == '"'
+            name = raw[1:-1] if quoted else raw.lower()
+            if name not in {c.name for c in columns}:
+                raise CompileFailure(where, f"unknown column {name} in 'key' of view {view}",
+                                     "available columns: " + ", ".join(c.name for c in columns))
+            if name in names:
+                raise CompileFailure(where, f"column {name} is twice in 'key' of view {view}",
+                                     "name each key column once")
+            names.append(name)
+        if (group_key is not None and fmt in ("upsert", "changelog")
+                and sorted(names) != sorted(group_key)):
+            shown = ", ".join(group_key)
+            raise CompileFailure(start, f"the {fmt} key of view {view} is its GROUP BY "
+                                 f"columns ({shown}), not {', '.join(names)}",
+                                 f"write 'key' = '{shown}' (in any order), or remove 'key'; to "
+                                 "key by other columns, use 'append' with EMIT AFTER WATERMARK")
+        return tuple(names)
+
+    def _count(self, option: OptionDecl | None) -> int | None:
+        """A topic's ``'partitions'`` or ``'replicas'``: a positive integer (None without)."""
+        if option is None:
+            return None
+        text = self._string(option).strip()
+        if not text.isdigit() or int(text) < 1:
+            raise CompileFailure(option.value_position, f"'{option.key}' '{text}' is not a "
+                                 "positive integer", f"write e.g. '{option.key}' = '3'")
+        return int(text)
 
 
 def _span(size: int) -> str:
@@ -516,6 +611,23 @@ def _lateness_amount(relation: str, column: str, type_name: str, nullable: bool,
         raise CompileFailure(amount.position, f"LATENESS of {type_name} column {column} must "
                              "be an integer in the column's unit", "write e.g. LATENESS 10")
     return amount.amount
+
+
+def _retention_ms(option: OptionDecl) -> int:
+    """A view's ``'retention'``: an INTERVAL, or milliseconds as a quoted integer; '-1'
+    keeps records without a time limit (Kafka's ``retention.ms=-1``)."""
+    if isinstance(option.value, IntervalDecl):
+        if option.value.kind != "interval" or option.value.amount < 1:
+            raise CompileFailure(option.value_position, "'retention' must be a positive "
+                                 "INTERVAL", "write 'retention' = INTERVAL '7' DAY")
+        return option.value.amount
+    text = option.value.strip()
+    if text == "-1" or (text.isdigit() and int(text) > 0):
+        return int(text)
+    raise CompileFailure(option.value_position, f"'retention' '{text}' is not an INTERVAL or "
+                         "a positive number of milliseconds",
+                         "write 'retention' = INTERVAL '7' DAY, '604800000' (ms), or '-1' "
+                         "(no time limit)")
 
 
 def _resolve_schema(raw: str, program: str) -> Path | None:

@@ -52,7 +52,7 @@ from app.runtime.native_aggregate import native_branch
 from app.runtime.physical import PhysicalPlan, QueryPlan, first_lateness
 from app.runtime.query_writes import produce_step_output
 from app.runtime.sink_rows import TABLE_GATE, gate_rows
-from app.runtime.source_reader import KafkaSource
+from app.runtime.source_reader import KafkaSource, log_start_position
 from app.runtime.step_orders import SLICE_SUMMARY
 from app.runtime.step_views import carried_columns
 from app.runtime.view_frame import batch_time, ms_sql, view_frame
@@ -231,7 +231,20 @@ def plan_query(
             .option("max_records_per_step", str(max_records_per_step))
             .option("stop_at", json.dumps({str(p): o for p, o in limit.items()}) if limit else "")
             .option("fail_on_data_loss", "true" if fail_on_data_loss else "false")
+            .option(
+                "startup",
+                json.dumps(
+                    {"mode": table.startup_mode, "timestamp_ms": table.startup_timestamp_ms}
+                ),
+            )
             .load()
+        )
+        log_start_position(
+            table.name,
+            table.topic,
+            state_dirs[table.name],
+            table.startup_mode,
+            table.startup_timestamp_ms,
         )
         sources[table.name] = source
         accepted = source.filter(F.col("_kind").isin("ok", "probe"))

@@ -24,10 +24,11 @@ import structlog
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from app.circuit.ir import Circuit, Table
+from app.circuit.ir import Circuit
 from app.config import Settings
 from app.connectors.kafka_consumers import consumer_pool
 from app.connectors.kafka_offsets import topic_end_offsets
+from app.connectors.topics import TopicDefaults, ensure_topics
 from app.errors import ConfigError, KafkaError, SparkError, kafka_reason
 from app.runtime.aggregate import polls_every_step
 from app.runtime.checkpoint_lock import CheckpointLock
@@ -47,135 +48,6 @@ __all__ = [
 ]
 
 log = structlog.get_logger("tidemark.service")
-
-
-def ensure_topics(
-    circuit: Circuit,
-    kafka_conf: Mapping[str, str],
-    timeout: float = 30,
-    wait_for_topics_seconds: float = 0,
-) -> None:
-    """Input topics must exist (a clear error otherwise, after waiting up to
-    ``wait_for_topics_seconds`` for them to appear); output and dead-letter topics are
-    created when missing, with as many partitions as their table's input topic, an upsert
-    view's compacted (``cleanup.policy=compact``). An existing topic is left as it is; an
-    upsert view's that is not compacted gets a warning (:func:`_warn_uncompacted`)."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
-    try:
-        admin = AdminClient({**kafka_conf, "log_level": 3})
-    except KafkaException as exc:
-        raise KafkaError(
-            f"cannot create a Kafka client: {kafka_reason(exc)}: check TIDEMARK_KAFKA_*"
-            " (security protocol, SASL and TLS files)"
-        ) from exc
-    deadline = time.monotonic() + wait_for_topics_seconds
-    while True:
-        try:
-            metadata = admin.list_topics(timeout=timeout)
-        except Exception as exc:
-            raise KafkaError(
-                f"cannot reach the Kafka cluster at {kafka_conf.get('bootstrap.servers')}:"
-                f" {kafka_reason(exc)}: check --bootstrap-servers (TIDEMARK_BOOTSTRAP_SERVERS),"
-                " that the broker runs, and TIDEMARK_KAFKA_* for a secured cluster"
-            ) from exc
-        existing = metadata.topics
-        missing_inputs = [t for t in circuit.tables if t.topic not in existing]
-        if not missing_inputs:
-            break
-        if time.monotonic() >= deadline:
-            waited = f" (waited {wait_for_topics_seconds:g} s)" if wait_for_topics_seconds else ""
-            raise KafkaError(
-                "input topic(s) missing: "
-                + ", ".join(f"{t.topic} (table {t.name})" for t in missing_inputs)
-                + f"{waited}: create them, fix 'topic' in the program, or set "
-                "TIDEMARK_WAIT_FOR_TOPICS_SECONDS to wait for them"
-            )
-        log.info("topics.waiting", missing=[t.topic for t in missing_inputs])
-        time.sleep(min(2.0, max(0.1, deadline - time.monotonic())))
-    wanted: dict[str, int] = {}
-    for table in circuit.tables:
-        wanted.setdefault(table.dead_letter_topic, len(existing[table.topic].partitions))
-    for view in circuit.views:
-        if view.output is not None:
-            # As many partitions as its first input table's topic (a UNION ALL's first branch).
-            first = _first_table(circuit, view.name)
-            wanted.setdefault(view.output.topic, len(existing[first.topic].partitions))
-    upsert = {
-        v.output.topic: v.name for v in circuit.views if v.output and v.output.format == "upsert"
-    }
-    new = [
-        NewTopic(
-            name,
-            num_partitions=n,
-            replication_factor=-1,
-            config={"max.message.bytes": "10485760"}
-            | ({"cleanup.policy": "compact"} if name in upsert else {}),
-        )
-        for name, n in wanted.items()
-        if name not in existing
-    ]
-    _warn_uncompacted(
-        admin, {t: v for t, v in upsert.items() if t in existing}, kafka_conf, timeout
-    )
-    if new:
-        for name, future in admin.create_topics(new, request_timeout=timeout).items():
-            try:
-                future.result()
-                log.info("topic.created", topic=name)
-            except Exception as exc:  # noqa: BLE001 - an existing topic is fine
-                if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                    raise KafkaError(
-                        f"cannot create topic {name}: {kafka_reason(exc)}: create it, or let"
-                        " Tidemark's user create topics on the cluster"
-                    ) from exc
-
-
-def _first_table(circuit: Circuit, relation: str) -> Table:
-    """The table ``relation`` reads first: itself, or its first input's, recursively."""
-    while not any(t.name == relation for t in circuit.tables):
-        relation = circuit.view(relation).sources[0]
-    return circuit.table(relation)
-
-
-#: Upsert views' topics already warned of as not compacted, by this process.
-_WARNED_UNCOMPACTED: set[str] = set()
-
-
-def _warn_uncompacted(
-    admin: Any, topics: Mapping[str, str], kafka_conf: Mapping[str, str], timeout: float
-) -> None:
-    """Warn, once per topic and process, of each existing upsert view's topic (topic -> view)
-    whose ``cleanup.policy`` has no ``compact``: retention then deletes the latest value of
-    a key like any other record, and a consumer reading the topic from the start misses it.
-    A topic whose configuration cannot be read is logged and left alone."""
-    from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
-
-    for topic in [t for t in topics if t not in _WARNED_UNCOMPACTED]:
-        try:
-            described = admin.describe_configs(
-                [ConfigResource("topic", topic)], request_timeout=timeout
-            )
-            entry = next(iter(described.values())).result().get("cleanup.policy")
-        except Exception as exc:  # noqa: BLE001 - no DescribeConfigs right is no reason to stop
-            log.info("topic.config_unknown", topic=topic, reason=kafka_reason(exc))
-            continue
-        policy = entry.value if entry is not None else None
-        if policy is not None and "compact" in [p.strip() for p in policy.split(",")]:
-            continue
-        _WARNED_UNCOMPACTED.add(topic)
-        log.warning(
-            "topic.not_compacted",
-            topic=topic,
-            view=topics[topic],
-            cleanup_policy=policy,
-            fix=(
-                f"kafka-configs.sh --bootstrap-server {kafka_conf.get('bootstrap.servers')}"
-                f" --alter --entity-type topics --entity-name {topic}"
-                " --add-config cleanup.policy=compact"
-            ),
-        )
 
 
 def prepare_checkpoint(checkpoint: Path) -> None:
@@ -333,7 +205,10 @@ class Service:
     def _start(self, once: bool, listener: Any) -> None:
         kafka_conf = self.kafka_conf
         ensure_topics(
-            self.circuit, kafka_conf, wait_for_topics_seconds=self.settings.wait_for_topics_seconds
+            self.circuit,
+            kafka_conf,
+            wait_for_topics_seconds=self.settings.wait_for_topics_seconds,
+            defaults=TopicDefaults.of(self.settings),
         )
         spark = self.open_session()
         if listener is not None:

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import structlog
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
@@ -28,15 +30,36 @@ from app.connectors.kafka_offsets import (
     latest_offset,
     partition_ends,
     past_log_start,
+    startup_offsets,
     step_slices,
 )
 from app.connectors.kafka_source import KafkaPartitionSlice, arrow_schema, source_schema
 from app.connectors.late_gate import SourceSpec
 from app.runtime.slice_cache import cached_slice
-from app.runtime.step_files import load_waterlines, record_planned_slices
+from app.runtime.step_files import load_waterlines, record_planned_slices, write_atomically
 from app.runtime.step_orders import StepOrder
 
-__all__ = ["KafkaSource", "KafkaStreamReader"]
+__all__ = ["INITIAL_OFFSET", "KafkaSource", "KafkaStreamReader", "log_start_position"]
+
+log = structlog.get_logger("tidemark.source")
+
+#: The file in a table's state directory that keeps the offsets its checkpoint started at.
+INITIAL_OFFSET = "initial-offset.json"
+
+
+def log_start_position(
+    table: str, topic: str, state_dir: str, mode: str, timestamp_ms: int | None
+) -> None:
+    """Say where the source of ``table`` starts: a new checkpoint at its start position
+    (``'scan.startup.mode'``), one that has started continues from its own offsets."""
+    started = (Path(state_dir) / INITIAL_OFFSET).is_file() or (
+        Path(state_dir) / "waterlines"
+    ).is_dir()
+    if started:
+        log.info("source.continues", table=table, topic=topic, ignored_startup_mode=mode)
+    else:
+        log.info("source.starts", table=table, topic=topic, startup_mode=mode,
+                 startup_timestamp_ms=timestamp_ms)
 
 
 class KafkaSource(DataSource):
@@ -44,7 +67,8 @@ class KafkaSource(DataSource):
     ``kafka`` (librdkafka settings JSON), ``state_dir`` and ``max_records_per_step``; ``narrow``
     ("true") for a query that reads no dead-letter columns (``QUERY_META``); ``record_slices``
     ("true") to leave each step's planned slices in ``state_dir``; ``stop_at`` (JSON end
-    offsets per partition) for ``tidemark run --once``."""
+    offsets per partition) for ``tidemark run --once``; ``startup`` (JSON ``{"mode",
+    "timestamp_ms"}``, a table's ``'scan.startup.mode'``) for where a new checkpoint starts."""
 
     @classmethod
     def name(cls) -> str:
@@ -75,6 +99,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         )
         #: Offsets deleted before a step read them fail it, else are skipped (docs/reliability.md).
         self.fail_on_data_loss = options.get("fail_on_data_loss", "true") == "true"
+        #: Where a new checkpoint starts (SPEC L1's ``'scan.startup.mode'``).
+        self.startup: dict[str, Any] = json.loads(options.get("startup") or "{}")
         #: Leave each planned step's slices in ``state_dir`` (``PLANNED_SLICES``): the step
         #: sink of a plan that writes in its query reads them (ADR 0008).
         self.record_slices = options.get("record_slices") == "true"
@@ -90,7 +116,26 @@ class KafkaStreamReader(DataSourceStreamReader):
         )
 
     def initialOffset(self) -> dict[str, Any]:
-        return initial_offset(self._partition_ends(), self.spec.topic)
+        """Where a checkpoint without a committed step starts, the same every time Spark asks:
+        it asks again when it replays step 0, and a ``latest-offset`` start must not move to
+        the topic's end of then. The first answer is kept in ``state_dir`` (INITIAL_OFFSET)."""
+        kept = Path(self.state_dir) / INITIAL_OFFSET
+        if kept.is_file():
+            found: dict[str, Any] = json.loads(kept.read_text())
+            if found.get("topic") == self.spec.topic:
+                return found
+        ends = self._partition_ends()
+        starts = startup_offsets(
+            self.kafka_conf,
+            self.spec.topic,
+            self.spec.table,
+            ends,
+            self.startup.get("mode", "earliest-offset"),
+            self.startup.get("timestamp_ms"),
+        )
+        offset = initial_offset(ends, self.spec.topic, starts)
+        write_atomically(kept, json.dumps(offset))
+        return offset
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_records)

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from app.connectors import topics
+from app.connectors.topics import ensure_topics
 from app.program.compile import compile_text
-from app.runtime import service
-from app.runtime.service import ensure_topics
 
 pytestmark = pytest.mark.e2e
 
@@ -82,7 +82,7 @@ def test_an_existing_upsert_topic_is_left_alone_with_one_warning(
     circuit = _program(source, totals, unique_topic("large"))
     _listed(kafka, source, totals)
     log = _Log()
-    monkeypatch.setattr(service, "log", log)
+    monkeypatch.setattr(topics, "log", log)
     ensure_topics(circuit, kafka.conf())
     ensure_topics(circuit, kafka.conf())  # a second start in the process warns no more
     assert _cleanup_policy(kafka, totals) == "delete"
@@ -109,6 +109,6 @@ def test_an_existing_compacted_upsert_topic_gets_no_warning(
     admin.create_topics([topic])[totals].result(30)
     _listed(kafka, source, totals)
     log = _Log()
-    monkeypatch.setattr(service, "log", log)
+    monkeypatch.setattr(topics, "log", log)
     ensure_topics(_program(source, totals, unique_topic("large")), kafka.conf())
     assert log.warnings == []

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from app.runtime import service
+from app.connectors import topics
+from app.connectors.topics import TopicSpec
 
 CONF = {"bootstrap.servers": "broker:9092"}
 
@@ -56,7 +57,7 @@ class _Log:
 @pytest.fixture
 def log(monkeypatch: pytest.MonkeyPatch) -> _Log:
     recorded = _Log()
-    monkeypatch.setattr(service, "log", recorded)
+    monkeypatch.setattr(topics, "log", recorded)
     return recorded
 
 
@@ -64,11 +65,29 @@ def _topic(base: str) -> str:
     return f"{base}.{uuid.uuid4().hex[:8]}"
 
 
+class _Partition:
+    replicas = (1,)
+
+
+class _Metadata:
+    partitions = {0: _Partition(), 1: _Partition()}
+
+
+def _warn(admin: _Admin, views: dict[str, str]) -> None:
+    """Check existing upsert views' topics (topic -> view), as a start does."""
+    specs = [
+        TopicSpec(topic, 2, None, {"cleanup.policy": "compact"}, frozenset({"cleanup.policy"}),
+                  view)
+        for topic, view in views.items()
+    ]
+    topics._warn_differences(admin, specs, {t: _Metadata() for t in views}, CONF, 5)
+
+
 def test_a_topic_that_deletes_is_warned_of_once_with_the_fix(log: _Log) -> None:
     topic = _topic("totals")
     admin = _Admin({topic: "delete"})
-    service._warn_uncompacted(admin, {topic: "totals"}, CONF, 5)
-    service._warn_uncompacted(admin, {topic: "totals"}, CONF, 5)
+    _warn(admin, {topic: "totals"})
+    _warn(admin, {topic: "totals"})
     assert admin.asked == [topic]  # once warned, not asked again
     assert [(level, event) for level, event, _ in log.events] == [
         ("warning", "topic.not_compacted")
@@ -85,14 +104,14 @@ def test_a_topic_that_deletes_is_warned_of_once_with_the_fix(log: _Log) -> None:
 @pytest.mark.parametrize("policy", ["compact", "compact,delete", "delete, compact"])
 def test_a_compacted_topic_gets_no_warning(log: _Log, policy: str) -> None:
     topic = _topic("totals")
-    service._warn_uncompacted(_Admin({topic: policy}), {topic: "totals"}, CONF, 5)
+    _warn(_Admin({topic: policy}), {topic: "totals"})
     assert log.events == []
 
 
 def test_a_topic_whose_configuration_cannot_be_read_is_logged_and_left(log: _Log) -> None:
     topic, other = _topic("totals"), _topic("counts")
     admin = _Admin({topic: None, other: "delete"})
-    service._warn_uncompacted(admin, {topic: "totals", other: "counts"}, CONF, 5)
+    _warn(admin, {topic: "totals", other: "counts"})
     assert [(level, event, fields["topic"]) for level, event, fields in log.events] == [
         ("info", "topic.config_unknown", topic),
         ("warning", "topic.not_compacted", other),
