@@ -125,3 +125,54 @@ def test_records_deleted_past_the_checkpoint_fail_loudly_unless_skipped_and_coun
             break
         time.sleep(0.2)
     assert metrics.registry.get_sample_value("tidemark_input_skipped_offsets_total", labels) == 3
+
+
+def test_a_2_mib_dead_letter_into_a_1_mib_topic_is_cut_to_fit_and_the_service_goes_on_s7(
+    kafka: Any, unique_topic: Any, tmp_path: Path
+) -> None:
+    import hashlib
+
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    topic, dlq, out = unique_topic("in"), unique_topic("dlq"), unique_topic("out")
+    admin = AdminClient({**kafka.conf(), "log_level": 3})
+    created = admin.create_topics([
+        NewTopic(topic, 1, 1, config={"max.message.bytes": str(4 * 1024 * 1024)}),
+        NewTopic(dlq, 1, 1, config={"max.message.bytes": "1048576"}),
+    ])
+    for future in created.values():
+        future.result(30)
+    program = tmp_path / "oversize.sql"
+    program.write_text(PROGRAM.format(topic=topic, dlq=dlq, out=out))
+    circuit = compile_program(program)
+    codec = AvroCodec(circuit.table("reading").avro_schema)
+    huge = b"\xff" + bytes(range(256)) * 8192  # 2 MiB and a byte: not a record of the table
+    producer = Producer({**kafka.conf(), "log_level": 3, "message.max.bytes": 8 * 1024 * 1024})
+    for i in range(3):
+        producer.produce(topic, value=codec.encode({"ts": BASE_MS + i, "sensor": i}))
+    producer.produce(topic, key=b"huge", value=huge, headers=[("origin", b"test")])
+    for i in range(3, 6):
+        producer.produce(topic, value=codec.encode({"ts": BASE_MS + i, "sensor": i}))
+    assert producer.flush(30) == 0
+
+    service = Service(circuit, kafka.settings(tmp_path / "checkpoint", shuffle_partitions=2))
+    service.start(once=True)
+    service.wait(timeout_seconds=300)
+
+    dead = read_topic(kafka.conf(), dlq)
+    assert len(dead) == 1
+    letter = dead[0]
+    headers = dict(letter.headers())
+    assert headers["tidemark.error.reason"] == b"malformed"
+    assert headers["tidemark.error.truncated"] == b"value"
+    assert headers["tidemark.error.original.size"] == str(len(huge)).encode()
+    assert headers["tidemark.error.original.sha256"] == hashlib.sha256(huge).hexdigest().encode()
+    assert headers["origin"] == b"test" and letter.key() == b"huge"
+    assert headers["tidemark.source.offset"] == b"3"
+    assert huge.startswith(letter.value()) and 1_000_000 < len(letter.value()) < 1048576
+    view = circuit.view("everything").output
+    assert view is not None
+    out_codec = AvroCodec(view.value_schema)
+    written = sorted(out_codec.decode(m.value())["sensor"] for m in read_topic(kafka.conf(), out))
+    assert written == list(range(6)), "the records after the dead letter are written too"

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.connectors.sink.headers import dead_letter_headers
+from app.connectors.sink.oversize import fitted_dead_letter
 from app.connectors.sink.producers import producer_pool
 from app.connectors.sink.record import (
     HEADERS,
@@ -116,8 +117,15 @@ def _produce_partition(
             found = own[i] if own is not None else None
             headers = [(h["key"], h["value"]) for h in found] if found else []
             row = dead_rows.get(i)
+            key, value = keys[i], values[i]
             if row is not None:
+                own_headers = len(headers)
                 headers.extend(dead_letter_headers(row, tables[rel]))
+                # The dead-letter topic may take less than the input topic did (oversize.py).
+                source = {"table": rel, "partition": row[SRC_PARTITION], "offset": row[SRC_OFFSET]}
+                key, value, headers = fitted_dead_letter(
+                    conf, topics[i], key, value, headers, own_headers, source
+                )
                 if row[REASON] == "late" and len(late_details) < LATE_DETAIL_CAP:
                     late_details.append(
                         {
@@ -131,7 +139,7 @@ def _produce_partition(
                     )
             else:
                 headers.extend(view_headers.get(rel, ()))
-            runs.append((topics[i], headers, [keys[i]], [values[i]]))
+            runs.append((topics[i], headers, [key], [value]))
     summary = [
         {"kind": k, "rel": r, "topic": t, "reason": reason, "n": n, "detail": None}
         for (k, r, t, reason), n in counts.items()
