@@ -19,6 +19,7 @@ from app.circuit.ir import (
     Case,
     Cast,
     Circuit,
+    Column,
     ColumnRef,
     Expr,
     Filter,
@@ -281,6 +282,12 @@ def _waterline_text(attr: TimeAttribute, t: SqlType | None = None) -> str:
     return f"w({attr.table}.{attr.source_column})"
 
 
+def _table_column(column: Column) -> str:
+    """A table column as declared; a metadata column names where in the record it is read."""
+    text = f"{column.name} {column.type}"
+    return text if column.metadata is None else f"{text} METADATA FROM '{column.metadata}'"
+
+
 def explain_text(circuit: Circuit) -> str:
     """The circuit for people: tables, views, then warnings (a stable, diff-able text)."""
     lines = [f"program {circuit.program}", ""]
@@ -289,7 +296,7 @@ def explain_text(circuit: Circuit) -> str:
         lines.append(f"  topic:        {table.topic} (format {table.format})")
         lines.append(f"  dead letters: {table.dead_letter_topic} (late, malformed, invalid"
                      f"{', future' if table.max_future_ms is not None else ''} records)")
-        lines.append("  columns:      " + ", ".join(f"{c.name} {c.type}" for c in table.columns))
+        lines.append("  columns:      " + ", ".join(_table_column(c) for c in table.columns))
         if table.lateness:
             for lateness in table.lateness:
                 t = table.column(lateness.column).type
@@ -356,7 +363,8 @@ def explain_json(circuit: Circuit) -> dict[str, Any]:
             "topic": t.topic,
             "format": t.format,
             "dead_letter_topic": t.dead_letter_topic,
-            "columns": [{"name": c.name, "type": str(c.type)} for c in t.columns],
+            "columns": [{"name": c.name, "type": str(c.type), "metadata": c.metadata}
+                        for c in t.columns],
             "lateness": [{"column": lt.column, "amount": lt.amount,
                           "waterline": _waterline_formula(t, lt.column, lt.amount)}
                          for lt in t.lateness],

@@ -108,6 +108,11 @@ class SqlType:
 class Column:
     name: str
     type: SqlType
+    #: Of a table column read from the Kafka record rather than its value (``METADATA FROM
+    #: 'key'``, app/circuit/metadata.py): the metadata key (``timestamp``, ``partition``,
+    #: ``offset``, ``key`` or ``headers.<name>``). None for a value column and for every view
+    #: column. A metadata column is no field of the table's value schema.
+    metadata: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------

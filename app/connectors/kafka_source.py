@@ -40,6 +40,7 @@ from pyspark.sql.datasource import InputPartition
 
 from app.connectors.avro_columns import ColumnarDecoder, FieldColumn
 from app.connectors.late_gate import GateVerdict, LateGate, SourceSpec
+from app.connectors.record_metadata import record_meta
 from app.connectors.sink.record import (
     HEADERS,
     KEY,
@@ -222,6 +223,8 @@ class _SliceReader:
         self.gate = LateGate(spec, part.waterlines, part.wall_clock_ms)
         self.schema = arrow_schema(spec)
         self.names = [c.name for c in spec.columns]
+        # The columns decoded from the value; the metadata ones come from each record.
+        self.value_names = [c.name for c in spec.value_columns]
         self.maxima: dict[str, int | None] = dict.fromkeys(c for c, _ in spec.lateness)
         self.accepted = 0
         # JSON values take the per-record path: the gate decodes each with json_records.
@@ -252,7 +255,7 @@ class _SliceReader:
     def _per_record(self, chunk: list[Any]) -> pa.RecordBatch:
         items: list[tuple[GateVerdict, Any]] = []
         for msg in chunk:
-            verdict = self.gate.classify(msg.value(), msg.headers())
+            verdict = self.gate.classify(msg.value(), msg.headers(), record_meta(msg))
             if verdict.kind in ("ok", "late"):
                 assert verdict.row is not None
                 self.accepted += verdict.kind == "ok"
@@ -278,7 +281,11 @@ class _SliceReader:
         bodies = values if confluent is None else confluent.table_bodies(values)
         if bodies is None:
             return None
-        decoded = self.decoder.decode(bodies, self.names)
+        decoded = self.decoder.decode(bodies, self.value_names)
+        if self.gate.metadata:
+            metadata, unreadable = self.gate.metadata.columns(chunk, self.part.partition)
+            decoded.fields.update(metadata)
+            decoded.clean &= ~unreadable  # the gate's classify names the column
         ok = self.gate.accepts(decoded)
         count = len(chunk)
         codes = np.zeros(count, np.int8)
@@ -289,7 +296,7 @@ class _SliceReader:
         late_marks: list[Any] = [None] * count
         bounds: list[Mapping[str, int]] = []
         for i in np.flatnonzero(~ok).tolist():
-            verdict = self.gate.classify(values[i], chunk[i].headers())
+            verdict = self.gate.classify(values[i], chunk[i].headers(), record_meta(chunk[i]))
             if verdict.row is not None and not decoded.clean[i]:
                 return None
             codes[i] = _KINDS.index(verdict.kind)
@@ -348,9 +355,9 @@ _AVRO_OF_KIND = {
 
 
 def _columnar_kinds(spec: SourceSpec, decoder: ColumnarDecoder) -> bool:
-    """Every table column is a field whose Avro type the columnar arrays are built for."""
+    """Every value column is a field whose Avro type the columnar arrays are built for."""
     avro = {name: next(b for b in branches if b != "null") for name, branches in decoder.fields}
-    return all(avro.get(c.name) == _AVRO_OF_KIND.get(c.kind) for c in spec.columns)
+    return all(avro.get(c.name) == _AVRO_OF_KIND.get(c.kind) for c in spec.value_columns)
 
 
 def _table_column(kind: pa.DataType, field: FieldColumn, dead: npt.NDArray[np.bool_]) -> pa.Array:

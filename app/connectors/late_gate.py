@@ -41,6 +41,7 @@ from app.circuit.waterline import is_late, late_mask
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.confluent_avro import ConfluentAvroRecords, ConfluentRecordError
 from app.connectors.json_records import JsonRecordError, JsonRecords
+from app.connectors.record_metadata import MetadataError, RecordMeta, RecordMetadata
 from app.errors import SerializationError
 
 if TYPE_CHECKING:
@@ -106,6 +107,9 @@ class SourceColumn:
     name: str
     kind: str  # bool|int32|int64|float32|float64|decimal(p,s)|string|date|timestamp|binary
     nullable: bool
+    #: The metadata key of a column read from the Kafka record, not its value
+    #: (app/circuit/metadata.py); None for a value column.
+    metadata: str | None = None
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,7 @@ class SourceSpec:
         return {
             "table": self.table,
             "topic": self.topic,
-            "columns": [[c.name, c.kind, c.nullable] for c in self.columns],
+            "columns": [[c.name, c.kind, c.nullable, c.metadata] for c in self.columns],
             "avro_schema": self.avro_schema,
             "lateness": [list(x) for x in self.lateness],
             "max_future_ms": self.max_future_ms,
@@ -150,7 +154,10 @@ class SourceSpec:
         return cls(
             table=data["table"],
             topic=data["topic"],
-            columns=tuple(SourceColumn(n, k, bool(nl)) for n, k, nl in data["columns"]),
+            columns=tuple(
+                SourceColumn(c[0], c[1], bool(c[2]), c[3] if len(c) > 3 else None)
+                for c in data["columns"]
+            ),
             avro_schema=data["avro_schema"],
             lateness=tuple((c, int(a)) for c, a in data["lateness"]),
             max_future_ms=data["max_future_ms"],
@@ -159,6 +166,11 @@ class SourceSpec:
             format=str(data.get("format", "avro")),
             registry=data.get("registry"),
         )
+
+    @property
+    def value_columns(self) -> tuple[SourceColumn, ...]:
+        """The columns decoded from the record's value (not its metadata), in table order."""
+        return tuple(c for c in self.columns if c.metadata is None)
 
 
 @dataclass(frozen=True)
@@ -197,11 +209,15 @@ class LateGate:
         self.waterlines = dict(waterlines)
         self.wall_clock_ms = wall_clock_ms
         self._required = [c.name for c in spec.columns if not c.nullable]
+        self._metadata = RecordMetadata(
+            [(c.name, c.kind, c.metadata) for c in spec.columns if c.metadata is not None]
+        )
+        value_required = [c.name for c in spec.value_columns if not c.nullable]
         self._json: JsonRecords | None = None
         self._confluent: ConfluentAvroRecords | None = None
         self._nullable_codecs: list[AvroCodec] = []
         if spec.format == "json":
-            self._json = JsonRecords(spec.table, [(c.name, c.kind) for c in spec.columns])
+            self._json = JsonRecords(spec.table, [(c.name, c.kind) for c in spec.value_columns])
         elif spec.format == "avro-confluent":
             if spec.registry is None:
                 raise ValueError(f"table {spec.table}: avro-confluent values need a registry")
@@ -210,8 +226,8 @@ class LateGate:
             self.codec = AvroCodec(spec.avro_schema)
             # Writers that made every NOT NULL column nullable, or just one of them.
             self._nullable_codecs = [AvroCodec(nullable_schema(spec.avro_schema))] + (
-                [AvroCodec(nullable_schema(spec.avro_schema, [n])) for n in self._required]
-                if len(self._required) > 1
+                [AvroCodec(nullable_schema(spec.avro_schema, [n])) for n in value_required]
+                if len(value_required) > 1
                 else []
             )
         else:
@@ -223,15 +239,26 @@ class LateGate:
         ]
         self._timestamp_cols = {c.name for c in spec.columns if c.kind == "timestamp"}
         self._future_cols = [c for c, _ in spec.lateness if c in self._timestamp_cols]
+        self._value_required = value_required
 
     @property
     def confluent(self) -> ConfluentAvroRecords | None:
         """The decoder of an ``avro-confluent`` table's values (None for other formats)."""
         return self._confluent
 
+    @property
+    def metadata(self) -> RecordMetadata:
+        """The reader of the table's metadata columns (false when it has none)."""
+        return self._metadata
+
     def classify(
-        self, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None
+        self,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        record: RecordMeta | None = None,
     ) -> GateVerdict:
+        """The verdict on one record: its value, headers and (for metadata columns) the
+        record's key, timestamp, partition and offset (None: all NULL)."""
         if value is None:
             return self._punctuation(headers)
         if self._json is not None:
@@ -249,10 +276,19 @@ class LateGate:
                 row = self.codec.decode(value)
             except SerializationError as exc:
                 return self._undecodable(value, exc)
+        if self._metadata:
+            try:
+                row.update(self._metadata.row(record, headers))
+            except MetadataError as exc:
+                return GateVerdict("invalid", None, str(exc))
         for name in self._required:
             if row.get(name) is None:
+                lacks = self._metadata.missing(name)
                 return GateVerdict(
-                    "invalid", None, f"column {name} is NOT NULL but the record has null"
+                    "invalid",
+                    None,
+                    f"column {name} is NOT NULL but the record has "
+                    + (lacks if lacks is not None else "null"),
                 )
         for name, kind in self._ranged:
             problem = None if row.get(name) is None else _out_of_range(kind, row[name])
@@ -317,7 +353,7 @@ class LateGate:
             except SerializationError:
                 loose = None
             if loose is not None:
-                nulls = [name for name in self._required if loose.get(name) is None]
+                nulls = [name for name in self._value_required if loose.get(name) is None]
                 if nulls:
                     return GateVerdict(
                         "invalid",

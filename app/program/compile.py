@@ -28,9 +28,11 @@ from app.circuit.ir import (
     View,
     ViewLateness,
 )
+from app.circuit.metadata import HEADER_PREFIX, METADATA_TYPES, metadata_types
 from app.errors import ProgramError
 from app.program.avro_schema import CHANGELOG_FIELDS, record_schema, schema_mismatches
 from app.program.ddl import (
+    ColumnDecl,
     IntervalDecl,
     LatenessDecl,
     OptionDecl,
@@ -162,7 +164,7 @@ class _Compiler:
                 raise CompileFailure(col.position, f"duplicate column {col.name} in table "
                                      f"{decl.name}", "rename one of them")
             seen.add(col.name)
-            columns.append(Column(col.name, col.type))
+            columns.append(Column(col.name, col.type, _metadata_key(decl.name, col)))
             if col.lateness is not None:
                 assert col.lateness_position is not None
                 lateness.append(Lateness(col.name, _lateness_amount(
@@ -196,18 +198,20 @@ class _Compiler:
                                      "with LATENESS", "add LATENESS to the event-time column")
             max_future_ms = option.value.amount
         registry = self._registry_url(options.get("schema-registry.url"), fmt, "table")
+        # Metadata columns come from the Kafka record, not its value: no schema field.
+        value_columns = [c for c in columns if c.metadata is None]
         schema: dict[str, Any]
         if "schema" in options:
-            schema = self._schema_file(options["schema"], columns, decl.name)
+            schema = self._schema_file(options["schema"], value_columns, decl.name)
         else:
-            schema = record_schema(decl.name, columns)
+            schema = record_schema(decl.name, value_columns)
         table = Table(decl.name, tuple(columns), topic_value,
                       cast(Literal["avro", "avro-confluent", "json"], fmt), schema, dead_letter,
                       tuple(lateness), max_future_ms, decl.position, registry,
                       *self._startup(options))
         self.tables.append(table)
         self.relations[decl.name] = Relation(
-            decl.name, table.columns,
+            decl.name, tuple(Column(c.name, c.type) for c in table.columns),
             tuple(TimeAttribute(lt.column, decl.name, lt.column, "forwarded") for lt in lateness),
             True, "table")
 
@@ -611,6 +615,29 @@ def _lateness_amount(relation: str, column: str, type_name: str, nullable: bool,
         raise CompileFailure(amount.position, f"LATENESS of {type_name} column {column} must "
                              "be an integer in the column's unit", "write e.g. LATENESS 10")
     return amount.amount
+
+
+def _metadata_key(table: str, col: ColumnDecl) -> str | None:
+    """The checked metadata key of a table column (None for a value column)."""
+    if col.metadata is None:
+        return None
+    assert col.metadata_position is not None
+    key = col.metadata
+    fixed = key.lower()
+    if fixed.startswith(HEADER_PREFIX):
+        key = HEADER_PREFIX + key[len(HEADER_PREFIX):]
+    elif fixed in METADATA_TYPES:
+        key = fixed
+    types = metadata_types(key)
+    if types is None:
+        known = ", ".join(f"'{k}'" for k in METADATA_TYPES)
+        raise CompileFailure(col.metadata_position, f"unknown metadata key '{col.metadata}' "
+                             f"of column {table}.{col.name}", f"metadata keys are {known}")
+    if col.type.name not in types:
+        raise CompileFailure(col.position, f"column {table}.{col.name} is {col.type.name}, "
+                             f"but METADATA FROM '{key}' is {' or '.join(types)}",
+                             f"declare it {' or '.join(types)}")
+    return key
 
 
 def _retention_ms(option: OptionDecl) -> int:

@@ -2,7 +2,8 @@
 
 Grammar (case-insensitive keywords; ``[]`` optional)::
 
-    CREATE TABLE name ( column type [NOT NULL | NULL] [LATENESS lateness] , ... )
+    CREATE TABLE name ( column type [NOT NULL | NULL] [METADATA [FROM 'key'] [VIRTUAL]]
+                        [LATENESS lateness] , ... )
         [WITH ( 'key' = value , ... )]
     CREATE [LOCAL] VIEW name [WITH ( 'key' = value , ... )] AS select [EMIT emit]
     LATENESS view.column lateness
@@ -65,6 +66,10 @@ class ColumnDecl:
     lateness: IntervalDecl | None
     position: Position
     lateness_position: Position | None = None
+    #: ``METADATA FROM 'key'`` (app/circuit/metadata.py): the key as written, the column's
+    #: own name for ``METADATA`` alone; None for a value column.
+    metadata: str | None = None
+    metadata_position: Position | None = None
 
 
 @dataclass(frozen=True)
@@ -306,6 +311,8 @@ def _column(cursor: _Cursor) -> ColumnDecl:
     nullable = True
     lateness: IntervalDecl | None = None
     lateness_position: Position | None = None
+    metadata: str | None = None
+    metadata_position: Position | None = None
     while True:
         token = cursor.peek()
         if token is None or token.is_punct(",", ")"):
@@ -319,16 +326,28 @@ def _column(cursor: _Cursor) -> ColumnDecl:
             cursor.index += 1
             lateness_position = cursor.pos(token)
             lateness = _lateness_amount(cursor)
+        elif token.is_word("METADATA"):
+            cursor.index += 1
+            metadata_position = cursor.pos(token)
+            metadata = identifier(name)
+            if cursor.accept_word("FROM"):
+                key = cursor.next("a quoted metadata key like 'timestamp'")
+                if key.kind != "string":
+                    raise CompileFailure(cursor.pos(key), f"expected a quoted metadata key "
+                                         f"like 'timestamp', found {_show(key)}",
+                                         "write METADATA FROM 'timestamp'")
+                metadata, metadata_position = key.text, cursor.pos(key)
+            cursor.accept_word("VIRTUAL")  # tables are only read: every metadata is virtual
         elif token.is_word("PRIMARY", "DEFAULT", "UNIQUE", "REFERENCES", "CHECK"):
             raise CompileFailure(cursor.pos(token), f"unsupported column constraint "
                                  f"{token.text.upper()}")
         else:
             raise CompileFailure(cursor.pos(token), f"unexpected {_show(token)} in the "
                                  f"definition of column {identifier(name)}",
-                                 "a column is: name type [NOT NULL] [LATENESS INTERVAL 'n' "
-                                 "unit]")
+                                 "a column is: name type [NOT NULL] [METADATA FROM 'key'] "
+                                 "[LATENESS INTERVAL 'n' unit]")
     return ColumnDecl(identifier(name), sql_type.with_nullable(nullable), lateness,
-                      cursor.pos(name), lateness_position)
+                      cursor.pos(name), lateness_position, metadata, metadata_position)
 
 
 def _lateness_amount(cursor: _Cursor) -> IntervalDecl:

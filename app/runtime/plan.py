@@ -106,7 +106,9 @@ def source_spec(table: Table, ok_payload: bool = True) -> SourceSpec:
     return SourceSpec(
         table=table.name,
         topic=table.topic,
-        columns=tuple(SourceColumn(c.name, _kind(c.type), c.type.nullable) for c in table.columns),
+        columns=tuple(
+            SourceColumn(c.name, _kind(c.type), c.type.nullable, c.metadata) for c in table.columns
+        ),
         avro_schema=table.avro_schema,
         lateness=tuple((x.column, x.amount) for x in table.lateness),
         max_future_ms=table.max_future_ms,
