@@ -37,8 +37,9 @@ tools:
 	@bash scripts/install-k8s-tools.sh
 
 # The example pipeline end to end: local Kafka broker, local Spark, generated events.
+# PROGRAM=pipelines/<name>.sql runs that program instead, on records generated for its tables.
 demo: setup
-	@$(BIN)/tidemark demo --duration-seconds $(DEMO_SECONDS)
+	@$(BIN)/tidemark demo --duration-seconds $(DEMO_SECONDS) $(if $(PROGRAM),--program $(PROGRAM))
 
 # Unit and property tests first (fast), then the end-to-end tests (real broker and Spark).
 test: setup tools

@@ -376,9 +376,18 @@ def demo(
     spark_log_file: Annotated[
         Path | None, _setting("spark_log_file", "File of Spark's logs.", "var/demo/spark.log")
     ] = None,
+    program: Annotated[
+        Path | None,
+        typer.Option(
+            "--program",
+            help="Run this program instead, on records generated from its tables' columns "
+            "(e.g. pipelines/orders_trades.sql).",
+        ),
+    ] = None,
 ) -> None:
     """Start a local Kafka broker, generate out-of-order purchases and run a program with a
-    filter view and a windowed aggregate on them."""
+    filter view and a windowed aggregate on them (--program: any program, on generated
+    records of its tables)."""
     from app.config import load_settings
     from app.demo import DEMO_SPARK_LOG, run_demo
     from app.observability.logging import configure_logging
@@ -390,7 +399,7 @@ def demo(
         if settings.spark_log == "file":
             log_file = settings.spark_log_file or DEMO_SPARK_LOG
         _route_spark_logs(log_file)
-        ok = run_demo(duration_seconds, rate, late_fraction, seed, log_file)
+        ok = run_demo(duration_seconds, rate, late_fraction, seed, log_file, program)
     except TidemarkError as exc:
         _fail(exc)
     raise typer.Exit(0 if ok else 1)

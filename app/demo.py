@@ -9,6 +9,12 @@ decoded. It ends with a summary whose counts must add up: records in = accepted 
 malformed, and what Tidemark says it wrote equals what a consumer reads back from each
 output topic and the dead-letter topic.
 
+With ``--program`` it runs any program instead: each table's topic is created and fed
+records generated from the table's columns (:mod:`app.demo_inputs`: plausible values per
+column type, event times that advance out of order within the LATENESS, a few late and a
+few malformed records), each output view's last rows are shown decoded (whatever its
+encoding) with one dead letter, and the same summary checks hold.
+
 Spark's own logs go to a file (``DEMO_SPARK_LOG`` unless told otherwise), and everything is
 stopped in order before the broker: the streaming query, Spark, then this process's Kafka
 clients, so the console shows Tidemark's lines only.
@@ -17,6 +23,7 @@ clients, so the console shows Tidemark's lines only.
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import shutil
 import tempfile
@@ -31,7 +38,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from app.circuit.ir import Circuit, Table
 from app.connectors.avro_codec import AvroCodec
+from app.connectors.output_reader import OutputReader
 from app.connectors.topic_reader import read_topic
 from app.errors import ConfigError, KafkaError, TidemarkError
 from app.local_kafka import LocalKafka
@@ -57,8 +66,6 @@ class _Generator:
     waterline moved)."""
 
     def __init__(self, conf: dict[str, str], rate: int, late_fraction: float, seed: int) -> None:
-        import json
-
         from confluent_kafka import Producer
 
         from app.connectors.sink.producers import PRODUCER_DEFAULTS
@@ -111,7 +118,55 @@ class _Generator:
         self.sent += 1
 
 
-def _warm_up(generator: _Generator, service: Any, timeout_seconds: float = 180) -> None:
+class _ProgramGenerator:
+    """Records of every table of a program (:mod:`app.demo_inputs`), its event-time clock
+    running :data:`EVENT_TIME_SPEED` times the wall clock; each record goes to a table chosen
+    at random, so all tables' waterlines move together."""
+
+    def __init__(
+        self, conf: dict[str, str], circuit: Circuit, rate: int, late_fraction: float, seed: int
+    ) -> None:
+        from confluent_kafka import Producer
+
+        from app.connectors.sink.producers import PRODUCER_DEFAULTS
+        from app.demo_inputs import table_inputs
+
+        self.inputs = table_inputs(circuit, seed, late_fraction)
+        self.topics = {t.name: t.topic for t in circuit.tables}
+        self.producer: Any = Producer(
+            {**PRODUCER_DEFAULTS, **conf, "linger.ms": 5, "log_level": 3}
+        )
+        self.rate = rate
+        self.random = random.Random(seed + 1)
+        self.stop = threading.Event()
+        self.start_ms = (int(time.time() * 1000) // HOUR_MS - 24) * HOUR_MS
+
+    @property
+    def sent(self) -> int:
+        return sum(inputs.sent for inputs in self.inputs.values())
+
+    def run(self, seconds: float) -> None:
+        started = time.monotonic()
+        names = sorted(self.inputs)
+        while not self.stop.is_set() and time.monotonic() - started < seconds:
+            tick = time.monotonic()
+            clock = self.start_ms + int((tick - started) * 1000 * EVENT_TIME_SPEED)
+            for _ in range(max(1, self.rate // 10)):
+                name = self.random.choice(names)
+                self.producer.produce(self.topics[name], value=self.inputs[name].record(clock))
+            self.producer.poll(0)
+            time.sleep(max(0.0, 0.1 - (time.monotonic() - tick)))
+        self.producer.flush(30)
+
+    def close(self) -> None:
+        if self.producer is not None:
+            self.producer.flush(30)
+            self.producer = None
+
+
+def _warm_up(
+    generator: _Generator | _ProgramGenerator, service: Any, timeout_seconds: float = 180
+) -> None:
     """Send one purchase and wait for its step, so Python workers are up before the clock
     of the generator starts (the first step pays several seconds of start-up)."""
     generator.run(0.05)
@@ -222,7 +277,40 @@ def _show_outputs(console: Console, circuit: Any, read_back: dict[str, list[Any]
     )
 
 
-def _show_dead_letter(console: Console, table: Any, dlq: list[Any]) -> None:
+def _shown_value(value: Any, timestamp: bool) -> str:
+    if value is None:
+        return "NULL"
+    return _time(value) if timestamp else str(value)
+
+
+def _show_views(console: Console, circuit: Circuit, read_back: dict[str, list[Any]]) -> None:
+    """Each output view's last rows, decoded as a consumer reads them (any encoding)."""
+    for view in circuit.views:
+        out = view.output
+        if out is None:
+            continue
+        reader = OutputReader(view.name, out)
+        messages = [m for m in read_back[view.name] if m.value() is not None]
+        rows = [reader.value(m.value()) or {} for m in messages]
+        console.print(
+            f"[bold]{out.topic}[/]: view {view.name} ({out.format}, {out.encoding}), "
+            f"{len(read_back[view.name])} records"
+        )
+        fields = out.value_schema["fields"]
+        shown = RichTable(caption=f"last {min(SHOWN_ROWS, len(rows))} of {len(rows)} values")
+        for field in fields:
+            shown.add_column(field["name"], justify="right")
+        stamps = {f["name"] for f in fields if "timestamp-millis" in json.dumps(f["type"])}
+        for row in rows[-SHOWN_ROWS:]:
+            shown.add_row(*(_shown_value(row.get(f["name"]), f["name"] in stamps) for f in fields))
+        console.print(shown)
+        if out.encoding == "json" and messages:
+            last = messages[-1]
+            key = last.key().decode() if last.key() is not None else "null"
+            console.print(f"as written: key {key} value {last.value().decode()}", soft_wrap=True)
+
+
+def _show_dead_letter(console: Console, table: Table, dlq: list[Any]) -> None:
     """One dead letter (a late one if any), its headers decoded, its value the original."""
     if not dlq:
         console.print(f"no dead letters in {table.dead_letter_topic}")
@@ -238,15 +326,35 @@ def _show_dead_letter(console: Console, table: Any, dlq: list[Any]) -> None:
         if key.startswith("tidemark."):
             shown.add_row(key, value.decode(errors="replace"))
     value = msg.value() or b""
+    stamps = {c.name for c in table.columns if c.type.name == "TIMESTAMP"}
     try:
-        original = AvroCodec(table.avro_schema).decode(value)
-        what = ", ".join(
-            f"{k}={_time(v) if k == 'date_time' else v}" for k, v in original.items()
-        )
+        if table.format == "json":
+            what = value.decode()
+        else:
+            original = AvroCodec(table.avro_schema).decode(value)
+            what = ", ".join(
+                f"{k}={_time(v) if k in stamps and v is not None else v}"
+                for k, v in original.items()
+            )
     except TidemarkError:
         what = "not Avro"
+    except UnicodeDecodeError:
+        what = "not UTF-8 text"
     shown.add_row("(value)", f"{len(value)} bytes, the original record unchanged: {what}")
     console.print(shown)
+
+
+def _check_program(circuit: Circuit) -> None:
+    """Refuse what the demo cannot run before anything starts: registry formats."""
+    for view in circuit.views:
+        if view.output is not None and view.output.encoding == "avro-confluent":
+            raise ConfigError(
+                f"view {view.name} writes 'avro-confluent' records, which need a schema "
+                "registry the demo does not start: run the program with tidemark run"
+            )
+    from app.demo_inputs import table_inputs
+
+    table_inputs(circuit, 0, 0.0)  # raises for a table the generator cannot feed
 
 
 def run_demo(
@@ -255,8 +363,10 @@ def run_demo(
     late_fraction: float,
     seed: int,
     spark_log: Path | None = None,
+    program: Path | None = None,
 ) -> bool:
-    """Run the demo; ``spark_log`` is the file for Spark's own logs (None: the console).
+    """Run the demo on ``program`` (None: pipelines/purchases_demo.sql with its purchase
+    generator); ``spark_log`` is the file for Spark's own logs (None: the console).
     True when every check of the summary holds."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -268,9 +378,12 @@ def run_demo(
     console = Console()
     started = time.monotonic()
     console.rule("[bold]Tidemark demo")
-    circuit = compile_program(PROGRAM)
+    path = PROGRAM if program is None else program
+    circuit = compile_program(path)
+    if program is not None:
+        _check_program(circuit)
     console.print(
-        f"program {PROGRAM.name}: {len(circuit.tables)} table(s), "
+        f"program {path.name}: {len(circuit.tables)} table(s), "
         f"{len(circuit.views)} view(s); starting a local Kafka broker..."
     )
     if spark_log is not None:
@@ -297,33 +410,39 @@ def run_demo(
             f" ({exc.strerror or type(exc).__name__}): set TMPDIR to a writable directory"
         ) from exc
     totals: dict[str, int] = {"in": 0, "accepted": 0, "steps": 0}
-    dead: dict[str, int] = {}
+    #: Table -> dead-letter reason -> records.
+    dead: dict[str, dict[str, int]] = {t.name: {} for t in circuit.tables}
     outputs: dict[str, int] = {}
-    last: dict[str, Any] = {}
+    several = len(circuit.tables) > 1
 
     def on_step(report: StepReport) -> None:
         totals["in"] += report.records_in
         totals["accepted"] += report.accepted
         totals["steps"] += 1
         for reason, n in report.dead_letters.items():
-            dead[reason] = dead.get(reason, 0) + n
+            if n:
+                dead[report.table][reason] = dead[report.table].get(reason, 0) + n
         for view, n in report.outputs.items():
             outputs[view] = outputs.get(view, 0) + n
-        last["waterline"] = report.waterlines.get("date_time")
         if report.records_in == 0 and not any(report.outputs.values()):
             return  # a step without input that wrote nothing
         from app.connectors.sink import format_time_value
 
+        waterline = (
+            report.waterlines.get("date_time")
+            if program is None
+            else next(iter(report.waterlines.values()), None)
+        )
         letters = " ".join(f"{r} {n}" for r, n in sorted(report.dead_letters.items()) if n)
+        table = f"{report.table:<10} " if several else ""
         console.print(
-            f"step {report.step or '-':>3}  in {report.records_in:>5}  accepted "
+            f"step {report.step or '-':>3}  {table}in {report.records_in:>5}  accepted "
             f"{report.accepted:>5}  dead letters {letters or '-':<18} out "
             f"{sum(report.outputs.values()):>5}  waterline "
-            f"{format_time_value(last['waterline'], 'ms')}  ({report.seconds:.1f}s)",
+            f"{format_time_value(waterline, 'ms')}  ({report.seconds:.1f}s)",
             soft_wrap=True,
         )
 
-    table = circuit.table("purchase")
     #: Output view -> its topic.
     views = {v.name: v.output.topic for v in circuit.views if v.output is not None}
     #: The broker's address once it is up; the service's settings get it before ``start()``.
@@ -344,7 +463,8 @@ def run_demo(
     service = Service(circuit, settings, on_step=on_step)
     # Spark's JVM starts while the broker does: neither needs the other to start.
     opening = _InBackground(service.open_session)
-    generator: _Generator | None = None
+    generator: _Generator | _ProgramGenerator | None = None
+    what = "purchases" if program is None else "records"
     try:
         with LocalKafka(workdir=workdir / "kafka") as kafka:
             conf["bootstrap.servers"] = kafka.bootstrap_servers
@@ -353,18 +473,23 @@ def run_demo(
             )
             try:
                 admin = AdminClient({**conf, "log_level": 3})
-                try:
-                    admin.create_topics([NewTopic("purchases", 2, 1)])["purchases"].result(30)
-                except KafkaException as exc:
-                    raise KafkaError(
-                        f"the demo could not create topic purchases on the local broker: {exc}"
-                    ) from exc
+                for table in circuit.tables:
+                    try:
+                        admin.create_topics([NewTopic(table.topic, 2, 1)])[table.topic].result(30)
+                    except KafkaException as exc:
+                        raise KafkaError(
+                            f"the demo could not create topic {table.topic} on the local "
+                            f"broker: {exc}"
+                        ) from exc
                 del admin
                 console.print(
-                    f"broker at {kafka.bootstrap_servers}; generating {rate} purchases/s "
+                    f"broker at {kafka.bootstrap_servers}; generating {rate} {what}/s "
                     f"for {duration_seconds}s ({late_fraction:.0%} sent late)"
                 )
-                generator = _Generator(conf, rate, late_fraction, seed)
+                if program is None:
+                    generator = _Generator(conf, rate, late_fraction, seed)
+                else:
+                    generator = _ProgramGenerator(conf, circuit, rate, late_fraction, seed)
                 console.print("starting Spark (local[2]) and the streaming query...")
                 opening.wait()
                 service.start()
@@ -385,7 +510,7 @@ def run_demo(
                 console.print("stopping the streaming query and Spark...")
                 _stop(service, opening)
                 read_back = {name: read_topic(conf, topic) for name, topic in views.items()}
-                dlq = read_topic(conf, table.dead_letter_topic)
+                dlqs = {t.name: read_topic(conf, t.dead_letter_topic) for t in circuit.tables}
             finally:
                 # Spark before the broker: no task or worker is left writing to it.
                 _stop(service, opening)
@@ -395,20 +520,26 @@ def run_demo(
     finally:
         _stop(service, opening)
         shutil.rmtree(workdir, ignore_errors=True)
-    _show_outputs(console, circuit, read_back)
-    _show_dead_letter(console, table, dlq)
-    dlq_reasons: dict[str, int] = {}
-    for msg in dlq:
-        reason = dict(msg.headers() or [])["tidemark.error.reason"].decode()
-        dlq_reasons[reason] = dlq_reasons.get(reason, 0) + 1
-    late, malformed = dead.get("late", 0), dead.get("malformed", 0)
+    if program is None:
+        _show_outputs(console, circuit, read_back)
+        _show_dead_letter(console, circuit.table("purchase"), dlqs["purchase"])
+    else:
+        _show_views(console, circuit, read_back)
+        shown = next((t for t in circuit.tables if dlqs[t.name]), circuit.tables[0])
+        _show_dead_letter(console, shown, dlqs[shown.name])
+    dlq_reasons: dict[str, dict[str, int]] = {t.name: {} for t in circuit.tables}
+    for name, messages in dlqs.items():
+        for msg in messages:
+            reason = dict(msg.headers() or [])["tidemark.error.reason"].decode()
+            dlq_reasons[name][reason] = dlq_reasons[name].get(reason, 0) + 1
     written = {name: outputs.get(name, 0) for name in views}
     read_counts = {name: len(read_back[name]) for name in views}
+    dead_total = sum(n for reasons in dead.values() for n in reasons.values())
     checks = [
         ("records in = produced", totals["in"] == generator.sent),
         (
             "in = accepted + late + malformed + other dead letters",
-            totals["in"] == totals["accepted"] + sum(dead.values()),
+            totals["in"] == totals["accepted"] + dead_total,
         ),
         ("output written = output read back, per view", written == read_counts),
         ("dead letters written = read back, per reason", dead == dlq_reasons),
@@ -416,17 +547,22 @@ def run_demo(
     summary = RichTable(title="Tidemark demo summary", show_header=True)
     summary.add_column("what")
     summary.add_column("count", justify="right")
-    rows: list[tuple[str, int]] = [
-        ("records produced", generator.sent),
+    rows: list[tuple[str, int]] = [("records produced", generator.sent)]
+    if isinstance(generator, _ProgramGenerator) and several:
+        rows += [(f"{name} produced", i.sent) for name, i in sorted(generator.inputs.items())]
+    rows += [
         ("records in (read by Tidemark)", totals["in"]),
         ("accepted", totals["accepted"]),
-        (f"late -> {table.dead_letter_topic}", late),
-        (f"malformed -> {table.dead_letter_topic}", malformed),
     ]
+    for table in circuit.tables:
+        reasons = dead[table.name]
+        for reason in ("late", "malformed", *sorted(set(reasons) - {"late", "malformed"})):
+            rows.append((f"{reason} -> {table.dead_letter_topic}", reasons.get(reason, 0)))
     for name, topic in views.items():
         rows.append((f"out -> {topic} (written)", written[name]))
         rows.append((f"{topic} read back", read_counts[name]))
-    rows += [(f"{table.dead_letter_topic} read back", len(dlq)), ("steps", totals["steps"])]
+    rows += [(f"{t.dead_letter_topic} read back", len(dlqs[t.name])) for t in circuit.tables]
+    rows.append(("steps", totals["steps"]))
     for name, value in rows:
         summary.add_row(name, str(value))
     console.print(summary)
