@@ -8,6 +8,10 @@
    until every event is processed: throughput =
    N / seconds, and the steady rate once warm (:func:`steady_rate`); CPU seconds of the whole
    process tree (driver JVM + Python workers) per million; the records in its output topic.
+   ``--encodings avro avro-confluent``: Tidemark runs again over a second topic of the same
+   events in the Confluent wire format (the input schema registered in a local schema
+   registry, tests/local_schema_registry.py), its table reading and its view writing
+   ``avro-confluent``; the peer runs on schemaless Avro only.
 4. ``--latency``: after the throughput runs, each side (per master and partition count) runs
    continuously while the generator produces at half that side's measured events/s (the
    steady rate when the run had enough steps, else the whole-run rate; or ``--rate``);
@@ -33,7 +37,7 @@ from typing import Any
 
 import psutil
 
-from loadtests.generator import EventShape, PairShape, produce, produce_pair
+from loadtests.generator import EventShape, PairShape, _encoded, produce, produce_pair
 from loadtests.workloads import WORKLOADS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,6 +146,15 @@ def broker() -> tuple[str, Any]:
     return local.bootstrap_servers, local
 
 
+def schema_registry() -> Any:
+    """A local Confluent-compatible schema registry (the tests' one), started."""
+    subprocess.run(["bash", str(ROOT / "scripts" / "fetch-schema-registry.sh")], check=True)
+    sys.path.insert(0, str(ROOT))
+    from tests.local_schema_registry import LocalSchemaRegistry
+
+    return LocalSchemaRegistry().start()
+
+
 def settle(bootstrap: str) -> None:
     """Bring a fresh broker to the state of one in service: its first transaction creates the
     transaction and offsets topics, and waited ~1 s on "coordinator load in progress" (measured);
@@ -217,10 +230,12 @@ def pair_shape_of(workload: str) -> PairShape:
     return PairShape(auction, bid, keys=w.keys, lateness_ms=w.lateness_ms)
 
 
-def limit(bootstrap: str, schemas: dict[str, dict[str, Any]], count: int) -> dict[str, float]:
+def limit(
+    bootstrap: str, schemas: dict[str, dict[str, Any]], count: int, framed: bool = False
+) -> dict[str, float]:
     """Raw consume rate (confluent-kafka, one consumer, all partitions) and fastavro decode
     rate of the same records: what any Python reader of these topics (``schemas``: each
-    topic's schema) is bounded by."""
+    topic's schema; ``framed``: values in the Confluent wire format) is bounded by."""
     from confluent_kafka import Consumer
 
     from app.connectors.avro_codec import AvroCodec
@@ -251,8 +266,9 @@ def limit(bootstrap: str, schemas: dict[str, dict[str, Any]], count: int) -> dic
     consumer.close()
     codecs = {name: AvroCodec(s) for name, s in schemas.items()}
     started = time.monotonic()
+    skip = 5 if framed else 0  # the magic byte and the schema id
     for name, v in values:
-        codecs[name].decode(v)
+        codecs[name].decode(v[skip:])
     decode_s = time.monotonic() - started
     return {
         "consume_per_s": len(values) / consume_s,
@@ -371,15 +387,31 @@ def throughput(
     sides: list[str],
     work: Path,
     max_records_per_step: int = 200_000,
+    encoding: str = "avro",
+    registry: str | None = None,
 ) -> dict[str, Any]:
+    """One topic (or pair) of ``events`` and each side's run over it. ``encoding``
+    ``avro-confluent``: the events framed with the input schema's id in ``registry``, and
+    Tidemark's program reading and writing that format (the peer does not run)."""
     w = WORKLOADS[workload]
     topic = f"bench.{workload}.{uuid.uuid4().hex[:6]}"
+    framed = encoding == "avro-confluent"
+    if framed and (len(w.inputs) != 1 or registry is None):
+        raise ValueError("avro-confluent runs need a registry and a workload of one input")
     if len(w.inputs) == 1:
         schema = input_schema(workload)
         topics = {w.inputs[0]: topic}
         create_topic(bootstrap, topic, partitions)
         conf = {"bootstrap.servers": bootstrap}
-        produce_s = produce(conf, topic, shape_of(workload, schema), events)
+        shape = shape_of(workload, schema)
+        values = None
+        if framed:
+            from app.connectors.confluent_avro import frame, register_output_schemas
+
+            assert registry is not None
+            _, schema_id = register_output_schemas({"url": registry}, topic, None, schema)
+            values = (frame(schema_id, v) for v in _encoded(shape, events))
+        produce_s = produce(conf, topic, shape, events, values=values)
         readers = {topic: schema}
     else:
         # Each input its own topic of ``partitions`` partitions (each side reads them all).
@@ -395,17 +427,20 @@ def throughput(
         }
     out: dict[str, Any] = {
         "topic": topic,
+        "encoding": encoding,
         "events": events,
         "partitions": partitions,
         "max_records_per_step": max_records_per_step,
         "produce_per_s": events / produce_s,
-        "limit": limit(bootstrap, readers, events),
+        "limit": limit(bootstrap, readers, events, framed),
         "runs": [],
     }
     if len(w.inputs) > 1:
         out["topics"] = topics
     for master in masters:
         for side in sides:
+            if side == "peer" and framed:
+                continue  # the peer's from_avro reads schemaless Avro only
             spec: dict[str, Any] = {
                 "side": side,
                 "workload": workload,
@@ -417,6 +452,8 @@ def throughput(
                 "shuffle_partitions": 2,
                 "max_records_per_step": max_records_per_step,
                 "work_dir": str(Path(tempfile.mkdtemp(dir=work))),
+                "encoding": encoding,
+                "registry": registry,
             }
             create_topic(bootstrap, spec["out"], partitions)
             quiet_wait_s, busy_percent = wait_quiet()
@@ -427,6 +464,7 @@ def throughput(
                 busy_percent_before=busy_percent,
                 side=side,
                 master=master,
+                encoding=encoding,
                 events_per_s=events / r["seconds"],
                 steady_events_per_s=steady_rate(r.get("step_log", [])),
             )
@@ -471,7 +509,9 @@ def latency_runs(
 
 
 def _label(r: dict[str, Any]) -> str:
-    return f"{r['side']}\n{r['master']}\n{r.get('partitions', '')}p"
+    encoding = r.get("encoding", "avro")
+    side = r["side"] if encoding == "avro" else f"{r['side']}\n{encoding}"
+    return f"{side}\n{r['master']}\n{r.get('partitions', '')}p"
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -542,6 +582,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--masters", nargs="+", default=["local[2]"])
     parser.add_argument("--sides", nargs="+", default=["tidemark", "peer"])
     parser.add_argument(
+        "--encodings",
+        nargs="+",
+        choices=["avro", "avro-confluent"],
+        default=["avro"],
+        help="input and output encodings of Tidemark's runs, each over its own topic of the "
+        "same events (avro-confluent starts a local schema registry; the peer runs avro only)",
+    )
+    parser.add_argument(
         "--max-records-per-step",
         type=int,
         default=200_000,
@@ -571,36 +619,45 @@ def main() -> None:
         )
     if "peer" in args.sides:
         subprocess.run(["bash", str(ROOT / "scripts" / "fetch-spark-peer.sh")], check=True)
+    if "avro-confluent" in args.encodings and len(WORKLOADS[args.workload].inputs) > 1:
+        raise SystemExit(f"--encodings avro-confluent: workload {args.workload} has two inputs")
     bootstrap, local = broker()
+    registry = schema_registry() if "avro-confluent" in args.encodings else None
     result: dict[str, Any] = {
         "workload": args.workload,
         "cpus": psutil.cpu_count(),
         "load_avg_start": list(psutil.getloadavg()),
+        "encodings": args.encodings,
         "throughput": [],
         "latency_rate": args.rate,  # None: half of each run's steady (else whole-run) events/s
     }
     try:
         with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
             for partitions in args.partitions:
-                t = throughput(
-                    bootstrap,
-                    args.workload,
-                    args.events,
-                    partitions,
-                    args.masters,
-                    args.sides,
-                    Path(tmp),
-                    args.max_records_per_step,
-                )
-                for r in t["runs"]:
-                    r["partitions"] = partitions
-                    r["cpu_s_per_m"] = r["cpu_s_total"] / args.events * 1e6
-                result["throughput"].append(t)
-                if args.latency:
-                    result.setdefault("latency", []).extend(
-                        latency_runs(bootstrap, args, t["runs"], partitions, Path(tmp))
+                for encoding in args.encodings:
+                    t = throughput(
+                        bootstrap,
+                        args.workload,
+                        args.events,
+                        partitions,
+                        args.masters,
+                        args.sides,
+                        Path(tmp),
+                        args.max_records_per_step,
+                        encoding,
+                        registry.url if registry is not None else None,
                     )
+                    for r in t["runs"]:
+                        r["partitions"] = partitions
+                        r["cpu_s_per_m"] = r["cpu_s_total"] / args.events * 1e6
+                    result["throughput"].append(t)
+                    if args.latency and encoding == "avro":
+                        result.setdefault("latency", []).extend(
+                            latency_runs(bootstrap, args, t["runs"], partitions, Path(tmp))
+                        )
     finally:
+        if registry is not None:
+            registry.cleanup()
         if local is not None:
             local.cleanup()
     result["load_avg_end"] = list(psutil.getloadavg())

@@ -52,12 +52,32 @@ def _read(source: dict[str, Any]) -> int:
     return sum(max(0, n - begin.get(part, n)) for part, n in end.items())
 
 
-def _program(spec: dict[str, Any]) -> Path:
-    """The workload's program, its input and output topics filled in, in the side's work dir."""
+def program_text(spec: dict[str, Any]) -> str:
+    """The workload's program, its input and output topics filled in; with ``"encoding":
+    "avro-confluent"`` its tables read and its view writes the Confluent wire format (the
+    registry is the ``schema_registry_url`` setting, ``spec["registry"]``)."""
     w = WORKLOADS[spec["workload"]]
     topics = spec.get("topics") or {w.inputs[0]: spec["topic"]}
+    text = w.program.format(out=spec["out"], **topics)
+    if spec.get("encoding", "avro") == "avro":
+        return text
+    if spec["encoding"] != "avro-confluent":
+        raise ValueError(f"unknown encoding {spec['encoding']}")
+    for topic in topics.values():
+        table = f"('topic' = '{topic}')"
+        assert table in text, table
+        text = text.replace(table, f"('topic' = '{topic}', 'format' = 'avro-confluent')")
+    view = f"('topic' = '{spec['out']}', 'format' = 'append')"
+    assert view in text, view
+    return text.replace(
+        view, f"('topic' = '{spec['out']}', 'format' = 'append', 'encoding' = 'avro-confluent')"
+    )
+
+
+def _program(spec: dict[str, Any]) -> Path:
+    """The workload's program (:func:`program_text`), in the side's work dir."""
     program = Path(spec["work_dir"]) / "program.sql"
-    program.write_text(w.program.format(out=spec["out"], **topics))
+    program.write_text(program_text(spec))
     return program
 
 
@@ -129,6 +149,7 @@ def _listener(progress: list[dict[str, Any]], announce: bool) -> Any:
 
 
 def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
+    from app.cli import with_schema_registry
     from app.config import Settings
     from app.program.compile import compile_program
     from app.runtime.service import Service
@@ -145,7 +166,10 @@ def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
         max_records_per_step=spec["max_records_per_step"],
         trigger_interval=f"{int(spec.get('trigger_ms', 0))}ms",  # 0: Tidemark's default
         spark_log="console",
+        schema_registry_url=spec.get("registry"),
     )
+    # As `tidemark run` does: registry settings completed, output schemas registered.
+    circuit = with_schema_registry(circuit, settings)
     service = Service(circuit, settings)
     service.open_session()  # the JVM's start is not the workload's
     if not once:
