@@ -176,3 +176,44 @@ def test_a_2_mib_dead_letter_into_a_1_mib_topic_is_cut_to_fit_and_the_service_go
     out_codec = AvroCodec(view.value_schema)
     written = sorted(out_codec.decode(m.value())["sensor"] for m in read_topic(kafka.conf(), out))
     assert written == list(range(6)), "the records after the dead letter are written too"
+
+
+def test_partitions_added_to_the_input_topic_mid_run_are_read(
+    kafka: Any, unique_topic: Any, tmp_path: Path
+) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewPartitions  # type: ignore[attr-defined]
+
+    pipeline = Pipeline(kafka, unique_topic, tmp_path, partitions=1)
+    pipeline.produce(range(3))
+    service = Service(
+        pipeline.circuit,
+        kafka.settings(pipeline.checkpoint, shuffle_partitions=2, trigger_interval="500ms"),
+    )
+
+    def written_within(expected: list[int], seconds: float) -> list[int]:
+        deadline = time.monotonic() + seconds
+        found = pipeline.written()
+        while found != expected and time.monotonic() < deadline:
+            assert all(q.exception() is None for q in service.queries)
+            time.sleep(1.0)
+            found = pipeline.written()
+        return found
+
+    service.start()
+    try:
+        assert written_within(list(range(3)), 180) == list(range(3))
+        admin = AdminClient({**kafka.conf(), "log_level": 3})
+        added = admin.create_partitions([NewPartitions(pipeline.topic, 3)])
+        for future in added.values():
+            future.result(30)
+        # A producer that knows the new partitions (the first one's metadata is older).
+        pipeline.producer = Producer({**kafka.conf(), "log_level": 3})
+        topic = pipeline.topic
+        while len(pipeline.producer.list_topics(topic).topics[topic].partitions) < 3:
+            time.sleep(0.2)
+        pipeline.produce(range(3, 6), partition=1)
+        pipeline.produce(range(6, 9), partition=2)
+        assert written_within(list(range(9)), 180) == list(range(9))
+    finally:
+        service.stop()
