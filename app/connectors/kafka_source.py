@@ -254,8 +254,10 @@ class _SliceReader:
 
     def _per_record(self, chunk: list[Any]) -> pa.RecordBatch:
         items: list[tuple[GateVerdict, Any]] = []
+        metadata = bool(self.gate.metadata)  # a table without metadata columns reads none
         for msg in chunk:
-            verdict = self.gate.classify(msg.value(), msg.headers(), record_meta(msg))
+            meta = record_meta(msg) if metadata else None
+            verdict = self.gate.classify(msg.value(), msg.headers(), meta)
             if verdict.kind in ("ok", "late"):
                 assert verdict.row is not None
                 self.accepted += verdict.kind == "ok"
@@ -296,7 +298,8 @@ class _SliceReader:
         late_marks: list[Any] = [None] * count
         bounds: list[Mapping[str, int]] = []
         for i in np.flatnonzero(~ok).tolist():
-            verdict = self.gate.classify(values[i], chunk[i].headers(), record_meta(chunk[i]))
+            meta = record_meta(chunk[i]) if self.gate.metadata else None
+            verdict = self.gate.classify(values[i], chunk[i].headers(), meta)
             if verdict.row is not None and not decoded.clean[i]:
                 return None
             codes[i] = _KINDS.index(verdict.kind)
