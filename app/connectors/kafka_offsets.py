@@ -19,7 +19,6 @@ from app.connectors.kafka_source import KafkaPartitionSlice
 from app.errors import KafkaError, kafka_reason
 
 __all__ = [
-    "STARTUP_MODES",
     "initial_offset",
     "latest_offset",
     "lost_offsets",
@@ -109,10 +108,6 @@ def _partition_ends_once(
             high = min(high, stop_at.get(p, 0))
         ends[p] = (low, high)
     return ends
-
-
-#: A table's ``'scan.startup.mode'`` values (Flink's Kafka connector's names).
-STARTUP_MODES = ("earliest-offset", "latest-offset", "timestamp")
 
 
 def startup_offsets(
