@@ -4,11 +4,14 @@ the real broker and Spark (SPEC S13, docs/language.md, docs/configuration.md).
 The view ``keyed`` declares ``'key' = 'name'``: each record's key is the Avro record of its
 ``name`` (the same encoding as an upsert key), and lands on the partition the Java client puts
 that key on. Its topic is created with the view's 6 partitions and retention; the table's
-dead-letter topic with the input's 2 partitions and the ``topic_retention_ms`` setting.
+dead-letter topic with the input's 2 partitions and the ``topic_retention_ms`` setting. With
+``'encoding' = 'avro-confluent'`` the key schema is registered under ``<topic>-key`` and frames
+the keys, as an upsert view's does.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -18,9 +21,12 @@ import pytest
 from test_java_partitioning import JAVA_PARTITION_OF_6
 
 from app.circuit.reference import StepInput, evaluate
+from app.cli import with_schema_registry
+from app.config import Settings
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_text
+from app.runtime.encode import ViewEncoding, encode_record
 from app.runtime.service import Service
 
 pytestmark = pytest.mark.e2e
@@ -121,3 +127,33 @@ def test_a_declared_key_lands_on_the_java_partition_of_a_created_topic(
     assert written == expected
     assert all(value_codec.decode(m.value())["name"] == keys.decode(m.key())["name"]
                for m in records)
+
+
+def test_an_append_views_key_schema_is_registered_and_frames_its_keys(
+    schema_registry: str, unique_topic: Callable[[str], str]
+) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    out = unique_topic("out")
+    circuit = compile_text(
+        "p.sql",
+        "CREATE TABLE t (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' HOUR,\n"
+        "  name VARCHAR NOT NULL, n BIGINT) WITH ('topic' = 'in');\n"
+        f"CREATE VIEW keyed WITH ('topic' = '{out}', 'encoding' = 'avro-confluent',\n"
+        "  'key' = 'n, name') AS SELECT ts, name, n FROM t;\n",
+    )
+    registered = with_schema_registry(circuit, Settings(schema_registry_url=schema_registry))
+    output = registered.view("keyed").output
+    client = SchemaRegistryClient({"url": schema_registry})
+    latest = client.get_latest_version(f"{out}-key")
+    assert latest.schema_id == output.key_schema_id
+    assert json.loads(latest.schema.schema_str)["fields"] == output.key_schema["fields"]
+
+    key, _ = encode_record(
+        ViewEncoding.for_view(registered.view("keyed")), {"ts": 0, "name": "a", "n": 7}, None
+    )
+    assert key is not None and key[:5] == b"\x00" + output.key_schema_id.to_bytes(4, "big")
+    decoded = AvroDeserializer(client)(key, SerializationContext(out, MessageField.KEY))
+    assert decoded == {"n": 7, "name": "a"}

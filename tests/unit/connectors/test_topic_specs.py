@@ -109,3 +109,12 @@ def test_an_existing_topic_that_differs_is_warned_of_once_and_left(
         "topic": renamed.name, "view": "totals", "setting": "partitions", "declared": "6",
         "actual": "2", "fix": "the existing topic is used as it is: change partitions with "
         "Kafka's tools, or remove the declaration"})]
+
+
+def test_a_retention_of_zero_is_refused() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="0 would delete every record at once"):
+        Settings(topic_retention_ms=0)
+    with pytest.raises(ValidationError):
+        Settings(topic_partitions=0)
