@@ -60,6 +60,21 @@ def _text(raw: bytes | None) -> str | None:
     return None if raw is None else raw.decode("utf-8")
 
 
+def _texts(raw: Sequence[bytes | None]) -> tuple[Any, npt.NDArray[np.bool_]]:
+    """The values as an Arrow string array, NULL where not UTF-8 text, and where that is."""
+    import pyarrow as pa
+
+    texts: list[str | None] = []
+    unreadable = np.zeros(len(raw), np.bool_)
+    for i, item in enumerate(raw):
+        try:
+            texts.append(_text(item))
+        except UnicodeDecodeError:
+            texts.append(None)
+            unreadable[i] = True
+    return pa.array(texts, pa.string()), unreadable
+
+
 class RecordMetadata:
     """Reads the metadata columns of one table: (name, kind, key) with kinds as in
     ``SourceColumn`` (``timestamp``, ``int32``, ``int64``, ``binary`` or ``string``)."""
@@ -128,11 +143,9 @@ class RecordMetadata:
         headers: list[Headers] | None = None
         for name, kind, key in self.specs:
             if key == "timestamp":
-                stamps = list(map(Message.timestamp, chunk))
-                kinds = np.fromiter((k for k, _ in stamps), np.int64, count)
-                values = np.fromiter((ms for _, ms in stamps), np.int64, count)
-                null = kinds == 0
-                out[name] = FieldColumn("long", null, np.where(null, 0, values))
+                stamps = np.array(list(map(Message.timestamp, chunk)), np.int64).reshape(count, 2)
+                null = stamps[:, 0] == 0  # TIMESTAMP_NOT_AVAILABLE
+                out[name] = FieldColumn("long", null, np.where(null, 0, stamps[:, 1]))
             elif key == "partition":
                 out[name] = FieldColumn(
                     "long", np.zeros(count, np.bool_), np.full(count, partition, np.int64)
@@ -149,17 +162,18 @@ class RecordMetadata:
                         headers = [m.headers() for m in chunk]
                     wanted = key[len(HEADER_PREFIX) :]
                     raw = [_header(h, wanted) if h else None for h in headers]
-                null = np.fromiter((r is None for r in raw), np.bool_, count)
+                blobs = pa.array(raw, pa.binary())
+                null = blobs.is_null().to_numpy(zero_copy_only=False)
                 if kind == "binary":
-                    out[name] = FieldColumn("bytes", null, array=pa.array(raw, pa.binary()))
+                    out[name] = FieldColumn("bytes", null, array=blobs)
                     continue
-                texts: list[str | None] = []
-                for i, item in enumerate(raw):
-                    try:
-                        texts.append(_text(item))
-                    except UnicodeDecodeError:
-                        texts.append(None)
-                        bad[i] = True
-                        null[i] = True
-                out[name] = FieldColumn("string", null, array=pa.array(texts, pa.string()))
+                try:
+                    # Arrow's UTF-8 check is the strict one of Python's decoder (RFC 3629: no
+                    # surrogates, no overlong forms); the rare chunk it refuses is read per row.
+                    texts = blobs.cast(pa.string())
+                except pa.ArrowInvalid:
+                    texts, unreadable = _texts(raw)
+                    bad |= unreadable
+                    null = null | unreadable
+                out[name] = FieldColumn("string", null, array=texts)
         return out, bad

@@ -132,8 +132,14 @@ def test_a_record_without_what_a_not_null_metadata_column_needs_is_invalid(
     tmp_path: Path,
 ) -> None:
     spec = _spec(tmp_path)
-    rows = _rows(spec, [_message(spec, 5, timestamp=None), _message(spec, 6, key=b"\xff\xfe")])
-    assert [r["_kind"] for r in rows] == ["invalid", "invalid"]
+    rows = _rows(spec, [
+        _message(spec, 5, timestamp=None),
+        _message(spec, 6, key=b"\xff\xfe"),
+        _message(spec, 7, key=b"\xed\xa0\x80"),  # an encoded surrogate: no UTF-8 text
+        _message(spec, 8, key=b"\xc0\xaf"),  # an overlong form
+        _message(spec, 9, key=b"\xf4\x8f\xbf\xbf"),  # U+10FFFF, the last code point
+    ])
+    assert [r["_kind"] for r in rows] == ["invalid", "invalid", "invalid", "invalid", "ok"]
     assert rows[0]["_message"] == "column ts is NOT NULL but the record has no timestamp"
     assert rows[1]["_message"].startswith("column k: the record's key is not UTF-8 text")
     # The dead letter keeps the record as it came.
