@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -143,7 +144,8 @@ class RecordMetadata:
         headers: list[Headers] | None = None
         for name, kind, key in self.specs:
             if key == "timestamp":
-                stamps = np.array(list(map(Message.timestamp, chunk)), np.int64).reshape(count, 2)
+                pairs = chain.from_iterable(map(Message.timestamp, chunk))  # (type, ms) each
+                stamps = np.fromiter(pairs, np.int64, 2 * count).reshape(count, 2)
                 null = stamps[:, 0] == 0  # TIMESTAMP_NOT_AVAILABLE
                 out[name] = FieldColumn("long", null, np.where(null, 0, stamps[:, 1]))
             elif key == "partition":
