@@ -23,7 +23,9 @@ A ``'format' = 'json'`` table (``SourceSpec.format``) is decoded per record by t
 ``'format' = 'avro-confluent'`` table's values (:mod:`app.connectors.confluent_avro`) take the
 columnar path when a chunk's values all carry one schema id whose writer schema is the
 table's own record (their bodies are then schemaless Avro of the table's schema), and the
-per-record path, with schema resolution, otherwise.
+per-record path, with schema resolution, otherwise. A table's metadata columns (``METADATA
+FROM 'timestamp'``, ...) are read from the records themselves on both paths
+(:mod:`app.connectors.record_metadata`), before the gate, which sees them like value columns.
 """
 
 from __future__ import annotations

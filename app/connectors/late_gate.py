@@ -15,7 +15,9 @@ reference comparison share it. A record is exactly one of:
   1-9999, a DECIMAL with too many digits), which Spark could not hold (S7); for a JSON table
   also a field of the wrong JSON type or form for its column; for an avro-confluent table also
   a schema id the registry does not know or a writer schema that does not resolve to the
-  table's;
+  table's; for a metadata column (``METADATA FROM 'key'``, app/connectors/record_metadata.py)
+  a record without its value (a null key, no such header, no timestamp) when the column is
+  NOT NULL, or a VARCHAR key or header that is not UTF-8 text;
 - ``future``: a TIMESTAMP LATENESS value more than ``max_future_ms`` ahead of the step's wall
   clock (S7; the wall clock is recorded in the step's offsets, so a replay judges alike);
 - ``late``: some LATENESS column below its waterline w(t-1) (S5; equal is on time; the test
