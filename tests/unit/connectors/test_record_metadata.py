@@ -173,3 +173,44 @@ def test_a_metadata_column_is_never_taken_for_a_value_field(tmp_path: Path) -> N
     json_spec = _spec(tmp_path, "json")
     rows = _rows(json_spec, [_message(json_spec, 8, ident=None)])
     assert rows[0]["_message"] == "column id is NOT NULL but the record has null"
+
+
+def test_an_avro_confluent_table_reads_metadata_on_both_paths(
+    tmp_path: Path, schema_registry: str
+) -> None:
+    """Framed bodies of the table's own record take the columnar path, an evolved writer the
+    per-record one; both read the Kafka timestamp and key alike."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from app.connectors.kafka_source import _SliceReader
+
+    path = tmp_path / "c.sql"
+    path.write_text(
+        "CREATE TABLE clicks (id BIGINT NOT NULL, ts TIMESTAMP NOT NULL METADATA FROM "
+        "'timestamp' LATENESS INTERVAL '5' SECOND, k VARCHAR METADATA FROM 'key') WITH ("
+        f"'topic' = 'in', 'format' = 'avro-confluent', 'schema-registry.url' = "
+        f"'{schema_registry}');"
+    )
+    spec = source_spec(compile_program(path).table("clicks"))
+    client = SchemaRegistryClient({"url": schema_registry})
+    context = SerializationContext(f"clicks-{tmp_path.name}", MessageField.VALUE)
+    own = AvroSerializer(client, json.dumps(spec.avro_schema))
+    evolved_schema = {**spec.avro_schema, "fields": [
+        *spec.avro_schema["fields"], {"name": "extra", "type": "string", "default": ""}]}
+    evolved = AvroSerializer(client, json.dumps(evolved_schema))
+
+    def message(offset: int, value: bytes, timestamp: int) -> Any:
+        return Message(topic="in", partition=3, offset=offset, key=b"u%d" % offset,
+                       value=value, timestamp=(1, timestamp))
+
+    plain = [message(i, own({"id": i}, context), NOW - 20_000 + i * 5_000) for i in range(4)]
+    part = KafkaPartitionSlice(3, 0, 10**6, 7, NOW, dict(WATERLINES))
+    assert _SliceReader(spec, part)._columnar(plain) is not None
+    rows = _rows(spec, plain + [message(9, evolved({"id": 9, "extra": "x"}, context), NOW)])
+    assert [(r["id"], r["k"], r["_kind"]) for r in rows] == [
+        (0, "u0", "late"), (1, "u1", "late"), (2, "u2", "ok"), (3, "u3", "ok"),
+        (9, "u9", "ok"),
+    ]
+    assert [r["ts"].timestamp() * 1000 for r in rows[2:]] == [NOW - 10_000, NOW - 5_000, NOW]
