@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from app.circuit.functions import to_spark_sql
+from app.circuit.functions import spark_type, to_spark_sql
 from app.circuit.ir import AggCall, Aggregate, Circuit, ColumnRef, Filter, Project, View, Window
 from app.connectors.sink import SUMMARY_SCHEMA
 from app.connectors.sink.record import SINK_SCHEMA
@@ -55,7 +55,7 @@ from app.runtime.aggregate import (
 from app.runtime.encode import encode_record, encode_view_rows, output_batch
 from app.runtime.view_frame import batch_time
 
-__all__ = ["is_native", "native_branch"]
+__all__ = ["cascade_depth", "cascade_time_column", "is_native", "native_branch", "native_rows"]
 
 _INTEGERS = ("INT", "BIGINT")
 _FLOATS = ("REAL", "DOUBLE")
@@ -79,15 +79,31 @@ def _native_call(call: AggCall) -> bool:
 
 
 def is_native(circuit: Circuit, view: View) -> bool:
-    """A windowed EMIT AFTER WATERMARK output view whose window is on its table's watermarked
-    TIMESTAMP column, read straight from the table (no view LATENESS on the way), with only
-    WHERE between the window and the GROUP BY and only exactly computable aggregates."""
-    if view.is_stateless or view.output is None or view.lateness:
+    """Whether Spark's own aggregation computes ``view``: a windowed EMIT AFTER WATERMARK view
+    (:func:`_native_shape`) that is an output, or a local view whose every reader is native
+    (a cascade: its final rows feed the readers' aggregation in the same query)."""
+    if not _native_shape(circuit, view):
+        return False
+    if view.output is not None:
+        return True
+    readers = [v for v in circuit.views if view.name in v.sources]
+    return bool(readers) and all(is_native(circuit, r) for r in readers)
+
+
+def _native_shape(circuit: Circuit, view: View) -> bool:
+    """A windowed EMIT AFTER WATERMARK view with only WHERE between the window and the GROUP
+    BY and only exactly computable aggregates, whose window is either on its table's
+    watermarked TIMESTAMP column, read straight from the table (no view LATENESS on the way),
+    or on the window end of a native view it reads (:func:`cascade_time_column`, SPEC S18)."""
+    if view.is_stateless or view.lateness:
         return False
     if not view.emit.after_watermark or view.emit.delay_ms is not None:
         return False
-    table = circuit.root_table(view.name)
-    if view.source != table.name or not table.lateness:
+    try:
+        table = circuit.root_table(view.name)
+    except ValueError:
+        return False  # over a UNION ALL
+    if not table.lateness or len(view.sources) != 1:
         return False
     first = table.lateness[0].column
     if table.column(first).type.name != "TIMESTAMP":
@@ -95,13 +111,73 @@ def is_native(circuit: Circuit, view: View) -> bool:
     aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
     before = view.operators[: view.operators.index(aggregate)]
     windows = [op for op in before if isinstance(op, Window)]
-    if len(windows) != 1 or windows[0].time_column != first:
+    if len(windows) != 1 or not all(isinstance(op, Window | Filter) for op in before):
         return False
-    if not all(isinstance(op, Window | Filter) for op in before):
-        return False
+    if view.source == table.name:
+        if windows[0].time_column != first:
+            return False
+    else:
+        source = circuit.view(view.source)
+        if not _native_shape(circuit, source):
+            return False
+        if cascade_time_column(source) != windows[0].time_column:
+            return False
+        # ARG_MAX/ARG_MIN break ties by arrival, which a cascaded row does not carry.
+        if any(call.fn.upper() in ("ARG_MAX", "ARG_MIN") for _, call in aggregate.aggregates):
+            return False
     if _window_key(view, aggregate)[0] is None:
         return False
     return all(_native_call(call) for _, call in aggregate.aggregates)
+
+
+#: Aggregates whose native result is the row value a reader sees, without the finisher.
+_ROW_FUNCTIONS = ("COUNT", "SUM", "MIN", "MAX")
+
+
+def cascade_time_column(view: View) -> str | None:
+    """The column of ``view``'s rows that is its window's end, when the view's final rows can
+    feed another native aggregation (a cascade): no HAVING, a SELECT list of plain column
+    references, COUNT, SUM of integers, MIN and MAX. None otherwise."""
+    aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
+    if any(call.fn.upper() not in _ROW_FUNCTIONS for _, call in aggregate.aggregates):
+        return None
+    current = _renamed(view, aggregate)
+    if current is None:
+        return None
+    ends = [
+        name
+        for name, source in current.items()
+        if any(
+            key == source and isinstance(expr, ColumnRef) and expr.name == "window_end"
+            for key, expr in aggregate.keys
+        )
+    ]
+    return ends[0] if ends else None
+
+
+def _renamed(view: View, aggregate: Aggregate) -> dict[str, str] | None:
+    """Output column -> the key or aggregate it is, when every operator after the aggregate
+    only renames (no HAVING, no expression); None otherwise."""
+    current = {name: name for name, _ in (*aggregate.keys, *aggregate.aggregates)}
+    for op in view.operators[view.operators.index(aggregate) + 1 :]:
+        if not isinstance(op, Project):
+            return None
+        renamed: dict[str, str] = {}
+        for name, expr in op.outputs:
+            if not isinstance(expr, ColumnRef) or expr.name not in current:
+                return None
+            renamed[name] = current[expr.name]
+        current = renamed
+    return current
+
+
+def cascade_depth(circuit: Circuit, view: View) -> int:
+    """How many native aggregations lie before ``view``'s own: 0 over a table."""
+    depth = 0
+    while not any(t.name == view.source for t in circuit.tables):
+        view = circuit.view(view.source)
+        depth += 1
+    return depth
 
 
 #: SUM/AVG total a BIGINT value as the sums of its low and middle ``_SLICE_BITS`` bits (each in
@@ -272,16 +348,9 @@ def columnar_outputs(plan: _Plan) -> dict[str, str] | None:
     """Output column -> the key or aggregate it is, when finishing needs no scalar function:
     no HAVING, a SELECT list of plain column references, COUNT, integer SUM (BIGINT), MIN/MAX
     of plain kinds, and an output encoding the columnar encoder writes. None otherwise."""
-    current = {name: name for name, _ in (*plan.aggregate.keys, *plan.aggregate.aggregates)}
-    for op in plan.post:
-        if not isinstance(op, Project):
-            return None
-        renamed: dict[str, str] = {}
-        for name, expr in op.outputs:
-            if not isinstance(expr, ColumnRef) or expr.name not in current:
-                return None
-            renamed[name] = current[expr.name]
-        current = renamed
+    current = _renamed(plan.view, plan.aggregate)
+    if current is None:
+        return None
     if any(kind not in _PLAIN_KINDS for kind in plan.key_kinds):
         return None
     for (_, call), kinds in zip(plan.aggregate.aggregates, plan.arg_kinds, strict=True):
@@ -330,20 +399,95 @@ def finish_columns(
     )
 
 
-def _windowed(df: DataFrame, op: Window) -> DataFrame:
+def _windowed(df: DataFrame, op: Window, depth: int) -> DataFrame:
     """S9 as Spark's own ``window``, so the watermark metadata reaches the grouping key (which
-    append-mode eviction needs); ``window_start``/``window_end`` for WHERE and the keys."""
+    append-mode eviction needs); ``window_start``/``window_end`` for WHERE and the keys.
+
+    In a cascade (``depth`` > 0) the window is on the window end of the native view read,
+    whose rows carry that view's window as ``_tw``. Spark passes event time from one
+    aggregation to the next only through ``window_time(_tw)``, the end less 1 microsecond
+    (less ``depth`` microseconds, as each level's bounds are shifted): so the window starts
+    ``depth`` microseconds early, which puts every row in the window S9 puts its end in, and
+    :func:`_bound` adds them back. Spark evicts a window once its (shifted) end is ``<=`` the
+    watermark, a whole number of milliseconds: exactly when ``w >= window_end`` (S11)."""
     offset = op.offset % op.slide
-    window = F.window(
-        op.time_column,
-        f"{op.size} milliseconds",
-        f"{op.slide} milliseconds",
-        f"{offset} milliseconds",
-    )
+    if depth:
+        time = F.window_time("_tw")
+        start = f"{(offset * 1000 - depth) % (op.slide * 1000)} microseconds"
+    else:
+        time, start = F.col(op.time_column), f"{offset} milliseconds"
+    window = F.window(time, f"{op.size} milliseconds", f"{op.slide} milliseconds", start)
     return (
         df.withColumn("_w", window)
-        .withColumn("window_start", F.col("_w.start"))
-        .withColumn("window_end", F.col("_w.end"))
+        .withColumn("window_start", F.expr(_bound("start", depth)))
+        .withColumn("window_end", F.expr(_bound("end", depth)))
+    )
+
+
+def _bound(field: str, depth: int) -> str:
+    """Spark SQL of the grouped window's ``start``/``end`` (see :func:`_windowed`)."""
+    return f"`_w`.{field} + INTERVAL {depth} MICROSECOND" if depth else f"`_w`.{field}"
+
+
+def _groups(view: View, rows: DataFrame, depth: int) -> tuple[DataFrame, list[str]]:
+    """The view's groups as Spark aggregates them (``_w``, the grouping columns and the
+    native aggregates ``_a<i>_<part>``), and Spark SQL of each GROUP BY key's value."""
+    aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
+    df = rows
+    for op in view.operators[: view.operators.index(aggregate)]:
+        if isinstance(op, Window):
+            df = _windowed(df, op, depth)
+        elif isinstance(op, Filter):
+            df = df.filter(F.expr(to_spark_sql(op.predicate)))
+    # Window keys come from the grouped window; other keys are grouped as computed columns.
+    grouping: list[Column] = [F.col("_w")]
+    keys: list[str] = []
+    for j, (_, expr) in enumerate(aggregate.keys):
+        if isinstance(expr, ColumnRef) and expr.name in ("window_start", "window_end"):
+            keys.append(_bound("start" if expr.name == "window_start" else "end", depth))
+            continue
+        df = df.withColumn(f"_g{j}", F.expr(to_spark_sql(expr)))
+        grouping.append(F.col(f"_g{j}"))
+        keys.append(f"`_g{j}`")
+    aggregates = [
+        c for i, (_, call) in enumerate(aggregate.aggregates) for c in _spark_aggregate(i, call)
+    ]
+    return df.groupBy(*grouping).agg(*aggregates), keys
+
+
+def native_rows(view: View, rows: DataFrame, depth: int) -> DataFrame:
+    """S18: the final rows of a native view as the views reading it see them (a cascade):
+    its columns in the table rows' representation, written once each, when the watermark
+    passes the window's end; and ``_tw``, the view's window, whose event-time metadata lets
+    a reader's native aggregation window on the view's window end (:func:`_windowed`)."""
+    aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
+    grouped, keys = _groups(view, rows, depth)
+    values: dict[str, Column] = {
+        name: F.expr(keys[j]) for j, (name, _) in enumerate(aggregate.keys)
+    }
+    for i, (name, call) in enumerate(aggregate.aggregates):
+        values[name] = _row_value(i, call)
+    current = _renamed(view, aggregate)
+    assert current is not None, view.name  # is_native: cascade_time_column
+    return grouped.select(
+        *(values[source].alias(name) for name, source in current.items()),
+        F.col("_w").alias("_tw"),
+    )
+
+
+def _row_value(index: int, call: AggCall) -> Column:
+    """One aggregate's value as a row carries it (:data:`_ROW_FUNCTIONS`): a SUM outside its
+    type, or of no value, is NULL as in the reference evaluator (``sum_result``)."""
+    fn = call.fn.upper()
+    name = f"_a{index}"
+    if fn == "COUNT":
+        return F.col(f"{name}_n")
+    if fn in ("MIN", "MAX"):
+        return F.col(f"{name}_v")
+    total = _result_columns(index, call)[1]
+    target = spark_type(call.type)
+    return F.when(F.col(f"{name}_n") == 0, F.lit(None).cast(target)).otherwise(
+        total.try_cast(target)
     )
 
 
@@ -351,41 +495,25 @@ def native_branch(
     view: View,
     rows: DataFrame,
     produce: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]] | None = None,
+    depth: int = 0,
 ) -> DataFrame:
-    """The Kafka records (SINK_SCHEMA) of one native view over its table's accepted rows; or,
-    with ``produce``, what ``produce`` makes of them in the same Python pass (SUMMARY_SCHEMA
-    rows: the records written in the query, ADR 0008)."""
+    """The Kafka records (SINK_SCHEMA) of one native view over its input's rows (a table's
+    accepted rows, or at ``depth`` > 0 a native view's, :func:`native_rows`); or, with
+    ``produce``, what ``produce`` makes of them in the same Python pass (SUMMARY_SCHEMA rows:
+    the records written in the query, ADR 0008)."""
     plan = plan_of(view)
-    aggregate = plan.aggregate
-    position = view.operators.index(aggregate)
-    df = rows
-    for op in view.operators[:position]:
-        if isinstance(op, Window):
-            df = _windowed(df, op)
-        elif isinstance(op, Filter):
-            df = df.filter(F.expr(to_spark_sql(op.predicate)))
-    # Window keys come from the grouped window; other keys are grouped as computed columns.
-    grouping: list[Column] = [F.col("_w")]
-    finished: list[Column] = []
-    for j, (_, expr) in enumerate(aggregate.keys):
-        kind = plan.key_kinds[j]
-        if isinstance(expr, ColumnRef) and expr.name in ("window_start", "window_end"):
-            field = "start" if expr.name == "window_start" else "end"
-            finished.append(F.expr(_circuit_sql(f"`_w`.{field}", kind)).alias(f"_k{j}"))
-            continue
-        df = df.withColumn(f"_g{j}", F.expr(to_spark_sql(expr)))
-        grouping.append(F.col(f"_g{j}"))
-        finished.append(F.expr(_circuit_sql(f"`_g{j}`", kind)).alias(f"_k{j}"))
-    aggregates = [
-        c for i, (_, call) in enumerate(aggregate.aggregates) for c in _spark_aggregate(i, call)
+    grouped, keys = _groups(view, rows, depth)
+    finished = [
+        F.expr(_circuit_sql(keys[j], kind)).alias(f"_k{j}") for j, kind in enumerate(plan.key_kinds)
     ]
     results = [
-        c for i, (_, call) in enumerate(aggregate.aggregates) for c in _result_columns(i, call)
+        c
+        for i, (_, call) in enumerate(plan.aggregate.aggregates)
+        for c in _result_columns(i, call)
     ]
-    grouped = df.groupBy(*grouping).agg(*aggregates).withColumn(
-        "_ptime", batch_time([plan.encoding.format])
+    completed = grouped.withColumn("_ptime", batch_time([plan.encoding.format])).select(
+        *finished, *results, F.expr("unix_millis(_ptime)").alias("_ptime")
     )
-    completed = grouped.select(*finished, *results, F.expr("unix_millis(_ptime)").alias("_ptime"))
     if produce is None:
         return completed.mapInArrow(lambda batches: _finish_groups(batches, plan), SINK_SCHEMA)
     return completed.mapInArrow(

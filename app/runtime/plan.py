@@ -48,7 +48,7 @@ from app.connectors.sink.record import SINK_SCHEMA
 from app.errors import ProgramError, TidemarkError
 from app.runtime.aggregate import aggregate_branch
 from app.runtime.encode import ViewEncoding, encode_view_rows
-from app.runtime.native_aggregate import native_branch
+from app.runtime.native_aggregate import cascade_depth, native_branch, native_rows
 from app.runtime.physical import PhysicalPlan, QueryPlan, first_lateness
 from app.runtime.query_writes import produce_step_output
 from app.runtime.sink_rows import TABLE_GATE, gate_rows
@@ -284,8 +284,15 @@ def plan_query(
         else None
     )
     computed_per_step = {v.name for v in step_views}
+    read = {source for view in views for source in view.sources}
     for view in views:
-        frames[view.name] = view_frame(view, frames)
+        if placement[view.name] == "native" and view.name in read:
+            # S18: its readers see its final rows (a cascade of native aggregations).
+            frames[view.name] = native_rows(
+                view, frames[view.source], cascade_depth(circuit, view)
+            )
+        else:
+            frames[view.name] = view_frame(view, frames)
         if view.lateness:
             assert not several, view.name  # refused by check_supported
             gate = gated_view(
@@ -317,7 +324,11 @@ def plan_query(
         if view.name in computed_per_step:
             continue
         if placement[view.name] == "native":
-            branches.append(native_branch(view, frames[view.source], produce))
+            branches.append(
+                native_branch(
+                    view, frames[view.source], produce, cascade_depth(circuit, view)
+                )
+            )
             continue
         if not view.is_stateless:
             aggregates.append((view, frames[view.name]))
@@ -537,9 +548,20 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
         table = circuit.root_table(view.name)
         if view.lateness and not view.is_stateless:
             reject(view, "LATENESS on an aggregate view's column", "declare it on its input")
-        if view.source != table.name and not circuit.view(view.source).is_stateless:
-            reject(view, "reading an aggregate view", "aggregate the table directly")
-        if view.is_stateless:
+        native = physical.placement(view.name).placement == "native"
+        if (
+            view.source != table.name
+            and not circuit.view(view.source).is_stateless
+            and not native
+        ):
+            reject(
+                view,
+                f"reading the aggregate view {view.source} this way",
+                "a windowed EMIT AFTER WATERMARK view with COUNT, SUM, MIN or MAX over the "
+                "window end of another such view (no HAVING, plain columns in its SELECT) "
+                "runs on Spark (docs/semantics.md, cascades)",
+            )
+        if view.is_stateless or native:
             continue
         owner = physical.placement(view.name).state_owner
         assert owner is not None, view.name

@@ -78,9 +78,39 @@ EMIT AFTER WATERMARK;
 CREATE VIEW v WITH ('topic' = 'out') AS
 SELECT n, COUNT(*) AS m FROM counts GROUP BY n;
 """
-    with pytest.raises(ProgramError, match="reading an aggregate view is not supported"):
+    with pytest.raises(ProgramError, match="reading the aggregate view counts this way is not"):
         circuit = compile_program("p.sql", text)
         check_supported(circuit, physical_plan(circuit))
+
+
+CASCADE = TABLE.format(extra="") + """
+CREATE LOCAL VIEW per_minute AS
+SELECT window_end AS minute_end, k, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end, k {having}
+EMIT AFTER WATERMARK;
+
+CREATE VIEW per_hour WITH ('topic' = 'out', 'format' = 'append') AS
+SELECT window_start, k, SUM(n) AS n, MAX(n) AS busiest
+FROM TABLE(TUMBLE(TABLE per_minute, DESCRIPTOR(minute_end), INTERVAL '1' HOUR))
+GROUP BY window_start, window_end, k
+EMIT AFTER WATERMARK;
+"""
+
+
+def test_a_cascade_of_windows_runs_natively_s18() -> None:
+    circuit = compile_program("p.sql", CASCADE.format(having=""))
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    assert [(v.view, v.placement) for v in plan.queries[0].views] == [
+        ("per_minute", "native"), ("per_hour", "native")]
+
+
+def test_a_cascade_over_a_having_view_is_refused_with_the_rule_l7() -> None:
+    circuit = compile_program("p.sql", CASCADE.format(having="HAVING COUNT(*) > 1"))
+    with pytest.raises(ProgramError, match="reading the aggregate view per_minute this way") as e:
+        check_supported(circuit, physical_plan(circuit))
+    assert "no HAVING" in str(e.value)
 
 
 def test_avro_program_is_supported() -> None:
