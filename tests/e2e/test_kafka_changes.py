@@ -217,3 +217,39 @@ def test_partitions_added_to_the_input_topic_mid_run_are_read(
         assert written_within(list(range(9)), 180) == list(range(9))
     finally:
         service.stop()
+
+
+def test_an_output_topic_deleted_mid_run_stops_the_service_with_a_clear_error(
+    kafka: Any, unique_topic: Any, tmp_path: Path
+) -> None:
+    from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+
+    pipeline = Pipeline(kafka, unique_topic, tmp_path, partitions=1)
+    pipeline.produce(range(3))
+    service = Service(
+        pipeline.circuit,
+        kafka.settings(pipeline.checkpoint, shuffle_partitions=2, trigger_interval="500ms"),
+    )
+    service.start()
+    try:
+        deadline = time.monotonic() + 180
+        while pipeline.written() != list(range(3)) and time.monotonic() < deadline:
+            time.sleep(1.0)
+        assert pipeline.written() == list(range(3))
+        admin = AdminClient({**kafka.conf(), "log_level": 3})
+        for future in admin.delete_topics([pipeline.out]).values():
+            future.result(30)
+        deleted = time.monotonic()
+        pipeline.produce(range(3, 6))
+        while time.monotonic() - deleted < 200:
+            if any(q.exception() is not None for q in service.queries):
+                break
+            time.sleep(0.5)
+        seconds = time.monotonic() - deleted
+        print(f"output topic deleted: the query stopped after {seconds:.1f} s")
+        with pytest.raises(SparkError) as failed:
+            service.stop()
+    finally:
+        service.stop()
+    assert f"topic(s) {pipeline.out} do not exist" in str(failed.value)
+    assert seconds < 120, "no retry loop"

@@ -8,7 +8,8 @@ run sharing the view's S14 headers, with no Python object per row but its key an
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -16,7 +17,10 @@ import pyarrow.compute as pc
 
 from app.connectors.sink.record import REL, TOPIC
 
-__all__ = ["Run", "flush", "output_runs", "produce_record", "produce_run"]
+__all__ = ["STUCK_SECONDS", "Run", "flush", "output_runs", "produce_record", "produce_run"]
+
+#: How long a flush waits before it asks why records are still waiting.
+STUCK_SECONDS = 5.0
 
 #: Records to produce in order: a topic, the headers they all carry, their keys and values.
 Run = tuple[str, list[tuple[str, bytes]], list[bytes | None], list[bytes | None]]
@@ -79,15 +83,24 @@ def produce_run(producer: Any, run: Run) -> None:
             produce_record(producer, topic, key, value, headers)
 
 
-def flush(producer: Any) -> int:
+def flush(producer: Any, stuck: Callable[[], None] | None = None) -> int:
     """``producer.flush``, raising a fatal error as the KafkaException it is: confluent-kafka
     raises one (a fenced producer) inside ``flush`` and then runs the delivery callback with it
     pending, which Python reports as a SystemError caused by it. A transaction's retry loop
-    must see the KafkaException to judge it fatal."""
+    must see the KafkaException to judge it fatal. ``stuck`` is called every
+    :data:`STUCK_SECONDS` while records wait (it may raise: a topic deleted meanwhile, whose
+    records the client retries until they time out)."""
     from confluent_kafka import KafkaException
 
+    deadline = time.monotonic() + 120
     try:
-        return int(producer.flush(120))
+        while True:
+            left = deadline - time.monotonic()
+            wait = 120.0 if stuck is None else max(0.0, min(STUCK_SECONDS, left))
+            remaining = int(producer.flush(wait))
+            if not remaining or stuck is None or time.monotonic() >= deadline:
+                return remaining
+            stuck()
     except SystemError as exc:
         if isinstance(exc.__cause__, KafkaException):
             raise exc.__cause__ from None

@@ -150,6 +150,7 @@ def write_transaction(
     offset = TopicPartition(
         marker.anchor_topic, 0, marker.batch_id + 1, metadata=encode_summary(summary)
     )
+    gone: list[str] = []  # topics of the step found missing while a flush waited
     while True:
         opened: Opened | None = None
         checked = False
@@ -170,13 +171,20 @@ def write_transaction(
             # record took to produce.
             for run in runs:
                 produce_run(producer, run)
-            remaining = flush(producer)
+            remaining = flush(
+                producer, partial(_check_topics, producer, runs, marker.anchor_topic, tid, gone)
+            )
             if remaining:
                 raise SinkError(f"Kafka did not acknowledge {remaining} records")
             producer.commit_transaction(120)
             pool.keep(tid, producer, opened.token)
             return None
         except (KafkaException, KafkaError) as exc:
+            if gone and opened is not None:  # raised by _check_topics: no retry can help
+                with contextlib.suppress(KafkaException):
+                    opened.producer.purge()
+                    opened.producer.abort_transaction(30)
+                raise
             error = exc.args[0] if exc.args and hasattr(exc.args[0], "fatal") else None
             fatal = error is not None and error.fatal() and not error.retriable()
             if fatal and opened is not None and opened.kept and not checked:
@@ -184,10 +192,50 @@ def write_transaction(
             if not fatal and opened is not None:
                 with contextlib.suppress(KafkaException):
                     opened.producer.abort_transaction(30)
+                # A topic deleted under the running service: no retry brings it back.
+                missing = missing_topics(opened.producer, runs, marker.anchor_topic)
+                if missing:
+                    raise _missing(tid, missing, exc) from exc
             if fatal or time.monotonic() > deadline:
                 raise _failure(conf, tid, marker, exc, fatal) from exc
             pool.drop_marker_reader(conf, tid)  # a fresh one next time
             time.sleep(1.0)  # the broker is restarting or the coordinator moved: try again
+
+
+def missing_topics(client: Any, runs: list[Run], anchor_topic: str | None) -> list[str]:
+    """The topics of ``runs`` (and the step marker's) the cluster does not have, by a
+    metadata request of ``client``; none when the cluster does not answer (a broker restart,
+    which the retry rides out)."""
+    from confluent_kafka import KafkaException
+
+    wanted = {run[0] for run in runs} | ({anchor_topic} if anchor_topic else set())
+    try:
+        existing = client.list_topics(timeout=10).topics
+    except KafkaException:
+        return []
+    return sorted(t for t in wanted if t not in existing)
+
+
+def _missing(tid: str, missing: list[str], exc: BaseException | None) -> SinkError:
+    """The error of a step whose topics are gone from the cluster (no retry can help)."""
+    why = f" ({kafka_reason(exc)})" if exc is not None else ""
+    return SinkError(
+        f"topic(s) {', '.join(missing)} do not exist (deleted while the service ran?):"
+        f" transaction {tid} cannot write to them{why}. Create them again (or run again:"
+        " Tidemark creates missing output and dead-letter topics at start-up); the run"
+        " continues from its checkpoint"
+    )
+
+
+def _check_topics(
+    producer: Any, runs: list[Run], anchor_topic: str, tid: str, gone: list[str]
+) -> None:
+    """Called while a flush waits: the records of a deleted topic would wait until they time
+    out (two minutes), so a missing topic (noted in ``gone``) ends the transaction at once."""
+    missing = missing_topics(producer, runs, anchor_topic)
+    if missing:
+        gone.extend(missing)
+        raise _missing(tid, missing, None)
 
 
 def _failure(
