@@ -146,8 +146,22 @@ def broker() -> tuple[str, Any]:
     return local.bootstrap_servers, local
 
 
+class _Registry:
+    """A running registry the bench did not start (``SCHEMA_REGISTRY_URL``)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def cleanup(self) -> None:
+        return None
+
+
 def schema_registry() -> Any:
-    """A local Confluent-compatible schema registry (the tests' one), started."""
+    """The Confluent-compatible schema registry of ``SCHEMA_REGISTRY_URL`` when set, else a
+    local one (the tests', tests/local_schema_registry.py), started."""
+    external = os.environ.get("SCHEMA_REGISTRY_URL")
+    if external:
+        return _Registry(external)
     subprocess.run(["bash", str(ROOT / "scripts" / "fetch-schema-registry.sh")], check=True)
     sys.path.insert(0, str(ROOT))
     from tests.local_schema_registry import LocalSchemaRegistry

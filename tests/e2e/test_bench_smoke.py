@@ -25,7 +25,15 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _bench(kafka: Any, workload: str, events: int, out: Path, plot: Path) -> dict[str, Any]:
+def _bench(
+    kafka: Any,
+    workload: str,
+    events: int,
+    out: Path,
+    plot: Path,
+    extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """``loadtests.bench`` on Tidemark's side alone; its result."""
     run = subprocess.run(
         [
@@ -42,9 +50,10 @@ def _bench(kafka: Any, workload: str, events: int, out: Path, plot: Path) -> dic
             str(out),
             "--plot",
             str(plot),
+            *extra,
         ],
         cwd=ROOT,
-        env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers},
+        env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers, **(env or {})},
         capture_output=True,
         text=True,
         timeout=600,
@@ -108,3 +117,26 @@ def test_bench_runs_the_join_of_two_topics_and_writes_every_match(
     assert side["output_records"] == matches
     # Spark's join holds each side's rows until the watermark passes the bound.
     assert side["state"]["rows"] > 0
+
+
+def test_bench_runs_avro_confluent_beside_avro_on_the_same_events(
+    kafka: Any, schema_registry: str, tmp_path: Path
+) -> None:
+    """``--encodings avro avro-confluent``: a second topic of the same events in the Confluent
+    wire format; Tidemark reads it and writes the same rows, framed with the schema id it
+    registered for the output topic."""
+    from app.connectors.confluent_avro import unframe
+    from app.connectors.topic_reader import read_topic
+
+    result = _bench(
+        kafka, "a", 3000, tmp_path / "results", tmp_path / "perf-a.png",
+        ("--encodings", "avro", "avro-confluent"), {"SCHEMA_REGISTRY_URL": schema_registry},
+    )
+    plain, framed = result["throughput"]
+    assert (plain["encoding"], framed["encoding"]) == ("avro", "avro-confluent")
+    [plain_run], [framed_run] = plain["runs"], framed["runs"]
+    assert framed_run["encoding"] == "avro-confluent"
+    assert framed_run["output_records"] == plain_run["output_records"] > 0
+    out = f"{framed['topic']}.tidemark.2.out"
+    ids = {unframe(m.value())[0] for m in read_topic(kafka.conf(), out)}
+    assert len(ids) == 1, ids
