@@ -291,7 +291,7 @@ class TidemarkQueryListener(ProgressListener):
             skipped = first - before.get(p, first)
             if skipped > 0:
                 topic = str(end.get("topic"))
-                self._metrics.add_skipped_offsets(topic, int(p), skipped)
+                self._metrics.add_skipped_offsets(topic, skipped)
                 _log.warning(
                     "input.offsets_skipped", query=label, topic=topic, partition=int(p),
                     first=before[p], last=first - 1, skipped=skipped,

@@ -129,7 +129,7 @@ class TidemarkMetrics:
             "tidemark_input_skipped_offsets_total",
             "Input offsets deleted (retention) before a step read them and skipped, with "
             "TIDEMARK_FAIL_ON_DATA_LOSS=false (records lost to the program).",
-            ["topic", "partition"], registry=r,
+            ["topic"], registry=r,
         )
         self._query_up = Gauge(
             "tidemark_query_up",
@@ -178,6 +178,7 @@ class TidemarkMetrics:
         first late row of a run would not show in a dead-letter rate panel or alert.
         """
         self._input.labels(table=table, topic=topic)
+        self._skipped.labels(topic=topic)
         for reason in DEAD_LETTER_REASONS:
             self._dead_letters.labels(table=table, reason=reason)
 
@@ -208,9 +209,10 @@ class TidemarkMetrics:
         """Publish how many records of a partition wait: end offset minus processed offset."""
         self._input_lag.labels(topic=topic, partition=str(partition)).set(records)
 
-    def add_skipped_offsets(self, topic: str, partition: int, n: int) -> None:
-        """Count input offsets a step skipped because the topic no longer held them."""
-        self._skipped.labels(topic=topic, partition=str(partition)).inc(n)
+    def add_skipped_offsets(self, topic: str, n: int) -> None:
+        """Count input offsets a step skipped because the topic no longer held them (the log
+        names the partitions and offsets)."""
+        self._skipped.labels(topic=topic).inc(n)
 
     def set_query_up(self, query: str, up: bool) -> None:
         """Mark a streaming query running (1) or terminated (0); readiness and alerts use it."""
