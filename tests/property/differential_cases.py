@@ -369,6 +369,83 @@ def _union_views(rng: random.Random, count: int, tables: list[str]) -> dict[str,
     return views
 
 
+#: A cascade's first level: (aggregate, its name) pairs it draws from (COUNT, SUM, MIN and
+#: MAX, the aggregates whose final rows feed the next level natively), and the next levels'
+#: aggregates of each (SPEC S18).
+CASCADE_CALLS = (
+    ("COUNT(*)", "n", ("SUM(n)", "MAX(n)")),
+    ("COUNT(x)", "cx", ("SUM(cx)", "MIN(cx)")),
+    ("SUM(x)", "sx", ("SUM(sx)", "MIN(sx)", "COUNT(sx)")),
+    ("MIN(x)", "mnx", ("MIN(mnx)",)),
+    ("MAX(x)", "mxx", ("MAX(mxx)", "COUNT(*)")),
+    ("MAX(ts)", "mts", ("MAX(mts)", "MIN(mts)")),
+)
+
+
+def _cascade_level(
+    name: str, head: str, source: str, time: str, tvf: str, keys: tuple[str, ...],
+    calls: list[str], end: str, where: str | None, emit_end: bool
+) -> str:
+    """One level: a window on ``time`` of ``source``, grouped by its window and ``keys``."""
+    window = "window_end AS " + end if emit_end else "window_start, window_end"
+    return (
+        f"{head} AS\nSELECT {window}, {', '.join((*keys, *calls))}\n"
+        f"FROM TABLE({tvf.format(source=source, time=time)})\n"
+        + (f"WHERE {where}\n" if where else "")
+        + f"GROUP BY {', '.join(('window_start', 'window_end', *keys))}\n"
+        f"EMIT AFTER WATERMARK;"
+    )
+
+
+def _cascade_views(rng: random.Random, count: int, table: str) -> dict[str, str]:
+    """``count`` cascades of windows over ``table`` (SPEC S18): a local EMIT AFTER WATERMARK
+    aggregate by window and a key, an output view windowed on its window end (TUMBLE or HOP)
+    aggregating its columns, and every other cascade a third level between the two."""
+    views: dict[str, str] = {}
+    for i in range(count):
+        key = rng.choice(("k", "u", "k"))
+        picked = rng.sample(CASCADE_CALLS, rng.randint(2, 4))
+        first = [f"{call} AS {alias}" for call, alias, _ in picked]
+        size = rng.choice((1, 2, 3))
+        where = rng.choice((None, "x > 0", "k <> 'b'"))
+        sql = [
+            _cascade_level(
+                f"cl{i}", f"CREATE LOCAL VIEW cl{i}", table, "ts",
+                f"TUMBLE(TABLE {{source}}, DESCRIPTOR({{time}}), INTERVAL '{size}' SECOND)",
+                (key,), first, "e1", where, True,
+            )
+        ]
+        nxt = [f"{rng.choice(calls)} AS {alias}" for _, alias, calls in picked]
+        source, time = f"cl{i}", "e1"
+        if i % 2 == 1:
+            mid = size * rng.choice((2, 3))
+            sql.append(
+                _cascade_level(
+                    f"cm{i}", f"CREATE LOCAL VIEW cm{i}", source, time,
+                    f"TUMBLE(TABLE {{source}}, DESCRIPTOR({{time}}), INTERVAL '{mid}' SECOND)",
+                    (key,), nxt, "e2", None, True,
+                )
+            )
+            nxt = [f"{rng.choice(calls)} AS {alias}" for _, alias, calls in picked]
+            source, time = f"cm{i}", "e2"
+        slide = rng.choice((2, 3, 4))
+        tvf = rng.choice((
+            f"TUMBLE(TABLE {{source}}, DESCRIPTOR({{time}}), INTERVAL '{slide * 2}' SECOND)",
+            f"HOP(TABLE {{source}}, DESCRIPTOR({{time}}), INTERVAL '{slide}' SECOND, "
+            f"INTERVAL '{slide * 2}' SECOND)",
+        ))
+        fmt = rng.choice(("append", "append", "upsert", "changelog"))
+        keys = rng.choice(((key,), ()))
+        sql.append(
+            _cascade_level(
+                f"cs{i}", f"CREATE VIEW cs{i} WITH ('topic' = '{{topic}}', 'format' = "
+                f"'{fmt}')", source, time, tvf, keys, nxt, "", None, False,
+            )
+        )
+        views[f"cs{i}"] = "\n".join(sql)
+    return views
+
+
 def generate(
     seed: int,
     cases: int,
@@ -382,6 +459,7 @@ def generate(
     bare: tuple[str, ...] = (),
     unions: int = 0,
     joins: int = 0,
+    cascades: int = 0,
 ) -> Scenario:
     """A scenario of ``cases`` generated views over two tables ``ev_a``/``ev_b``; ``native``:
     only windowed AFTER WATERMARK views with exactly computable aggregates (the views Spark's
@@ -395,7 +473,9 @@ def generate(
     stateless view (their output views are the generated cases alone); ``unions``: that many
     UNION ALL views over both tables, some read by another view (:func:`_union_views`), drawn
     from a generator of their own so the other draws stay the seeds'; ``joins``: that many
-    INNER interval joins of the two tables (:func:`_join_views`), drawn the same way."""
+    INNER interval joins of the two tables (:func:`_join_views`), drawn the same way;
+    ``cascades``: that many cascades of windows over ``ev_a`` (:func:`_cascade_views`), drawn
+    the same way."""
     rng = random.Random(seed)
     lateness = {"ev_a": rng.choice((0, 2, 4)), "ev_b": rng.choice((3, 6, 10))}
     tables = list(lateness)
@@ -419,6 +499,10 @@ def generate(
         stateless.update(_union_views(random.Random(seed * 7919 + unions), unions, tables))
     if joins:
         stateless.update(_join_views(random.Random(seed * 104729 + joins), joins, tables))
+    if cascades:
+        stateless.update(
+            _cascade_views(random.Random(seed * 15485863 + cascades), cascades, "ev_a")
+        )
     scenario_steps = []
     now = {t: rng.randint(0, 10) for t in tables}
     top = {t: -(10**9) for t in tables}

@@ -356,22 +356,37 @@ def test_spark_equals_reference_on_generated_views_s3_s14(
     _check(scenario, kafka, unique_topic, tmp_path)
 
 
+#: Cascades of windows (SPEC S18) beside the native views of CI's native run.
+CI_CASCADES = 4
+
+
 @pytest.mark.parametrize("seed", _seeds([20261122]))
 def test_native_aggregation_equals_reference_s11_s12(
     seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
     """30 windowed AFTER WATERMARK views with exactly computable aggregates, the views Spark's
     own aggregation runs (app/runtime/native_aggregate.py): TUMBLE/HOP, offsets, WHERE/HAVING,
-    every format, rows equal to the waterline and windows ending on it, record for record.
+    every format, rows equal to the waterline and windows ending on it, record for record;
+    and 4 cascades of two or three such levels, each over the window end of the one below
+    (S18), in ``ev_a``'s query.
     Both tables' queries write their records themselves (ADR 0008), after a job over the
     step's slices (their queries read the source once per view): ``ev_a`` beside stateless
     views its source tasks compute (dead letters written with them), ``ev_b`` alone (dead
     letters written by that first job). Each step's records carry that step's waterline."""
     scenario = generate(
-        seed, cases=30, steps=4, rows_per_step=18, native=True, slice_views=True, bare=("ev_b",)
+        seed,
+        cases=30,
+        steps=4,
+        rows_per_step=18,
+        native=True,
+        slice_views=True,
+        bare=("ev_b",),
+        cascades=CI_CASCADES,
     )
     run = _check(scenario, kafka, unique_topic, tmp_path, single_partition_outputs=True)
     circuit = run.circuit
+    cascaded = {n: sum(r.outputs.get(n, 0) for r in run.reports) for n in scenario.stateless}
+    assert all(cascaded[f"cs{i}"] > 0 for i in range(CI_CASCADES)), cascaded
     stages = {q.tables[0]: q.writing_stage for q in physical_plan(circuit).queries}
     assert stages == {"ev_a": "aggregate", "ev_b": "aggregate"}
     assert compare_step_headers(run, [c.name for c in scenario.cases]) == []
@@ -491,3 +506,20 @@ def test_unions_and_joins_equal_reference_long_run(
 ) -> None:
     """The same over more seeds (``DIFFERENTIAL_LONG_SEVERAL_SEEDS``)."""
     _check_several_tables(seed, kafka, unique_topic, tmp_path)
+
+
+LONG_CASCADE_SEEDS = [
+    int(s) for s in os.environ.get("DIFFERENTIAL_LONG_CASCADE_SEEDS", "1,2,3,4,5").split(",")
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", _seeds(LONG_CASCADE_SEEDS))
+def test_cascades_equal_reference_long_run(
+    seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """12 generated cascades of windows (two or three levels, TUMBLE or HOP over the window
+    end below, every format) per seed (``DIFFERENTIAL_LONG_CASCADE_SEEDS``), over 6 steps:
+    every record as the oracle's (S11, S12, S18)."""
+    scenario = generate(seed, cases=0, steps=6, rows_per_step=18, bare=("ev_b",), cascades=12)
+    _check(scenario, kafka, unique_topic, tmp_path)
