@@ -68,7 +68,9 @@ class KafkaSource(DataSource):
     ("true") for a query that reads no dead-letter columns (``QUERY_META``); ``record_slices``
     ("true") to leave each step's planned slices in ``state_dir``; ``stop_at`` (JSON end
     offsets per partition) for ``tidemark run --once``; ``startup`` (JSON ``{"mode",
-    "timestamp_ms"}``, a table's ``'scan.startup.mode'``) for where a new checkpoint starts."""
+    "timestamp_ms"}``, a table's ``'scan.startup.mode'``) for where a new checkpoint starts;
+    ``fail_on_data_loss`` ("false" to skip offsets deleted before a step read them,
+    :func:`~app.connectors.kafka_offsets.latest_offset`)."""
 
     @classmethod
     def name(cls) -> str:
