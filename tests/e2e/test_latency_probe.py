@@ -19,6 +19,8 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# In the slow suite (CI's budget): `pytest -m slow -k latency_probe`.
+@pytest.mark.slow
 def test_latency_probe_attributes_every_filtered_output_of_a_running_service(
     kafka: Any, tmp_path: Path
 ) -> None:

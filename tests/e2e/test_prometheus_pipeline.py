@@ -95,6 +95,9 @@ def kafka() -> Iterator[LocalKafka]:
         yield broker
 
 
+# In the slow suite (CI's budget); CI scrapes a real Prometheus in tests/e2e/test_prometheus.py.
+# Run: `pytest -m slow -k prometheus_sees`.
+@pytest.mark.slow
 def test_prometheus_sees_the_waterline_late_counter_and_state_of_a_running_pipeline(
     kafka: LocalKafka,
     tmp_path: Path,
