@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from table_steps import frozen, oracle_written, run_steps, written
 
+from app.circuit.ir import Circuit
 from app.circuit.reference import evaluate
 from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
@@ -91,9 +92,8 @@ def _merged(clock: str, ticker: str, amount: int, kind: str, header: str | None)
     return (frozen(value), format_time_value(None if header is None else _ms(header), "ms"))
 
 
-def test_seed_merge_and_join_queries_run_on_spark_s16_s17(
-    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
-) -> None:
+def _shipped(kafka: Any, unique_topic: Any, tmp_path: Path) -> tuple[Circuit, dict[str, str]]:
+    """pipelines/orders_trades.sql as shipped, on test topics, and those topics."""
     topics = {name: unique_topic(name) for name in SHIPPED.values()}
     for name in ("orders", "trades"):
         kafka.create_topic(topics[name], partitions=2)
@@ -103,7 +103,13 @@ def test_seed_merge_and_join_queries_run_on_spark_s16_s17(
         text = text.replace(f"'{shipped}'", f"'{topics[name]}'")
     path = tmp_path / "orders_trades.sql"
     path.write_text(text, encoding="utf-8")
-    circuit = compile_program(path)
+    return compile_program(path), topics
+
+
+def test_seed_merge_and_join_queries_run_on_spark_s16_s17(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    circuit, topics = _shipped(kafka, unique_topic, tmp_path)
     plan = physical_plan(circuit)
     assert refused_by_spark(circuit, plan) == ()
     (query,) = plan.queries
@@ -151,3 +157,27 @@ def test_seed_merge_and_join_queries_run_on_spark_s16_s17(
     assert activity == oracle_written(oracle, "activity")
     assert by_order == oracle_written(oracle, "order_fills")
     assert by_trade == oracle_written(oracle, "trade_orders")
+
+
+def test_a_join_side_that_starts_late_still_matches_s16(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """Orders run ahead of trades, which have no waterline yet (``-infinity``): every order
+    is kept for the trades to come (S16), and a trade is on time by its own table's waterline
+    (S5), however far the orders' is. Spark's query watermark, the minimum over its inputs,
+    counts an input it has seen no row of at the epoch, so the orders alone do not move it:
+    no trade is dropped as late and no order freed unmatched. Each step is a new run of the
+    query (``--once``), whose watermark map starts empty: a restart is covered too."""
+    circuit, topics = _shipped(kafka, unique_topic, tmp_path)
+    steps: list[dict[str, list[Any]]] = [
+        {"orders": [_row("10:00", 1, "ORCL", 100), _row("10:03", 2, "YHOO", 25),
+                    ("bound", _ms("10:30"))]},
+        {"orders": [_row("10:31", 3, "MSFT", 5)]},
+        {"trades": [_row("10:02", 1, "ORCL", 60), _row("10:04", 2, "YHOO", 25)]},
+    ]
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, steps)
+    by_order = written(kafka, circuit, "order_fills", topics["by_order"])
+    oracle = evaluate(circuit, inputs)
+    assert by_order == oracle_written(oracle, "order_fills")
+    assert sum(by_order.values()) == 2
+    assert read_topic(kafka.conf(), topics["trades_dlq"]) == []
