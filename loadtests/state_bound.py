@@ -1,7 +1,9 @@
-"""Bounded state (SPEC S11): a TUMBLE view's state is flat, an unwindowed GROUP BY grows.
+"""Bounded state (SPEC S11): a TUMBLE view's state is flat, an unwindowed GROUP BY grows;
+an interval join's state levels off.
 
-Two tables are fed the same generated events (one producer writes each event to both topics),
-so each has its own streaming query and its own stateful operator:
+``--program aggregate`` (the default): two tables are fed the same generated events (one
+producer writes each event to both topics), so each has its own streaming query and its own
+stateful operator:
 
 - ``tw``: ``TUMBLE(ts, 10 s)`` ``COUNT(*)/SUM(n)`` per ``sid``, default EMIT (upsert): groups
   are freed once the waterline passes ``window_end`` (S11);
@@ -14,7 +16,18 @@ space keeps growing like user sessions do. Every ``--sample-seconds`` the script
 ``query.lastProgress["stateOperators"][*]["numRowsTotal"]`` of each query and writes the
 samples to ``--out-json`` and the plot to ``--out-png``.
 
+``--program join``: workload (d) of loadtests/workloads.py, auctions ``JOIN`` bids on the
+auction id with ``b.date_time BETWEEN a.date_time AND a.date_time + INTERVAL '10' MINUTE``
+(one query of both tables, Spark's stream-stream join), fed ``--rate`` events per second of
+wall clock by the two-topic generator (``PairShape``: 10k auction ids, one auction per 10
+bids, 5% out of order, 1% late). Event time advances ``--step-ms`` per event, so at the
+defaults (150/s, 20 ms) three minutes of event time pass per minute of wall clock and the
+10-minute bound is passed after about 3.5 minutes of the run. Every ``--sample-seconds`` the
+script reads the ``tidemark_state_rows{view="auction_bid"}`` gauge, set by the service's
+query listener (app/observability/listener.py) from the join's ``stateOperators``.
+
     .venv/bin/python loadtests/state_bound.py --minutes 10
+    .venv/bin/python loadtests/state_bound.py --program join --minutes 10
 
 Uses ``KAFKA_BOOTSTRAP_SERVERS`` when set, else starts the local broker.
 """
@@ -111,6 +124,37 @@ def feed(
     producer.flush(30)
 
 
+def feed_pair(
+    conf: dict[str, str],
+    topics: tuple[str, str],
+    shape: Any,
+    rate: int,
+    stop: threading.Event,
+    sent: list[int],
+) -> None:
+    """The events of ``pair_timeline(shape)`` at ``rate`` per second of wall clock, each to
+    its input's topic (auctions, bids)."""
+    from confluent_kafka import Producer
+
+    from loadtests.generator import pair_timeline
+
+    codecs = (AvroCodec(shape.auction_schema), AvroCodec(shape.bid_schema))
+    producer = Producer({**conf, "linger.ms": 50, "log_level": 3})
+    events = pair_timeline(shape, 1 << 40)
+    started = time.monotonic()
+    i = 0
+    while not stop.is_set():
+        due = int((time.monotonic() - started) * rate)
+        while i < due:
+            _, side, row, _late = next(events)
+            producer.produce(topics[side], value=codecs[side].encode(row), key=str(i).encode())
+            i += 1
+        producer.poll(0)
+        sent[0] = i
+        time.sleep(0.05)
+    producer.flush(30)
+
+
 def state_rows(query: Any) -> int | None:
     progress = query.lastProgress
     if not progress:
@@ -138,17 +182,152 @@ def plot(samples: list[dict[str, Any]], path: Path, minutes: float) -> None:
     fig.savefig(path, dpi=110)
 
 
+def plot_join(samples: list[dict[str, Any]], path: Path, minutes: float, step_ms: int,
+              rate: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    t = [s["seconds"] / 60 for s in samples]
+    ax.plot(t, [s["join"] for s in samples],
+            label="auctions JOIN bids, 10-minute interval (workload d)")
+    # The feeder starts before the service does, so the first sample already holds minutes of
+    # event time: the bound is passed where the samples' event time reaches 10 minutes.
+    past = [s["seconds"] / 60 for s in samples if s["event_minutes"] >= 10]
+    if past:
+        ax.axvline(past[0], color="grey", linestyle=":",
+                   label="10 minutes of event time produced (the join's bound)")
+    speed = rate * step_ms / 1000
+    ax.set_xlabel(
+        f"minutes since the service started (input {rate}/s, {speed:g} s of event time a second)"
+    )
+    ax.set_ylabel("state rows (tidemark_state_rows)")
+    ax.set_title(f"Interval join state over {minutes:g} minutes of generated input")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def run_join(args: argparse.Namespace, conf: dict[str, str], bootstrap: str,
+             stop: threading.Event) -> None:
+    """``--program join``: workload (d) fed at a steady rate, its view's state rows sampled."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from app.observability.listener import TidemarkQueryListener
+    from app.observability.metrics import TidemarkMetrics
+    from loadtests.generator import PairShape
+    from loadtests.workloads import WORKLOADS
+
+    workload = WORKLOADS["d"]
+    tag = f"state-join.{int(time.time())}"
+    topics = {k: f"{tag}.{k}" for k in ("auctions", "bids", "out")}
+    admin = AdminClient({**conf, "log_level": 3})
+    for name in ("auctions", "bids"):
+        admin.create_topics([NewTopic(topics[name], 2, 1)])[topics[name]].result(30)
+    work = Path(tempfile.mkdtemp(prefix="tidemark-state-join-"))
+    program = work / "join.sql"
+    program.write_text(workload.program.format(**topics))
+    circuit = compile_program(program)
+    auction, bid = (dict(t.avro_schema) for t in circuit.tables)
+    shape = PairShape(auction, bid, keys=workload.keys, lateness_ms=workload.lateness_ms,
+                      step_ms=args.step_ms)
+    settings = Settings(bootstrap_servers=bootstrap, checkpoint=work / "ck",
+                        shuffle_partitions=2, trigger_interval="2000ms", spark_log="console")
+    metrics = TidemarkMetrics()
+    service = Service(circuit, settings, metrics=metrics)
+    listener = TidemarkQueryListener(metrics, service.state_views(),
+                                     observe_step_duration=False)
+    sent = [0]
+    feeder = threading.Thread(
+        target=feed_pair,
+        args=(conf, (topics["auctions"], topics["bids"]), shape, args.rate, stop, sent),
+    )
+    try:
+        feeder.start()
+        service.start(listener=listener)
+        started = time.monotonic()
+        samples: list[dict[str, Any]] = []
+        while time.monotonic() - started < args.minutes * 60:
+            time.sleep(args.sample_seconds)
+            for q in service.queries:
+                if q.exception() is not None:
+                    raise q.exception()  # type: ignore[misc]
+            rows = metrics.registry.get_sample_value("tidemark_state_rows",
+                                                     {"view": "auction_bid"})
+            progress = service.queries[0].lastProgress or {}
+            sample = {
+                "seconds": round(time.monotonic() - started, 1),
+                "events": sent[0],
+                "event_minutes": round(sent[0] * args.step_ms / 60_000, 2),
+                "join": None if rows is None else int(rows),
+                "watermark": progress.get("eventTime", {}).get("watermark"),
+                "batch": progress.get("batchId"),
+                "load": round(os.getloadavg()[0], 2),
+            }
+            samples.append(sample)
+            print(json.dumps(sample), flush=True)
+        stop.set()
+        feeder.join()
+        service.stop()
+    finally:
+        stop.set()
+        service.shutdown()
+    args.out_json.parent.mkdir(parents=True, exist_ok=True)
+    args.out_json.write_text(json.dumps(samples, indent=1))
+    samples = [s for s in samples if s["join"] is not None]
+    plot_join(samples, args.out_png, args.minutes, args.step_ms, args.rate)
+
+    def at(minute: float) -> dict[str, Any]:
+        return min(samples, key=lambda s: abs(s["seconds"] - minute * 60))
+
+    half = [s for s in samples if s["seconds"] >= args.minutes * 30]
+    print(
+        json.dumps(
+            {
+                "minutes": args.minutes,
+                "events": sent[0],
+                "rate": args.rate,
+                "step_ms": args.step_ms,
+                "at": {m: at(m) for m in (1, 5, 10) if m <= args.minutes},
+                "second_half_min": min(s["join"] for s in half),
+                "second_half_max": max(s["join"] for s in half),
+                "load_min": min(s["load"] for s in samples),
+                "load_max": max(s["load"] for s in samples),
+                "png": str(args.out_png),
+            },
+            indent=2,
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--program", choices=("aggregate", "join"), default="aggregate",
+                        help="the TUMBLE/unwindowed pair, or workload (d)'s interval join")
     parser.add_argument("--minutes", type=float, default=10)
-    parser.add_argument("--rate", type=int, default=200, help="events per second")
+    parser.add_argument("--rate", type=int, default=None,
+                        help="events per second (default: 200 aggregate, 150 join)")
     parser.add_argument("--session-events", type=int, default=50)
+    parser.add_argument("--step-ms", type=int, default=20,
+                        help="join: event-time advance per event (ms)")
     parser.add_argument("--sample-seconds", type=float, default=10)
-    # Outside the tracked tree by default (var/ is git-ignored); docs/state-bound.md's plot is
-    # regenerated with --out-png docs/img/state-bound.png.
-    parser.add_argument("--out-png", type=Path, default=ROOT / "var/loadtests/state-bound.png")
-    parser.add_argument("--out-json", type=Path, default=ROOT / "var/loadtests/state-bound.json")
+    # Outside the tracked tree by default (var/ is git-ignored); docs/state-bound.md's plots
+    # are regenerated with --out-png docs/img/state-bound.png (join-state-bound.png).
+    parser.add_argument("--out-png", type=Path, default=None)
+    parser.add_argument("--out-json", type=Path, default=None)
     args = parser.parse_args()
+    stem = "state-bound" if args.program == "aggregate" else "join-state-bound"
+    if args.rate is None:
+        args.rate = 200 if args.program == "aggregate" else 150
+    if args.out_png is None:
+        args.out_png = ROOT / f"var/loadtests/{stem}.png"
+    if args.out_json is None:
+        args.out_json = ROOT / f"var/loadtests/{stem}.json"
     broker = None
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
@@ -159,6 +338,13 @@ def main() -> None:
     conf = {"bootstrap.servers": bootstrap}
     stop = threading.Event()
     service: Service | None = None
+    if args.program == "join":
+        try:
+            run_join(args, conf, bootstrap, stop)
+        finally:
+            if broker is not None:
+                broker.cleanup()
+        return
     try:
         from confluent_kafka.admin import AdminClient, NewTopic
 
