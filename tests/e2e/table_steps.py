@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,11 @@ from app.circuit.reference import Punctuation, StepInput, StepResult
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
+from app.program.compile import compile_program
 from app.runtime.service import Service
 from app.runtime.step_sink import StepReport
+
+ROOT = Path(__file__).resolve().parents[2]
 
 #: A step: per table, its rows (dicts) and punctuations (``("bound", epoch ms)``).
 Step = Mapping[str, Sequence[Any]]
@@ -86,3 +90,33 @@ def oracle_written(results: Sequence[StepResult], view: str) -> Counter[tuple[An
         for result in results
         for r in result.outputs[view]
     )
+
+
+def clock_ms(clock: str, day: int = 26) -> int:
+    """``"h:mm[:ss]"`` on 2026-11-``day`` (UTC) as epoch milliseconds."""
+    hour, minute, *second = (int(x) for x in clock.split(":"))
+    moment = datetime(2026, 11, day, hour, minute, second[0] if second else 0, tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def shipped_program(
+    kafka: Any,
+    unique_topic: Any,
+    tmp_path: Path,
+    program: str,
+    shipped: Mapping[str, str],
+    inputs: Sequence[str],
+) -> tuple[Circuit, dict[str, str]]:
+    """``pipelines/<program>`` as shipped, each topic it names (``shipped``: topic -> short
+    name) replaced by a test topic; the ``inputs`` (short names) created with two partitions.
+    The compiled program and the test topics by short name."""
+    topics = {name: unique_topic(name) for name in shipped.values()}
+    for name in inputs:
+        kafka.create_topic(topics[name], partitions=2)
+    text = (ROOT / "pipelines" / program).read_text(encoding="utf-8")
+    for topic, name in shipped.items():
+        assert f"'{topic}'" in text, topic
+        text = text.replace(f"'{topic}'", f"'{topics[name]}'")
+    path = tmp_path / program
+    path.write_text(text, encoding="utf-8")
+    return compile_program(path), topics

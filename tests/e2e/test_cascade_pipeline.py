@@ -21,23 +21,20 @@ that completes it, or the step right after (S12), with that step's waterline as 
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from table_steps import frozen, run_steps, written
+from table_steps import clock_ms, frozen, run_steps, shipped_program, written
 
 from app.circuit.reference import StepResult, evaluate
 from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
-from app.program.compile import compile_program
 from app.runtime.physical import physical_plan
 from app.runtime.plan import refused_by_spark
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = {
     "clicks": "clicks",
     "clicks.dlq": "clicks_dlq",
@@ -46,14 +43,8 @@ SHIPPED = {
 }
 
 
-def _ms(clock: str, day: int = 26) -> int:
-    hour, minute, *second = (int(x) for x in clock.split(":"))
-    moment = datetime(2026, 11, day, hour, minute, second[0] if second else 0, tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
-
-
 def _click(user: int, clock: str) -> dict[str, Any]:
-    return {"user_id": user, "url": f"/u{user}", "ts": _ms(clock)}
+    return {"user_id": user, "url": f"/u{user}", "ts": clock_ms(clock)}
 
 
 STEPS: list[dict[str, list[Any]]] = [
@@ -61,8 +52,8 @@ STEPS: list[dict[str, list[Any]]] = [
                 _click(1, "0:01:05")]},
     {"clicks": [_click(1, "0:59"), _click(2, "1:00"), _click(1, "1:01")]},
     {"clicks": [_click(3, "0:30"), _click(1, "5:00")]},
-    {"clicks": [("bound", _ms("0:01", day=27))]},
-    {"clicks": [("bound", _ms("0:02", day=27))]},
+    {"clicks": [("bound", clock_ms("0:01", day=27))]},
+    {"clicks": [("bound", clock_ms("0:02", day=27))]},
 ]
 
 
@@ -86,15 +77,9 @@ def _oracle(results: list[StepResult], view: str) -> dict[Any, set[str]]:
 def test_cascade_of_windows_runs_on_spark_s11_s18(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
-    topics = {name: unique_topic(name) for name in SHIPPED.values()}
-    kafka.create_topic(topics["clicks"], partitions=2)
-    text = (ROOT / "pipelines" / "click_rollups.sql").read_text(encoding="utf-8")
-    for shipped, name in SHIPPED.items():
-        assert f"'{shipped}'" in text, shipped
-        text = text.replace(f"'{shipped}'", f"'{topics[name]}'")
-    path = tmp_path / "click_rollups.sql"
-    path.write_text(text, encoding="utf-8")
-    circuit = compile_program(path)
+    circuit, topics = shipped_program(
+        kafka, unique_topic, tmp_path, "click_rollups.sql", SHIPPED, ["clicks"]
+    )
     plan = physical_plan(circuit)
     assert refused_by_spark(circuit, plan) == ()
     (query,) = plan.queries
@@ -107,14 +92,14 @@ def test_cascade_of_windows_runs_on_spark_s11_s18(
     days = written(kafka, circuit, "per_day", topics["per_day"])
 
     def hour(end: str, user: int, clicks: int) -> Any:
-        return frozen({"hour_end": _ms(end), "user_id": user, "clicks": clicks})
+        return frozen({"hour_end": clock_ms(end), "user_id": user, "clicks": clicks})
 
     assert _values(hours) == Counter([
         hour("1:00", 1, 3), hour("1:00", 2, 1),
         hour("2:00", 1, 2), hour("2:00", 2, 1),
         hour("6:00", 1, 1),
     ])
-    day = _ms("0:00")
+    day = clock_ms("0:00")
     assert _values(days) == Counter([
         frozen({"day": day, "user_id": 1, "clicks": 6, "busiest_hour": 3}),
         frozen({"day": day, "user_id": 2, "clicks": 2, "busiest_hour": 1}),
@@ -122,7 +107,7 @@ def test_cascade_of_windows_runs_on_spark_s11_s18(
     dead = read_topic(kafka.conf(), topics["clicks_dlq"])
     assert [dict(m.headers())["tidemark.error.reason"] for m in dead] == [b"late"]
     assert [r.waterlines for r in reports if r.step is not None][-1] == {
-        "ts": _ms("0:01", day=27)}
+        "ts": clock_ms("0:01", day=27)}
 
     oracle = evaluate(circuit, inputs)
     for view, got in (("per_hour", hours), ("per_day", days)):

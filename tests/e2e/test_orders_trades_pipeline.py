@@ -22,24 +22,20 @@ the reference evaluator record for record.
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from table_steps import frozen, oracle_written, run_steps, written
+from table_steps import clock_ms, frozen, oracle_written, run_steps, shipped_program, written
 
-from app.circuit.ir import Circuit
 from app.circuit.reference import evaluate
 from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
-from app.program.compile import compile_program
 from app.runtime.physical import physical_plan
 from app.runtime.plan import refused_by_spark
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = {
     "orders": "orders",
     "trades": "trades",
@@ -51,14 +47,8 @@ SHIPPED = {
 }
 
 
-def _ms(clock: str) -> int:
-    hour, minute, *second = (int(x) for x in clock.split(":"))
-    moment = datetime(2026, 11, 26, hour, minute, second[0] if second else 0, tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
-
-
 def _row(clock: str, orderid: int, ticker: str, amount: int) -> dict[str, Any]:
-    return {"rowtime": _ms(clock), "orderid": orderid, "ticker": ticker, "amount": amount}
+    return {"rowtime": clock_ms(clock), "orderid": orderid, "ticker": ticker, "amount": amount}
 
 
 STEPS: list[dict[str, list[Any]]] = [
@@ -70,46 +60,34 @@ STEPS: list[dict[str, list[Any]]] = [
             _row("10:07:30", 1, "ORCL", 30),
         ]
     },
-    {"trades": [("bound", _ms("10:11"))]},
-    {"orders": [("bound", _ms("10:10"))]},
+    {"trades": [("bound", clock_ms("10:11"))]},
+    {"orders": [("bound", clock_ms("10:10"))]},
     {"orders": [_row("10:09", 3, "MSFT", 5)], "trades": [_row("10:12", 1, "ORCL", 10)]},
 ]
 
 
 def _match(clock: str, orderid: int, ticker: str, amounts: tuple[int, int], header: str) -> Any:
     value = {
-        "rowtime": _ms(clock),
+        "rowtime": clock_ms(clock),
         "orderid": orderid,
         "ticker": ticker,
         "orderamount": amounts[0],
         "tradeamount": amounts[1],
     }
-    return (frozen(value), format_time_value(_ms(header), "ms"))
+    return (frozen(value), format_time_value(clock_ms(header), "ms"))
 
 
 def _merged(clock: str, ticker: str, amount: int, kind: str, header: str | None) -> Any:
-    value = {"rowtime": _ms(clock), "ticker": ticker, "amount": amount, "kind": kind}
-    return (frozen(value), format_time_value(None if header is None else _ms(header), "ms"))
-
-
-def _shipped(kafka: Any, unique_topic: Any, tmp_path: Path) -> tuple[Circuit, dict[str, str]]:
-    """pipelines/orders_trades.sql as shipped, on test topics, and those topics."""
-    topics = {name: unique_topic(name) for name in SHIPPED.values()}
-    for name in ("orders", "trades"):
-        kafka.create_topic(topics[name], partitions=2)
-    text = (ROOT / "pipelines" / "orders_trades.sql").read_text(encoding="utf-8")
-    for shipped, name in SHIPPED.items():
-        assert f"'{shipped}'" in text, shipped
-        text = text.replace(f"'{shipped}'", f"'{topics[name]}'")
-    path = tmp_path / "orders_trades.sql"
-    path.write_text(text, encoding="utf-8")
-    return compile_program(path), topics
+    value = {"rowtime": clock_ms(clock), "ticker": ticker, "amount": amount, "kind": kind}
+    return (frozen(value), format_time_value(None if header is None else clock_ms(header), "ms"))
 
 
 def test_seed_merge_and_join_queries_run_on_spark_s16_s17(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
-    circuit, topics = _shipped(kafka, unique_topic, tmp_path)
+    circuit, topics = shipped_program(
+        kafka, unique_topic, tmp_path, "orders_trades.sql", SHIPPED, ["orders", "trades"]
+    )
     plan = physical_plan(circuit)
     assert refused_by_spark(circuit, plan) == ()
     (query,) = plan.queries
@@ -150,7 +128,8 @@ def test_seed_merge_and_join_queries_run_on_spark_s16_s17(
     assert [dict(m.headers())["tidemark.error.reason"] for m in dead] == [b"late"]
     assert read_topic(kafka.conf(), circuit.table("trades").dead_letter_topic) == []
     last = {r.table: r.waterlines for r in reports if r.step is not None}
-    assert last == {"orders": {"rowtime": _ms("10:10")}, "trades": {"rowtime": _ms("10:12")}}
+    assert last == {
+        "orders": {"rowtime": clock_ms("10:10")}, "trades": {"rowtime": clock_ms("10:12")}}
     assert read_topic(kafka.conf(), topics["orders_dlq"])[0].value() == dead[0].value()
 
     oracle = evaluate(circuit, inputs)
@@ -168,10 +147,12 @@ def test_a_join_side_that_starts_late_still_matches_s16(
     counts an input it has seen no row of at the epoch, so the orders alone do not move it:
     no trade is dropped as late and no order freed unmatched. Each step is a new run of the
     query (``--once``), whose watermark map starts empty: a restart is covered too."""
-    circuit, topics = _shipped(kafka, unique_topic, tmp_path)
+    circuit, topics = shipped_program(
+        kafka, unique_topic, tmp_path, "orders_trades.sql", SHIPPED, ["orders", "trades"]
+    )
     steps: list[dict[str, list[Any]]] = [
         {"orders": [_row("10:00", 1, "ORCL", 100), _row("10:03", 2, "YHOO", 25),
-                    ("bound", _ms("10:30"))]},
+                    ("bound", clock_ms("10:30"))]},
         {"orders": [_row("10:31", 3, "MSFT", 5)]},
         {"trades": [_row("10:02", 1, "ORCL", 60), _row("10:04", 2, "YHOO", 25)]},
     ]
