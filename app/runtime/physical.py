@@ -318,6 +318,10 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
             view = circuit.view(entry.view)
             entry = replace(entry, joins=_joins_read(circuit, view))
             if _is_join(view):
+                if view.state.kind == "unbounded":
+                    # A join without a time bound keeps every row (S16, an L7 warning).
+                    placed.append(replace(entry, state="unbounded"))
+                    continue
                 # Each side's rows, freed by the query's watermark (S16, ADR 0013).
                 sides = [f"{t}.{first_lateness(circuit, t)}" for t in _join_tables(circuit, view)]
                 joins.extend(sides)
@@ -482,9 +486,11 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
                     "bound"
                 )
             elif v.state == "unbounded":
+                what = "a join without a time bound" if " JOIN " in v.source else (
+                    "GROUP BY without a time key")
                 lines.append(
-                    "    state:      unbounded: GROUP BY without a time key is never "
-                    "freed (see the warnings of tidemark explain)"
+                    f"    state:      unbounded: {what} is never freed (see the warnings of "
+                    "tidemark explain)"
                 )
         lines.append("")
     if refused:

@@ -590,14 +590,25 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
 def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
     """What keeps a JOIN view off Spark, as (what, fix), or None: Spark's stream-stream join
     runs an INNER interval join of two tables (or views over them) bounded on each table's
-    first LATENESS column, a TIMESTAMP (whose watermark frees the join's state)."""
+    first LATENESS column, a TIMESTAMP (whose watermark frees the join's state), and an INNER
+    join without a time bound (whose state is never freed)."""
     join = next(op for op in view.operators if isinstance(op, Join))
     fix = (
-        "an INNER interval join bounded on each table's first LATENESS column runs on Spark; "
+        "an INNER interval join bounded on each table's first LATENESS column, or an INNER join "
+        "without a time bound, runs on Spark; "
         "the reference evaluator runs the others (tidemark explain shows the plan)"
     )
     if join.kind != "inner":
         return f"a {join.kind.upper()} OUTER JOIN", fix
+    if join.form == "regular":
+        # Spark keeps every row of both sides, as S16 does (an L7 warning).
+        try:
+            roots = [circuit.root_table(side.source).name for side in (join.left, join.right)]
+        except ValueError:
+            return "a join over a UNION ALL", fix
+        if roots[0] == roots[1]:
+            return f"a join of table {roots[0]} with itself", fix
+        return None
     if join.form != "interval" or join.bound is None:
         return f"a {join.form} join", fix
     tables = []

@@ -77,11 +77,16 @@ def _joined(join: Join, inputs: Mapping[str, DataFrame]) -> DataFrame:
     keeps a row *equal* to its table's waterline, which the query's watermark (the minimum
     of the tables', ADR 0013) can equal: so the bound columns are shifted 1 ms later (their
     watermark metadata kept, which state eviction needs) while the operator sees them, which
-    changes no match of the bound (both sides move), and shifted back after it."""
+    changes no match of the bound (both sides move), and shifted back after it.
+
+    A join without a time bound (``form == 'regular'``) matches on the keys alone and keeps
+    every row: its columns lose their watermark metadata, so Spark drops no input row as
+    late (S5 has let it through) and frees no state, as S16 keeps every row."""
     bound = join.bound
-    assert bound is not None and join.kind == "inner", "refused by plan.check_supported"
+    assert join.kind == "inner", "refused by plan.check_supported"
+    times = (None, None) if bound is None else (bound.left_column, bound.right_column)
     sides = []
-    for side, time_column in ((join.left, bound.left_column), (join.right, bound.right_column)):
+    for side, time_column in zip((join.left, join.right), times, strict=True):
         df = inputs[side.source]
         columns = []
         for name in side.columns:
@@ -90,16 +95,20 @@ def _joined(join: Join, inputs: Mapping[str, DataFrame]) -> DataFrame:
                 shifted = F.col(f"`{name}`") + F.expr(_SHIFT)
                 columns.append(shifted.alias(side.qualified(name), metadata=metadata))
             else:
-                columns.append(F.col(f"`{name}`").alias(side.qualified(name)))
+                # Without a bound, no watermark metadata: Spark neither drops nor frees rows.
+                kept = None if bound is None else dict(df.schema[name].metadata)
+                columns.append(F.col(f"`{name}`").alias(side.qualified(name), metadata=kept or {}))
         sides.append(df.select(*columns))
-    left_time = f"`{join.left.qualified(bound.left_column)}`"
-    right_time = f"`{join.right.qualified(bound.right_column)}`"
     conditions = [f"({to_spark_sql(a)}) = ({to_spark_sql(b)})" for a, b in join.keys]
-    conditions.append(f"{right_time} >= {left_time} + {_interval(bound.lower)}")
-    conditions.append(f"{right_time} <= {left_time} + {_interval(bound.upper)}")
+    if bound is not None:
+        left_time = f"`{join.left.qualified(bound.left_column)}`"
+        right_time = f"`{join.right.qualified(bound.right_column)}`"
+        conditions.append(f"{right_time} >= {left_time} + {_interval(bound.lower)}")
+        conditions.append(f"{right_time} <= {left_time} + {_interval(bound.upper)}")
     joined = sides[0].join(sides[1], F.expr(" AND ".join(conditions)), "inner")
-    for time in (left_time, right_time):
-        joined = joined.withColumn(time.strip("`"), F.expr(f"{time} - {_SHIFT}"))
+    if bound is not None:
+        for time in (left_time, right_time):
+            joined = joined.withColumn(time.strip("`"), F.expr(f"{time} - {_SHIFT}"))
     if join.residual is not None:
         joined = joined.filter(F.expr(to_spark_sql(join.residual)))
     return joined

@@ -324,6 +324,24 @@ def _join_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, 
     return views
 
 
+def _regular_join_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, str]:
+    """``count`` INNER joins of the two tables without a time bound (SPEC S16: every row is
+    kept, an L7 warning), on ``u`` (and ``k``), either side first, with a drawn residual."""
+    views: dict[str, str] = {}
+    for i in range(count):
+        left, right = tables if rng.random() < 0.5 else tables[::-1]
+        keys = rng.choice(("l.u = r.u", "l.u = r.u AND l.k = r.k"))
+        residual = rng.choice(JOIN_RESIDUALS)
+        views[f"jg{i}"] = (
+            f"CREATE VIEW jg{i} WITH ('topic' = '{{topic}}', 'format' = 'append') AS\n"
+            "SELECT l.ts, l.u, r.k AS rk, r.x AS rx\n"
+            f"FROM {left} AS l JOIN {right} AS r ON {keys}"
+            + (f" AND {residual}" if residual else "")
+            + ";"
+        )
+    return views
+
+
 def _union_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, str]:
     """``count`` UNION ALL output views of 2-3 branches over ``tables`` (the first over
     both), each branch with a drawn WHERE; every other one read by an output view with a
@@ -460,6 +478,7 @@ def generate(
     unions: int = 0,
     joins: int = 0,
     cascades: int = 0,
+    regular_joins: int = 0,
 ) -> Scenario:
     """A scenario of ``cases`` generated views over two tables ``ev_a``/``ev_b``; ``native``:
     only windowed AFTER WATERMARK views with exactly computable aggregates (the views Spark's
@@ -474,8 +493,9 @@ def generate(
     UNION ALL views over both tables, some read by another view (:func:`_union_views`), drawn
     from a generator of their own so the other draws stay the seeds'; ``joins``: that many
     INNER interval joins of the two tables (:func:`_join_views`), drawn the same way;
-    ``cascades``: that many cascades of windows over ``ev_a`` (:func:`_cascade_views`), drawn
-    the same way."""
+    ``cascades``: that many cascades of windows over ``ev_a`` (:func:`_cascade_views`), and
+    ``regular_joins``: that many joins without a time bound (:func:`_regular_join_views`),
+    drawn the same way."""
     rng = random.Random(seed)
     lateness = {"ev_a": rng.choice((0, 2, 4)), "ev_b": rng.choice((3, 6, 10))}
     tables = list(lateness)
@@ -499,6 +519,11 @@ def generate(
         stateless.update(_union_views(random.Random(seed * 7919 + unions), unions, tables))
     if joins:
         stateless.update(_join_views(random.Random(seed * 104729 + joins), joins, tables))
+    if regular_joins:
+        stateless.update(
+            _regular_join_views(random.Random(seed * 32452843 + regular_joins), regular_joins,
+                                tables)
+        )
     if cascades:
         stateless.update(
             _cascade_views(random.Random(seed * 15485863 + cascades), cascades, "ev_a")

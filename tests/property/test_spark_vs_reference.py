@@ -463,6 +463,8 @@ def test_spark_equals_reference_long_run_s3_s14(
 
 UNION_VIEWS = 4
 JOIN_VIEWS = 6
+#: Joins without a time bound (every row kept, S16).
+REGULAR_JOIN_VIEWS = 2
 SEVERAL_TABLE_SEEDS = [
     int(s) for s in os.environ.get("DIFFERENTIAL_SEVERAL_SEEDS", "20261126").split(",")
 ]
@@ -474,7 +476,13 @@ LONG_SEVERAL_TABLE_SEEDS = [
 
 def _check_several_tables(seed: int, kafka: Any, unique_topic: Any, tmp_path: Path) -> None:
     scenario = generate(
-        seed, cases=0, steps=4, rows_per_step=18, unions=UNION_VIEWS, joins=JOIN_VIEWS
+        seed,
+        cases=0,
+        steps=4,
+        rows_per_step=18,
+        unions=UNION_VIEWS,
+        joins=JOIN_VIEWS,
+        regular_joins=REGULAR_JOIN_VIEWS,
     )
     run = _check(scenario, kafka, unique_topic, tmp_path)
     (query,) = physical_plan(run.circuit).queries
@@ -482,6 +490,7 @@ def _check_several_tables(seed: int, kafka: Any, unique_topic: Any, tmp_path: Pa
     written = {n: sum(r.outputs.get(n, 0) for r in run.reports) for n in scenario.stateless}
     assert written["un0"] > 0, written
     assert sum(written[n] for n in written if n.startswith("jn")) > 0, written
+    assert sum(written[n] for n in written if n.startswith("jg")) > 0, written
     for table in ("ev_a", "ev_b"):
         assert sum(r.dead_letters.get("late", 0) for r in run.reports if r.table == table) > 0
 

@@ -7,7 +7,7 @@ import pytest
 
 from app.errors import ProgramError
 from app.program.compile import compile_program
-from app.runtime.physical import physical_plan
+from app.runtime.physical import explain_physical_text, physical_plan
 from app.runtime.plan import check_supported
 
 TABLE = """
@@ -116,3 +116,29 @@ def test_a_cascade_over_a_having_view_is_refused_with_the_rule_l7() -> None:
 def test_avro_program_is_supported() -> None:
     circuit = compile_program("p.sql", TABLE.format(extra=""))
     check_supported(circuit, physical_plan(circuit))
+
+
+TWO_TABLES = """
+CREATE TABLE a (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' SECOND, k BIGINT)
+WITH ('topic' = 'a');
+CREATE TABLE b (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' SECOND, k BIGINT)
+WITH ('topic' = 'b');
+CREATE VIEW j WITH ('topic' = 'j', 'format' = 'append') AS
+SELECT a.ts, a.k, r.ts AS rts FROM a JOIN {right} AS r ON a.k = r.k;
+"""
+
+
+def test_a_join_without_a_time_bound_runs_with_unbounded_state_s16_l7() -> None:
+    circuit = compile_program("p.sql", TWO_TABLES.format(right="b"))
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    (query,) = plan.queries
+    assert query.tables == ("a", "b")
+    assert [(v.view, v.state) for v in query.views] == [("j", "unbounded")]
+    assert "unbounded: a join without a time bound" in explain_physical_text(plan)
+
+
+def test_a_table_joined_with_itself_without_a_bound_is_refused_l7() -> None:
+    circuit = compile_program("p.sql", TWO_TABLES.format(right="a"))
+    with pytest.raises(ProgramError, match="a join of table a with itself"):
+        check_supported(circuit, physical_plan(circuit))
