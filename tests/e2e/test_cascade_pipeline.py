@@ -30,6 +30,7 @@ from table_steps import clock_ms, frozen, run_steps, shipped_program, written
 from app.circuit.reference import StepResult, evaluate
 from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
+from app.program.compile import compile_program
 from app.runtime.physical import physical_plan
 from app.runtime.plan import refused_by_spark
 
@@ -115,3 +116,28 @@ def test_cascade_of_windows_runs_on_spark_s11_s18(
         assert _values(got) == Counter(allowed.keys()), view
         for value, header in got:
             assert header in allowed[value], (view, value, header, allowed[value])
+
+
+def test_a_cascade_with_one_output_is_one_branch_of_its_query_s18(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """The shipped cascade less its day level: one output, so its query has one branch and,
+    in local mode, a step is one job (ADR 0008) through both aggregations."""
+    circuit, topics = shipped_program(
+        kafka, unique_topic, tmp_path, "click_rollups.sql", SHIPPED, ["clicks"]
+    )
+    text = (tmp_path / "click_rollups.sql").read_text(encoding="utf-8")
+    path = tmp_path / "hours_only.sql"
+    path.write_text(text[: text.index("-- Clicks per user and day")], encoding="utf-8")
+    circuit = compile_program(path)
+    (query,) = physical_plan(circuit).queries
+    assert (query.writing_stage, query.scans_once) == ("aggregate", True)
+
+    _, inputs = run_steps(kafka, tmp_path, circuit, {"clicks": topics["clicks"]}, STEPS)
+
+    hours = written(kafka, circuit, "per_hour", topics["per_hour"])
+    allowed = _oracle(evaluate(circuit, inputs), "per_hour")
+    assert _values(hours) == Counter(allowed.keys())
+    assert len(allowed) == 5
+    for value, header in hours:
+        assert header in allowed[value], (value, header, allowed[value])
