@@ -34,7 +34,10 @@ GROUP BY window_end
 EMIT AFTER WATERMARK;
 """
 
-FIX = "an INNER interval join bounded on each table's first LATENESS column runs on Spark"
+FIX = (
+    "an INNER interval join bounded on each table's first LATENESS column, or an INNER join "
+    "without a time bound, runs on Spark"
+)
 
 
 def _refused(text: str) -> list[str]:
