@@ -68,6 +68,9 @@ def product_shown(output: str) -> list[str]:
     return missing
 
 
+# In the slow suite (CI's budget); CI runs the demo in tests/e2e/test_demo_program.py.
+# Run: `pytest -m slow -k demo_console_shows`.
+@pytest.mark.slow
 def test_the_demo_console_shows_tidemark_lines_and_the_product_only(tmp_path: Path) -> None:
     assert TIDEMARK.is_file(), "the project's venv: make setup"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TIDEMARK_SPARK", "PYSPARK"))}
