@@ -77,7 +77,10 @@ class TreeCpu:
                 t = p.cpu_times()
                 self.seen[p.pid] = max(self.seen.get(p.pid, 0.0), t.user + t.system)
                 # Every time: spark-class's shell becomes the JVM (exec) under the same pid.
-                self.parts[p.pid] = cpu_part(p.cmdline(), p.pid == self.pid)
+                # An empty command line (an exited child not yet reaped) keeps the last part.
+                cmdline = p.cmdline()
+                if cmdline or p.pid not in self.parts:
+                    self.parts[p.pid] = cpu_part(cmdline, p.pid == self.pid)
             except psutil.NoSuchProcess:
                 continue
             if self.parts[p.pid] == "jvm":
