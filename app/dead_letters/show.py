@@ -83,7 +83,7 @@ class ProgramDecoder:
             spec = source_spec(table)
             kinds = {c.name: c.kind for c in spec.columns}
             if table.format == "json":
-                records = JsonRecords(table.name, [(c.name, c.kind) for c in spec.columns])
+                records = JsonRecords(table.name, [(c.name, c.kind) for c in spec.value_columns])
                 self._decoders[table.name] = (records.decode, kinds)
             elif table.format == "avro":
                 self._decoders[table.name] = (AvroCodec(table.avro_schema).decode, kinds)

@@ -28,7 +28,8 @@ CREATE TABLE reading (
 
 CREATE TABLE event (
     ts   TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE,
-    n    BIGINT
+    n    BIGINT,
+    p    INT METADATA FROM 'partition'
 ) WITH ('topic' = 'events', 'format' = 'json');
 """
 
@@ -51,6 +52,7 @@ def test_values_decode_with_their_tables_schema(program: Path, letter: Any) -> N
     assert row == {"ts": format_time_value(T0, "ms"), "day": "2026-01-01", "amount": "12.50",
                    "label": "x"}
     row, why = decoder.decode(letter("late", table="event", value=b'{"ts": 5, "n": 7}'))
+    # The metadata column is not in the value (it comes from the record).
     assert why is None and row == {"ts": format_time_value(5, "ms"), "n": 7}
 
 
