@@ -126,6 +126,14 @@ def explain(
             "waterline frees its state (docs/architecture.md).",
         ),
     ] = False,
+    against: Annotated[
+        Path | None,
+        typer.Option(
+            "--against",
+            help="A checkpoint directory: whether tidemark run would continue it with this "
+            "program, or refuse and why (exit code 1); writes nothing (docs/adr/0015).",
+        ),
+    ] = None,
 ) -> None:
     """Print the compiled circuit: waterlines, what is late, state and when it is freed."""
     from app.circuit.explain import explain_json, explain_text
@@ -144,6 +152,9 @@ def explain(
     from app.runtime.plan import refused_by_spark
 
     plan = physical_plan(circuit)
+    if against is not None:
+        _explain_against(circuit, plan, against, format)
+        return
     # What `tidemark run` would refuse, in every form of explain: a program that compiles is
     # not yet one that runs.
     refused = refused_by_spark(circuit, plan)
@@ -162,6 +173,36 @@ def explain(
             typer.echo("\ntidemark run refuses this program (Spark does not run it yet):")
             for reason in refused:
                 typer.echo(f"  {reason}")
+
+
+def _explain_against(circuit: Any, plan: Any, checkpoint: Path, format: str) -> None:
+    """``explain --against``: the verdict ``tidemark run`` would reach on ``checkpoint``
+    (app/runtime/checkpoint_plan.py), exit code 1 when it would refuse."""
+    from app.runtime.checkpoint_plan import judge_checkpoint
+    from app.runtime.plan_fingerprint import plan_fingerprint
+
+    try:
+        verdict = judge_checkpoint(checkpoint, plan_fingerprint(circuit, plan))
+    except TidemarkError as exc:
+        _fail(exc)
+    if format == "json":
+        changes = verdict.comparison.changes if verdict.comparison is not None else ()
+        data = {
+            "checkpoint": str(checkpoint),
+            "verdict": verdict.verdict,
+            "digest": verdict.fingerprint.digest,
+            "recorded_by": verdict.recorded_by,
+            "changes": [
+                {"subject": c.subject, "change": c.text, "compatible": c.compatible}
+                for c in changes
+            ],
+            "kept": list(verdict.comparison.kept) if verdict.comparison is not None else [],
+        }
+        typer.echo(json.dumps(data, indent=2))
+    else:
+        typer.echo(verdict.text(), nl=False)
+    if verdict.refused:
+        raise typer.Exit(1)
 
 
 @app.command()

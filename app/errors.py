@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from app.circuit.ir import Diagnostic
 
 __all__ = [
+    "CheckpointError",
     "ConfigError",
     "KafkaError",
     "ProgramError",
@@ -54,6 +55,12 @@ class SinkError(KafkaError):
 
 class ConfigError(TidemarkError):
     """Invalid configuration (flags, environment, config file)."""
+
+
+class CheckpointError(TidemarkError):
+    """The program cannot continue the checkpoint it was given: the plan recorded with the
+    checkpoint differs in a way its state cannot follow (docs/adr/0015), or that record cannot
+    be read. The text lists what changed and the options."""
 
 
 class SparkError(TidemarkError):

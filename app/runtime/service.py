@@ -32,8 +32,10 @@ from app.connectors.topics import TopicDefaults, ensure_topics
 from app.errors import ConfigError, KafkaError, SparkError, kafka_reason
 from app.runtime.aggregate import polls_every_step
 from app.runtime.checkpoint_lock import CheckpointLock
+from app.runtime.checkpoint_plan import CheckpointVerdict, guard_checkpoint
 from app.runtime.physical import PhysicalPlan, physical_plan
 from app.runtime.plan import check_supported, plan_query
+from app.runtime.plan_fingerprint import plan_fingerprint
 from app.runtime.session import spark_session
 from app.runtime.slice_cache import SliceCache
 from app.runtime.step_sink import StepMetrics, StepReport, StepSink
@@ -138,6 +140,9 @@ class Service:
     _physical: PhysicalPlan | None = None
     #: Held from start() until the queries stopped: one driver per checkpoint.
     _lock: CheckpointLock | None = None
+    #: What start() found in the checkpoint: the plan it was made with, against the
+    #: circuit's (ADR 0015).
+    plan_verdict: CheckpointVerdict | None = None
 
     @property
     def kafka_conf(self) -> dict[str, str]:
@@ -193,6 +198,11 @@ class Service:
             self.settings.checkpoint_lock_wait_seconds, str(program) if program else None
         )
         try:
+            # Under the lock, before Spark or the step files read the checkpoint: a plan the
+            # checkpoint's state cannot follow is refused here, with nothing written (ADR 0015).
+            self.plan_verdict = guard_checkpoint(
+                self.checkpoint, plan_fingerprint(self.circuit, self.physical)
+            )
             self._start(once, listener)
         except BaseException:
             self._release_lock()
