@@ -360,7 +360,10 @@ def _list_text(values: list[Any]) -> str:
 
 
 def _compare_tables(
-    old: Mapping[str, Any], new: Mapping[str, Any], stateful_queries: set[str]
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    stateful_queries: set[str],
+    new_queries: set[str],
 ) -> list[PlanChange]:
     changes: list[PlanChange] = []
     for name in sorted(old.keys() - new.keys()):
@@ -373,12 +376,18 @@ def _compare_tables(
             )
         )
     for name in sorted(new.keys() - old.keys()):
+        alone = new[name]["query"] in new_queries
         changes.append(
             PlanChange(
                 f"table {name}",
-                f"added, topic {new[name]['topic']} (the checkpoint has "
-                "no offsets or waterlines for it)",
-                False,
+                f"added, topic {new[name]['topic']}"
+                + (
+                    ", in a query of new tables: it starts at its 'scan.startup.mode'"
+                    if alone
+                    else f" (it would join query {new[name]['query']}, whose checkpoint has "
+                    "no offsets or waterlines for it)"
+                ),
+                alone,
             )
         )
     for name in sorted(old.keys() & new.keys()):
@@ -562,11 +571,12 @@ def _compare_view(name: str, was: Mapping[str, Any], now: Mapping[str, Any]) -> 
 def compare_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanComparison:
     """Whether a checkpoint made by the plan ``old`` (a stored document) can be continued by
     the plan ``new``, and why: the rules of ADR 0015. Refused: anything that changes what a
-    stateful operator holds or how it is laid out (a stateful view added, removed or
-    redefined, its window, keys, aggregates, EMIT or inputs), a LATENESS, the tables read, a
-    table's query, the ``major.minor`` version. Compatible, and said: stateless views added,
-    removed or changed, output topics and encodings, dead-letter topics, ``max_future``, the
-    columns of a table whose query holds no state."""
+    stateful operator holds or how it is laid out (a stateful view added to a query that
+    exists, removed or redefined: its window, keys, aggregates, EMIT or inputs), a LATENESS,
+    a table removed, moved to another topic or added to a query that exists, the
+    ``major.minor`` version. Compatible, and said: stateless views added, removed or changed,
+    tables added in queries of their own (with their views), output topics and encodings,
+    dead-letter topics, ``max_future``, the columns of a table whose query holds no state."""
     if old.get("fingerprint_format") != new["fingerprint_format"]:
         change = PlanChange(
             "checkpoint",
@@ -589,7 +599,13 @@ def compare_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanCompari
     stateful_queries = {q for q, query in new["queries"].items() if query["state_operators"]} | {
         q for q, query in old["queries"].items() if query["state_operators"]
     }
-    changes.extend(_compare_tables(old["tables"], new["tables"], stateful_queries))
+    # A query whose tables are all new starts from scratch: nothing of it is in the checkpoint.
+    new_queries = {
+        q
+        for q, query in new["queries"].items()
+        if not any(t in old["tables"] for t in query["tables"])
+    }
+    changes.extend(_compare_tables(old["tables"], new["tables"], stateful_queries, new_queries))
     for name in sorted(old_views.keys() - new_views.keys()):
         held = _stateful(old_views[name])
         changes.append(
@@ -606,7 +622,8 @@ def compare_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanCompari
             )
         )
     for name in sorted(new_views.keys() - old_views.keys()):
-        held = _stateful(new_views[name])
+        fresh = new_views[name]["query"] in new_queries
+        held = _stateful(new_views[name]) and not fresh
         changes.append(
             PlanChange(
                 f"view {name}",
@@ -615,6 +632,8 @@ def compare_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanCompari
                     " (it holds state: it would start empty "
                     "and emit partial windows as if complete)"
                     if held
+                    else ", over new tables: it starts with them"
+                    if fresh
                     else ", stateless: it computes from the next step on"
                 ),
                 not held,

@@ -184,9 +184,36 @@ def test_table_columns_refused_only_when_the_query_holds_state() -> None:
     assert "its query holds state" in _texts(held)[0]
 
 
-def test_tables_added_removed_or_moved_to_another_topic_are_refused() -> None:
+def test_a_table_added_in_a_query_of_its_own_proceeds_with_its_views() -> None:
+    other = (
+        "CREATE TABLE u (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' SECOND, "
+        "k BIGINT NOT NULL) WITH ('topic' = 'in2');\n"
+    )
+    counts = "CREATE VIEW uc WITH ('topic' = 'uc') AS SELECT k, COUNT(*) AS n FROM u GROUP BY k;\n"
+    comparison = _compare(TABLE + FILTER, TABLE + other + FILTER + counts)
+    assert comparison.compatible
+    assert _texts(comparison) == [
+        "table u: added, topic in2, in a query of new tables: it starts at its 'scan.startup.mode'",
+        "view uc: added, over new tables: it starts with them",
+    ]
+
+
+def test_a_table_added_to_a_query_that_exists_is_refused() -> None:
+    other = (
+        "CREATE TABLE u (ts TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND, "
+        "k BIGINT NOT NULL) WITH ('topic' = 'in2');\n"
+    )
+    union = (
+        "CREATE VIEW b WITH ('topic' = 'b', 'format' = 'append') AS "
+        "SELECT ts, k FROM t UNION ALL SELECT ts, k FROM u;\n"
+    )
+    comparison = _compare(TABLE + FILTER, TABLE + other + FILTER + union)
+    assert not comparison.compatible
+    assert "table u: added, topic in2 (it would join query tidemark-t" in _texts(comparison)[0]
+
+
+def test_tables_removed_or_moved_to_another_topic_are_refused() -> None:
     other = "CREATE TABLE u (ts TIMESTAMP NOT NULL, k BIGINT NOT NULL) WITH ('topic' = 'in2');\n"
-    assert not _compare(TABLE + FILTER, TABLE + other + FILTER).compatible
     assert not _compare(TABLE + other + FILTER, TABLE + FILTER).compatible
     moved = _compare(TABLE + FILTER, TABLE.replace("'in'", "'in-v2'") + FILTER)
     assert [str(c) for c in moved.refused] == [
