@@ -22,16 +22,26 @@ def read_topic(
     """Every record of ``topic`` from the beginning to its current end (read_committed; a
     test reads an open transaction's records with ``read_uncommitted``). Under read_committed
     an open transaction holds the reader until ``timeout_seconds``."""
+    from confluent_kafka import KafkaError as Code
     from confluent_kafka import KafkaException
 
-    try:
-        return _read(conf, topic, timeout_seconds, isolation)
-    except KafkaException as exc:
-        raise KafkaError(
-            f"cannot read topic {topic} from {conf.get('bootstrap.servers')}:"
-            f" {kafka_reason(exc)}: check"
-            " that the broker runs and answers, and the topic exists"
-        ) from exc
+    # A topic created a moment ago may have no leader yet.
+    leaderless = {Code.NOT_LEADER_FOR_PARTITION, Code.LEADER_NOT_AVAILABLE}
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        try:
+            return _read(conf, topic, timeout_seconds, isolation)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            code = error.code() if isinstance(error, Code) else None
+            if code in leaderless and time.monotonic() < deadline:
+                time.sleep(0.5)
+                continue
+            raise KafkaError(
+                f"cannot read topic {topic} from {conf.get('bootstrap.servers')}:"
+                f" {kafka_reason(exc)}: check that the broker runs and answers, and the topic"
+                " exists"
+            ) from exc
 
 
 def _read(conf: dict[str, str], topic: str, timeout_seconds: float, isolation: str) -> list[Any]:

@@ -16,6 +16,7 @@ from typing import Any
 from app.circuit.ir import Circuit
 from app.circuit.reference import Punctuation, StepInput, StepResult
 from app.connectors.avro_codec import AvroCodec
+from app.connectors.output_reader import OutputReader
 from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
@@ -57,9 +58,7 @@ def run_steps(
                         )
                     marks[table].append(Punctuation(entry[1]))
                     continue
-                producer.produce(
-                    topics[table], value=codecs[table].encode(entry), partition=i % 2
-                )
+                producer.produce(topics[table], value=codecs[table].encode(entry), partition=i % 2)
                 rows[table].append(dict(entry))
         assert producer.flush(30) == 0
         inputs.append(StepInput(rows=rows, punctuations=marks))
@@ -83,6 +82,39 @@ def written(kafka: Any, circuit: Circuit, view: str, topic: str) -> Counter[tupl
     )
 
 
+def _record(value: Any) -> Any:
+    """A decoded key or value as a hashable value; a changelog's ``ptime`` (the step's batch
+    time, which the reference evaluator does not know) left out."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, _record(v)) for k, v in value.items() if k != "ptime"))
+    return value
+
+
+def keyed_written(kafka: Any, circuit: Circuit, view: str, topic: str) -> Counter[Any]:
+    """Every record of ``view`` in any format as (key, value, ``tidemark.waterline``
+    header), counted."""
+    output = circuit.view(view).output
+    assert output is not None
+    reader = OutputReader(view, output)
+    return Counter(
+        (
+            _record(reader.key(m.key())),
+            _record(reader.value(m.value())),
+            dict(m.headers())["tidemark.waterline"].decode(),
+        )
+        for m in read_topic(kafka.conf(), topic)
+    )
+
+
+def keyed_oracle(results: Sequence[StepResult], view: str) -> Counter[Any]:
+    """The reference evaluator's records of ``view``, as :func:`keyed_written` reads Spark's."""
+    return Counter(
+        (_record(r.key), _record(r.value), format_time_value(r.waterline, "ms"))
+        for result in results
+        for r in result.outputs[view]
+    )
+
+
 def oracle_written(results: Sequence[StepResult], view: str) -> Counter[tuple[Any, ...]]:
     """The reference evaluator's records of ``view``, as :func:`written` reads Spark's."""
     return Counter(
@@ -99,6 +131,18 @@ def clock_ms(clock: str, day: int = 26) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def shipped_copy(tmp_path: Path, program: str, replaced: Mapping[str, str]) -> Path:
+    """A copy of ``pipelines/<program>`` in ``tmp_path`` with each quoted topic name
+    (``replaced``: shipped name -> test topic) replaced."""
+    text = (ROOT / "pipelines" / program).read_text(encoding="utf-8")
+    for shipped, test in replaced.items():
+        assert f"'{shipped}'" in text, shipped
+        text = text.replace(f"'{shipped}'", f"'{test}'")
+    path = tmp_path / program
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def shipped_program(
     kafka: Any,
     unique_topic: Any,
@@ -113,10 +157,5 @@ def shipped_program(
     topics = {name: unique_topic(name) for name in shipped.values()}
     for name in inputs:
         kafka.create_topic(topics[name], partitions=2)
-    text = (ROOT / "pipelines" / program).read_text(encoding="utf-8")
-    for topic, name in shipped.items():
-        assert f"'{topic}'" in text, topic
-        text = text.replace(f"'{topic}'", f"'{topics[name]}'")
-    path = tmp_path / program
-    path.write_text(text, encoding="utf-8")
-    return compile_program(path), topics
+    replaced = {topic: topics[name] for topic, name in shipped.items()}
+    return compile_program(shipped_copy(tmp_path, program, replaced)), topics

@@ -38,10 +38,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from table_steps import keyed_oracle, keyed_written, shipped_copy
 
 from app.circuit.reference import StepInput, evaluate
-from app.connectors.output_reader import OutputReader
-from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.runtime.service import Service
@@ -53,23 +52,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: (value bytes, the row they decode to or None, expected reason or None, message words)
 Sent = tuple[bytes, dict[str, Any] | None, str | None, str]
-
-
-def _program(tmp: Path, name: str, topics: dict[str, str]) -> Path:
-    """The shipped program with each quoted topic name replaced by a test topic."""
-    text = (ROOT / "pipelines" / f"{name}.sql").read_text(encoding="utf-8")
-    for shipped, test in topics.items():
-        assert f"'{shipped}'" in text, shipped
-        text = text.replace(f"'{shipped}'", f"'{test}'")
-    path = tmp / f"{name}.sql"
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
-    return value
 
 
 def _ms(*parts: int) -> int:
@@ -131,28 +113,6 @@ def _check_dead_letters(
     return reasons
 
 
-def _records(kafka: Any, circuit: Any, view: str, topic: str) -> Counter[Any]:
-    out = circuit.view(view).output
-    assert out is not None
-    reader = OutputReader(view, out)
-    return Counter(
-        (
-            _freeze(reader.key(m.key())),
-            _freeze(reader.value(m.value())),
-            dict(m.headers())["tidemark.waterline"].decode(),
-        )
-        for m in read_topic(kafka.conf(), topic)
-    )
-
-
-def _oracle(expected: Any, view: str) -> Counter[Any]:
-    return Counter(
-        (_freeze(r.key), _freeze(r.value), format_time_value(r.waterline, "ms"))
-        for e in expected
-        for r in e.outputs[view]
-    )
-
-
 def _purchase(text: str, when: str, card: int, amount: str | None) -> Sent:
     row = {
         "date_time": when,
@@ -167,9 +127,9 @@ def test_decoded_purchases_runs_on_json_values_l1_l2_s6_s7(
 ) -> None:
     t = {k: unique_topic(k) for k in ("raw", "daily")}
     kafka.create_topic(t["raw"], partitions=2)
-    program = _program(
+    program = shipped_copy(
         tmp_path,
-        "decoded_purchases",
+        "decoded_purchases.sql",
         {"purchases.raw": t["raw"], "purchases.daily_card_spend": t["daily"]},
     )
     circuit = compile_program(program)
@@ -286,8 +246,8 @@ def test_decoded_purchases_runs_on_json_values_l1_l2_s6_s7(
     )
 
     # The upsert topic's last value per key: the daily spend per card, by hand.
-    records = _records(kafka, circuit, "daily_card_spend", t["daily"])
-    assert records == _oracle(expected, "daily_card_spend")
+    records = keyed_written(kafka, circuit, "daily_card_spend", t["daily"])
+    assert records == keyed_oracle(expected, "daily_card_spend")
     final: dict[tuple[int, int], tuple[Decimal | None, int]] = {}
     for key, value, _mark in sorted(records, key=lambda record: record[2]):  # step order
         k = dict(key)
@@ -328,9 +288,9 @@ def test_hourly_colors_runs_on_json_values_l1_s3_s5_s7_s12(
 ) -> None:
     t = {k: unique_topic(k) for k in ("colors", "dlq", "hourly")}
     kafka.create_topic(t["colors"], partitions=2)
-    program = _program(
+    program = shipped_copy(
         tmp_path,
-        "hourly_colors",
+        "hourly_colors.sql",
         {"colors": t["colors"], "colors.dlq": t["dlq"], "colors.hourly": t["hourly"]},
     )
     circuit = compile_program(program)
@@ -399,8 +359,8 @@ def test_hourly_colors_runs_on_json_values_l1_s3_s5_s7_s12(
     assert reasons == Counter({"late": 1, "malformed": 2, "invalid": 2})
     assert sum(r.dead_letters.get("late", 0) for r in data_steps) == 1
 
-    records = _records(kafka, circuit, "hourly_color_count", t["hourly"])
-    assert records == _oracle(expected, "hourly_color_count")
+    records = keyed_written(kafka, circuit, "hourly_color_count", t["hourly"])
+    assert records == keyed_oracle(expected, "hourly_color_count")
     rows = sorted(
         (dict(value)["window_start"], dict(value)["color"], dict(value)["events"], mark)
         for (_key, value, mark) in records.elements()

@@ -45,9 +45,7 @@ class Pipeline:
         self.topic = kafka.create_topic(unique_topic("in"), partitions)
         self.out = unique_topic("out")
         program = tmp_path / "changes.sql"
-        program.write_text(
-            PROGRAM.format(topic=self.topic, dlq=unique_topic("dlq"), out=self.out)
-        )
+        program.write_text(PROGRAM.format(topic=self.topic, dlq=unique_topic("dlq"), out=self.out))
         self.circuit = compile_program(program)
         self.codec = AvroCodec(self.circuit.table("reading").avro_schema)
         view = self.circuit.view("everything").output
@@ -83,6 +81,20 @@ class Pipeline:
             self.out_codec.decode(m.value())["sensor"]
             for m in read_topic(self.kafka.conf(), self.out)
         )
+
+
+def _written_within(
+    pipeline: Pipeline, service: Service, expected: list[int], seconds: float = 180
+) -> list[int]:
+    """What the pipeline wrote once it is ``expected`` or ``seconds`` passed; the service's
+    queries must not fail meanwhile."""
+    deadline = time.monotonic() + seconds
+    found = pipeline.written()
+    while found != expected and time.monotonic() < deadline:
+        assert all(q.exception() is None for q in service.queries)
+        time.sleep(1.0)
+        found = pipeline.written()
+    return found
 
 
 def _delete_records(kafka: Any, topic: str, partition: int, before: int) -> None:
@@ -137,10 +149,12 @@ def test_a_2_mib_dead_letter_into_a_1_mib_topic_is_cut_to_fit_and_the_service_go
 
     topic, dlq, out = unique_topic("in"), unique_topic("dlq"), unique_topic("out")
     admin = AdminClient({**kafka.conf(), "log_level": 3})
-    created = admin.create_topics([
-        NewTopic(topic, 1, 1, config={"max.message.bytes": str(4 * 1024 * 1024)}),
-        NewTopic(dlq, 1, 1, config={"max.message.bytes": "1048576"}),
-    ])
+    created = admin.create_topics(
+        [
+            NewTopic(topic, 1, 1, config={"max.message.bytes": str(4 * 1024 * 1024)}),
+            NewTopic(dlq, 1, 1, config={"max.message.bytes": "1048576"}),
+        ]
+    )
     for future in created.values():
         future.result(30)
     program = tmp_path / "oversize.sql"
@@ -191,18 +205,9 @@ def test_partitions_added_to_the_input_topic_mid_run_are_read(
         kafka.settings(pipeline.checkpoint, shuffle_partitions=2, trigger_interval="500ms"),
     )
 
-    def written_within(expected: list[int], seconds: float) -> list[int]:
-        deadline = time.monotonic() + seconds
-        found = pipeline.written()
-        while found != expected and time.monotonic() < deadline:
-            assert all(q.exception() is None for q in service.queries)
-            time.sleep(1.0)
-            found = pipeline.written()
-        return found
-
     service.start()
     try:
-        assert written_within(list(range(3)), 180) == list(range(3))
+        assert _written_within(pipeline, service, list(range(3))) == list(range(3))
         admin = AdminClient({**kafka.conf(), "log_level": 3})
         added = admin.create_partitions([NewPartitions(pipeline.topic, 3)])
         for future in added.values():
@@ -214,14 +219,11 @@ def test_partitions_added_to_the_input_topic_mid_run_are_read(
             time.sleep(0.2)
         pipeline.produce(range(3, 6), partition=1)
         pipeline.produce(range(6, 9), partition=2)
-        assert written_within(list(range(9)), 180) == list(range(9))
+        assert _written_within(pipeline, service, list(range(9))) == list(range(9))
     finally:
         service.stop()
 
 
-# In the slow suite until its first read of the new output topic waits for the topic's
-# leader ("Not leader for partition" failed it once): `pytest -m slow -k output_topic_deleted`.
-@pytest.mark.slow
 def test_an_output_topic_deleted_mid_run_stops_the_service_with_a_clear_error(
     kafka: Any, unique_topic: Any, tmp_path: Path
 ) -> None:
@@ -235,10 +237,7 @@ def test_an_output_topic_deleted_mid_run_stops_the_service_with_a_clear_error(
     )
     service.start()
     try:
-        deadline = time.monotonic() + 180
-        while pipeline.written() != list(range(3)) and time.monotonic() < deadline:
-            time.sleep(1.0)
-        assert pipeline.written() == list(range(3))
+        assert _written_within(pipeline, service, list(range(3))) == list(range(3))
         admin = AdminClient({**kafka.conf(), "log_level": 3})
         for future in admin.delete_topics([pipeline.out]).values():
             future.result(30)

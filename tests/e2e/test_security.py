@@ -10,8 +10,11 @@ its error messages.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +30,7 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cret-Pa55-" + os.urandom(6).hex()
+T0 = 1_700_000_000_000
 
 PROGRAM = """
 CREATE TABLE reading (
@@ -44,8 +48,9 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalKafk
     subprocess.run(["bash", str(ROOT / "scripts" / "fetch-kafka.sh")], check=True)
     work = tmp_path_factory.mktemp("secure")
     tls = make_tls_files(work / "tls")
-    broker = sasl_ssl_kafka(work / "kafka", tls, {"alice": PASSWORD},
-                            require_client_certificate=True).start()
+    broker = sasl_ssl_kafka(
+        work / "kafka", tls, {"alice": PASSWORD}, require_client_certificate=True
+    ).start()
     try:
         yield broker, tls
     finally:
@@ -63,6 +68,29 @@ def _env(broker: LocalKafka, tls: TlsFiles, mechanism: str, secret_file: Path) -
         "TIDEMARK_KAFKA_SSL_CERTIFICATE_LOCATION": str(tls.client_certificate),
         "TIDEMARK_KAFKA_SSL_KEY_LOCATION": str(tls.client_key),
     }
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _metrics_once_counted(port: int, records: int) -> str:
+    """The running service's /metrics once it has counted ``records`` input records."""
+    deadline = time.monotonic() + 60
+    while True:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+        counted = sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("tidemark_input_records_total{")
+        )
+        if counted >= records or time.monotonic() > deadline:
+            assert counted == records, text
+            return text
+        time.sleep(1.0)
 
 
 def _settings_conf(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
@@ -85,8 +113,11 @@ def test_plain_and_scram_over_sasl_ssl_with_a_client_certificate_from_env_and_fi
         assert conf["sasl.password"] == PASSWORD, "read from the mounted file"
         assert AdminClient({**conf, "log_level": 0}).list_topics(timeout=20).brokers
     # The broker really demands the client certificate (mTLS) and the password.
-    no_cert = {k: v for k, v in conf.items() if not k.startswith("ssl.certificate")
-               and not k.startswith("ssl.key")}
+    no_cert = {
+        k: v
+        for k, v in conf.items()
+        if not k.startswith("ssl.certificate") and not k.startswith("ssl.key")
+    }
     wrong = {**conf, "sasl.password": "not-the-password"}
     for bad in (no_cert, wrong):
         with pytest.raises(KafkaException):
@@ -112,42 +143,90 @@ def test_a_program_runs_over_sasl_ssl_only_and_no_credential_is_shown(
     codec = AvroCodec(circuit.table("reading").avro_schema)
     producer = Producer({**conf, "log_level": 3})
     for i in range(20):
-        producer.produce("secure.in", value=codec.encode({"ts": 1_700_000_000_000 + i,
-                                                          "sensor": i}))
+        producer.produce("secure.in", value=codec.encode({"ts": T0 + i, "sensor": i}))
     producer.produce("secure.in", value=b"\x01 bad")
     assert producer.flush(30) == 0
 
-    run_env = {**os.environ, **env, "TIDEMARK_LOG_LEVEL": "debug",
-               "TIDEMARK_LOG_FORMAT": "json", "TIDEMARK_METRICS_PORT": "0"}
-    result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "run", str(program), "--checkpoint",
-         str(tmp_path / "cp"), "--once"],
-        cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=400,
+    # A running service: its own /metrics is read, then its output topic is deleted, so its
+    # query fails and Spark prints the failing query's error and plan.
+    port = _free_port()
+    run_env = {
+        **os.environ,
+        **env,
+        "TIDEMARK_LOG_LEVEL": "debug",
+        "TIDEMARK_LOG_FORMAT": "json",
+        "TIDEMARK_METRICS_PORT": str(port),
+    }
+    service = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "run",
+            str(program),
+            "--checkpoint",
+            str(tmp_path / "cp"),
+        ],
+        cwd=ROOT,
+        env=run_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = circuit.view("everything").output
-    assert out is not None
-    assert len(read_topic(conf, out.topic)) == 20
-    assert len(read_topic(conf, "secure.dlq")) == 1
+    try:
+        out = circuit.view("everything").output
+        assert out is not None
+        deadline = time.monotonic() + 300
+        while len(read_topic(conf, out.topic)) < 20 and time.monotonic() < deadline:
+            assert service.poll() is None, service.communicate()[1][-3000:]
+            time.sleep(1.0)
+        assert len(read_topic(conf, out.topic)) == 20
+        assert len(read_topic(conf, "secure.dlq")) == 1
+        metrics_text = _metrics_once_counted(port, 21)
+        admin.delete_topics([out.topic])[out.topic].result(30)
+        for i in range(20, 25):  # a step that writes finds the topic gone
+            producer.produce("secure.in", value=codec.encode({"ts": T0 + i, "sensor": i}))
+        assert producer.flush(30) == 0
+        stdout, stderr = service.communicate(timeout=200)
+    finally:
+        if service.poll() is None:
+            service.kill()
+            service.communicate()
+    assert service.returncode == 2, stderr[-3000:]
+    assert f"topic(s) {out.topic} do not exist" in stderr, stderr[-3000:]
 
-    explain = subprocess.run([sys.executable, "-m", "app.cli", "explain", str(program),
-                              "--format", "json"], cwd=ROOT, env=run_env, capture_output=True,
-                             text=True, timeout=60)
+    explain = subprocess.run(
+        [sys.executable, "-m", "app.cli", "explain", str(program), "--format", "json"],
+        cwd=ROOT,
+        env=run_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     wrong = subprocess.run(
-        [sys.executable, "-m", "app.cli", "run", str(program), "--checkpoint",
-         str(tmp_path / "cp2"), "--once"],
-        cwd=ROOT, env={**run_env, "TIDEMARK_KAFKA_SASL_PASSWORD": PASSWORD + "-wrong"},
-        capture_output=True, text=True, timeout=200,
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "run",
+            str(program),
+            "--checkpoint",
+            str(tmp_path / "cp2"),
+            "--once",
+        ],
+        cwd=ROOT,
+        env={**run_env, "TIDEMARK_KAFKA_SASL_PASSWORD": PASSWORD + "-wrong"},
+        capture_output=True,
+        text=True,
+        timeout=200,
     )
     assert wrong.returncode == 2 and "tidemark: error:" in wrong.stderr
-    from prometheus_client import generate_latest
-
-    from app.observability.metrics import TidemarkMetrics
-
-    metrics_text = generate_latest(TidemarkMetrics().registry).decode()
-    for name, text in {"run stderr": result.stderr, "run stdout": result.stdout,
-                       "explain": explain.stdout + explain.stderr,
-                       "error": wrong.stderr + wrong.stdout, "metrics": metrics_text}.items():
+    for name, text in {
+        "run stderr": stderr,
+        "run stdout": stdout,
+        "explain": explain.stdout + explain.stderr,
+        "error": wrong.stderr + wrong.stdout,
+        "metrics": metrics_text,
+    }.items():
         assert PASSWORD not in text, f"the password appears in {name}"
     assert "Traceback" not in wrong.stderr
-

@@ -21,19 +21,23 @@ nexmark_q7 (10-minute windows, LATENESS 4 minutes; the top bid of a window once 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
-from table_steps import run_steps
+from table_steps import (
+    clock_ms,
+    frozen,
+    keyed_oracle,
+    keyed_written,
+    run_steps,
+    shipped_copy,
+)
 
 from app.circuit.ir import Circuit
-from app.circuit.reference import StepResult, evaluate
-from app.connectors.output_reader import OutputReader
-from app.connectors.sink import format_time_value
+from app.circuit.reference import evaluate
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 
@@ -43,49 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _program(tmp: Path, name: str, topics: Mapping[str, str]) -> Circuit:
-    """The shipped program with each quoted topic name replaced by a test topic."""
-    text = (ROOT / "pipelines" / f"{name}.sql").read_text(encoding="utf-8")
-    for shipped, test in topics.items():
-        assert f"'{shipped}'" in text, shipped
-        text = text.replace(f"'{shipped}'", f"'{test}'")
-    path = tmp / f"{name}.sql"
-    path.write_text(text, encoding="utf-8")
-    return compile_program(path)
-
-
-def _ms(clock: str) -> int:
-    hour, minute = (int(x) for x in clock.split(":"))
-    return int(datetime(2026, 11, 26, hour, minute, tzinfo=UTC).timestamp() * 1000)
-
-
-def _frozen(record: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...] | None:
-    """A record as a hashable value; a changelog's ``ptime`` (the step's batch time) left out."""
-    if record is None:
-        return None
-    return tuple(sorted((k, v) for k, v in record.items() if k != "ptime"))
-
-
-def _written(kafka: Any, circuit: Circuit, view: str, topic: str) -> Counter[Any]:
-    """Every record of ``view`` as (key, value, ``tidemark.waterline`` header), counted."""
-    output = circuit.view(view).output
-    assert output is not None
-    reader = OutputReader(view, output)
-    return Counter(
-        (
-            _frozen(reader.key(m.key())),
-            _frozen(reader.value(m.value())),
-            dict(m.headers())["tidemark.waterline"].decode(),
-        )
-        for m in read_topic(kafka.conf(), topic)
-    )
-
-
-def _oracle(results: Sequence[StepResult], view: str) -> Counter[Any]:
-    return Counter(
-        (_frozen(r.key), _frozen(r.value), format_time_value(r.waterline, "ms"))
-        for result in results
-        for r in result.outputs[view]
-    )
+    return compile_program(shipped_copy(tmp, f"{name}.sql", topics))
 
 
 def _late(kafka: Any, dlq: str) -> list[dict[str, str]]:
@@ -96,7 +58,7 @@ def _late(kafka: Any, dlq: str) -> list[dict[str, str]]:
 
 
 def _purchase(clock: str, card: int, amount: str) -> dict[str, Any]:
-    return {"date_time": _ms(clock), "credit_card": card, "amount": Decimal(amount)}
+    return {"date_time": clock_ms(clock), "credit_card": card, "amount": Decimal(amount)}
 
 
 def test_hop_purchases_runs_as_shipped_s12_s13_s14(
@@ -124,22 +86,22 @@ def test_hop_purchases_runs_as_shipped_s12_s13_s14(
         {"purchase": [_purchase("10:20", 1, "30.00"), _purchase("09:00", 2, "10.00")]},
         {"purchase": [_purchase("11:40", 2, "5.00")]},
     ]
-    reports, inputs = run_steps(
-        kafka, tmp_path, circuit, {"purchase": topics["purchases"]}, steps
-    )
+    reports, inputs = run_steps(kafka, tmp_path, circuit, {"purchase": topics["purchases"]}, steps)
     expected = evaluate(circuit, inputs)
 
     data_steps = [r for r in reports if r.step is not None]
     assert [r.waterlines["date_time"] for r in data_steps] == [
-        _ms("09:12"), _ms("09:20"), _ms("10:40")
+        clock_ms("09:12"),
+        clock_ms("09:20"),
+        clock_ms("10:40"),
     ]
     assert [r.dead_letters.get("late", 0) for r in data_steps] == [0, 1, 0]
     [late] = _late(kafka, topics["purchases"] + ".dlq")
     assert late["tidemark.error.reason"] == "late"
     assert late["tidemark.late.value"] == "2026-11-26T09:00:00.000Z"
 
-    card_spend = _written(kafka, circuit, "card_spend_15m", topics["card_spend"])
-    assert card_spend == _oracle(expected, "card_spend_15m")
+    card_spend = keyed_written(kafka, circuit, "card_spend_15m", topics["card_spend"])
+    assert card_spend == keyed_oracle(expected, "card_spend_15m")
     final: dict[tuple[int, int], Any] = {}
     for key, value, _mark in card_spend.elements():
         assert key is not None
@@ -148,24 +110,29 @@ def test_hop_purchases_runs_as_shipped_s12_s13_s14(
             final.pop((k["window_start"], k["credit_card"]), None)
         else:
             final[(k["window_start"], k["credit_card"])] = (
-                dict(value)["purchases"], dict(value)["total"]
+                dict(value)["purchases"],
+                dict(value)["total"],
             )
     # Card 1's 10:12 refund makes its 10:00, 10:05 and 10:10 windows non-positive.
-    assert final[(_ms("09:50"), 1)] == (1, Decimal("50.00"))
-    assert (_ms("10:00"), 1) not in final and (_ms("10:05"), 1) not in final
-    assert (_ms("10:10"), 1) not in final, "-60.00, then -30.00: never positive"
-    assert final[(_ms("10:15"), 1)] == (1, Decimal("30.00"))
-    assert final[(_ms("10:20"), 1)] == (1, Decimal("30.00"))
-    assert final[(_ms("11:30"), 2)] == (1, Decimal("5.00"))
+    assert final[(clock_ms("09:50"), 1)] == (1, Decimal("50.00"))
+    assert (clock_ms("10:00"), 1) not in final and (clock_ms("10:05"), 1) not in final
+    assert (clock_ms("10:10"), 1) not in final, "-60.00, then -30.00: never positive"
+    assert final[(clock_ms("10:15"), 1)] == (1, Decimal("30.00"))
+    assert final[(clock_ms("10:20"), 1)] == (1, Decimal("30.00"))
+    assert final[(clock_ms("11:30"), 2)] == (1, Decimal("5.00"))
 
-    changes = _written(kafka, circuit, "spend_15m_changes", topics["changes"])
-    assert changes == _oracle(expected, "spend_15m_changes")
+    changes = keyed_written(kafka, circuit, "spend_15m_changes", topics["changes"])
+    assert changes == keyed_oracle(expected, "spend_15m_changes")
     firsts = [dict(v) for _k, v, _m in changes if v is not None and dict(v)["ver"] == 0]
-    assert {v["window_end"] for v in firsts} >= {_ms("10:05"), _ms("10:35"), _ms("11:45")}
+    assert {v["window_end"] for v in firsts} >= {
+        clock_ms("10:05"),
+        clock_ms("10:35"),
+        clock_ms("11:45"),
+    }
 
 
 def _bid(clock: str, price: int, item: str) -> dict[str, Any]:
-    return {"bidtime": _ms(clock), "price": price, "item": item}
+    return {"bidtime": clock_ms(clock), "price": price, "item": item}
 
 
 def test_nexmark_q7_runs_as_shipped_s5_s12_s14(
@@ -186,19 +153,43 @@ def test_nexmark_q7_runs_as_shipped_s5_s12_s14(
 
     data_steps = [r for r in reports if r.step is not None]
     assert [r.waterlines["bidtime"] for r in data_steps] == [
-        _ms("10:03"), _ms("10:08"), _ms("10:21")
+        clock_ms("10:03"),
+        clock_ms("10:08"),
+        clock_ms("10:21"),
     ]
     [late] = _late(kafka, topics["bids"] + ".dlq")
     assert late["tidemark.late.value"] == "2026-11-26T10:02:00.000Z"
 
-    rows = _written(kafka, circuit, "max_bid", topics["q7"])
-    assert rows == _oracle(expected, "max_bid")
+    rows = keyed_written(kafka, circuit, "max_bid", topics["q7"])
+    assert rows == keyed_oracle(expected, "max_bid")
     header = "2026-11-26T10:21:00.000Z"
     assert rows == Counter(
         [
-            (None, _frozen({"wstart": _ms("10:00"), "wend": _ms("10:10"),
-                            "bidtime": _ms("10:05"), "price": 40, "item": "f"}), header),
-            (None, _frozen({"wstart": _ms("10:10"), "wend": _ms("10:20"),
-                            "bidtime": _ms("10:12"), "price": 5, "item": "d"}), header),
+            (
+                None,
+                frozen(
+                    {
+                        "wstart": clock_ms("10:00"),
+                        "wend": clock_ms("10:10"),
+                        "bidtime": clock_ms("10:05"),
+                        "price": 40,
+                        "item": "f",
+                    }
+                ),
+                header,
+            ),
+            (
+                None,
+                frozen(
+                    {
+                        "wstart": clock_ms("10:10"),
+                        "wend": clock_ms("10:20"),
+                        "bidtime": clock_ms("10:12"),
+                        "price": 5,
+                        "item": "d",
+                    }
+                ),
+                header,
+            ),
         ]
     )
