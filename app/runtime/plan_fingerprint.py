@@ -224,7 +224,8 @@ def _state_layout(query: QueryPlan) -> list[dict[str, Any]]:
             layout.append({"kind": "native", "views": [v.view]})
         elif v.placement == "jvm":
             layout.extend({"kind": "join", "views": [join]} for join in v.joins)
-    python = [v.view for v in query.views if v.placement == "state_operator"]
+    # Its groups are keyed by (view, key): the order of its views is no part of its layout.
+    python = sorted(v.view for v in query.views if v.placement == "state_operator")
     if python:
         layout.append({"kind": "python", "views": python})
     return layout

@@ -86,6 +86,12 @@ def test_the_document_names_the_state_layout_of_each_query() -> None:
     assert document["tables"]["t"]["lateness"] == {"ts": {"amount": 10_000, "text": "10 seconds"}}
 
 
+def test_python_aggregate_views_swapped_in_the_file_change_nothing() -> None:
+    daily = HOURLY.format(hours=24).replace("hourly", "daily").replace("'h'", "'d'")
+    hourly = HOURLY.format(hours=1)
+    assert _compare(TABLE + hourly + daily, TABLE + daily + hourly).changes == ()
+
+
 def test_a_changed_window_size_is_refused_naming_the_view_and_both_sizes_s11() -> None:
     comparison = _compare(TABLE + HOURLY.format(hours=1), TABLE + HOURLY.format(hours=2))
     assert not comparison.compatible
@@ -230,3 +236,33 @@ def test_a_different_major_minor_version_or_document_format_is_refused() -> None
     newer = dict(document, fingerprint_format=99)
     assert not compare_plans(newer, document).compatible
     assert state_version("1.4.2") == "1.4"
+
+
+JOINED = """
+CREATE TABLE a (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE, k BIGINT NOT NULL)
+    WITH ('topic' = 'a');
+CREATE TABLE b (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE, k BIGINT NOT NULL)
+    WITH ('topic' = 'b');
+CREATE VIEW pairs WITH ('topic' = 'pairs', 'format' = 'append') AS
+SELECT a.ts, a.k, b.ts AS b_ts FROM a JOIN b
+    ON a.k = b.k AND b.ts BETWEEN a.ts - INTERVAL '1' MINUTE AND a.ts + INTERVAL '1' MINUTE;
+"""
+
+
+def test_a_stateless_output_over_a_join_runs_the_join_again_and_is_refused_s16() -> None:
+    """Each output branch runs the joins it reads (each a state operator of Spark): a new
+    stateless output over a join adds one, and Spark's operators are found by their order."""
+    reader = (
+        "CREATE VIEW near WITH ('topic' = 'near', 'format' = 'append') AS "
+        "SELECT ts, k FROM pairs WHERE k > 0;\n"
+    )
+    document = _fingerprint(JOINED).document
+    assert document["queries"]["tidemark-a"]["state_operators"] == [
+        {"kind": "join", "views": ["pairs"]}
+    ]
+    comparison = _compare(JOINED, JOINED + reader)
+    assert not comparison.compatible
+    assert [str(c) for c in comparison.refused] == [
+        "query tidemark-a: state operators [join pairs] -> [join pairs, join pairs] (Spark "
+        "finds state by the operators' order)"
+    ]
