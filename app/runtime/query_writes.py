@@ -153,8 +153,14 @@ class SourceSide:
                     for letters in dead:
                         stream.write_batch(letters)
                 data = sink.getvalue().to_pybytes()
-            write_atomically(_dead_letter_path(self.directory, step, partition), data)
-        write_atomically(_probe_path(self.directory, step, partition), json.dumps(probes))
+            # Not fsync'ed: every attempt of the step writes them again before its writers
+            # read them (the step's own rendezvous, no state across a crash).
+            write_atomically(
+                _dead_letter_path(self.directory, step, partition), data, durable=False
+            )
+        write_atomically(
+            _probe_path(self.directory, step, partition), json.dumps(probes), durable=False
+        )
 
 
 @dataclass(frozen=True)

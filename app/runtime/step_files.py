@@ -9,10 +9,14 @@ Invariant: **a waterline file never changes once its step commits.** A replayed 
 the same w(t-1) its first run did, so it classifies and encodes every record as before (S15);
 a replay of the step that writes ``<t>.json`` writes the same content again. Every file here is
 written whole (:func:`write_atomically`): a reader sees the old file or the new one, never a
-part.
+part; and durably: the file and its directory are fsync'ed before the step goes on, so a
+machine that loses power keeps what the step's Kafka commit already depends on.
 
 Beside them, ``planned-slices.json`` holds the slices of the step Spark planned last, which a
-step sink whose query writes its own records reads in a job of its own (ADR 0008).
+step sink whose query writes its own records reads in a job of its own (ADR 0008), and
+``step-fingerprints/<batch id>`` the fingerprint of each batch the step sink began
+(:func:`begin_step`): a replay that would read other input or run another plan refuses
+before any task writes.
 
 A file that cannot be read or written raises :class:`~app.errors.StateError` naming it.
 """
@@ -29,6 +33,7 @@ from app.errors import StateError
 
 __all__ = [
     "PLANNED_SLICES",
+    "begin_step",
     "forget_steps_before",
     "load_waterlines",
     "planned_slices",
@@ -79,17 +84,30 @@ def load_waterlines(state_dir: str, before_step: int) -> dict[str, int | None]:
     return {}
 
 
-def write_atomically(path: Path, data: str | bytes) -> None:
+def write_atomically(path: Path, data: str | bytes, durable: bool = True) -> None:
     """Write ``data`` to ``path`` so a reader sees the old file or the whole new one, never
-    a part (write beside it, then rename over it), creating its directory if needed."""
+    a part (write beside it, then rename over it), creating its directory if needed.
+
+    ``durable``: the data is fsync'ed before the rename and the directory after it, so the
+    new file survives a crash of the machine, not only of the process. Only a file that every
+    attempt of a step writes again (a source task's probe for its step's writers, the planned
+    slices) may skip it: a durable write took 5-7 ms at the median here, a plain one 0.7 ms."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    raw = data if isinstance(data, bytes) else data.encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(data, bytes):
-            tmp.write_bytes(data)
-        else:
-            tmp.write_text(data)
+        with open(tmp, "wb") as out:
+            out.write(raw)
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
         os.replace(tmp, path)
+        if durable:
+            directory = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
     except OSError as exc:
         raise state_error("write", path, exc) from exc
 
@@ -121,8 +139,13 @@ def store_waterlines(
 
 def record_planned_slices(state_dir: str, slices: Sequence[KafkaPartitionSlice]) -> None:
     """Keep the slices Spark just planned (none for a step without data), so the step sink
-    can read them in a job of its own before the step's query runs."""
-    write_atomically(Path(state_dir) / PLANNED_SLICES, json.dumps([vars(part) for part in slices]))
+    can read them in a job of its own before the step's query runs. Not fsync'ed: Spark plans
+    a replayed step again, which writes the file again before the sink reads it."""
+    write_atomically(
+        Path(state_dir) / PLANNED_SLICES,
+        json.dumps([vars(part) for part in slices]),
+        durable=False,
+    )
 
 
 def planned_slices(state_dir: str) -> list[KafkaPartitionSlice]:
@@ -136,3 +159,31 @@ def planned_slices(state_dir: str) -> list[KafkaPartitionSlice]:
     except OSError as exc:
         raise state_error("read", path, exc) from exc
     return [KafkaPartitionSlice(**each) for each in fields]
+
+
+#: How many batches' fingerprint files are kept.
+KEEP_FINGERPRINTS = 50
+
+
+def begin_step(state_dir: str, batch_id: int, fingerprint: str) -> str | None:
+    """Record that the step sink begins ``batch_id`` with ``fingerprint`` before any of its
+    tasks writes; the fingerprint a run recorded before for the batch if it is another
+    (nothing is recorded then), else None. Files of the newest :data:`KEEP_FINGERPRINTS`
+    batches are kept."""
+    directory = Path(state_dir) / "step-fingerprints"
+    path = directory / str(batch_id)
+    try:
+        stored = path.read_text().strip() if path.is_file() else None
+    except OSError as exc:
+        raise state_error("read", path, exc) from exc
+    if stored is not None and stored != fingerprint:
+        return stored
+    if stored is None:
+        write_atomically(path, fingerprint)
+        try:
+            batches = sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+            for old in batches[:-KEEP_FINGERPRINTS]:
+                (directory / str(old)).unlink(missing_ok=True)
+        except OSError as exc:
+            raise state_error("remove old step fingerprints from", directory, exc) from exc
+    return None

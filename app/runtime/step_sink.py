@@ -25,7 +25,11 @@ aggregate (ADR 0008), its last-stage tasks write once the probes are in.
 Both jobs write through :func:`produce_partition` on the executors, one Kafka transaction per
 task with a step marker keyed by Spark's ``batch_id``, which a replay of the batch after a
 crash reuses, so the replay writes nothing twice (S15); the second job's tasks are numbered
-from :data:`OUTPUT_TASKS` so no two tasks of a step share a marker.
+from :data:`OUTPUT_TASKS` so no two tasks of a step share a marker. Before either job the
+sink computes the step's fingerprint (its input ranges from Spark's offset log and the plan's
+digest, :mod:`app.runtime.step_inputs`), which every marker of the step carries, and records
+it in the step files (:func:`~app.runtime.step_files.begin_step`): a replay that would read
+other input or run another plan refuses there, before any task writes (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from app.connectors.sink import (
     produce_partition,
     view_headers,
 )
+from app.connectors.sink.fingerprint import fingerprints_differ, replay_refused, step_fingerprint
 from app.observability.logging import LateRowLog, log_dead_letters
 from app.runtime.plan import TablePlan, TimeUnit, table_units, time_unit
 from app.runtime.query_writes import (
@@ -64,12 +69,15 @@ from app.runtime.query_writes import (
 )
 from app.runtime.slice_writers import ProbePass, SliceOutput
 from app.runtime.step_files import (
+    begin_step,
     forget_steps_before,
     load_waterlines,
     planned_slices,
     store_waterlines,
     write_atomically,
 )
+from app.runtime.step_inputs import plan_digest as recorded_digest
+from app.runtime.step_inputs import spark_checkpoint, step_input_ranges
 from app.runtime.step_orders import SliceWriter, StepOrder, collect_with_order, write_slices
 from app.runtime.step_views import produce_step_views
 
@@ -146,7 +154,12 @@ class StepSink:
         metrics: StepMetrics | None = None,
         on_step: Callable[[StepReport], None] | None = None,
         exactly_once: bool = True,
+        plan_digest: str | None = None,
     ) -> None:
+        """``plan_digest``: the program's plan digest
+        (:attr:`app.runtime.plan_fingerprint.PlanFingerprint.digest`), which each step's
+        fingerprint hashes; None: the one recorded with the checkpoint, else the query's
+        (:func:`app.runtime.step_inputs.plan_digest`)."""
         self.plan = plan
         self.exactly_once = exactly_once
         self.state_dir = plan.state_dirs[0]
@@ -173,9 +186,14 @@ class StepSink:
         self._probe_dir = str(Path(self.state_dir) / "step-probes")
         #: Each output view's S14 waterline after the last step, with its unit (metrics).
         self._headers_values: dict[str, tuple[int | None, TimeUnit]] = {}
+        self._plan_digest = plan_digest if plan_digest is not None else recorded_digest(plan)
+        #: The fingerprint of the step being written (:meth:`_begin`), in its markers.
+        self._fingerprint: str | None = None
+        self._topic_dirs = {t.topic: d for t, d in zip(plan.tables, plan.state_dirs, strict=True)}
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
+        self._begin(batch_id)
         if self.plan.query.shape == "query_writes" or self.plan.rereadable:
             reports = self._write(batch, batch_id)
         else:
@@ -187,6 +205,20 @@ class StepSink:
         for report in reports:
             report.seconds = time.monotonic() - started
             self._report(report)
+
+    def _begin(self, batch_id: int) -> None:
+        """The step's fingerprint, recorded before any of its tasks writes; a replay whose
+        fingerprint is not the one its first run recorded refuses here (S15)."""
+        sources = step_input_ranges(spark_checkpoint(self.state_dir), batch_id, self._topic_dirs)
+        fingerprint = step_fingerprint(self._plan_digest, sources)
+        stored = begin_step(self.state_dir, batch_id, fingerprint)
+        if stored is not None:
+            where = (
+                f"the step file of sink {self.sink_id} (transactional ids"
+                f" tidemark-{self.sink_id}-*; {self.state_dir}/step-fingerprints)"
+            )
+            raise replay_refused(batch_id, fingerprints_differ(where, stored, fingerprint))
+        self._fingerprint = fingerprint
 
     def _produce(
         self, batch_id: int, first_task: int, view_headers: Mapping[str, list[tuple[str, bytes]]]
@@ -224,7 +256,9 @@ class StepSink:
     def _marker(self, batch_id: int, first_task: int) -> StepMarker | None:
         if not self.exactly_once:
             return None
-        return StepMarker(self.sink_id, batch_id, self.table.dead_letter_topic, first_task)
+        return StepMarker(
+            self.sink_id, batch_id, self.table.dead_letter_topic, first_task, self._fingerprint
+        )
 
     def _probe_pass(self) -> ProbePass:
         return ProbePass(self.table.name, tuple(x.column for x in self.table.lateness))
@@ -507,9 +541,7 @@ class StepSink:
             outputs=report.outputs,
             replayed_tasks=report.replayed_tasks,
             seconds=round(report.seconds, 3),
-            waterlines={
-                c: format_time_value(v, units[c]) for c, v in report.waterlines.items()
-            },
+            waterlines={c: format_time_value(v, units[c]) for c, v in report.waterlines.items()},
         )
         if self.on_step is not None:
             self.on_step(report)

@@ -9,6 +9,8 @@ Its modules, each for one thing:
 * :mod:`~app.connectors.sink.headers`: the S6 dead-letter and S14 waterline headers;
 * :mod:`~app.connectors.sink.summary`: the summary rows a task hands back, and their encoding
   as step-marker metadata;
+* :mod:`~app.connectors.sink.fingerprint`: the step fingerprint a marker carries (what the
+  step read, the plan it ran), and the error of a replay it refuses;
 * :mod:`~app.connectors.sink.transactions`: a task's records and step marker in one Kafka
   transaction (S15), retried while the broker may recover;
 * :mod:`~app.connectors.sink.producers`: the process's Kafka clients and their lifecycle

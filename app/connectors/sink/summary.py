@@ -1,9 +1,10 @@
 """What a writing task hands back instead of its records: one summary row per (kind, relation,
 topic, reason) with its count, so the driver counts without touching the records again.
 
-The same counts are the step marker's metadata (:func:`encode_summary`): a replayed step
-finds them with its marker and reports what was written before (SPEC S15). Probes come back
-as summary rows too (:func:`probe_summary`), and the first late rows' details for the S6 log.
+The same counts are the step marker's metadata (:func:`encode_marker`), after the step's
+fingerprint (:mod:`app.connectors.sink.fingerprint`): a replayed step finds them with its
+marker and reports what was written before (SPEC S15). Probes come back as summary rows too
+(:func:`probe_summary`), and the first late rows' details for the S6 log.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ __all__ = [
     "SUMMARY_ARROW",
     "SUMMARY_SCHEMA",
     "count_rows",
+    "decode_marker",
     "decode_summary",
+    "encode_marker",
     "encode_summary",
     "probe_summary",
 ]
@@ -45,6 +48,10 @@ SUMMARY_SCHEMA: str = spark_ddl(from_arrow_schema(SUMMARY_ARROW))
 #: Brokers cap offset-commit metadata at 4096 bytes by default (offset.metadata.max.bytes).
 METADATA_LIMIT = 4000
 
+#: How a marker's metadata starts when it carries the step's fingerprint: ``f1:<hex>:``
+#: then the counts. A marker written before fingerprints starts with ``[`` or ``z:``.
+_FINGERPRINTED = "f1:"
+
 _COUNTED = [KIND, REL, TOPIC, REASON]
 
 
@@ -64,8 +71,28 @@ def count_rows(counts: Counter[tuple[str, str, str, str]], batch: pa.RecordBatch
         counts[(kind, rel, topic, reason or "")] += n
 
 
-def encode_summary(summary: list[dict[str, Any]]) -> str:
-    """The task's counts as step-marker metadata, small enough for the broker's limit.
+def encode_marker(summary: list[dict[str, Any]], fingerprint: str | None) -> str:
+    """A step marker's metadata: the step's ``fingerprint`` (fixed-size hex), when there is
+    one, then the task's counts (:func:`encode_summary`), within the broker's limit."""
+    if fingerprint is None:
+        return encode_summary(summary)
+    if not fingerprint or fingerprint.strip("0123456789abcdef"):
+        raise ValueError(f"a step fingerprint is lower-case hex, not {fingerprint!r}")
+    head = f"{_FINGERPRINTED}{fingerprint}:"
+    return head + encode_summary(summary, METADATA_LIMIT - len(head))
+
+
+def decode_marker(text: str) -> tuple[str | None, list[dict[str, Any]]]:
+    """The fingerprint (None in a marker written before fingerprints) and the counts that
+    :func:`encode_marker` stored."""
+    if text.startswith(_FINGERPRINTED):
+        fingerprint, _, counts = text[len(_FINGERPRINTED) :].partition(":")
+        return fingerprint, decode_summary(counts)
+    return None, decode_summary(text)
+
+
+def encode_summary(summary: list[dict[str, Any]], limit: int = METADATA_LIMIT) -> str:
+    """The task's counts as step-marker metadata, at most ``limit`` characters.
 
     Rows become ``[kind, rel, topic, reason, n]`` lists, zlib-compressed when long (topic names
     repeat), so a task writing to a hundred topics still fits. Past the limit only the counts
@@ -74,7 +101,7 @@ def encode_summary(summary: list[dict[str, Any]]) -> str:
     text = json.dumps(rows, separators=(",", ":"))
     if len(text) > 1000:
         text = "z:" + base64.b64encode(zlib.compress(text.encode(), 9)).decode()
-    if len(text) <= METADATA_LIMIT:
+    if len(text) <= limit:
         return text
     totals: dict[str, int] = {}
     for row in summary:

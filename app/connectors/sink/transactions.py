@@ -7,14 +7,18 @@ partition index, so a zombie writer of the same task -- a crashed run's, or a re
 attempt's -- is fenced and its open transaction aborted by ``init_transactions``. In the same
 transaction the task commits a *step marker*: a consumer-group offset (group = the
 transactional.id) equal to ``batch_id + 1`` on partition 0 of the table's dead-letter topic,
-carrying the task's counts as offset metadata (:func:`app.connectors.sink.summary.encode_summary`).
-A replayed step (Spark re-runs the last batch after a crash between the Kafka commit and its
-own commit log) finds its marker and writes nothing, returning the counts it stored, so
-read_committed consumers see every record once. This relies on the step's task partitions
-being the same on replay: the union's partitions are the source slices (fixed by the offsets
-in Spark's offset log) and the aggregate's shuffle partitions (fixed by the checkpoint;
-adaptive execution is off), and each partition's rows are a function of the replayed input and
-state; see docs/reliability.md.
+carrying the step's fingerprint and the task's counts as offset metadata
+(:func:`app.connectors.sink.summary.encode_marker`). A replayed step (Spark re-runs the last
+batch after a crash between the Kafka commit and its own commit log) finds its marker and
+writes nothing, returning the counts it stored, so read_committed consumers see every record
+once. This relies on the step's task partitions being the same on replay: the union's
+partitions are the source slices (fixed by the offsets in Spark's offset log) and the
+aggregate's shuffle partitions (fixed by the checkpoint; adaptive execution is off), and each
+partition's rows are a function of the replayed input and state; see docs/reliability.md.
+The fingerprint checks it: a marker whose fingerprint (the step's input ranges and plan,
+:mod:`app.connectors.sink.fingerprint`) is not the replay's refuses the replay with a
+:class:`~app.errors.SinkError`, before anything is written; a marker written before
+fingerprints is trusted as before.
 
 A task's producer is kept in its process's pool (:mod:`app.connectors.sink.producers`) for the
 id's next task there, which then skips ``init_transactions``; :func:`open_transaction` says
@@ -34,9 +38,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from app.connectors.sink.fingerprint import fingerprints_differ, replay_refused
 from app.connectors.sink.producers import Opened, ProducerPool, producer_pool
 from app.connectors.sink.runs import Run, flush, produce_run
-from app.connectors.sink.summary import decode_summary, encode_summary
+from app.connectors.sink.summary import decode_marker, encode_marker
 from app.errors import KafkaError, SinkError, kafka_reason
 
 __all__ = [
@@ -66,6 +71,9 @@ class StepMarker:
     #: Added to the task's partition index: a step may write in both of its jobs, and no two
     #: tasks of a step may share a transactional id, and so a marker.
     first_task: int = 0
+    #: The step's fingerprint (:func:`~app.connectors.sink.fingerprint.step_fingerprint`),
+    #: kept in the marker and compared on replay; None: none kept, none compared.
+    fingerprint: str | None = None
 
     def transactional_id(self, task: int) -> str:
         return f"tidemark-{self.sink_id}-{self.first_task + task}"
@@ -141,14 +149,18 @@ def write_transaction(
     summary: list[dict[str, Any]],
 ) -> list[dict[str, Any]] | None:
     """Write the runs' records and the step marker in one transaction; None when written now, the
-    stored summary when the marker says this (sink, batch, task) was committed before."""
+    stored summary when the marker says this (sink, batch, task) was committed before by a run
+    with the same fingerprint (or by one that kept none), else a :class:`SinkError`."""
     from confluent_kafka import KafkaException, TopicPartition
 
     pool = producer_pool()
     tid = marker.transactional_id(task)
     deadline = time.monotonic() + TRANSACTION_RETRY_SECONDS
     offset = TopicPartition(
-        marker.anchor_topic, 0, marker.batch_id + 1, metadata=encode_summary(summary)
+        marker.anchor_topic,
+        0,
+        marker.batch_id + 1,
+        metadata=encode_marker(summary, marker.fingerprint),
     )
     gone: list[str] = []  # topics of the step found missing while a flush waited
     while True:
@@ -159,7 +171,7 @@ def write_transaction(
             producer, group = opened.producer, opened.group
             if opened.done.offset is not None and opened.done.offset > marker.batch_id:
                 pool.keep(tid, producer, opened.token)
-                return decode_summary(opened.done.metadata or "")
+                break  # committed before: judged below, outside the retries
             producer.begin_transaction()
             # The marker first: its request carries the producer's epoch, so a kept producer
             # that another writer of the id has fenced since fails here, before any record.
@@ -200,6 +212,32 @@ def write_transaction(
                 raise _failure(conf, tid, marker, exc, fatal) from exc
             pool.drop_marker_reader(conf, tid)  # a fresh one next time
             time.sleep(1.0)  # the broker is restarting or the coordinator moved: try again
+    return replayed_counts(opened.done.offset, opened.done.metadata or "", marker, tid)
+
+
+def replayed_counts(
+    committed: int, metadata: str, marker: StepMarker, tid: str
+) -> list[dict[str, Any]]:
+    """The counts a replayed task reports, from the marker its id has committed (offset
+    ``committed``, its ``metadata``), if the marker proves the replay would write what was
+    written: the marker is this batch's and its fingerprint is the replay's (or it kept none,
+    as markers written before fingerprints). Else a :class:`SinkError` that refuses the
+    replay: a marker of a later batch means the checkpoint is behind what the sink committed
+    (a restored copy, or Spark's logs lost entries), whose fingerprints no marker keeps."""
+    stored, counts = decode_marker(metadata)
+    where = f"the step marker of transaction {tid}"
+    if committed > marker.batch_id + 1:
+        raise replay_refused(
+            marker.batch_id,
+            f"{where} is at batch {committed - 1}, past this one: the checkpoint is behind what"
+            " the sink committed (restored from a copy, or Spark's offset and commit logs lost"
+            " entries)",
+        )
+    if stored is not None and marker.fingerprint is not None and stored != marker.fingerprint:
+        raise replay_refused(
+            marker.batch_id, fingerprints_differ(where, stored, marker.fingerprint)
+        )
+    return counts
 
 
 def missing_topics(client: Any, runs: list[Run], anchor_topic: str | None) -> list[str]:

@@ -5,6 +5,7 @@ be read or written is a StateError that names it and says what to check."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,9 +14,12 @@ import pytest
 
 from app.connectors.kafka_source import KafkaPartitionSlice
 from app.errors import StateError, TidemarkError
+from app.runtime import step_files
 from app.runtime.slice_cache import SliceCache
 from app.runtime.step_files import (
+    KEEP_FINGERPRINTS,
     PLANNED_SLICES,
+    begin_step,
     forget_steps_before,
     load_waterlines,
     planned_slices,
@@ -141,3 +145,50 @@ def test_an_unwritable_slice_cache_names_its_file(tmp_path: Path) -> None:
 def test_waterline_files_hold_plain_json(tmp_path: Path) -> None:
     store_waterlines(str(tmp_path), 9, {"b": None, "a": 5})
     assert json.loads((tmp_path / "waterlines" / "9.json").read_text()) == {"a": 5, "b": None}
+
+
+def test_a_batch_begun_again_with_its_fingerprint_goes_on_s15(tmp_path: Path) -> None:
+    state = str(tmp_path)
+    assert begin_step(state, 7, "aa11") is None
+    assert begin_step(state, 7, "aa11") is None  # a replay of the same step
+    assert (tmp_path / "step-fingerprints" / "7").read_text() == "aa11"
+
+
+def test_a_batch_begun_again_with_another_fingerprint_is_told_the_first_s15(
+    tmp_path: Path,
+) -> None:
+    state = str(tmp_path)
+    begin_step(state, 7, "aa11")
+    assert begin_step(state, 7, "bb22") == "aa11"
+    # Nothing recorded over it: the run that wrote the step still finds its own.
+    assert begin_step(state, 7, "aa11") is None
+
+
+def test_only_the_newest_step_fingerprints_are_kept(tmp_path: Path) -> None:
+    for batch in range(KEEP_FINGERPRINTS + 5):
+        begin_step(str(tmp_path), batch, f"{batch:04x}")
+    kept = sorted(int(p.name) for p in (tmp_path / "step-fingerprints").iterdir())
+    assert kept == list(range(5, KEEP_FINGERPRINTS + 5))
+
+
+def test_step_files_are_fsynced_file_and_directory_before_the_step_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the protocol depends on survives a machine crash, not only a process crash: the
+    data before the rename, the directory after it. A probe for the step's own writers,
+    written again by every attempt, skips both."""
+    synced: list[str] = []
+    real_fsync = step_files.os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(step_files.os, "fsync", fsync)
+    store_waterlines(str(tmp_path), 3, {"ts": 1})
+    directory = tmp_path / "waterlines"
+    assert synced[0].startswith(str(directory / ".3.json."))  # the data, before the rename
+    assert synced[1] == str(directory)
+    synced.clear()
+    write_atomically(tmp_path / "probe.json", "[]", durable=False)
+    assert synced == []
