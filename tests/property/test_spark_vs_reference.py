@@ -357,17 +357,17 @@ def test_spark_equals_reference_on_generated_views_s3_s14(
 
 
 #: Cascades of windows (SPEC S18) beside the native views of CI's native run.
-CI_CASCADES = 4
+CI_CASCADES = 3
 
 
 @pytest.mark.parametrize("seed", _seeds([20261122]))
 def test_native_aggregation_equals_reference_s11_s12(
     seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
-    """30 windowed AFTER WATERMARK views with exactly computable aggregates, the views Spark's
+    """20 windowed AFTER WATERMARK views with exactly computable aggregates, the views Spark's
     own aggregation runs (app/runtime/native_aggregate.py): TUMBLE/HOP, offsets, WHERE/HAVING,
     every format, rows equal to the waterline and windows ending on it, record for record;
-    and 4 cascades of two or three such levels, each over the window end of the one below
+    and 3 cascades of two or three such levels, each over the window end of the one below
     (S18), in ``ev_a``'s query.
     Both tables' queries write their records themselves (ADR 0008), after a job over the
     step's slices (their queries read the source once per view): ``ev_a`` beside stateless
@@ -375,7 +375,7 @@ def test_native_aggregation_equals_reference_s11_s12(
     letters written by that first job). Each step's records carry that step's waterline."""
     scenario = generate(
         seed,
-        cases=30,
+        cases=20,
         steps=4,
         rows_per_step=18,
         native=True,
