@@ -76,8 +76,7 @@ from app.runtime.step_files import (
     store_waterlines,
     write_atomically,
 )
-from app.runtime.step_inputs import plan_digest as recorded_digest
-from app.runtime.step_inputs import spark_checkpoint, step_input_ranges
+from app.runtime.step_inputs import plan_digest, spark_checkpoint, step_input_ranges
 from app.runtime.step_orders import SliceWriter, StepOrder, collect_with_order, write_slices
 from app.runtime.step_views import produce_step_views
 
@@ -154,12 +153,7 @@ class StepSink:
         metrics: StepMetrics | None = None,
         on_step: Callable[[StepReport], None] | None = None,
         exactly_once: bool = True,
-        plan_digest: str | None = None,
     ) -> None:
-        """``plan_digest``: the program's plan digest
-        (:attr:`app.runtime.plan_fingerprint.PlanFingerprint.digest`), which each step's
-        fingerprint hashes; None: the one recorded with the checkpoint, else the query's
-        (:func:`app.runtime.step_inputs.plan_digest`)."""
         self.plan = plan
         self.exactly_once = exactly_once
         self.state_dir = plan.state_dirs[0]
@@ -186,7 +180,9 @@ class StepSink:
         self._probe_dir = str(Path(self.state_dir) / "step-probes")
         #: Each output view's S14 waterline after the last step, with its unit (metrics).
         self._headers_values: dict[str, tuple[int | None, TimeUnit]] = {}
-        self._plan_digest = plan_digest if plan_digest is not None else recorded_digest(plan)
+        #: What each step's fingerprint hashes of the plan: the program's plan digest recorded
+        #: with the checkpoint, else the query's (:func:`app.runtime.step_inputs.plan_digest`).
+        self._plan_digest = plan_digest(plan)
         #: The fingerprint of the step being written (:meth:`_begin`), in its markers.
         self._fingerprint: str | None = None
         self._topic_dirs = {t.topic: d for t, d in zip(plan.tables, plan.state_dirs, strict=True)}
