@@ -210,7 +210,7 @@ def plan_query(
                     (op.left, op.bound.left_column),
                     (op.right, op.bound.right_column),
                 ):
-                    found = join_time_source(circuit, side.source, column)
+                    found = join_time_source(circuit, side.source, column, op.form == "window")
                     if found is not None:
                         owners.add(found[0])
     carried = ORIGIN_COLUMNS if gated_views else ("_step", "_partition", "_offset")
@@ -590,12 +590,13 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
 def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
     """What keeps a JOIN view off Spark, as (what, fix), or None: Spark's stream-stream join
     runs an INNER interval join of two tables (or views over them) bounded on each table's
-    first LATENESS column, a TIMESTAMP (whose watermark frees the join's state), and an INNER
-    join without a time bound (whose state is never freed)."""
+    first LATENESS column, a TIMESTAMP (whose watermark frees the join's state), an INNER
+    window join of windows on those columns (bounded on ``window_end``), and an INNER join
+    without a time bound (whose state is never freed)."""
     join = next(op for op in view.operators if isinstance(op, Join))
     fix = (
-        "an INNER interval join bounded on each table's first LATENESS column, or an INNER join "
-        "without a time bound, runs on Spark; "
+        "an INNER interval or window join bounded on each table's first LATENESS column, or an "
+        "INNER join without a time bound, runs on Spark; "
         "the reference evaluator runs the others (tidemark explain shows the plan)"
     )
     if join.kind != "inner":
@@ -609,14 +610,14 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
         if roots[0] == roots[1]:
             return f"a join of table {roots[0]} with itself", fix
         return None
-    if join.form != "interval" or join.bound is None:
+    if join.bound is None:
         return f"a {join.form} join", fix
     tables = []
     for side, column in (
         (join.left, join.bound.left_column),
         (join.right, join.bound.right_column),
     ):
-        found = join_time_source(circuit, side.source, column)
+        found = join_time_source(circuit, side.source, column, join.form == "window")
         table = None if found is None else circuit.table(found[0])
         if (
             table is None
@@ -632,15 +633,23 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
     return None
 
 
-def join_time_source(circuit: Circuit, relation: str, column: str) -> tuple[str, str] | None:
-    """The (table, column) a relation's column forwards verbatim, or None."""
+def join_time_source(
+    circuit: Circuit, relation: str, column: str, window_end: bool = False
+) -> tuple[str, str] | None:
+    """The (table, column) a relation's column forwards verbatim, or None; with
+    ``window_end``, the (table, column) whose windows the relation's ``window_end`` column
+    (forwarded verbatim) ends."""
     while not any(t.name == relation for t in circuit.tables):
         view = circuit.view(relation)
         attr = next((a for a in view.time_attributes if a.column == column), None)
-        if attr is None or attr.kind != "forwarded" or attr.merged or attr.join is not None:
+        if attr is None or attr.merged or attr.join is not None:
+            return None
+        if window_end and attr.kind == "window_end":
+            return join_time_source(circuit, attr.table, attr.source_column)
+        if attr.kind != "forwarded":
             return None
         relation, column = attr.table, attr.source_column
-    return relation, column
+    return None if window_end else (relation, column)
 
 
 def table_units(table: Table) -> dict[str, Any]:

@@ -46,8 +46,13 @@ def _window(df: DataFrame, op: Window) -> DataFrame:
     df = df.withColumn("window_start", starts)
     df = df.withColumn("window_end", F.col("window_start") + F.lit(op.size))
     if is_ts:
+        # window_end is an event-time column with the time column's watermark (S10:
+        # w(window_end) = w(c)), which frees a window join's state; window_start is not
+        # (a row of a window that started before the watermark is not late).
+        metadata = dict(df.schema[op.time_column].metadata)
         df = df.withColumn("window_start", F.expr("timestamp_millis(window_start)"))
         df = df.withColumn("window_end", F.expr("timestamp_millis(window_end)"))
+        df = df.withMetadata("window_end", metadata)
     return df
 
 
@@ -71,19 +76,21 @@ _SHIFT = "INTERVAL 1 MILLISECOND"
 
 
 def _joined(join: Join, inputs: Mapping[str, DataFrame]) -> DataFrame:
-    """SPEC S16, an INNER interval join, by Spark's stream-stream join: each side's columns
-    by qualified name (``<alias>.<column>``), matched on the keys and the time bound, then
-    the residual. Spark drops an input row whose event time is ``<=`` its watermark, but S5
-    keeps a row *equal* to its table's waterline, which the query's watermark (the minimum
-    of the tables', ADR 0013) can equal: so the bound columns are shifted 1 ms later (their
-    watermark metadata kept, which state eviction needs) while the operator sees them, which
-    changes no match of the bound (both sides move), and shifted back after it.
+    """SPEC S16, an INNER interval or window join, by Spark's stream-stream join: each side's
+    columns by qualified name (``<alias>.<column>``), matched on the keys and the time bound
+    (a window join's: equal ``window_end``), then the residual. Spark drops an input row
+    whose event time (its first column with watermark metadata) is ``<=`` its watermark, but
+    S5 keeps a row *equal* to its table's waterline, which the query's watermark (the
+    minimum of the tables', ADR 0013) can equal: so only the bound columns keep their
+    watermark metadata (which state eviction needs), shifted 1 ms later while the operator
+    sees them, which changes no match of the bound (both sides move), and shifted back after.
 
     A join without a time bound (``form == 'regular'``) matches on the keys alone and keeps
     every row: its columns lose their watermark metadata, so Spark drops no input row as
     late (S5 has let it through) and frees no state, as S16 keeps every row."""
     bound = join.bound
     assert join.kind == "inner", "refused by plan.check_supported"
+    assert join.form != "window" or bound is not None, join
     times = (None, None) if bound is None else (bound.left_column, bound.right_column)
     sides = []
     for side, time_column in zip((join.left, join.right), times, strict=True):
@@ -95,9 +102,8 @@ def _joined(join: Join, inputs: Mapping[str, DataFrame]) -> DataFrame:
                 shifted = F.col(f"`{name}`") + F.expr(_SHIFT)
                 columns.append(shifted.alias(side.qualified(name), metadata=metadata))
             else:
-                # Without a bound, no watermark metadata: Spark neither drops nor frees rows.
-                kept = None if bound is None else dict(df.schema[name].metadata)
-                columns.append(F.col(f"`{name}`").alias(side.qualified(name), metadata=kept or {}))
+                # No watermark metadata: Spark neither drops rows by them nor frees state.
+                columns.append(F.col(f"`{name}`").alias(side.qualified(name), metadata={}))
         sides.append(df.select(*columns))
     conditions = [f"({to_spark_sql(a)}) = ({to_spark_sql(b)})" for a, b in join.keys]
     if bound is not None:

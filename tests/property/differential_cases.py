@@ -324,6 +324,39 @@ def _join_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, 
     return views
 
 
+def _window_join_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, str]:
+    """``count`` INNER window joins of the two tables (SPEC S16): each side windowed in a
+    local view by the same TUMBLE or HOP (one side's WHERE and columns drawn), joined on
+    ``window_start``, ``window_end`` and drawn keys, with a drawn residual."""
+    views: dict[str, str] = {}
+    for i in range(count):
+        left, right = tables if rng.random() < 0.5 else tables[::-1]
+        size = rng.choice((2, 3, 4))
+        if rng.random() < 0.3:
+            window = (
+                f"HOP(TABLE {{t}}, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '{size}' SECOND)"
+            )
+        else:
+            window = f"TUMBLE(TABLE {{t}}, DESCRIPTOR(ts), INTERVAL '{size}' SECOND)"
+        where = rng.choice((None, *SLICE_WHERES))
+        residual = rng.choice(JOIN_RESIDUALS)
+        # The local views' SQL goes with their reader's (an entry is one output view).
+        views[f"jw{i}"] = (
+            f"CREATE LOCAL VIEW wl{i} AS SELECT * FROM TABLE({window.format(t=left)});\n"
+            f"CREATE LOCAL VIEW wr{i} AS SELECT window_start, window_end, k, u, x "
+            f"FROM TABLE({window.format(t=right)})" + (f" WHERE {where}" if where else "")
+            + ";\n"
+            f"CREATE VIEW jw{i} WITH ('topic' = '{{topic}}', 'format' = 'append') AS\n"
+            "SELECT l.window_start, l.window_end, l.ts, l.k, r.x AS rx\n"
+            f"FROM wl{i} AS l JOIN wr{i} AS r\n"
+            "  ON l.window_start = r.window_start AND l.window_end = r.window_end"
+            f" AND {rng.choice(JOIN_KEYS)}"
+            + (f" AND {residual}" if residual else "")
+            + ";"
+        )
+    return views
+
+
 def _regular_join_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, str]:
     """``count`` INNER joins of the two tables without a time bound (SPEC S16: every row is
     kept, an L7 warning), on ``u`` (and ``k``), either side first, with a drawn residual."""
@@ -479,6 +512,7 @@ def generate(
     joins: int = 0,
     cascades: int = 0,
     regular_joins: int = 0,
+    window_joins: int = 0,
 ) -> Scenario:
     """A scenario of ``cases`` generated views over two tables ``ev_a``/``ev_b``; ``native``:
     only windowed AFTER WATERMARK views with exactly computable aggregates (the views Spark's
@@ -495,7 +529,8 @@ def generate(
     INNER interval joins of the two tables (:func:`_join_views`), drawn the same way;
     ``cascades``: that many cascades of windows over ``ev_a`` (:func:`_cascade_views`), and
     ``regular_joins``: that many joins without a time bound (:func:`_regular_join_views`),
-    drawn the same way."""
+    and ``window_joins``: that many window joins (:func:`_window_join_views`), drawn the
+    same way."""
     rng = random.Random(seed)
     lateness = {"ev_a": rng.choice((0, 2, 4)), "ev_b": rng.choice((3, 6, 10))}
     tables = list(lateness)
@@ -523,6 +558,11 @@ def generate(
         stateless.update(
             _regular_join_views(random.Random(seed * 32452843 + regular_joins), regular_joins,
                                 tables)
+        )
+    if window_joins:
+        stateless.update(
+            _window_join_views(random.Random(seed * 49979687 + window_joins), window_joins,
+                               tables)
         )
     if cascades:
         stateless.update(

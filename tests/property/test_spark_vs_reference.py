@@ -465,6 +465,8 @@ UNION_VIEWS = 4
 JOIN_VIEWS = 6
 #: Joins without a time bound (every row kept, S16).
 REGULAR_JOIN_VIEWS = 2
+#: Window joins (each side windowed in a local view, S16).
+WINDOW_JOIN_VIEWS = 3
 SEVERAL_TABLE_SEEDS = [
     int(s) for s in os.environ.get("DIFFERENTIAL_SEVERAL_SEEDS", "20261126").split(",")
 ]
@@ -483,6 +485,7 @@ def _check_several_tables(seed: int, kafka: Any, unique_topic: Any, tmp_path: Pa
         unions=UNION_VIEWS,
         joins=JOIN_VIEWS,
         regular_joins=REGULAR_JOIN_VIEWS,
+        window_joins=WINDOW_JOIN_VIEWS,
     )
     run = _check(scenario, kafka, unique_topic, tmp_path)
     (query,) = physical_plan(run.circuit).queries
@@ -491,6 +494,7 @@ def _check_several_tables(seed: int, kafka: Any, unique_topic: Any, tmp_path: Pa
     assert written["un0"] > 0, written
     assert sum(written[n] for n in written if n.startswith("jn")) > 0, written
     assert sum(written[n] for n in written if n.startswith("jg")) > 0, written
+    assert sum(written[n] for n in written if n.startswith("jw")) > 0, written
     for table in ("ev_a", "ev_b"):
         assert sum(r.dead_letters.get("late", 0) for r in run.reports if r.table == table) > 0
 
@@ -500,9 +504,10 @@ def test_unions_and_joins_equal_reference_s8_s14_s16_s17(
     seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
     """Generated UNION ALL views (2-3 branches, filters, computed and renamed columns,
-    windows, no time attribute; some read by another view, some local) and INNER interval
+    windows, no time attribute; some read by another view, some local), INNER interval
     joins (either side first, drawn keys incl. a nullable one, bounds, residuals and WHEREs;
-    some read by another view) over both tables, in their one query (ADR 0013): every record
+    some read by another view), INNER joins without a time bound and INNER window joins
+    (TUMBLE or HOP on each side) over both tables, in their one query (ADR 0013): every record
     as the oracle's, with the merged (S17) or held-back (S16) waterline as its header, late
     rows, punctuations and malformed records each a dead letter of its own table."""
     _check_several_tables(seed, kafka, unique_topic, tmp_path)

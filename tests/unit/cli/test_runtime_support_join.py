@@ -1,5 +1,6 @@
 """JOIN (SPEC S16) on Spark: an INNER interval join of two tables bounded on their first
-LATENESS columns runs (Spark's stream-stream join, in one query of both tables); every other
+LATENESS columns, and an INNER window join of windows on those columns, run (Spark's
+stream-stream join, in one query of both tables); every other
 join, and an aggregate over a join, is refused by name before Spark starts (L7: never
 mis-executed), with the fix."""
 
@@ -35,9 +36,19 @@ EMIT AFTER WATERMARK;
 """
 
 FIX = (
-    "an INNER interval join bounded on each table's first LATENESS column, or an INNER join "
-    "without a time bound, runs on Spark"
+    "an INNER interval or window join bounded on each table's first LATENESS column, or an "
+    "INNER join without a time bound, runs on Spark"
 )
+
+WINDOWED = """
+CREATE LOCAL VIEW wa AS SELECT *
+    FROM TABLE(TUMBLE(TABLE a, DESCRIPTOR({column}), INTERVAL '1' MINUTE));
+CREATE LOCAL VIEW wb AS SELECT window_start, window_end, k
+    FROM TABLE(TUMBLE(TABLE b, DESCRIPTOR(ts), INTERVAL '1' MINUTE)) WHERE k > 0;
+CREATE VIEW pairs WITH ('topic' = 'pairs') AS
+SELECT x.window_start, x.window_end, x.k FROM wa AS x JOIN wb AS y
+    ON x.window_start = y.window_start AND x.window_end = y.window_end AND x.k = y.k;
+"""
 
 
 def _refused(text: str) -> list[str]:
@@ -59,9 +70,18 @@ def test_s16_an_inner_interval_join_runs_on_spark_in_one_query() -> None:
     assert query.tables == ("a", "b") and (query.shape, query.batch) == ("step_sink", "cached")
 
 
+def test_s16_an_inner_window_join_runs_on_spark_in_one_query() -> None:
+    circuit = compile_program("p.sql", TABLES + WINDOWED.format(column="ts"))
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    (query,) = plan.queries
+    assert query.tables == ("a", "b")
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
+        (WINDOWED.format(column="t2"), "view pairs: a join bound on x.window_end"),
         (PAIRS.format(kind="LEFT", column="ts"), "view pairs: a LEFT OUTER JOIN"),
         (PAIRS.format(kind="FULL", column="ts"), "view pairs: a FULL OUTER JOIN"),
         (PAIRS.format(kind="", column="t2"), "view pairs: a join bound on a.t2"),
