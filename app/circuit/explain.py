@@ -35,12 +35,12 @@ from app.circuit.ir import (
     Window,
 )
 
-__all__ = ["explain_json", "explain_text", "expr_text"]
+__all__ = ["duration_text", "explain_json", "explain_text", "expr_text"]
 
 _INFIX = {"+", "-", "*", "/", "%", "=", "<>", "<", "<=", ">", ">=", "AND", "OR", "LIKE"}
 
 
-def _duration(amount: int, t: SqlType | None) -> str:
+def duration_text(amount: int, t: SqlType | None) -> str:
     """A LATENESS or window amount in words: ms for TIMESTAMP, the column's unit otherwise."""
     if t is not None and t.name != "TIMESTAMP":
         return str(amount)
@@ -135,7 +135,7 @@ def _join_text(join: Join, time_type: SqlType | None) -> str:
 def _shifted(column: str, amount: int, t: SqlType | None) -> str:
     if amount == 0:
         return column
-    return f"{column} {'+' if amount > 0 else '-'} {_duration(abs(amount), t)}"
+    return f"{column} {'+' if amount > 0 else '-'} {duration_text(abs(amount), t)}"
 
 
 def _operator_text(op: Operator, time_types: dict[str, SqlType]) -> str:
@@ -148,9 +148,9 @@ def _operator_text(op: Operator, time_types: dict[str, SqlType]) -> str:
                 "in arrival order; holds no state")
     if isinstance(op, Window):
         t = time_types.get(op.time_column)
-        sizes = (f"size {_duration(op.size, t)}" if op.kind == "TUMBLE"
-                 else f"slide {_duration(op.slide, t)}, size {_duration(op.size, t)}")
-        offset = f", offset {_duration(op.offset, t)}" if op.offset else ""
+        sizes = (f"size {duration_text(op.size, t)}" if op.kind == "TUMBLE"
+                 else f"slide {duration_text(op.slide, t)}, size {duration_text(op.size, t)}")
+        offset = f", offset {duration_text(op.offset, t)}" if op.offset else ""
         return (f"{op.kind}({op.time_column}, {sizes}{offset}) "
                 "-> adds window_start, window_end")
     if isinstance(op, Filter):
@@ -168,7 +168,7 @@ def _operator_text(op: Operator, time_types: dict[str, SqlType]) -> str:
 def _waterline_formula(table: Table, column: str, amount: int) -> str:
     t = table.column(column).type
     return (f"w({table.name}.{column})(t) = max(w(t-1), max {column} of step t - "
-            f"{_duration(amount, t)})")
+            f"{duration_text(amount, t)})")
 
 
 def _emit_text(view: View) -> str:
@@ -178,7 +178,7 @@ def _emit_text(view: View) -> str:
     if view.emit.after_watermark:
         parts.append("AFTER WATERMARK")
     if view.emit.delay_ms is not None:
-        parts.append(f"AFTER DELAY {_duration(view.emit.delay_ms, None)}")
+        parts.append(f"AFTER DELAY {duration_text(view.emit.delay_ms, None)}")
     if not parts:
         if view.is_stateless:
             return "default: each row after the step that accepted it"
@@ -274,8 +274,8 @@ def _waterline_text(attr: TimeAttribute, t: SqlType | None = None) -> str:
     if attr.join is not None:
         held = attr.join
         other = _waterline_text(held.other)
-        lag = f" - {_duration(held.lag, t)}" if held.lag > 0 else (
-            f" + {_duration(-held.lag, t)}" if held.lag < 0 else "")
+        lag = f" - {duration_text(held.lag, t)}" if held.lag > 0 else (
+            f" + {duration_text(-held.lag, t)}" if held.lag < 0 else "")
         return f"min({_waterline_text(held.own)}, {other}{lag})"
     if attr.merged:
         return "min(" + ", ".join(_waterline_text(m) for m in attr.merged) + ")"
@@ -300,14 +300,14 @@ def explain_text(circuit: Circuit) -> str:
         if table.lateness:
             for lateness in table.lateness:
                 t = table.column(lateness.column).type
-                lines.append(f"  LATENESS {lateness.column} {_duration(lateness.amount, t)}: "
+                lines.append(f"  LATENESS {lateness.column} {duration_text(lateness.amount, t)}: "
                              f"{_waterline_formula(table, lateness.column, lateness.amount)}")
             lines.append("  late:         a row is late if its value is below the waterline of "
                          "the previous step (S5)")
         else:
             lines.append("  LATENESS:     none (no waterline; no row is late)")
         if table.max_future_ms is not None:
-            lines.append(f"  max_future:   {_duration(table.max_future_ms, None)} ahead of the "
+            lines.append(f"  max_future:   {duration_text(table.max_future_ms, None)} ahead of the "
                          "wall clock")
         lines.append("")
     for view in circuit.views:
@@ -334,7 +334,7 @@ def explain_text(circuit: Circuit) -> str:
         else:
             lines.append("  time:         (no time attribute)")
         for own in view.lateness:
-            amount = _duration(own.amount, view_types.get(own.column))
+            amount = duration_text(own.amount, view_types.get(own.column))
             lines.append(f"  LATENESS {own.column} {amount}: "
                          f"w({view.name}.{own.column})(t) = max(w(t-1), max "
                          f"{own.column} of step t - {amount})")

@@ -27,9 +27,18 @@ from decimal import Decimal
 from typing import Any
 
 from app import __version__
-from app.circuit.explain import expr_text
-from app.circuit.functions import TIME_UNITS_MS
-from app.circuit.ir import AggCall, Aggregate, Circuit, Column, Expr, SqlType, View, Window
+from app.circuit.explain import duration_text, expr_text
+from app.circuit.ir import (
+    AggCall,
+    Aggregate,
+    Circuit,
+    Column,
+    Expr,
+    Position,
+    SqlType,
+    View,
+    Window,
+)
 from app.runtime.physical import PhysicalPlan, QueryPlan, physical_plan
 
 __all__ = [
@@ -62,19 +71,24 @@ def canonical_json(document: Mapping[str, Any]) -> str:
 
 
 def _digest(value: Any) -> str:
-    return hashlib.sha256(canonical_json({"v": _plain(value)}).encode()).hexdigest()
+    return hashlib.sha256(canonical_json({"v": plain_value(value)}).encode()).hexdigest()
 
 
-def _plain(value: Any) -> Any:
-    """A JSON value for an IR value: dataclasses as objects tagged with their class,
+def plain_value(value: Any) -> Any:
+    """A JSON value for an IR or plan value: dataclasses as objects tagged with their class
+    (their :class:`Position` left out: where a statement is in the file changes no plan),
     tuples as lists, decimals and bytes as text."""
     if is_dataclass(value) and not isinstance(value, type):
-        data = {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+        data = {
+            f.name: plain_value(getattr(value, f.name))
+            for f in fields(value)
+            if not isinstance(getattr(value, f.name), Position)
+        }
         return {"node": type(value).__name__, **data}
     if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
+        return [plain_value(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain_value(v) for k, v in value.items()}
     if isinstance(value, Decimal):
         return f"decimal:{value}"
     if isinstance(value, bytes):
@@ -96,19 +110,6 @@ class PlanFingerprint:
         return cls(document, hashlib.sha256(canonical_json(document).encode()).hexdigest())
 
 
-def _amount_text(amount: int, unit_type: SqlType | None) -> str:
-    """A LATENESS or window amount in the column's unit: ms in words for TIMESTAMP."""
-    if unit_type is not None and unit_type.name != "TIMESTAMP":
-        return str(amount)
-    if amount == 0:
-        return "0 ms"
-    for name, ms in sorted(TIME_UNITS_MS.items(), key=lambda kv: -kv[1]):
-        if amount % ms == 0:
-            count = amount // ms
-            return f"{count} {name.lower()}{'s' if count != 1 else ''}"
-    return f"{amount} ms"
-
-
 def _columns_of(circuit: Circuit, relation: str) -> tuple[Column, ...]:
     try:
         return circuit.table(relation).columns
@@ -121,13 +122,13 @@ def _column_type(circuit: Circuit, relation: str, column: str) -> SqlType | None
 
 
 def _window_entry(window: Window, unit_type: SqlType | None) -> dict[str, Any]:
-    size = _amount_text(window.size, unit_type)
+    size = duration_text(window.size, unit_type)
     if window.kind == "TUMBLE":
         text = f"TUMBLE {size} on {window.time_column}"
     else:
-        text = f"HOP {size} every {_amount_text(window.slide, unit_type)} on {window.time_column}"
+        text = f"HOP {size} every {duration_text(window.slide, unit_type)} on {window.time_column}"
     if window.offset:
-        text += f" offset {_amount_text(window.offset, unit_type)}"
+        text += f" offset {duration_text(window.offset, unit_type)}"
     return {
         "kind": window.kind,
         "time_column": window.time_column,
@@ -171,7 +172,7 @@ def _emit_text(view: View) -> str:
     if view.emit.after_watermark:
         parts.append("AFTER WATERMARK")
     if view.emit.delay_ms is not None:
-        parts.append(f"AFTER DELAY {_amount_text(view.emit.delay_ms, None)}")
+        parts.append(f"AFTER DELAY {duration_text(view.emit.delay_ms, None)}")
     return "EMIT " + " AND ".join(parts) if parts else "default"
 
 
@@ -180,9 +181,9 @@ def _view_ir(view: View) -> dict[str, Any]:
     LATENESS and EMIT (a reader of an AFTER WATERMARK view sees final rows only, S18)."""
     return {
         "sources": list(view.sources),
-        "operators": _plain(view.operators),
+        "operators": plain_value(view.operators),
         "lateness": [[v.column, v.amount] for v in view.lateness],
-        "emit": _plain(view.emit),
+        "emit": plain_value(view.emit),
     }
 
 
@@ -244,7 +245,7 @@ def _table_entry(circuit: Circuit, plan: PhysicalPlan, name: str) -> dict[str, A
         "lateness": {
             lateness.column: {
                 "amount": lateness.amount,
-                "text": _amount_text(lateness.amount, table.column(lateness.column).type),
+                "text": duration_text(lateness.amount, table.column(lateness.column).type),
             }
             for lateness in table.lateness
         },
@@ -276,7 +277,7 @@ def _view_entry(circuit: Circuit, plan: PhysicalPlan, view: View) -> dict[str, A
         ),
         "emit": _emit_text(view),
         "lateness": {
-            v.column: {"amount": v.amount, "text": _amount_text(v.amount, None)}
+            v.column: {"amount": v.amount, "text": duration_text(v.amount, None)}
             for v in view.lateness
         },
         "columns": [f"{c.name} {c.type}" for c in view.columns],

@@ -27,17 +27,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import fields, is_dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.circuit.ir import Position
 from app.connectors.kafka_offsets import step_slices
 from app.connectors.sink.fingerprint import SourceRanges
 from app.errors import StateError
 from app.runtime.checkpoint_plan import read_recorded_plan
-from app.runtime.plan_fingerprint import canonical_json, state_version
+from app.runtime.plan_fingerprint import canonical_json, plain_value, state_version
 from app.runtime.step_files import state_error
 
 if TYPE_CHECKING:
@@ -132,35 +129,12 @@ def query_digest(plan: TablePlan) -> str:
     program file is left out (a comment or a moved statement changes no step)."""
     parts = {
         "tidemark": state_version(),
-        "tables": _plain(plan.tables),
-        "sources": _plain(plan.sources),
-        "output_views": _plain(plan.output_views),
-        "step_views": _plain(plan.step_views),
-        "query": _plain(plan.query),
-        "view_time_source": _plain(dict(plan.view_time_source)),
-        "merged": _plain(dict(plan.merged)),
+        "tables": plain_value(plan.tables),
+        "sources": plain_value(plan.sources),
+        "output_views": plain_value(plan.output_views),
+        "step_views": plain_value(plan.step_views),
+        "query": plain_value(plan.query),
+        "view_time_source": plain_value(dict(plan.view_time_source)),
+        "merged": plain_value(dict(plan.merged)),
     }
     return hashlib.sha256(canonical_json(parts).encode()).hexdigest()
-
-
-def _plain(value: Any) -> Any:
-    """A JSON value for a plan value: dataclasses as objects tagged with their class (their
-    :class:`Position` left out), tuples as lists, decimals and bytes as text."""
-    if is_dataclass(value) and not isinstance(value, type):
-        data = {
-            f.name: _plain(getattr(value, f.name))
-            for f in fields(value)
-            if not isinstance(getattr(value, f.name), Position)
-        }
-        return {"node": type(value).__name__, **data}
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, Decimal):
-        return f"decimal:{value}"
-    if isinstance(value, bytes):
-        return f"bytes:{value.hex()}"
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    raise TypeError(f"a plan value of type {type(value).__name__} has no canonical form")
