@@ -431,7 +431,7 @@ def explain_physical_json(plan: PhysicalPlan) -> dict[str, Any]:
                 "trigger": q.trigger,
                 "step_shape": q.shape,
                 "writing_stage": q.writing_stage,
-            "batch": q.batch,
+                "batch": q.batch,
                 "rows_in_jvm": q.rows_in_jvm,
                 "scans_once": q.scans_once,
                 "watermark": q.watermark,
