@@ -35,7 +35,7 @@ from app.circuit.ir import (
     Window,
 )
 
-__all__ = ["duration_text", "explain_json", "explain_text", "expr_text"]
+__all__ = ["duration_text", "emit_clause", "explain_json", "explain_text", "expr_text"]
 
 _INFIX = {"+", "-", "*", "/", "%", "=", "<>", "<", "<=", ">", ">=", "AND", "OR", "LIKE"}
 
@@ -171,7 +171,9 @@ def _waterline_formula(table: Table, column: str, amount: int) -> str:
             f"{duration_text(amount, t)})")
 
 
-def _emit_text(view: View) -> str:
+def emit_clause(view: View) -> str | None:
+    """The view's EMIT clause as SQL (``EMIT STREAM AND AFTER WATERMARK``), None for the
+    default emission."""
     parts = []
     if view.emit.stream:
         parts.append("STREAM")
@@ -179,11 +181,16 @@ def _emit_text(view: View) -> str:
         parts.append("AFTER WATERMARK")
     if view.emit.delay_ms is not None:
         parts.append(f"AFTER DELAY {duration_text(view.emit.delay_ms, None)}")
-    if not parts:
-        if view.is_stateless:
-            return "default: each row after the step that accepted it"
-        return "default: after each step, each changed group's new value"
-    return "EMIT " + " AND ".join(parts)
+    return "EMIT " + " AND ".join(parts) if parts else None
+
+
+def _emit_text(view: View) -> str:
+    clause = emit_clause(view)
+    if clause is not None:
+        return clause
+    if view.is_stateless:
+        return "default: each row after the step that accepted it"
+    return "default: after each step, each changed group's new value"
 
 
 def _late_text(circuit: Circuit, view: View) -> str:

@@ -27,7 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from app import __version__
-from app.circuit.explain import duration_text, expr_text
+from app.circuit.explain import duration_text, emit_clause, expr_text
 from app.circuit.ir import (
     AggCall,
     Aggregate,
@@ -165,17 +165,6 @@ def _key_text(name: str, expr: Expr) -> str:
     return name if text == name else f"{text} AS {name}"
 
 
-def _emit_text(view: View) -> str:
-    parts = []
-    if view.emit.stream:
-        parts.append("STREAM")
-    if view.emit.after_watermark:
-        parts.append("AFTER WATERMARK")
-    if view.emit.delay_ms is not None:
-        parts.append(f"AFTER DELAY {duration_text(view.emit.delay_ms, None)}")
-    return "EMIT " + " AND ".join(parts) if parts else "default"
-
-
 def _view_ir(view: View) -> dict[str, Any]:
     """What a view computes, without where it is written: its inputs, operators, own
     LATENESS and EMIT (a reader of an AFTER WATERMARK view sees final rows only, S18)."""
@@ -275,7 +264,7 @@ def _view_entry(circuit: Circuit, plan: PhysicalPlan, view: View) -> dict[str, A
         "aggregates": (
             [] if aggregate is None else [_agg_text(c) for _, c in aggregate.aggregates]
         ),
-        "emit": _emit_text(view),
+        "emit": emit_clause(view) or "default",
         "lateness": {
             v.column: {"amount": v.amount, "text": duration_text(v.amount, None)}
             for v in view.lateness
