@@ -346,6 +346,15 @@ def _stateful(entry: Mapping[str, Any]) -> bool:
     return entry.get("state_operator") is not None or entry.get("state", "none") != "none"
 
 
+def _lateness_change(
+    subject: str, was: Mapping[str, Any], now: Mapping[str, Any], why: str
+) -> PlanChange:
+    """A LATENESS change of a table or a view: never one a checkpoint can follow."""
+    before = _list_text([f"{c} {v['text']}" for c, v in sorted(was["lateness"].items())])
+    after = _list_text([f"{c} {v['text']}" for c, v in sorted(now["lateness"].items())])
+    return PlanChange(subject, f"LATENESS {before} -> {after} ({why})", False)
+
+
 def _list_text(values: list[Any]) -> str:
     return ", ".join(str(v) for v in values) if values else "none"
 
@@ -394,15 +403,13 @@ def _compare_tables(
                 )
             )
         if was["lateness"] != now["lateness"]:
-            before = _list_text([f"{c} {v['text']}" for c, v in sorted(was["lateness"].items())])
-            after = _list_text([f"{c} {v['text']}" for c, v in sorted(now["lateness"].items())])
             changes.append(
-                PlanChange(
+                _lateness_change(
                     subject,
-                    f"LATENESS {before} -> {after} (the waterlines kept with the "
-                    "checkpoint were moved with the old one; a larger LATENESS would be "
-                    "ignored until the data passes it)",
-                    False,
+                    was,
+                    now,
+                    "the waterlines kept with the checkpoint were moved with the old one; a "
+                    "larger LATENESS would be ignored until the data passes it",
                 )
             )
         if was["columns"] != now["columns"]:
@@ -463,14 +470,12 @@ def _compare_view(name: str, was: Mapping[str, Any], now: Mapping[str, Any]) -> 
             )
         )
     if was["lateness"] != now["lateness"]:
-        before = _list_text([f"{c} {v['text']}" for c, v in sorted(was["lateness"].items())])
-        after = _list_text([f"{c} {v['text']}" for c, v in sorted(now["lateness"].items())])
         changes.append(
-            PlanChange(
+            _lateness_change(
                 subject,
-                f"LATENESS {before} -> {after} (its waterline is kept with the "
-                "checkpoint, moved with the old one)",
-                False,
+                was,
+                now,
+                "its waterline is kept with the checkpoint, moved with the old one",
             )
         )
     state_reason = " (its state holds the old groups and accumulators)"
