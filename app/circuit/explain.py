@@ -304,6 +304,9 @@ def explain_text(circuit: Circuit) -> str:
         lines.append(f"  dead letters: {table.dead_letter_topic} (late, malformed, invalid"
                      f"{', future' if table.max_future_ms is not None else ''} records)")
         lines.append("  columns:      " + ", ".join(_table_column(c) for c in table.columns))
+        if table.primary_key:
+            lines.append(f"  primary key:  {', '.join(table.primary_key)} (NOT ENFORCED: each "
+                         "row is one more version of its key)")
         if table.lateness:
             for lateness in table.lateness:
                 t = table.column(lateness.column).type

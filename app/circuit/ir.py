@@ -18,6 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+#: Field metadata of an IR field added after plans were first fingerprinted: a value equal
+#: to the field's default is left out of plan digests
+#: (:func:`app.runtime.plan_fingerprint.plain_value`), so a program that does not use the
+#: field keeps the digest it had before the field existed.
+OMIT_DEFAULT: dict[str, str] = {"digest": "omit-default"}
+
 __all__ = [
     "AggCall",
     "Aggregate",
@@ -37,6 +43,7 @@ __all__ = [
     "JoinTime",
     "Lateness",
     "Literal_",
+    "OMIT_DEFAULT",
     "Operator",
     "Output",
     "Position",
@@ -411,6 +418,11 @@ class Table:
     #: at least ``startup_timestamp_ms``. A checkpoint with offsets continues from them.
     startup_mode: Literal["earliest-offset", "latest-offset", "timestamp"] = "earliest-offset"
     startup_timestamp_ms: int | None = None
+    #: ``PRIMARY KEY (...) NOT ENFORCED``: NOT NULL columns, in declared order, that make
+    #: the table a versioned table of a temporal join (S16): its rows read as the versions
+    #: of each key over the table's first LATENESS column. Not enforced: the table stays
+    #: insert-only (S2), every row of a key is one more version. Empty: no key.
+    primary_key: tuple[str, ...] = field(default=(), metadata=OMIT_DEFAULT)
 
     def column(self, name: str) -> Column:
         for col in self.columns:

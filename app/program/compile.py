@@ -9,6 +9,7 @@ program never reaches Spark. Warnings (unbounded state) ride on ``Circuit.warnin
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -208,12 +209,12 @@ class _Compiler:
         table = Table(decl.name, tuple(columns), topic_value,
                       cast(Literal["avro", "avro-confluent", "json"], fmt), schema, dead_letter,
                       tuple(lateness), max_future_ms, decl.position, registry,
-                      *self._startup(options))
+                      *self._startup(options), primary_key=_primary_key(decl, columns))
         self.tables.append(table)
         self.relations[decl.name] = Relation(
             decl.name, tuple(Column(c.name, c.type) for c in table.columns),
             tuple(TimeAttribute(lt.column, decl.name, lt.column, "forwarded") for lt in lateness),
-            True, "table")
+            True, "table", table.primary_key)
 
     def _startup(self, options: dict[str, OptionDecl],
                  ) -> tuple[Literal["earliest-offset", "latest-offset", "timestamp"], int | None]:
@@ -667,3 +668,29 @@ def _resolve_schema(raw: str, program: str) -> Path | None:
         if candidate.is_file():
             return candidate
     return None
+
+
+def _primary_key(decl: TableDecl, columns: Sequence[Column]) -> tuple[str, ...]:
+    """The table's PRIMARY KEY columns (S16, versioned tables): each a column of the table,
+    NOT NULL (a NULL key is no key: it would match nothing), named once."""
+    if decl.primary_key is None:
+        return ()
+    types = {c.name: c.type for c in columns}
+    names: list[str] = []
+    for name, position in decl.primary_key.columns:
+        if name not in types:
+            close = difflib.get_close_matches(name, list(types), n=1)
+            raise CompileFailure(position, f"PRIMARY KEY column {name} is not a column of "
+                                 f"table {decl.name}",
+                                 f"did you mean {close[0]}?" if close else
+                                 "list columns of the table: PRIMARY KEY (currency) NOT "
+                                 "ENFORCED")
+        if name in names:
+            raise CompileFailure(position, f"PRIMARY KEY names column {name} twice",
+                                 "list each key column once")
+        if types[name].nullable:
+            raise CompileFailure(position, f"PRIMARY KEY column {decl.name}.{name} is "
+                                 "nullable", f"declare it NOT NULL: {name} "
+                                 f"{types[name].with_nullable(True)} NOT NULL")
+        names.append(name)
+    return tuple(names)

@@ -3,7 +3,8 @@
 Grammar (case-insensitive keywords; ``[]`` optional)::
 
     CREATE TABLE name ( column type [NOT NULL | NULL] [METADATA [FROM 'key'] [VIRTUAL]]
-                        [LATENESS lateness] , ... )
+                        [LATENESS lateness] [PRIMARY KEY [NOT ENFORCED]] , ...
+                        [, [CONSTRAINT name] PRIMARY KEY ( column , ... ) [NOT ENFORCED]] )
         [WITH ( 'key' = value , ... )]
     CREATE [LOCAL] VIEW name [WITH ( 'key' = value , ... )] AS select [EMIT emit]
     LATENESS view.column lateness
@@ -28,6 +29,7 @@ __all__ = [
     "ColumnDecl",
     "EmitDecl",
     "IntervalDecl",
+    "KeyDecl",
     "LatenessDecl",
     "OptionDecl",
     "TableDecl",
@@ -73,11 +75,21 @@ class ColumnDecl:
 
 
 @dataclass(frozen=True)
+class KeyDecl:
+    """``PRIMARY KEY (a, b) [NOT ENFORCED]`` (or ``PRIMARY KEY`` after one column): the
+    column names as written, each with its position, and where PRIMARY is."""
+
+    columns: tuple[tuple[str, Position], ...]
+    position: Position
+
+
+@dataclass(frozen=True)
 class TableDecl:
     name: str
     position: Position
     columns: tuple[ColumnDecl, ...]
     options: tuple[OptionDecl, ...]
+    primary_key: KeyDecl | None = None
 
 
 @dataclass(frozen=True)
@@ -213,15 +225,38 @@ def _table(cursor: _Cursor, create: Token) -> TableDecl:
     name = cursor.name("a table name")
     cursor.expect_punct("(")
     columns: list[ColumnDecl] = []
+    key: KeyDecl | None = None
     while True:
         token = cursor.peek()
-        if token is not None and token.is_word("PRIMARY", "FOREIGN", "CONSTRAINT", "UNIQUE",
-                                               "CHECK", "WATERMARK"):
-            raise CompileFailure(cursor.pos(token), f"unsupported: table constraint "
-                                 f"{token.text.upper()}",
+        constraint = token is not None and token.is_word("CONSTRAINT")
+        if constraint:
+            cursor.index += 1
+            cursor.name("a constraint name")
+            token = cursor.peek()
+        if token is not None and token.is_word("PRIMARY"):
+            found = _primary_key(cursor, None)
+            if key is not None:
+                raise CompileFailure(found.position, "a table has one PRIMARY KEY",
+                                     "list every key column in one PRIMARY KEY (a, b)")
+            key = found
+        elif constraint or (token is not None and token.is_word("FOREIGN", "UNIQUE", "CHECK",
+                                                                 "WATERMARK")):
+            shown = token.text.upper() if token is not None else "CONSTRAINT"
+            raise CompileFailure(cursor.pos(token), f"unsupported: table constraint {shown}",
                                  "declare event time with LATENESS on a column"
-                                 if token.is_word("WATERMARK") else None)
-        columns.append(_column(cursor))
+                                 if token is not None and token.is_word("WATERMARK")
+                                 else "a table's only constraint is PRIMARY KEY (...) NOT "
+                                 "ENFORCED")
+        else:
+            column = _column(cursor)
+            columns.append(column)
+            after = cursor.peek()
+            if after is not None and after.is_word("PRIMARY"):
+                found = _primary_key(cursor, column)
+                if key is not None:
+                    raise CompileFailure(found.position, "a table has one PRIMARY KEY",
+                                         "list every key column in one PRIMARY KEY (a, b)")
+                key = found
         if cursor.accept_punct(","):
             continue
         cursor.expect_punct(")")
@@ -230,7 +265,36 @@ def _table(cursor: _Cursor, create: Token) -> TableDecl:
     if cursor.accept_word("WITH"):
         options = _options(cursor)
     _expect_end(cursor)
-    return TableDecl(identifier(name), cursor.pos(name), tuple(columns), options)
+    return TableDecl(identifier(name), cursor.pos(name), tuple(columns), options, key)
+
+
+def _primary_key(cursor: _Cursor, column: ColumnDecl | None) -> KeyDecl:
+    """``PRIMARY KEY [(a, ...)] [NOT ENFORCED]``, at PRIMARY; without a list it follows
+    ``column``'s definition and names that column. NOT ENFORCED is Flink's spelling (the
+    key is not checked: every row of a key is one more version); Feldera's plain
+    ``PRIMARY KEY`` means the same here."""
+    primary = cursor.expect_word("PRIMARY")
+    position = cursor.pos(primary)
+    cursor.expect_word("KEY")
+    names: list[tuple[str, Position]] = []
+    if column is not None:
+        names.append((column.name, column.position))
+    else:
+        cursor.expect_punct("(")
+        while True:
+            token = cursor.name("a key column name")
+            names.append((identifier(token), cursor.pos(token)))
+            if cursor.accept_punct(","):
+                continue
+            cursor.expect_punct(")")
+            break
+    if cursor.accept_word("NOT"):
+        cursor.expect_word("ENFORCED")
+    elif cursor.peek() is not None and cursor.peek().is_word("ENFORCED"):  # type: ignore[union-attr]
+        raise CompileFailure(cursor.pos(), "unsupported: an ENFORCED PRIMARY KEY (a table "
+                             "keeps every row it reads: Tidemark never checks the key)",
+                             "write PRIMARY KEY (...) NOT ENFORCED")
+    return KeyDecl(tuple(names), position)
 
 
 def _expect_end(cursor: _Cursor) -> None:
@@ -338,7 +402,9 @@ def _column(cursor: _Cursor) -> ColumnDecl:
                                          "write METADATA FROM 'timestamp'")
                 metadata, metadata_position = key.text, cursor.pos(key)
             cursor.accept_word("VIRTUAL")  # tables are only read: every metadata is virtual
-        elif token.is_word("PRIMARY", "DEFAULT", "UNIQUE", "REFERENCES", "CHECK"):
+        elif token.is_word("PRIMARY"):
+            break  # PRIMARY KEY after a column: the table's key (_primary_key)
+        elif token.is_word("DEFAULT", "UNIQUE", "REFERENCES", "CHECK"):
             raise CompileFailure(cursor.pos(token), f"unsupported column constraint "
                                  f"{token.text.upper()}")
         else:

@@ -68,6 +68,9 @@ class Relation:
     time_attributes: tuple[TimeAttribute, ...]
     insert_only: bool
     kind: Literal["table", "view"]
+    #: A table's PRIMARY KEY columns (S16: a versioned table of a temporal join); empty
+    #: for a table without one and for every view.
+    primary_key: tuple[str, ...] = ()
 
     def time_attribute(self, column: str) -> TimeAttribute | None:
         for attr in self.time_attributes:

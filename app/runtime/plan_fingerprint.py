@@ -29,6 +29,7 @@ from typing import Any
 from app import __version__
 from app.circuit.explain import duration_text, emit_clause, expr_text
 from app.circuit.ir import (
+    OMIT_DEFAULT,
     AggCall,
     Aggregate,
     Circuit,
@@ -76,13 +77,15 @@ def _digest(value: Any) -> str:
 
 def plain_value(value: Any) -> Any:
     """A JSON value for an IR or plan value: dataclasses as objects tagged with their class
-    (their :class:`Position` left out: where a statement is in the file changes no plan),
+    (their :class:`Position` left out: where a statement is in the file changes no plan;
+    so is a field marked :data:`~app.circuit.ir.OMIT_DEFAULT` that holds its default),
     tuples as lists, decimals and bytes as text."""
     if is_dataclass(value) and not isinstance(value, type):
         data = {
             f.name: plain_value(getattr(value, f.name))
             for f in fields(value)
             if not isinstance(getattr(value, f.name), Position)
+            and not (f.metadata == OMIT_DEFAULT and getattr(value, f.name) == f.default)
         }
         return {"node": type(value).__name__, **data}
     if isinstance(value, tuple | list):
