@@ -113,6 +113,18 @@ def _join_text(join: Join, time_type: SqlType | None) -> str:
              f"{right.source} AS {right.alias}"]
     keys = ", ".join(f"{expr_text(a)} = {expr_text(b)}" for a, b in join.keys)
     parts.append(f"keys {keys}" if keys else "no keys")
+    if join.as_of is not None:
+        probe = left.qualified(join.as_of.probe_column)
+        version = right.qualified(join.as_of.version_column)
+        parts.append(f"as of {probe}: the version of {right.alias} with the greatest "
+                     f"{version} <= {probe}")
+        if join.residual is not None:
+            parts.append(f"and {expr_text(join.residual)}")
+        waterline = f"w({right.source}.{join.as_of.version_column})"
+        unmatched = (", or with NULLs when it has none" if join.kind == "left"
+                     else "; a row without one is dropped")
+        return ("; ".join(parts) + f"; each row of {left.alias} is held until {waterline} > "
+                f"{probe}, then written once with its version{unmatched}")
     bound = join.bound
     if bound is not None:
         x, y = left.qualified(bound.left_column), right.qualified(bound.right_column)
@@ -188,6 +200,10 @@ def _emit_text(view: View) -> str:
     clause = emit_clause(view)
     if clause is not None:
         return clause
+    join = view.join
+    if join is not None and join.as_of is not None:
+        return (f"default: each row after the step whose w({join.right.source}."
+                f"{join.as_of.version_column}) passes its time")
     if view.is_stateless:
         return "default: each row after the step that accepted it"
     return "default: after each step, each changed group's new value"

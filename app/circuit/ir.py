@@ -38,6 +38,7 @@ __all__ = [
     "Expr",
     "Filter",
     "Join",
+    "JoinAsOf",
     "JoinBound",
     "JoinSide",
     "JoinTime",
@@ -264,24 +265,40 @@ class JoinBound:
 
 
 @dataclass(frozen=True)
+class JoinAsOf:
+    """The times of a temporal join (SPEC S16, ``right FOR SYSTEM_TIME AS OF
+    left.probe_column``): a left (probe) row at ``x`` is matched with the version of its
+    key in ``right`` (a table with a PRIMARY KEY) whose ``version_column`` is the greatest
+    value ``<= x``. Column names are unqualified side columns; ``version_column`` is the
+    versioned table's first LATENESS column, whose waterline releases the probe rows."""
+
+    probe_column: str
+    version_column: str
+
+
+@dataclass(frozen=True)
 class Join:
     """SPEC S16: the rows of ``left`` and ``right`` whose ``keys`` are equal (a NULL key
     matches nothing), within ``bound``, and for which ``residual`` is TRUE. Always a view's
     first operator; the view's ``sources`` are ``(left.source, right.source)``.
 
     ``form``: 'interval' (a bound between two row-time attributes), 'window' (equal
-    ``window_end`` of two windowed relations) or 'regular' (no bound: state is never freed).
+    ``window_end`` of two windowed relations), 'regular' (no bound: state is never freed)
+    or 'temporal' (``as_of`` set, ``bound`` None: each left row is matched with one version
+    of ``right``, once ``right``'s waterline passes its time; ``keys`` cover ``right``'s
+    PRIMARY KEY, in key order, each right expression a key column; ``kind`` is inner or left).
     ``kind``: an outer side's row without a match is emitted, padded with NULLs, once the
     other side's waterline proves no match can come. Keys and residual are expressions over
     the joined row's qualified names; each key is (left expression, right expression)."""
 
     kind: Literal["inner", "left", "right", "full"]
-    form: Literal["interval", "window", "regular"]
+    form: Literal["interval", "window", "regular", "temporal"]
     left: JoinSide
     right: JoinSide
     keys: tuple[tuple[Expr, Expr], ...]
     residual: Expr | None
     bound: JoinBound | None
+    as_of: JoinAsOf | None = field(default=None, metadata=OMIT_DEFAULT)
 
 
 Operator = Filter | Project | Window | Aggregate | UnionAll | Join

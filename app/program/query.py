@@ -37,6 +37,7 @@ from app.circuit.ir import (
     Expr,
     Filter,
     Join,
+    JoinAsOf,
     JoinBound,
     JoinSide,
     JoinTime,
@@ -1441,13 +1442,13 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
             "  ", " "), "use [INNER], LEFT, RIGHT or FULL [OUTER] JOIN")
     kind = _SIDE_KINDS[side_word]
     version = join.this.args.get("version") if isinstance(join.this, exp.Table) else None
-    if version is not None:
-        for_token = next((t for i, t in words if i > from_index and t.is_word("FOR")), None)
-        raise CompileFailure(source.position(for_token.start) if for_token else position,
-                             "unsupported: temporal joins (FOR SYSTEM_TIME AS OF) are not "
-                             "supported yet",
-                             "join on a time bound instead: b.ts BETWEEN a.ts - INTERVAL '1' "
-                             "HOUR AND a.ts (an interval join)")
+    for_token = next((t for i, t in words if i > from_index and t.is_word("FOR")), None)
+    for_position = source.position(for_token.start) if for_token else position
+    if version is not None and kind in ("right", "full"):
+        raise CompileFailure(position, f"unsupported: a {kind.upper()} OUTER temporal join "
+                             "(FOR SYSTEM_TIME AS OF): a temporal join writes each row of "
+                             "its probe side (FROM) with one version of the versioned side",
+                             "use JOIN or LEFT JOIN, with the versioned table after JOIN")
     if join.args.get("using"):
         raise CompileFailure(position, "unsupported: JOIN ... USING",
                              "write the keys in ON: JOIN b ON a.k = b.k")
@@ -1482,6 +1483,12 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
             post_columns[name] = Column(name, post_type)
     on_scope = _Scope(on_columns, set(sides), sides)
     inputs = {left.alias: left, right.alias: right}
+    if version is not None:
+        assert isinstance(version, exp.Version)
+        temporal = _temporal_join(source, version, for_position, kind, left, right, on,
+                                  on_scope, fallback)
+        return _join_view(source, tokens, select, words, view_name, fallback, position,
+                          temporal, left, right, sides, post_columns, "")
 
     keys: list[tuple[Expr, Expr]] = []
     windows: list[tuple[str, str, Expr]] = []
@@ -1572,7 +1579,17 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
                              f"bound{why}: its unmatched rows could never be "
                              "proven unmatched, so they would never be written", _BOUND_HINT)
     join_op = Join(kind, form, left.side(), right.side(), tuple(keys), residual, bound)
+    return _join_view(source, tokens, select, words, view_name, fallback, position, join_op,
+                      left, right, sides, post_columns, unbounded_why)
 
+
+def _join_view(source: SourceText, tokens: Sequence[Token], select: exp.Select,
+               words: list[tuple[int, Token]], view_name: str, fallback: Position,
+               position: Position, join_op: Join, left: _JoinInput, right: _JoinInput,
+               sides: dict[str, dict[str, Column]], post_columns: dict[str, Column],
+               unbounded_why: str) -> PlannedQuery:
+    """The pipeline over the joined rows, ``Join [Filter(WHERE)] Project``, and the view's
+    time attributes and state (S10, S16)."""
     # -- the pipeline over the joined rows ------------------------------------------------
     for key, word, shown in (("group", "GROUP", "GROUP BY"), ("having", "HAVING", "HAVING")):
         if select.args.get(key) is not None:
@@ -1639,7 +1656,108 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
                         sources=(left.relation.name, right.relation.name),
                         column_positions=tuple(positions), join_position=position,
                         join_state=_join_state_text(join_op, left, right),
-                        join_unbounded=unbounded_why if bound is None else "")
+                        join_unbounded=unbounded_why if join_op.bound is None else "")
+
+
+def _temporal_join(source: SourceText, version: exp.Version, for_position: Position,
+                   kind: _JoinKind, left: _JoinInput, right: _JoinInput, on: exp.Expression,
+                   on_scope: _Scope, fallback: Position) -> Join:
+    """SPEC S16: ``a [LEFT] JOIN b FOR SYSTEM_TIME AS OF a.t [AS y] ON ...`` (Flink's
+    event-time temporal join): ``b`` is a table with a PRIMARY KEY and a LATENESS column
+    (its versions and their times), ``a.t`` a time attribute of ``a`` (S10), and ON has an
+    equality on every key column of ``b``; its other conjuncts are the residual."""
+    table = right.relation
+    name = table.name
+    if str(version.args.get("kind") or "").upper() != "AS OF":
+        raise CompileFailure(for_position, f"unsupported: FOR SYSTEM_TIME "
+                             f"{str(version.args.get('kind') or '').upper()}",
+                             f"write FOR SYSTEM_TIME AS OF {left.alias}.<time column>")
+    if table.kind != "table":
+        raise CompileFailure(right.position, f"the versioned side of a temporal join must be a "
+                             f"table with a PRIMARY KEY; {name} is a view",
+                             "join FOR SYSTEM_TIME AS OF the table it reads, declared with "
+                             "PRIMARY KEY (...) NOT ENFORCED")
+    if not table.primary_key:
+        raise CompileFailure(right.position, f"table {name} has no PRIMARY KEY, so FOR "
+                             "SYSTEM_TIME AS OF cannot read its rows as versions of a key",
+                             f"declare one in CREATE TABLE {name}: PRIMARY KEY (<key "
+                             "columns>) NOT ENFORCED")
+    if not table.time_attributes:
+        raise CompileFailure(right.position, f"table {name} has no LATENESS column, so no "
+                             "waterline says when the version valid at a time is final",
+                             f"add LATENESS to the event-time column of {name}, e.g. ts "
+                             "TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE")
+    version_column = table.time_attributes[0].column
+    translator = _Translator(source, on_scope, fallback, None, "FOR SYSTEM_TIME AS OF")
+    as_of_node = version.expression
+    as_of_position = translator.pos(as_of_node)
+    as_of = translator.translate(as_of_node)
+    shown = as_of_node.sql()
+    if not isinstance(as_of, ColumnRef) or as_of.name.split(".", 1)[0] != left.alias:
+        raise CompileFailure(as_of_position, f"FOR SYSTEM_TIME AS OF {shown}: the time must "
+                             f"be a column of the probe side {left.alias} (FROM)",
+                             f"write FOR SYSTEM_TIME AS OF {left.alias}.<time attribute>")
+    probe_column = as_of.name.split(".", 1)[1]
+    attr = left.relation.time_attribute(probe_column)
+    if attr is None:
+        raise CompileFailure(as_of_position, f"FOR SYSTEM_TIME AS OF {shown}: column "
+                             f"{as_of.name} is not a time attribute of "
+                             f"{left.relation.name}, so no waterline says when its rows "
+                             "can be joined",
+                             f"add LATENESS to {left.relation.name}.{probe_column}, or join "
+                             "AS OF a column that has it")
+    # ON: an equality per key column of the versioned table, the rest is the residual.
+    key_columns = {f"{right.alias}.{c}": c for c in table.primary_key}
+    found: dict[str, tuple[Expr, Expr]] = {}
+    others: list[Expr] = []
+    for node in _conjuncts(on):
+        on_translator = _Translator(source, on_scope, fallback, None, "ON")
+        inner = node.unnest() if isinstance(node, exp.Paren) else node
+        if isinstance(inner, exp.EQ):
+            first = on_translator.translate(inner.this)
+            second = on_translator.translate(inner.expression)
+            if isinstance(first, ColumnRef) and first.name in key_columns:
+                first, second = second, first
+            if (isinstance(second, ColumnRef) and second.name in key_columns
+                    and _aliases_of(first) == {left.alias} and second.name not in found):
+                try:
+                    fn.result_type("=", [first.type, second.type])
+                except fn.FunctionTypeError as exc:
+                    raise CompileFailure(on_translator.pos(inner), f"join keys of different "
+                                         f"types: {expr_text(first)} is "
+                                         f"{_type_text(first.type)}, {expr_text(second)} is "
+                                         f"{_type_text(second.type)}",
+                                         f"CAST one side, e.g. CAST({expr_text(first)} AS "
+                                         f"{_type_text(second.type)})") from exc
+                found[second.name] = (first, second)
+                continue
+        condition = on_translator.translate(node)
+        if condition.type.name != "BOOLEAN":
+            raise CompileFailure(on_translator.pos(node), f"ON needs a BOOLEAN condition, not "
+                                 f"{condition.type.name}", "compare columns: ON a.k = b.k")
+        others.extend(_ir_conjuncts(condition))
+    missing = [q for q in key_columns if q not in found]
+    if missing:
+        on_position = _on_position(source, on, fallback)
+        raise CompileFailure(on_position, f"the ON condition of the temporal join does not "
+                             f"cover the PRIMARY KEY of {name} ({', '.join(table.primary_key)})"
+                             f": no equality on {', '.join(missing)}",
+                             "add " + " AND ".join(f"{left.alias}.<column> = {q}"
+                                                   for q in missing))
+    residual: Expr | None = None
+    for part in others:
+        residual = part if residual is None else Call("AND", (residual, part), _BOOL)
+    keys = tuple(found[q] for q in key_columns)
+    return Join(kind, "temporal", left.side(), right.side(), keys, residual, None,
+                JoinAsOf(probe_column, version_column))
+
+
+def _on_position(source: SourceText, on: exp.Expression,
+                           fallback: Position) -> Position:
+    """Where an ON condition starts (its first token sqlglot placed), for errors about it
+    as a whole."""
+    starts = [n.meta["start"] for n in on.walk() if n.meta.get("start") is not None]
+    return source.position(min(starts)) if starts else fallback
 
 
 def _window_pair(first: Expr, second: Expr,
@@ -1749,6 +1867,16 @@ def _join_times(join: Join, left: _JoinInput,
     """S10/S16: the joined columns that stay time attributes, with their waterline: a
     bound column of each side keeps its side's waterline, held back by the other side's so
     that no match or unmatched row found later is below it. Nothing without a bound."""
+    if join.as_of is not None:
+        # The probe's AS OF column: a row at x is written once w(versions) > x, so
+        # w = min(w(probe), w(versions)); the version's time is a plain column.
+        probe = left.relation.time_attribute(join.as_of.probe_column)
+        versions = right.relation.time_attribute(join.as_of.version_column)
+        assert probe is not None and versions is not None
+        kind: _AttrKind = probe.kind if probe.kind in ("window_start", "window_end") else (
+            "forwarded")
+        return {f"{left.alias}.{join.as_of.probe_column}": (
+            kind, JoinTime(probe, versions, 0, "left"))}
     bound = join.bound
     if bound is None:
         return {}
@@ -1777,6 +1905,16 @@ def _join_times(join: Join, left: _JoinInput,
 
 def _join_state_text(join: Join, left: _JoinInput, right: _JoinInput) -> str:
     """When each side's rows are freed (S16), for ``View.state`` and explain."""
+    if join.as_of is not None:
+        probe = left.relation.time_attribute(join.as_of.probe_column)
+        versions = right.relation.time_attribute(join.as_of.version_column)
+        assert probe is not None and versions is not None
+        probe_column = f"{left.alias}.{join.as_of.probe_column}"
+        return (f"rows of {left.alias} are held until {_join_waterline(versions)} > "
+                f"{probe_column}, then written and freed; of {right.alias}, per key, the "
+                f"latest version at or below min({_join_waterline(probe)}, "
+                f"{_join_waterline(versions)}) and every later one are kept (one version "
+                "per key stays: state grows with the number of keys)")
     bound = join.bound
     if bound is None:
         return ""

@@ -599,6 +599,8 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
         "INNER join without a time bound, runs on Spark; "
         "the reference evaluator runs the others (tidemark explain shows the plan)"
     )
+    if join.form == "temporal":
+        return "a temporal join (FOR SYSTEM_TIME AS OF)", fix
     if join.kind != "inner":
         return f"a {join.kind.upper()} OUTER JOIN", fix
     if join.form == "regular":

@@ -1,8 +1,8 @@
 """JOIN (SPEC S16) on Spark: an INNER interval join of two tables bounded on their first
 LATENESS columns, and an INNER window join of windows on those columns, run (Spark's
 stream-stream join, in one query of both tables); every other
-join, and an aggregate over a join, is refused by name before Spark starts (L7: never
-mis-executed), with the fix."""
+join (a temporal join too), and an aggregate over a join, is refused by name before Spark
+starts (L7: never mis-executed), with the fix."""
 
 from __future__ import annotations
 
@@ -50,6 +50,13 @@ SELECT x.window_start, x.window_end, x.k FROM wa AS x JOIN wb AS y
     ON x.window_start = y.window_start AND x.window_end = y.window_end AND x.k = y.k;
 """
 
+TEMPORAL = """
+CREATE TABLE r (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE, k BIGINT NOT NULL, v INT,
+    PRIMARY KEY (k) NOT ENFORCED) WITH ('topic' = 'r');
+CREATE VIEW rated WITH ('topic' = 'rated') AS
+SELECT a.ts, a.k, r.v FROM a {kind} JOIN r FOR SYSTEM_TIME AS OF a.ts ON a.k = r.k;
+"""
+
 
 def _refused(text: str) -> list[str]:
     circuit = compile_program("p.sql", TABLES + text)
@@ -85,6 +92,8 @@ def test_s16_an_inner_window_join_runs_on_spark_in_one_query() -> None:
         (PAIRS.format(kind="LEFT", column="ts"), "view pairs: a LEFT OUTER JOIN"),
         (PAIRS.format(kind="FULL", column="ts"), "view pairs: a FULL OUTER JOIN"),
         (PAIRS.format(kind="", column="t2"), "view pairs: a join bound on a.t2"),
+        (TEMPORAL.format(kind=""), "view rated: a temporal join (FOR SYSTEM_TIME AS OF)"),
+        (TEMPORAL.format(kind="LEFT"), "view rated: a temporal join (FOR SYSTEM_TIME AS OF)"),
         (
             PAIRS.format(kind="", column="ts") + COUNTS,
             "view counts: an aggregate over the JOIN view pairs",

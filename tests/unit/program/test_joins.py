@@ -340,8 +340,8 @@ ERRORS = [
      (1, 25, "unsupported: aggregates in a view that joins", None)),
     ("CREATE VIEW v AS SELECT o.orderid FROM orders o JOIN trades FOR SYSTEM_TIME AS OF "
      "o.rowtime AS t\n ON o.orderid = t.orderid;",
-     (1, 61, "unsupported: temporal joins (FOR SYSTEM_TIME AS OF) are not supported yet",
-      "join on a time bound instead")),
+     (1, 54, "table trades has no PRIMARY KEY, so FOR SYSTEM_TIME AS OF cannot read its "
+      "rows as versions of a key", "declare one in CREATE TABLE trades: PRIMARY KEY")),
     ("CREATE VIEW v AS SELECT o.orderid FROM orders o CROSS JOIN trades t;",
      (1, 49, "unsupported: CROSS JOIN", None)),
     ("CREATE VIEW v AS SELECT o.orderid FROM orders o JOIN trades t USING (orderid);",

@@ -1,11 +1,14 @@
-"""SPEC L1, L7 in the compiler: ``PRIMARY KEY (...) NOT ENFORCED`` on CREATE TABLE, the key
-of a versioned table (S16), and its errors with their positions and fixes."""
+"""SPEC S16 (and S10, L7) in the compiler: ``PRIMARY KEY (...) NOT ENFORCED`` on CREATE
+TABLE, and the temporal join ``a [LEFT] JOIN b FOR SYSTEM_TIME AS OF a.t ON ...`` (Flink's
+event-time temporal join, seed 004): its IR, the time attribute it keeps, how explain shows
+it, and every refusal with its position and fix."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.circuit.ir import Circuit
+from app.circuit.explain import explain_text
+from app.circuit.ir import Circuit, ColumnRef, JoinAsOf
 from app.errors import ProgramError
 from app.program.compile import compile_program
 from app.runtime.plan_fingerprint import plain_value
@@ -95,3 +98,141 @@ def test_l7_primary_key_errors_name_position_message_and_fix(
     assert message.startswith(expected[2]), message
     assert (line, column) == expected[:2], message
     assert fix is not None and expected[3] is not None and expected[3] in fix
+
+
+# -- the temporal join ---------------------------------------------------------------------
+
+
+def test_s16_temporal_join_ir_keys_in_key_order_and_the_residual() -> None:
+    """S16: ON's equalities on the key columns become the keys, in PRIMARY KEY order
+    whatever ON's order; every other conjunct is the residual; the versions' time is the
+    table's first LATENESS column."""
+    circuit = compile_sql("""CREATE VIEW v AS
+SELECT a.rowtime, a.amount, r.rate FROM amounts AS a
+JOIN rates FOR SYSTEM_TIME AS OF a.rowtime AS r
+  ON r.region = a.region AND a.currency = r.currency AND r.rate > 0;""")
+    view = circuit.view("v")
+    join = view.join
+    assert join is not None
+    assert (join.kind, join.form, join.bound) == ("inner", "temporal", None)
+    assert join.as_of == JoinAsOf("rowtime", "rowtime")
+    assert [(k.name, v.name) for k, v in join.keys  # type: ignore[union-attr]
+            if isinstance(k, ColumnRef)] == [("a.currency", "r.currency"),
+                                             ("a.region", "r.region")]
+    assert join.residual is not None and "r.rate" in str(join.residual)
+    assert view.sources == ("amounts", "rates")
+    assert view.state.kind == "window"
+
+
+def test_s16_s10_the_probe_time_stays_a_time_attribute_held_by_the_versions() -> None:
+    """S10/S16: the AS OF column forwarded verbatim keeps the property, with
+    w = min(w(probe), w(versions)); the version's time is a plain column. LEFT makes the
+    versioned side's columns nullable."""
+    circuit = compile_sql(f"""CREATE VIEW v AS
+SELECT a.rowtime, r.rowtime AS rate_time, r.rate FROM amounts AS a
+LEFT JOIN rates FOR SYSTEM_TIME AS OF a.rowtime AS r {ON};""")
+    view = circuit.view("v")
+    (attr,) = view.time_attributes
+    assert attr.column == "rowtime" and attr.kind == "forwarded"
+    assert attr.join is not None and attr.join.lag == 0
+    assert (attr.join.own.table, attr.join.other.table) == ("amounts", "rates")
+    types = {c.name: c.type for c in view.columns}
+    assert not types["rowtime"].nullable and types["rate"].nullable
+    assert view.output is None or view.output.format == "append"
+
+
+def test_s16_explain_prints_the_temporal_join_its_waterline_and_state() -> None:
+    circuit = compile_sql(f"""CREATE VIEW v WITH ('topic' = 'v') AS
+SELECT a.rowtime, a.amount, r.rate FROM amounts AS a
+LEFT JOIN rates FOR SYSTEM_TIME AS OF a.rowtime AS r {ON};""")
+    text = explain_text(circuit)
+    assert ("  primary key:  currency, region (NOT ENFORCED: each row is one more version of "
+            "its key)") in text.splitlines()
+    lines = text[text.index("view v <-"):].splitlines()
+    assert lines[0] == "view v <- amounts LEFT JOIN rates"
+    assert lines[1] == (
+        "  1. TEMPORAL JOIN (LEFT OUTER) amounts AS a, rates AS r; keys a.currency = "
+        "r.currency, a.region = r.region; as of a.rowtime: the version of r with the greatest "
+        "r.rowtime <= a.rowtime; each row of a is held until w(rates.rowtime) > a.rowtime, "
+        "then written once with its version, or with NULLs when it has none")
+    assert ("  time:         rowtime (forwarded: JOIN: w = min(w(amounts.rowtime), "
+            "w(rates.rowtime)))") in lines
+    assert ("  state:        window: rows of a are held until w(rates.rowtime) > a.rowtime, "
+            "then written and freed; of r, per key, the latest version at or below "
+            "min(w(amounts.rowtime), w(rates.rowtime)) and every later one are kept (one "
+            "version per key stays: state grows with the number of keys)") in lines
+    assert "  emit:         default: each row after the step whose w(rates.rowtime) passes " \
+           "its time" in lines
+
+
+def test_s16_the_probe_may_be_a_windowed_aggregate_on_its_window_end() -> None:
+    """Seed 004's second query: a daily sum (EMIT AFTER WATERMARK) joined AS OF its
+    window_end keeps it as a window_end time attribute."""
+    circuit = compile_sql("""CREATE LOCAL VIEW daily AS
+SELECT currency, region, SUM(amount) AS total, window_end
+FROM TABLE(TUMBLE(TABLE amounts, DESCRIPTOR(rowtime), INTERVAL '1' DAY))
+GROUP BY currency, region, window_end EMIT AFTER WATERMARK;
+CREATE VIEW v AS SELECT d.window_end, d.total, r.rate FROM daily AS d
+JOIN rates FOR SYSTEM_TIME AS OF d.window_end AS r
+  ON d.currency = r.currency AND d.region = r.region;""")
+    (attr,) = circuit.view("v").time_attributes
+    assert (attr.column, attr.kind) == ("window_end", "window_end")
+
+
+TEMPORAL_ERRORS = [
+    ("CREATE VIEW v AS SELECT a.amount FROM amounts a JOIN plain FOR SYSTEM_TIME AS OF "
+     "a.rowtime AS r\n ON a.currency = r.currency;",
+     (1, 54, "table plain has no PRIMARY KEY, so FOR SYSTEM_TIME AS OF cannot read its rows "
+      "as versions of a key", "declare one in CREATE TABLE plain: PRIMARY KEY (<key "
+      "columns>) NOT ENFORCED")),
+    ("CREATE VIEW v AS SELECT a.amount FROM amounts a JOIN rates FOR SYSTEM_TIME AS OF "
+     "a.rowtime AS r\n ON a.currency = r.currency;",
+     (2, 5, "the ON condition of the temporal join does not cover the PRIMARY KEY of rates "
+      "(currency, region): no equality on r.region", "add a.<column> = r.region")),
+    ("CREATE VIEW v AS SELECT a.amount FROM amounts a JOIN rates FOR SYSTEM_TIME AS OF "
+     "a.rowtime AS r\n ON a.currency = r.currency AND a.region > r.region;",
+     (2, 5, "the ON condition of the temporal join does not cover the PRIMARY KEY", None)),
+    ("CREATE VIEW v AS SELECT a.amount FROM amounts a JOIN rates FOR SYSTEM_TIME AS OF "
+     f"a.placed AS r\n {ON};",
+     (1, 82, "FOR SYSTEM_TIME AS OF a.placed: column a.placed is not a time attribute of "
+      "amounts", "add LATENESS to amounts.placed, or join AS OF a column that has it")),
+    ("CREATE VIEW v AS SELECT a.amount FROM amounts a JOIN rates FOR SYSTEM_TIME AS OF "
+     f"r.rowtime AS r\n {ON};",
+     (1, 82, "FOR SYSTEM_TIME AS OF r.rowtime: the time must be a column of the probe side "
+      "a (FROM)", "write FOR SYSTEM_TIME AS OF a.<time attribute>")),
+    ("CREATE VIEW v AS SELECT a.amount FROM amounts a JOIN untimed FOR SYSTEM_TIME AS OF "
+     "a.rowtime AS r\n ON a.currency = r.currency;",
+     (1, 54, "table untimed has no LATENESS column, so no waterline says when the version "
+      "valid at a time is final", "add LATENESS to the event-time column of untimed")),
+    ("CREATE VIEW v AS SELECT a.amount FROM amounts a RIGHT JOIN rates FOR SYSTEM_TIME AS OF "
+     f"a.rowtime AS r\n {ON};",
+     (1, 49, "unsupported: a RIGHT OUTER temporal join (FOR SYSTEM_TIME AS OF)",
+      "use JOIN or LEFT JOIN")),
+    ("CREATE VIEW v AS SELECT a.amount FROM amounts a FULL OUTER JOIN rates FOR SYSTEM_TIME "
+     f"AS OF a.rowtime AS r\n {ON};",
+     (1, 49, "unsupported: a FULL OUTER temporal join (FOR SYSTEM_TIME AS OF)",
+      "use JOIN or LEFT JOIN")),
+    ("CREATE LOCAL VIEW rv AS SELECT * FROM rates;\n"
+     "CREATE VIEW v AS SELECT a.amount FROM amounts a JOIN rv FOR SYSTEM_TIME AS OF "
+     f"a.rowtime AS r {ON};",
+     (2, 54, "the versioned side of a temporal join must be a table with a PRIMARY KEY; rv "
+      "is a view", "join FOR SYSTEM_TIME AS OF the table it reads")),
+    ("CREATE VIEW v AS SELECT a.amount FROM amounts a JOIN rates FOR SYSTEM_TIME AS OF "
+     "a.rowtime AS r\n ON a.amount = r.currency AND a.region = r.region;",
+     (2, 5, "join keys of different types: a.amount is INT, r.currency is VARCHAR",
+      "CAST one side, e.g. CAST(a.amount AS VARCHAR)")),
+]
+
+
+@pytest.mark.parametrize("text, expected", TEMPORAL_ERRORS,
+                         ids=[e[1][2][:50] for e in TEMPORAL_ERRORS])
+def test_l7_temporal_join_errors_name_position_message_and_fix(
+        text: str, expected: tuple[int, int, str, str | None]) -> None:
+    """L7: every refused temporal join names line:column (relative to the view here), the
+    SQL as written, and the fix; nothing is mis-executed (S16)."""
+    line, column, message, fix = rejected(text)
+    want_line, want_column, want_message, want_fix = expected
+    assert message.startswith(want_message), message
+    assert (line, column) == (want_line, want_column), message
+    if want_fix is not None:
+        assert fix is not None and want_fix in fix, fix
