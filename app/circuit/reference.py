@@ -16,7 +16,8 @@ in plain Python, favouring obviousness over speed. Per step, in this order:
    arrival order; its time columns' waterline is the minimum of the branches' (S17). A JOIN
    view holds each side's rows until the other side's waterline passes their bound, emits
    each match when its second row arrives and an outer row once it is proven unmatched
-   (S16).
+   (S16); a temporal join holds its probe rows until the versioned table's waterline
+   passes their time, then writes each with the version valid at it.
 3. **Completeness, emission, state** (S11-S14): after all rows of the step are applied, each
    output view writes its records per its :class:`~app.circuit.ir.EmitPolicy` and format, and
    groups that are complete and fully written are freed.
@@ -334,6 +335,126 @@ class _JoinRuntime:
         return floor > held.time - bound.lower
 
 
+class _TemporalRuntime:
+    """SPEC S16's temporal join (``right FOR SYSTEM_TIME AS OF left.t``, Flink's event-time
+    temporal join) for one :class:`~app.circuit.ir.Join` with ``as_of``, step by step.
+
+    Rows of the versioned side (``right``, a table with a PRIMARY KEY) are versions of their
+    key at their time; a later row of a key at a time it already has replaces that version
+    (the table is insert-only, S2: a key is never deleted). Probe rows (``left``) are held
+    until the versions' waterline floor exceeds their time (no version at or below it can
+    still come, S5), then matched with the version of their key with the greatest time at
+    or below theirs and written once (insert-only), in arrival order; LEFT writes a row
+    without one with NULLs, INNER drops it. Future lookups are at a held probe's time
+    (above the versions' floor) or a future probe's (at or above the probe floor), so per
+    key only the latest version at or below the lesser floor, and every later one, is kept.
+    """
+
+    def __init__(
+        self, join: Join, relation_sources: Mapping[str, Mapping[str, _TimeSource]]
+    ) -> None:
+        assert join.as_of is not None
+        self.join = join
+        self.as_of = join.as_of
+        self.probe_source = relation_sources.get(join.left.source, {}).get(
+            join.as_of.probe_column
+        )
+        self.version_source = relation_sources.get(join.right.source, {}).get(
+            join.as_of.version_column
+        )
+        self.held: list[dict[str, Any]] = []  # probe rows by qualified name, arrival order
+        #: key -> version time -> the version's row by qualified name
+        self.versions: dict[tuple[Any, ...], dict[int, dict[str, Any]]] = {}
+
+    def rows_held(self) -> int:
+        return len(self.held) + sum(len(times) for times in self.versions.values())
+
+    def apply(
+        self, deltas: Mapping[str, Sequence[_Change]], waterlines: _AllWaterlines
+    ) -> list[dict[str, Any]]:
+        """The joined rows of this step: every held probe row the versions' waterline now
+        passes, in arrival order (rows of this step included, after all of its versions)."""
+        join = self.join
+        arrivals = sorted(
+            [(c.seq, 0, "left", c) for c in deltas.get(join.left.source, ())]
+            + [(c.seq, 1, "right", c) for c in deltas.get(join.right.source, ())],
+            key=lambda item: (item[0], item[1]),
+        )
+        out: list[dict[str, Any]] = []
+        for _, _, side, change in arrivals:
+            if change.weight < 0:
+                raise ValueError(
+                    f"a retraction reached the temporal join of {join.left.source} and "
+                    f"{join.right.source}; the compiler only joins insert-only relations"
+                )
+            spec = join.left if side == "left" else join.right
+            row = {spec.qualified(c): change.row.get(c) for c in spec.columns}
+            if side == "right":
+                key = tuple(evaluate_expr(right, row) for _, right in join.keys)
+                time = change.row.get(self.as_of.version_column)
+                if time is not None:
+                    self.versions.setdefault(key, {})[time] = row
+            elif change.row.get(self.as_of.probe_column) is None:
+                # A NULL time is valid for no version: nothing can ever match it.
+                if join.kind == "left":
+                    out.append(self._padded(row))
+            else:
+                self.held.append(row)
+        floor = _source_floor(self.version_source, waterlines)
+        if floor is not None:
+            kept: list[dict[str, Any]] = []
+            for row in self.held:
+                if row[join.left.qualified(self.as_of.probe_column)] < floor:
+                    joined = self._joined(row)
+                    if joined is not None:
+                        out.append(joined)
+                else:
+                    kept.append(row)
+            self.held = kept
+        self._free(floor, _source_floor(self.probe_source, waterlines))
+        return out
+
+    def _joined(self, probe: dict[str, Any]) -> dict[str, Any] | None:
+        """The probe row with its version, padded (LEFT) or None (INNER) without one."""
+        join = self.join
+        time = probe[join.left.qualified(self.as_of.probe_column)]
+        key = tuple(evaluate_expr(left, probe) for left, _ in join.keys)
+        if all(value is not None for value in key):
+            times = [t for t in self.versions.get(key, {}) if t <= time]
+            if times:
+                joined = {**probe, **self.versions[key][max(times)]}
+                if join.residual is None or is_true(evaluate_expr(join.residual, joined)):
+                    return joined
+        return self._padded(probe) if join.kind == "left" else None
+
+    def _padded(self, probe: dict[str, Any]) -> dict[str, Any]:
+        return {**probe, **{self.join.right.qualified(c): None for c in self.join.right.columns}}
+
+    def _free(self, version_floor: int | None, probe_floor: int | None) -> None:
+        """Per key, drop the versions below the latest one at or below the least time a
+        lookup can still have (None: -infinity, nothing is dropped)."""
+        if version_floor is None or probe_floor is None:
+            return
+        least = min(version_floor, probe_floor)
+        for times in self.versions.values():
+            below = [t for t in times if t <= least]
+            latest = max(below, default=None)
+            for t in below:
+                if t != latest:
+                    del times[t]
+
+
+def _source_floor(source: _TimeSource | None, waterlines: _AllWaterlines) -> int | None:
+    """The least time a future row can have at ``source``'s column (None: -infinity):
+    its waterline, or one more for a ``window_end`` (S5, S10)."""
+    if source is None:
+        return None
+    waterline = waterlines.get(source.owner, source.column)
+    if waterline is None:
+        return None
+    return waterline + 1 if source.kind == "window_end" else waterline
+
+
 class _ViewRuntime:
     """One view: its operators split around the Aggregate, its groups and its own gate."""
 
@@ -348,7 +469,11 @@ class _ViewRuntime:
         self.pre: list[Operator] = []
         self.post: list[Operator] = []
         join = view.join
-        self.join = None if join is None else _JoinRuntime(join, relation_sources)
+        self.join: _JoinRuntime | _TemporalRuntime | None = None
+        if join is not None and join.as_of is not None:
+            self.join = _TemporalRuntime(join, relation_sources)
+        elif join is not None:
+            self.join = _JoinRuntime(join, relation_sources)
         #: Of a JOIN: output column -> (own side's source, other side's source, lag) (S16).
         self.held: dict[str, tuple[_TimeSource, _TimeSource, int]] = {}
         for op in view.operators:
