@@ -12,7 +12,9 @@ known to be final), once, insert-only. Expected outputs are written by hand.
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from circuit_builders import at
@@ -20,6 +22,8 @@ from circuit_builders import at
 from app.circuit.ir import Circuit
 from app.circuit.reference import Punctuation, StepInput, StepResult, evaluate
 from app.program.compile import compile_program
+
+ROOT = Path(__file__).resolve().parents[3]
 
 TABLES = """
 CREATE TABLE amounts (
@@ -118,6 +122,8 @@ def test_s16_seed_004_each_amount_gets_the_rate_valid_at_its_time() -> None:
         [row("10:15", "EUR", 50, "1.12")],
     ]
     assert all(record.key is None for r in results for record in r.outputs["converted"])
+    # docs/semantics.md's table: held amounts plus the versions kept.
+    assert [r.state_rows["converted"] for r in results] == [2, 4, 3, 3, 2]
 
 
 def test_s16_s14_output_waterline_is_held_back_by_the_rates() -> None:
@@ -259,4 +265,24 @@ def test_s16_seed_004_daily_sums_get_the_days_closing_rate() -> None:
         [], [], [],
         [{"day": at("24:00"), "currency": "EUR", "amount_sum": 150,
           "closing_rate": Decimal("1.12")}],
+    ]
+
+
+def test_s16_language_doc_temporal_example_compiles_and_runs() -> None:
+    """The temporal join example of docs/language.md is this file's tables and its LEFT
+    converted view; over the seed's steps it writes the rows above (every amount has a
+    rate, so LEFT and INNER agree)."""
+    doc = (ROOT / "docs" / "language.md").read_text(encoding="utf-8")
+    section = doc[doc.index("### Temporal joins"):]
+    example = re.search(r"```sql\n(CREATE TABLE amounts.*?)```", section, re.S)
+    assert example is not None
+    written = "\n".join(line for line in example[1].splitlines() if not line.startswith("--"))
+    assert written.strip() == (TABLES + CONVERTED.format(kind="LEFT")).strip()
+    results = evaluate(compile_program("doc.sql", text=example[1]), SEED_STEPS)
+    assert [values(r) for r in results] == [
+        [],
+        [],
+        [row("9:30", "EUR", 100, "1.10"), row("9:45", "GBP", 20, "1.25")],
+        [],
+        [row("10:15", "EUR", 50, "1.12")],
     ]
