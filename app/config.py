@@ -358,6 +358,9 @@ class Settings(BaseSettings):
     #: the same name.
     fail_on_data_loss: bool = True
     exactly_once: bool = True
+    #: The compacted topic of the step markers of exactly-once output (ADR 0016), created at
+    #: start when missing; Tidemark's own: never purged, its partition count never changed.
+    marker_topic: str = "tidemark.step-markers"
     kafka: KafkaSecurity = Field(default_factory=KafkaSecurity)
     #: The schema registry of ``'format' = 'avro-confluent'`` tables (a table's
     #: ``'schema-registry.url'`` overrides the URL); the credentials are HTTP basic auth.

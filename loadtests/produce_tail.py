@@ -47,6 +47,7 @@ def main() -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from app.connectors.sink import StepMarker, open_early, produce_partition
+    from app.connectors.sink.markers import MarkerPlace, ensure_marker_topic
     from app.local_kafka import LocalKafka
 
     broker = LocalKafka().start()
@@ -54,15 +55,16 @@ def main() -> None:
         conf = {"bootstrap.servers": broker.bootstrap_servers}
         admin = AdminClient(conf)
         for future in admin.create_topics(
-            [NewTopic("out", 2, 1), NewTopic("anchor", 1, 1)]
+            [NewTopic("out", 2, 1)]
         ).values():
             future.result()
+        ensure_marker_topic(conf, "markers", None)
         batches = [_batch("out", b * args.rows, args.rows) for b in range(args.batches)]
         sink = uuid.uuid4().hex[:16]
         tails: list[float] = []
         totals: list[float] = []
         for task in range(args.tasks + 2):  # the first two warm the producer and the broker
-            marker = StepMarker(sink, task, "anchor")
+            marker = StepMarker(sink, task, MarkerPlace("markers", 0))
             open_early(conf, marker)
             last: list[float] = []
 

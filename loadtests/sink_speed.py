@@ -24,6 +24,7 @@ from collections.abc import Mapping
 import pyarrow as pa
 
 from app.connectors.sink import StepMarker, produce, produce_partition
+from app.connectors.sink.markers import MarkerPlace, ensure_marker_topic
 from app.runtime.encode import ViewEncoding, output_batch
 
 _BATCH = 20_000
@@ -50,13 +51,13 @@ def batches(topic: str, records: int) -> list[pa.RecordBatch]:
     return out
 
 
-def measure(conf: Mapping[str, str], topic: str, anchor: str, rounds: int, records: int) -> float:
+def measure(conf: Mapping[str, str], topic: str, markers: str, rounds: int, records: int) -> float:
     """Median CPU microseconds per record over the rounds after the first two."""
     data = batches(topic, records)
     sink = uuid.uuid4().hex[:12]
     per_record = []
     for step in range(rounds):
-        marker = StepMarker(sink, step, anchor)
+        marker = StepMarker(sink, step, MarkerPlace(markers, 0))
         started = _cpu()
         summary = list(produce_partition(iter(data), conf, {}, _HEADERS, marker))
         used = _cpu() - started
@@ -76,19 +77,19 @@ def main() -> None:
     args = parser.parse_args()
     if args.build_only:
         produce.write_transaction = lambda *_args: None
-        us = measure({}, "out", "anchor", args.transactions, args.records)
+        us = measure({}, "out", "markers", args.transactions, args.records)
         print(json.dumps({"build_only": True, "cpu_us_per_record": round(us, 3)}))
         return
     from loadtests.bench import broker, create_topic
 
     bootstrap, local = broker()
     try:
-        topic, anchor = f"sink.{uuid.uuid4().hex[:6]}", f"sink.anchor.{uuid.uuid4().hex[:6]}"
+        topic, markers = f"sink.{uuid.uuid4().hex[:6]}", f"sink.markers.{uuid.uuid4().hex[:6]}"
         create_topic(bootstrap, topic, 2)
-        create_topic(bootstrap, anchor, 1)
         started = time.perf_counter()
         conf = {"bootstrap.servers": bootstrap}
-        us = measure(conf, topic, anchor, args.transactions, args.records)
+        ensure_marker_topic(conf, markers, None)
+        us = measure(conf, topic, markers, args.transactions, args.records)
         figures = {
             "build_only": False,
             "cpu_us_per_record": round(us, 3),

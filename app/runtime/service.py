@@ -28,6 +28,7 @@ from app.circuit.ir import Circuit
 from app.config import Settings
 from app.connectors.kafka_consumers import consumer_pool
 from app.connectors.kafka_offsets import topic_end_offsets
+from app.connectors.sink.markers import MarkerTopic, ensure_marker_topic
 from app.connectors.topics import TopicDefaults, ensure_topics
 from app.errors import ConfigError, KafkaError, SparkError, kafka_reason
 from app.runtime.aggregate import polls_every_step
@@ -220,6 +221,12 @@ class Service:
             wait_for_topics_seconds=self.settings.wait_for_topics_seconds,
             defaults=TopicDefaults.of(self.settings),
         )
+        markers: MarkerTopic | None = None
+        if self.settings.exactly_once:
+            topic = self.settings.marker_topic
+            partitions = ensure_marker_topic(kafka_conf, topic, self.settings.topic_replicas)
+            markers = MarkerTopic(topic, partitions)
+        program = self.settings.program.stem if self.settings.program else "program"
         spark = self.open_session()
         if listener is not None:
             spark.streams.addListener(listener)
@@ -246,7 +253,12 @@ class Service:
                 fail_on_data_loss=self.settings.fail_on_data_loss,
             )
             sink = StepSink(
-                plan, kafka_conf, self.metrics, self.on_step, self.settings.exactly_once
+                plan,
+                kafka_conf,
+                self.metrics,
+                self.on_step,
+                markers,
+                position_group=f"tidemark.{program}.{query_plan.name}",
             )
             polled = polls_every_step(list(plan.output_views))
             interval = step_interval_ms(

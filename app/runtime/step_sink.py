@@ -58,7 +58,14 @@ from app.connectors.sink import (
     produce_partition,
     view_headers,
 )
-from app.connectors.sink.fingerprint import fingerprints_differ, replay_refused, step_fingerprint
+from app.connectors.sink.fingerprint import (
+    SourceRanges,
+    fingerprints_differ,
+    replay_refused,
+    step_fingerprint,
+)
+from app.connectors.sink.markers import FoundMarker, MarkerTopic, group_markers, read_markers
+from app.connectors.sink.transactions import behind
 from app.observability.logging import LateRowLog, log_dead_letters
 from app.runtime.plan import TablePlan, TimeUnit, table_units, time_unit
 from app.runtime.query_writes import (
@@ -152,12 +159,24 @@ class StepSink:
         kafka_conf: Mapping[str, str],
         metrics: StepMetrics | None = None,
         on_step: Callable[[StepReport], None] | None = None,
-        exactly_once: bool = True,
+        markers: MarkerTopic | None = None,
+        position_group: str | None = None,
     ) -> None:
         self.plan = plan
-        self.exactly_once = exactly_once
         self.state_dir = plan.state_dirs[0]
         self.sink_id = sink_identity(self.state_dir)
+        #: Exactly once (S15) with ``markers``: the sink's partition of the markers' topic.
+        self._place = markers.place(self.sink_id) if markers is not None else None
+        #: The markers of the run's first step, by transactional id, until it is written
+        #: (None after it): only that step can be a replay (ADR 0016).
+        self._first_found: tuple[tuple[str, FoundMarker], ...] | None = None
+        self._first_step = True
+        #: When the step being written began (epoch ms), and the input it reads.
+        self._started_ms = 0
+        self._sources: list[SourceRanges] = []
+        #: The consumer group the step's end offsets are committed to, and its client.
+        self._position_group = position_group
+        self._position: Any = None
         self.table: Table = plan.table
         self.kafka_conf = dict(kafka_conf)
         self.metrics = metrics
@@ -198,6 +217,8 @@ class StepSink:
                 reports = self._write(batch, batch_id)
             finally:
                 batch.unpersist()
+        self._first_step, self._first_found = False, None
+        self._commit_position()
         for report in reports:
             report.seconds = time.monotonic() - started
             self._report(report)
@@ -215,6 +236,50 @@ class StepSink:
             )
             raise replay_refused(batch_id, fingerprints_differ(where, stored, fingerprint))
         self._fingerprint = fingerprint
+        self._sources = list(sources)
+        self._started_ms = int(time.time() * 1000)
+        if self._first_step and self._place is not None:
+            self._first_found = self._markers_of_first_step(batch_id)
+
+    def _markers_of_first_step(self, batch_id: int) -> tuple[tuple[str, FoundMarker], ...]:
+        """The sink's markers of ``batch_id``, read at the run's first step (ADR 0016); one of
+        a later batch refuses the run (the checkpoint is behind what was committed)."""
+        assert self._place is not None
+        prefix = f"tidemark-{self.sink_id}-"
+        found = read_markers(self.kafka_conf, self._place, prefix)
+        if not found:
+            found = group_markers(self.kafka_conf, prefix, self.table.dead_letter_topic)
+        for tid, marker in sorted(found.items()):
+            if marker.batch > batch_id:
+                raise replay_refused(batch_id, behind(f"the step marker of {tid}", marker.batch))
+        mine = tuple(sorted((t, m) for t, m in found.items() if m.batch == batch_id))
+        log.info("markers.read", sink=self.sink_id, batch=batch_id, replayed_tasks=len(mine))
+        return mine
+
+    def _commit_position(self) -> None:
+        """Commit the step's end offsets to the position group, after its writes: lag tools
+        see how far the query has read (informative; no replay reads it, ADR 0016)."""
+        if self._position_group is None or not self._sources:
+            return
+        from confluent_kafka import Consumer, TopicPartition
+
+        if self._position is None:
+            self._position = Consumer(
+                {
+                    **self.kafka_conf,
+                    "group.id": self._position_group,
+                    "enable.auto.commit": False,
+                    "log_level": 3,
+                }
+            )
+        offsets = [
+            TopicPartition(source.topic, partition, end)
+            for source in self._sources
+            for partition, _start, end in source.ranges
+        ]
+        if offsets:
+            self._position.commit(offsets=offsets, asynchronous=True)
+            self._position.poll(0)  # serves earlier commits' results
 
     def _produce(
         self, batch_id: int, first_task: int, view_headers: Mapping[str, list[tuple[str, bytes]]]
@@ -250,10 +315,16 @@ class StepSink:
         return collect_with_order(job, StepOrder(skip_accepted=True))
 
     def _marker(self, batch_id: int, first_task: int) -> StepMarker | None:
-        if not self.exactly_once:
+        if self._place is None:
             return None
         return StepMarker(
-            self.sink_id, batch_id, self.table.dead_letter_topic, first_task, self._fingerprint
+            self.sink_id,
+            batch_id,
+            self._place,
+            first_task,
+            self._fingerprint,
+            self._first_found,
+            self._started_ms,
         )
 
     def _probe_pass(self) -> ProbePass:

@@ -3,13 +3,29 @@ the tests that drive ``produce_partition`` directly."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
 
 from app.connectors.sink import StepMarker, produce_partition
+from app.connectors.sink.markers import MarkerPlace, ensure_marker_topic, read_markers
 from app.connectors.sink.record import SINK_RECORD
+
+
+def marker_place(conf: Mapping[str, str], topic: str) -> MarkerPlace:
+    """A markers' topic created as the service creates it, and its one partition."""
+    assert ensure_marker_topic(conf, topic, None) == 1
+    return MarkerPlace(topic, 0)
+
+
+def as_replay(conf: Mapping[str, str], marker: StepMarker) -> StepMarker:
+    """``marker`` of a run's first step: with the sink's markers of its batch read as the
+    driver reads them at a run's start (the step may be a replay)."""
+    found = read_markers(conf, marker.place, marker.prefix())
+    mine = tuple(sorted((t, m) for t, m in found.items() if m.batch == marker.batch_id))
+    return dataclasses.replace(marker, found=mine)
 
 
 def output_records(topic: str, first: int, n: int) -> pa.RecordBatch:

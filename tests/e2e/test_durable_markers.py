@@ -4,9 +4,8 @@ must not make the replayed step write its records again (S15).
 The run is killed right after its last step's Kafka transactions committed, before Spark's
 commit log recorded the batch (the commit-log entry removed, as such a SIGKILL leaves it);
 then the table's dead-letter topic is deleted and created again, and the run restarted. The
-step markers are consumer-group offsets on the dead-letter topic's partition 0, which the
-broker deletes with the topic: the replay finds none and writes the step again. Strict xfail
-until the markers move to a store of their own (docs/adr/0016-durable-step-markers.md).
+step markers are records of Tidemark's own compacted topic (docs/adr/0016-durable-step-
+markers.md), which the purge does not touch: the replay finds them and writes nothing again.
 
 Run: ``.venv/bin/pytest -q -p no:cacheprovider -m slow tests/e2e/test_durable_markers.py``
 """
@@ -24,10 +23,6 @@ from test_replay_fingerprint import Case
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="markers are group offsets on the dead-letter topic (docs/adr/0016, proposed)",
-)
 def test_a_dead_letter_topic_recreated_before_the_restart_duplicates_nothing_s15(
     kafka: Any, unique_topic: Any, tmp_path: Path
 ) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from sink_records import output_records, write_task
+from sink_records import marker_place, output_records, write_task
 
 from app.connectors.sink import StepMarker, transactions
 from app.connectors.topic_reader import read_topic
@@ -41,8 +41,8 @@ def test_a_writer_fenced_on_the_way_fails_and_its_successor_writes_once_s15(
     from confluent_kafka import Producer
 
     out = kafka.create_topic(unique_topic("out"))
-    anchor = kafka.create_topic(unique_topic("dlq"))
-    marker = StepMarker(uuid.uuid4().hex[:16], 0, anchor)
+    place = marker_place(kafka.conf(), unique_topic("markers"))
+    marker = StepMarker(uuid.uuid4().hex[:16], 0, place)
     runs = 0
     produce_run = transactions.produce_run
 

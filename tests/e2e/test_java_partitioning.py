@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from sink_records import write_task
+from sink_records import marker_place, write_task
 
 from app.connectors.sink import StepMarker
 from app.connectors.sink.record import SINK_RECORD
@@ -68,8 +68,8 @@ def test_keyed_records_land_where_the_java_client_puts_them(
     out = kafka.create_topic(unique_topic("out"), PARTITIONS)
     marker = None
     if transactional:
-        anchor = kafka.create_topic(unique_topic("dlq"))
-        marker = StepMarker(uuid.uuid4().hex[:16], 0, anchor)
+        place = marker_place(kafka.conf(), unique_topic("markers"))
+        marker = StepMarker(uuid.uuid4().hex[:16], 0, place)
     summary = write_task(kafka.conf(), marker, [_keyed_records(out)])
     assert sum(row["n"] for row in summary if row["kind"] == "output") == len(JAVA_PARTITION_OF_6)
     landed = {m.key(): m.partition() for m in read_topic(kafka.conf(), out)}

@@ -1,10 +1,9 @@
 """The sink's Kafka clients and their lifecycle: :class:`ProducerPool`, one per process.
 
 Making a client is the slow part of a writing task (a transactional producer took 7.3 ms at
-the median and up to 507 ms to create and initialise, a marker consumer ~60 ms to connect),
-so a process keeps them across tasks and steps in its pool: idempotent producers per
-configuration, transactional producers per transactional id between their tasks, the step
-markers' consumers, and the transactions opened ahead of their records
+the median and up to 507 ms to create and initialise), so a process keeps them across tasks
+and steps in its pool: idempotent producers per configuration, transactional producers per
+transactional id between their tasks, and the transactions opened ahead of their records
 (:func:`app.connectors.sink.transactions.open_early`). The pool says nothing of what a
 transaction does; :mod:`app.connectors.sink.transactions` does that.
 """
@@ -69,13 +68,13 @@ _TRANSACTION_TIMEOUT_MS = 120000
 @dataclass
 class Opened:
     """A task's transaction made ready to begin: its producer, fenced and initialised (or kept
-    from an earlier task of this process, ``kept``), the token of its claim, the consumer of
-    its marker group, and the marker it found committed."""
+    from an earlier task of this process, ``kept``), the token of its claim, and the marker
+    of its id found committed, if any (a
+    :class:`~app.connectors.sink.markers.FoundMarker`)."""
 
     producer: Any
     token: bytes
-    group: Any
-    done: Any  # TopicPartition: the committed marker offset (None offset: never committed)
+    done: Any
     kept: bool = False
 
 
@@ -104,7 +103,6 @@ class ProducerPool:
       a fatal "fenced" error, logged). A hint only: a slot two ids share, or a writer on
       another machine, shows as a moved id or is caught by the broker, never as a producer
       wrongly trusted;
-    * the consumer of each transactional id's marker group (:meth:`marker_reader`);
     * transactions being opened ahead of their records, by transactional id, each with the
       batch it was opened for (:meth:`start_opening`).
     """
@@ -121,7 +119,6 @@ class ProducerPool:
         self._claims_fd: int | None = None
         self._idempotent: dict[str, Any] = {}
         self._kept: OrderedDict[str, tuple[Any, bytes]] = OrderedDict()
-        self._marker_readers: dict[str, Any] = {}
         self._opening: dict[str, tuple[int, Future[Opened]]] = {}
         self._opener: ThreadPoolExecutor | None = None
 
@@ -200,41 +197,6 @@ class ProducerPool:
         """The producer kept for ``tid`` (KeyError if none), left kept."""
         return self._kept[tid][0]
 
-    # --- step markers ----------------------------------------------------------------------
-
-    def marker_reader(self, conf: Mapping[str, str], tid: str) -> Any:
-        """The consumer of group ``tid``, kept for the pool's life.
-
-        It never joins the group; it only fetches the committed marker (each call asks the
-        group coordinator, with ``require_stable`` under read_committed, so a kept one reads
-        what a new one would) and names the group in ``send_offsets_to_transaction``. A new
-        consumer spent ~60 ms of every transactional task connecting (measured). The client's
-        own errors are raised as they are: the transaction's retry loop judges them."""
-        from confluent_kafka import Consumer
-
-        key = _marker_key(conf, tid)
-        reader = self._marker_readers.get(key)
-        if reader is None:
-            reader = Consumer(
-                {
-                    **conf,
-                    "group.id": tid,
-                    "isolation.level": "read_committed",
-                    "enable.auto.commit": False,
-                    # As for the producers: a first committed() then takes 5-8 ms, not ~60 ms.
-                    "enable.sparse.connections": False,
-                    "log_level": 3,
-                }
-            )
-            self._marker_readers[key] = reader
-        return reader
-
-    def drop_marker_reader(self, conf: Mapping[str, str], tid: str) -> None:
-        """Close the marker consumer of ``tid``: the next task of the id makes a fresh one."""
-        reader = self._marker_readers.pop(_marker_key(conf, tid), None)
-        if reader is not None:
-            reader.close()
-
     # --- transactions opened ahead of their records ----------------------------------------
 
     def start_opening(self, tid: str, batch_id: int, open_: Callable[[], Opened]) -> None:
@@ -261,7 +223,7 @@ class ProducerPool:
         """Wait out an opening of ``tid`` that will not be used: it must end before any other
         producer of the id is initialised (so not outlive its task), or its late
         ``init_transactions`` would fence that producer. Its producer, with no transaction
-        begun, is kept for the id's next task; only its marker reading belonged to its
+        begun, is kept for the id's next task; only its marker belonged to its
         batch."""
         opening = self.take_opening(tid)
         if opening is not None:
@@ -283,10 +245,8 @@ class ProducerPool:
 
         unsent = list(self._idempotent.values())
         clients = [*(p for p, _token in self._kept.values()), *unsent]
-        clients += self._marker_readers.values()
         self._kept.clear()
         self._idempotent.clear()
-        self._marker_readers.clear()
         if self._claims_fd is not None:
             os.close(self._claims_fd)
             self._claims_fd = None
@@ -314,10 +274,6 @@ class ProducerPool:
 
     def _claim_slot(self, tid: str) -> int:
         return (zlib.crc32(tid.encode()) % self.CLAIM_SLOTS) * self.CLAIM_BYTES
-
-
-def _marker_key(conf: Mapping[str, str], tid: str) -> str:
-    return json.dumps([dict(conf), tid], sort_keys=True)
 
 
 #: The owner of each process's sink clients.

@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import KafkaException
 
 from app.connectors.sink import StepMarker, produce_partition, producers, transactions
+from app.connectors.sink.markers import MarkerPlace
 from app.connectors.sink.producers import ProducerPool
 from app.connectors.sink.record import sink_batch
 from app.errors import KafkaError, SinkError, TidemarkError
@@ -62,12 +63,12 @@ def test_a_transaction_that_gives_up_is_a_sink_error_naming_its_id_s15(
 ) -> None:
     # No time to retry: the first failure gives up (retrying is the broker tests' business).
     monkeypatch.setattr(transactions, "TRANSACTION_RETRY_SECONDS", 0.0)
-    marker = StepMarker("s1", 7, "t.dlq")
+    marker = StepMarker("s1", 7, MarkerPlace("t.markers", 0))
     with pytest.raises(SinkError) as caught:
         _write(marker)
     text = str(caught.value)
     assert "transaction tidemark-s1-0 of step batch 7" in text
-    assert "t.dlq" in text
+    assert "t.markers partition 0" in text
     assert "socket.timeout.ms" in text
     assert "localhost:1" in text
     assert isinstance(caught.value.__cause__, KafkaException)
@@ -77,7 +78,7 @@ def test_an_early_opening_that_failed_is_waited_out_and_the_error_translated_s15
     monkeypatch: pytest.MonkeyPatch, _own_pool: ProducerPool
 ) -> None:
     monkeypatch.setattr(transactions, "TRANSACTION_RETRY_SECONDS", 0.0)
-    marker = StepMarker("s2", 3, "t.dlq")
+    marker = StepMarker("s2", 3, MarkerPlace("t.markers", 0))
     transactions.open_early(BAD_CONF, marker)
     with pytest.raises(SinkError, match="transaction tidemark-s2-0 of step batch 3"):
         _write(marker)

@@ -10,6 +10,7 @@ import pytest
 
 from app.connectors.sink import StepMarker
 from app.connectors.sink.fingerprint import FINGERPRINT_HEX, SourceRanges, step_fingerprint
+from app.connectors.sink.markers import FoundMarker, MarkerPlace
 from app.connectors.sink.summary import (
     METADATA_LIMIT,
     decode_marker,
@@ -78,20 +79,24 @@ def test_a_fingerprint_must_be_hex() -> None:
 
 
 def _marker(fingerprint: str | None) -> StepMarker:
-    return StepMarker("0123456789abcdef", 41, "purchases.dlq", 0, fingerprint)
+    place = MarkerPlace("tidemark.step-markers", 0)
+    return StepMarker("0123456789abcdef", 41, place, 0, fingerprint)
 
 
 def test_a_replay_with_the_same_fingerprint_skips_with_the_stored_counts_s15() -> None:
     fingerprint = step_fingerprint(PLAN, INPUT)
     metadata = encode_marker(COUNTS, fingerprint)
-    assert replayed_counts(42, metadata, _marker(fingerprint), "tidemark-x-0") == COUNTS
+    done = FoundMarker(41, metadata)
+    assert replayed_counts(done, _marker(fingerprint), "tidemark-x-0") == COUNTS
 
 
 def test_a_replay_with_another_fingerprint_refuses_naming_what_and_the_fix_s15() -> None:
     stored = step_fingerprint(PLAN, INPUT)
     now = step_fingerprint("b" * 64, INPUT)
     with pytest.raises(SinkError) as caught:
-        replayed_counts(42, encode_marker(COUNTS, stored), _marker(now), "tidemark-x-0")
+        replayed_counts(
+            FoundMarker(41, encode_marker(COUNTS, stored)), _marker(now), "tidemark-x-0"
+        )
     text = str(caught.value)
     for part in ("step batch 41", "tidemark-x-0", stored, now, "nothing of the step is written"):
         assert part in text
@@ -101,9 +106,11 @@ def test_a_replay_with_another_fingerprint_refuses_naming_what_and_the_fix_s15()
 
 def test_a_marker_without_fingerprint_is_trusted_as_before_s15() -> None:
     now = step_fingerprint(PLAN, INPUT)
-    assert replayed_counts(42, encode_summary(COUNTS), _marker(now), "tidemark-x-0") == COUNTS
+    old = FoundMarker(41, encode_summary(COUNTS))
+    assert replayed_counts(old, _marker(now), "tidemark-x-0") == COUNTS
     # A sink that keeps no fingerprint trusts a marker that has one.
-    assert replayed_counts(42, encode_marker(COUNTS, now), _marker(None), "t") == COUNTS
+    kept = FoundMarker(41, encode_marker(COUNTS, now))
+    assert replayed_counts(kept, _marker(None), "t") == COUNTS
 
 
 def test_a_marker_of_a_later_batch_refuses_the_replay_s15() -> None:
@@ -111,4 +118,4 @@ def test_a_marker_of_a_later_batch_refuses_the_replay_s15() -> None:
     batch 44 says nothing of batch 41's input, so skipping would be a guess."""
     now = step_fingerprint(PLAN, INPUT)
     with pytest.raises(SinkError, match=r"step batch 41: .*tidemark-x-0 is at batch 44"):
-        replayed_counts(45, encode_marker(COUNTS, now), _marker(now), "tidemark-x-0")
+        replayed_counts(FoundMarker(44, encode_marker(COUNTS, now)), _marker(now), "tidemark-x-0")
