@@ -97,6 +97,13 @@ def test_a_new_checkpoint_starts_at_the_declared_position(
     assert _values(kafka, circuit, "late_rows", late_out) == Counter({3: 1})
     assert _values(kafka, circuit, "stamped_rows", stamped_out) == Counter(
         {11: 1, 14: 1, 13: 1})
+    # Each query's input position, for lag tools: the end offsets of what its steps read.
+    positions = {
+        circuit.table(q.tables[0]).topic: f"tidemark.program.{q.name}"
+        for q in service.physical.queries
+    }
+    assert _position(kafka, positions[stamped_in], stamped_in) == {0: 2, 1: 3}
+    assert _position(kafka, positions[late_in], late_in) == {0: 2}
 
     steps = [
         StepInput(rows={"late": [], "stamped": [sent[11], sent[14]]}),
@@ -111,6 +118,27 @@ def test_a_new_checkpoint_starts_at_the_declared_position(
     )
     assert oracle == Counter({("stamped_rows", 11): 1, ("stamped_rows", 14): 1,
                               ("late_rows", 3): 1, ("stamped_rows", 13): 1})
+
+
+def _position(kafka: Any, group: str, topic: str) -> dict[int, int]:
+    """The offsets of ``topic`` committed to ``group`` once they stop changing (the step
+    sink commits them asynchronously after each step)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({**kafka.conf(), "log_level": 3})
+    parts = [TopicPartition(topic, p) for p in range(2)]
+    seen: dict[int, int] = {}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        request = [ConsumerGroupTopicPartitions(group, parts)]
+        result = admin.list_consumer_group_offsets(request)[group].result(30)
+        now = {t.partition: t.offset for t in result.topic_partitions if t.offset >= 0}
+        if now and now == seen:
+            return now
+        seen = now
+        time.sleep(1.0)
+    return seen
 
 
 def test_start_offsets_of_each_mode_on_the_broker(
