@@ -66,6 +66,7 @@ from app.connectors.sink.fingerprint import (
 )
 from app.connectors.sink.markers import FoundMarker, MarkerTopic, group_markers, read_markers
 from app.connectors.sink.transactions import behind
+from app.fault_points import fault_point
 from app.observability.logging import LateRowLog, log_dead_letters
 from app.runtime.plan import TablePlan, TimeUnit, table_units, time_unit
 from app.runtime.query_writes import (
@@ -222,6 +223,7 @@ class StepSink:
         for report in reports:
             report.seconds = time.monotonic() - started
             self._report(report)
+        fault_point("before_spark_commit", batch_id)
 
     def _begin(self, batch_id: int) -> None:
         """The step's fingerprint, recorded before any of its tasks writes; a replay whose
@@ -486,6 +488,7 @@ class StepSink:
         else:
             summary = self._first_job(batch, batch_id)
         steps = self._waterlines(summary)
+        fault_point("between_jobs", batch_id)
         headers = self._headers(steps)
         outputs: list[DataFrame] = []
         if self.plan.slice_views:
@@ -540,6 +543,7 @@ class StepSink:
             for suffix in (".json", ".dead.arrow"):
                 forget_steps_before(Path(self._probe_dir), step - 3, suffix)
             summary += rows
+            fault_point("between_jobs", batch_id)
         else:
             # The dead letters go with the step views' records when there are any.
             first: SliceWriter = (
@@ -549,6 +553,7 @@ class StepSink:
             )
             summary = self._slice_job(batch, slices, first)
             steps = self._waterlines(summary)
+            fault_point("between_jobs", batch_id)
             write = StepWrite(self._headers(steps), marker)
             summary += collect_with_order(batch, StepOrder(step_write=write))
         if self.plan.step_views and slices:

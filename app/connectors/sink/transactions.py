@@ -54,6 +54,7 @@ from app.connectors.sink.producers import Opened, ProducerPool, producer_pool
 from app.connectors.sink.runs import Run, flush, produce_run
 from app.connectors.sink.summary import decode_marker, encode_marker
 from app.errors import KafkaError, SinkError, kafka_reason
+from app.fault_points import fault_point
 
 __all__ = [
     "TRANSACTION_RETRY_SECONDS",
@@ -219,12 +220,15 @@ def write_transaction(
             # The marker last: the sink's partition of the markers' topic is in this
             # transaction for as short a time as can be (a read there waits for it).
             producer.produce(place.topic, value, tid.encode(), partition=place.partition)
+            fault_point("after_marker", marker.batch_id)
             remaining = flush(
                 producer, partial(_check_topics, producer, runs, place.topic, tid, gone)
             )
             if remaining:
                 raise SinkError(f"Kafka did not acknowledge {remaining} records")
+            fault_point("after_flush", marker.batch_id)
             producer.commit_transaction(120)
+            fault_point("after_commit", marker.batch_id)
             pool.keep(tid, producer, opened.token)
             return None
         except (KafkaException, KafkaError) as exc:
