@@ -131,8 +131,9 @@ def open_transaction(
 
     The producer is the one ``pool`` kept from its last task of the id, else a new one,
     initialised: ``init_transactions`` fences any earlier writer of the task and aborts its
-    open transaction. ``read`` (a retried attempt, or a kept producer found fenced): always a
-    new producer, then this id's markers read from the step's start, which after the fence
+    open transaction. ``read`` (a retried attempt, a kept producer found fenced, or a
+    transaction tried again after an error, whose commit may have reached the broker): always
+    a new producer, then this id's markers read from the step's start, which after the fence
     are final. Else the marker is the driver's (the run's first step) or none."""
     kept = None if read else pool.take(tid)
     if kept is not None:
@@ -256,6 +257,9 @@ def write_transaction(
                     raise _missing(tid, missing, exc) from exc
             if fatal or time.monotonic() > deadline:
                 raise _failure(conf, tid, marker, exc, fatal) from exc
+            # The commit may have reached the broker before the error (a broker restart): the
+            # next try fences this producer with a new one and reads its marker first.
+            read = True
             time.sleep(1.0)  # the broker is restarting or the coordinator moved: try again
     assert opened.done is not None
     return replayed_counts(opened.done, marker, tid)
