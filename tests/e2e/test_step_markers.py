@@ -4,7 +4,8 @@ What a run's first step and a retried task rely on: each id's last committed mar
 and other sinks' are not; a transaction a crashed writer left open on the partition, with
 its marker in it, neither blocks the driver's read until its timeout nor counts (the read
 fences the id and the transaction is aborted); markers committed after that open transaction
-are found; a read from a time finds only what was written since.
+are found; a read from a time finds only what was written since; a task that tries its
+transaction again after a commit whose answer was lost finds its marker.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from sink_records import marker_place
+from sink_records import marker_place, output_records, write_task
 
 from app.connectors.sink.markers import FoundMarker, marker_value, read_markers
+from app.connectors.topic_reader import read_topic
 
 pytestmark = pytest.mark.e2e
 
@@ -88,3 +90,31 @@ def test_a_read_from_a_time_finds_only_markers_written_since_s15(
     _commit(kafka, place, tid, 2)
     found = read_markers(kafka.conf(), place, tid, since_ms=since, fence=False)
     assert found == {tid: FoundMarker(2, "m2")}
+
+
+def test_a_commit_that_reached_the_broker_before_its_error_is_not_written_again_s15(
+    kafka: Any, unique_topic: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker restart can lose the answer of a commit that took effect: the task tries
+    again, and must find its marker instead of writing the step a second time."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from app.connectors.sink import StepMarker, transactions
+
+    out = kafka.create_topic(unique_topic("out"))
+    place = marker_place(kafka.conf(), unique_topic("markers"))
+    marker = StepMarker(uuid.uuid4().hex[:16], 0, place)
+    failed: list[str] = []
+
+    def answer_lost(name: str, batch: int | None = None) -> None:
+        if name == "after_commit" and not failed:
+            failed.append(name)
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "answer lost"))
+
+    monkeypatch.setattr(transactions, "fault_point", answer_lost)
+    summary = write_task(kafka.conf(), marker, [output_records(out, 0, 4)])
+    assert failed == ["after_commit"]
+    assert {row["kind"] for row in summary} == {"output", "replayed"}
+    assert [m.value() for m in read_topic(kafka.conf(), out)] == [
+        f"r{i}".encode() for i in range(4)
+    ]
