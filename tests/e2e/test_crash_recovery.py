@@ -8,8 +8,9 @@ last restart runs to the end of the input, everything a read_committed consumer 
 outputs of a stateless and a windowed view, and the dead letters -- must equal the reference
 evaluator's output for the same input: no loss, no duplicate. Waterlines never go back.
 
-The test uses its own broker (the shared one cannot be restarted). CI runs three kills; the
-``slow`` variant six. Figures are printed (``-s``) for docs/reliability.md.
+The test uses its own broker (the shared one cannot be restarted). Both variants (three kills,
+six kills) are ``slow``: CI kills at the fault points instead (tests/e2e/test_kill_loop.py).
+Figures are printed (``-s``) for docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -238,6 +239,7 @@ def _read_view(conf: dict[str, str], circuit: Any, view: str) -> Counter[str]:
     )
 
 
+@pytest.mark.slow
 def test_killed_three_times_and_a_broker_restart_lose_and_duplicate_nothing_s15(
     tmp_path: Path, own_broker: LocalKafka
 ) -> None:
