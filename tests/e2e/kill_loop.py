@@ -14,8 +14,8 @@ end of the input. Then:
   (:class:`app.circuit.reference.Reference`) fed the steps Spark recorded in its offset log
   (the offsets and batch time a replay reuses): no loss, no duplicate;
 - the dead letters are the malformed records and the reference's late rows, each once;
-- no transaction is left open (no partition's last stable offset below its end, no pending
-  transactional offset commit of a ``tidemark-*`` group);
+- no transaction is left open (no partition of an output, dead-letter or the step markers'
+  topic has its last stable offset below its end);
 - the waterlines of the step log never went back.
 """
 
@@ -37,8 +37,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from app.circuit.ir import Circuit
 from app.circuit.reference import Reference, StepInput
 from app.connectors.avro_codec import AvroCodec
+from app.connectors.sink.markers import MARKER_TOPIC
 from app.connectors.topic_reader import read_topic
 from app.fault_points import POINTS
 from app.local_kafka import LocalKafka
@@ -385,9 +387,8 @@ def reached(fault_dir: Path, point: str) -> tuple[int, float] | None:
 
 def open_transactions(conf: dict[str, str], topics: list[str]) -> list[str]:
     """What shows a transaction still open: a partition of ``topics`` whose last stable
-    offset (a read_committed reader's end) is below its end, or a ``tidemark-*`` group (a
-    step marker's) whose committed offsets are not stable (a transactional commit pending)."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, TopicPartition
+    offset (a read_committed reader's end) is below its end."""
+    from confluent_kafka import IsolationLevel, TopicPartition
     from confluent_kafka.admin import AdminClient, OffsetSpec
 
     admin = AdminClient({**conf, "log_level": 3})
@@ -404,23 +405,13 @@ def open_transactions(conf: dict[str, str], topics: list[str]) -> list[str]:
         stable = ends[IsolationLevel.READ_COMMITTED][key]
         if stable < end:
             found.append(f"{key[0]}[{key[1]}]: last stable offset {stable} < end {end}")
-    groups = admin.list_consumer_groups(request_timeout=30).result()
-    for group in groups.valid:
-        if not group.group_id.startswith("tidemark-"):
-            continue
-        request = [ConsumerGroupTopicPartitions(group.group_id)]
-        try:
-            for future in admin.list_consumer_group_offsets(
-                request, require_stable=True, request_timeout=10
-            ).values():
-                for tp in future.result().topic_partitions or []:
-                    if tp.error is not None:
-                        found.append(
-                            f"group {group.group_id} {tp.topic}[{tp.partition}]: {tp.error}"
-                        )
-        except Exception as exc:  # noqa: BLE001 - any error here is an unstable offset
-            found.append(f"group {group.group_id}: {exc}")
     return found
+
+
+def written_topics(circuit: Circuit) -> list[str]:
+    """Every topic a run writes in its transactions: outputs, dead letters, step markers."""
+    topics = [v.output.topic for v in circuit.views if v.output is not None]
+    return [*topics, *(t.dead_letter_topic for t in circuit.tables), MARKER_TOPIC]
 
 
 @dataclass
@@ -506,8 +497,7 @@ def kill_loop(
     finally:
         run.kill()
     figures.records_checked = _check(circuit, produced, batches, outputs, conf, steps)
-    topics = [v.output.topic for v in circuit.views if v.output is not None]
-    topics += [t.dead_letter_topic for t in circuit.tables]
+    topics = written_topics(circuit)
     assert not open_transactions(conf, topics), open_transactions(conf, topics)
     figures.replayed_tasks = sum(int(s.get("replayed_tasks", 0)) for s in steps)
     figures.seconds = time.monotonic() - started
@@ -563,8 +553,7 @@ def _broker_restart_run(
     }
     run = Run(program, broker, checkpoint, steps, fault, per_step)
     wait_for(f"fault point {pause}", lambda: reached(fault_dir, pause), run, 300)
-    topics = [v.output.topic for v in circuit.views if v.output is not None]
-    topics += [t.dead_letter_topic for t in circuit.tables]
+    topics = written_topics(circuit)
     # The point is inside the task's transaction: it is open while the broker restarts. Its
     # records (after the flush) also show as a last stable offset below the partition's end.
     held = open_transactions(conf, topics)
