@@ -21,6 +21,7 @@ end of the input. Then:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -31,7 +32,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -357,7 +358,8 @@ class Run:
     def kill(self, also: int | None = None) -> None:
         """SIGKILL the run's process group, and ``also`` (a Python worker stopped at a fault
         point: pyspark's daemon puts its workers in a process group of their own)."""
-        os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # the group may be gone already
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(30)
         if also is not None:
             try:
@@ -468,14 +470,8 @@ def kill_loop(
                 "TIDEMARK_FAULT_DIR": str(fault_dir),
             }
         run = Run(program, broker, checkpoint, steps, fault, per_step)
-        if point == "random":
-            run.next_event("query.started")
-            time.sleep(rng.uniform(0.5, 5.0))
-            run.alive()
-            run.kill()
-        else:
-            pid, _ = wait_for(f"fault point {point}", partial(reached, fault_dir, point), run, 300)
-            run.kill(also=pid)
+        with _killed_on_failure(run):
+            _kill_at(run, point, fault_dir, rng)
         figures.kills_at[point] += 1
 
     run = _broker_restart_run(
@@ -502,6 +498,28 @@ def kill_loop(
     figures.replayed_tasks = sum(int(s.get("replayed_tasks", 0)) for s in steps)
     figures.seconds = time.monotonic() - started
     return figures
+
+
+@contextlib.contextmanager
+def _killed_on_failure(run: Run) -> Iterator[None]:
+    """A run the test gives up on is killed, not left running."""
+    try:
+        yield
+    except BaseException:
+        run.kill()
+        raise
+
+
+def _kill_at(run: Run, point: str, fault_dir: Path, rng: random.Random) -> None:
+    """Kill ``run`` at a random moment, or once it reached ``point``."""
+    if point == "random":
+        run.next_event("query.started")
+        time.sleep(rng.uniform(0.5, 5.0))
+        run.alive()
+        run.kill()
+    else:
+        pid, _ = wait_for(f"fault point {point}", partial(reached, fault_dir, point), run, 300)
+        run.kill(also=pid)
 
 
 def check_placement(program: Path, scenario: Scenario) -> None:
@@ -552,7 +570,8 @@ def _broker_restart_run(
         "TIDEMARK_FAULT_PAUSE": "1",
     }
     run = Run(program, broker, checkpoint, steps, fault, per_step)
-    wait_for(f"fault point {pause}", lambda: reached(fault_dir, pause), run, 300)
+    with _killed_on_failure(run):
+        wait_for(f"fault point {pause}", lambda: reached(fault_dir, pause), run, 300)
     topics = written_topics(circuit)
     # The point is inside the task's transaction: it is open while the broker restarts. Its
     # records (after the flush) also show as a last stable offset below the partition's end.
