@@ -9,8 +9,8 @@ waterline went back (:mod:`kill_loop`).
 
 CI runs the native aggregate (with a stateless view beside it): five kills, one at each
 point. The ``slow`` variants run each placement with twelve kills (each point twice, two at
-random), and the broker restart inside a held transaction (an expected failure for now:
-docs/reliability.md, Limits). Figures are printed (``-s``) for docs/reliability.md.
+random), and the broker restart inside a transaction held at ``after_marker`` and at
+``after_flush``. Figures are printed (``-s``) for docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -73,14 +73,9 @@ def test_five_kills_one_at_each_fault_point_lose_and_duplicate_nothing_s15(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="a task whose transaction is open across a broker restart can stay blocked in"
-    " send_offsets_to_transaction of its retry (seen at after_marker and after_flush; the run"
-    " rode it out in another run): docs/reliability.md, Limits",
-    strict=False,
-)
+@pytest.mark.parametrize("held", ["after_marker", "after_flush"])
 def test_a_broker_restart_inside_a_held_transaction_is_ridden_out_s15(
-    tmp_path: Path, own_broker: LocalKafka
+    tmp_path: Path, own_broker: LocalKafka, held: str
 ) -> None:
     figures = kill_loop(
         SCENARIOS["native_aggregate"],
@@ -89,7 +84,7 @@ def test_a_broker_restart_inside_a_held_transaction_is_ridden_out_s15(
         kills=["after_commit"],
         rows=400,
         per_step=40,
-        broker_pause="after_marker",
+        broker_pause=held,
         ahead=1,
     )
     _report("native_aggregate", figures)
