@@ -212,6 +212,24 @@ class _Held:
     matched: bool = False
 
 
+def _arrivals(join: Join, deltas: Mapping[str, Sequence[_Change]]) -> list[tuple[str, _Change]]:
+    """The step's rows of both sides of ``join`` as (``"left"``/``"right"``, change), in
+    arrival order (a left row before a right one of the same sequence number). Joins read
+    insert-only relations (the compiler's rule): a retraction is a ValueError."""
+    arrivals = sorted(
+        [(c.seq, 0, "left", c) for c in deltas.get(join.left.source, ())]
+        + [(c.seq, 1, "right", c) for c in deltas.get(join.right.source, ())],
+        key=lambda item: (item[0], item[1]),
+    )
+    for _, _, _, change in arrivals:
+        if change.weight < 0:
+            raise ValueError(
+                f"a retraction reached the {join.form} join of {join.left.source} and "
+                f"{join.right.source}; the compiler only joins insert-only relations"
+            )
+    return [(side, change) for _, _, side, change in arrivals]
+
+
 class _JoinRuntime:
     """SPEC S16 for one :class:`~app.circuit.ir.Join`, step by step.
 
@@ -277,18 +295,8 @@ class _JoinRuntime:
     ) -> list[dict[str, Any]]:
         """The joined rows of this step: matches in arrival order, then rows proven
         unmatched (left side first, each in arrival order)."""
-        arrivals = sorted(
-            [(c.seq, 0, "left", c) for c in deltas.get(self.join.left.source, ())]
-            + [(c.seq, 1, "right", c) for c in deltas.get(self.join.right.source, ())],
-            key=lambda item: (item[0], item[1]),
-        )
         out: list[dict[str, Any]] = []
-        for _, _, side, change in arrivals:
-            if change.weight < 0:
-                raise ValueError(
-                    f"a retraction reached the join of {self.join.left.source} and "
-                    f"{self.join.right.source}; the compiler only joins insert-only relations"
-                )
+        for side, change in _arrivals(self.join, deltas):
             held = self._side_row(side, change.row)
             other = "right" if side == "left" else "left"
             for candidate in self.held[other]:
@@ -375,18 +383,8 @@ class _TemporalRuntime:
         """The joined rows of this step: every held probe row the versions' waterline now
         passes, in arrival order (rows of this step included, after all of its versions)."""
         join = self.join
-        arrivals = sorted(
-            [(c.seq, 0, "left", c) for c in deltas.get(join.left.source, ())]
-            + [(c.seq, 1, "right", c) for c in deltas.get(join.right.source, ())],
-            key=lambda item: (item[0], item[1]),
-        )
         out: list[dict[str, Any]] = []
-        for _, _, side, change in arrivals:
-            if change.weight < 0:
-                raise ValueError(
-                    f"a retraction reached the temporal join of {join.left.source} and "
-                    f"{join.right.source}; the compiler only joins insert-only relations"
-                )
+        for side, change in _arrivals(join, deltas):
             spec = join.left if side == "left" else join.right
             row = {spec.qualified(c): change.row.get(c) for c in spec.columns}
             if side == "right":
