@@ -6,10 +6,10 @@ runtime calls :func:`fault_point` at each such place; it does nothing unless the
 names the point, so production never stops here. The points:
 
 ``after_marker``
-    in a writing task's Kafka transaction, right after the step marker was sent
-    (the transaction is open, no record produced yet);
+    in a writing task's Kafka transaction, right after its records and then its step marker
+    were produced (the transaction is open, the records on their way);
 ``after_flush``
-    the task's records are all acknowledged, the transaction not yet committed;
+    the task's records and marker are all acknowledged, the transaction not yet committed;
 ``after_commit``
     the task's transaction committed;
 ``between_jobs``
@@ -23,8 +23,9 @@ Configured by the environment alone (read once per process; Spark's Python worke
 the driver's in local mode):
 
 ``TIDEMARK_FAULT_POINT``
-    ``name`` or ``name@batch``: the point, and the Spark batch id it fires at (any when left
-    out). Unset: every call is a no-op.
+    ``name`` or ``name@batch``: the point, and the Spark batch id from which it fires (the
+    first batch at or after it that reaches the point: a batch whose tasks write nothing never
+    reaches a task's point); any batch when left out. Unset: every call is a no-op.
 ``TIDEMARK_FAULT_DIR``
     a directory: on reaching the point the process writes ``reached-<name>-<pid>`` there
     (atomically), so the test knows where the process stands before it kills it.
@@ -84,7 +85,7 @@ def fault_point(name: str, batch: int | None = None) -> None:
     fault = _configured()
     if fault is None or fault.name != name:
         return
-    if fault.batch is not None and batch != fault.batch:
+    if fault.batch is not None and (batch is None or batch < fault.batch):
         return
     with _lock:
         if name in _fired:

@@ -53,13 +53,13 @@ def test_pauses_at_the_named_point_and_batch_until_released(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     _configure(monkeypatch, "after_flush@4", tmp_path)
-    fault_point("after_flush", 3)  # another batch
+    fault_point("after_flush", 3)  # an earlier batch
     fault_point("after_commit", 4)  # another point
     assert not list(tmp_path.iterdir())
     done = threading.Event()
 
     def reach() -> None:
-        fault_point("after_flush", 4)
+        fault_point("after_flush", 5)  # batch 4 never reached the point: the first later one
         done.set()
 
     threading.Thread(target=reach, daemon=True).start()
@@ -67,7 +67,7 @@ def test_pauses_at_the_named_point_and_batch_until_released(
     deadline = time.monotonic() + 10
     while not reached.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert reached.read_text() == "after_flush 4\n"
+    assert reached.read_text() == "after_flush 5\n"
     assert not done.wait(0.3), "it waits for the release file"
     (tmp_path / "release").touch()
     assert done.wait(10)
