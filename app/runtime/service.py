@@ -131,6 +131,8 @@ class Service:
     on_step: Callable[[StepReport], None] | None = None
     queries: list[StreamingQuery] = field(default_factory=list)
     spark: SparkSession | None = None
+    #: The step sinks of the running queries, closed when they stop.
+    _sinks: list[StepSink] = field(default_factory=list)
     _stopping: threading.Event = field(default_factory=threading.Event)
     #: ``--once``: per query, the end offsets of each of its topics seen at start.
     _targets: dict[str, dict[str, dict[int, int]]] = field(default_factory=dict)
@@ -281,6 +283,7 @@ class Service:
                     " continued, give a new --checkpoint (TIDEMARK_CHECKPOINT)"
                 ) from exc
             self.queries.append(query)
+            self._sinks.append(sink)
             if stop_at is not None:
                 self._targets[query.id] = {
                     t.topic: stop_at[t.name] for t in tables
@@ -414,6 +417,9 @@ class Service:
             if (failure := q.exception()) is not None
         ]
         self.queries.clear()
+        for sink in self._sinks:
+            sink.close()
+        self._sinks.clear()
         for table in self.circuit.tables:
             # The decoded slices only serve the branches of a running step (local disk).
             SliceCache(str(self.checkpoint / table.name / "tidemark")).clear()

@@ -283,6 +283,13 @@ class StepSink:
             self._position.commit(offsets=offsets, asynchronous=True)
             self._position.poll(0)  # serves earlier commits' results
 
+    def close(self) -> None:
+        """Close the sink's own Kafka client (the position group's), after its last step: its
+        pending commit is sent, and nothing of it outlives the query."""
+        if self._position is not None:
+            self._position.close()
+            self._position = None
+
     def _produce(
         self, batch_id: int, first_task: int, view_headers: Mapping[str, list[tuple[str, bytes]]]
     ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
