@@ -322,13 +322,7 @@ class _JoinRuntime:
 
     def _floor(self, side: str, waterlines: _AllWaterlines) -> int | None:
         """The least time a future row of ``side`` can have at the bound column."""
-        source = self.time_sources[side]
-        if source is None:
-            return None
-        waterline = waterlines.get(source.owner, source.column)
-        if waterline is None:
-            return None
-        return waterline + 1 if source.kind == "window_end" else waterline
+        return _source_floor(self.time_sources[side], waterlines)
 
     def _done(self, side: str, held: _Held, waterlines: _AllWaterlines) -> bool:
         bound = self.join.bound
