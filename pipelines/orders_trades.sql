@@ -1,7 +1,7 @@
 -- Orders and trades, from SQLstream's streaming joins and rowtime bounds: the merge of two
--- streams (UNION ALL, whose waterline is the minimum of the two tables') and orders matched
--- by a trade within ten minutes, seen from the order and from the trade (INNER interval
--- joins). Both tables arrive in rowtime order (LATENESS 0); a punctuation moves a quiet
+-- streams (UNION ALL, whose waterline is the minimum of the two tables'), counted per five
+-- minutes, and orders matched by a trade within ten minutes, seen from the order and from
+-- the trade (INNER interval joins). Both tables arrive in rowtime order (LATENESS 0); a punctuation moves a quiet
 -- table's waterline. Each table has its own dead-letter topic.
 
 CREATE TABLE orders (
@@ -31,6 +31,14 @@ CREATE VIEW activity WITH ('topic' = 'orders_trades.activity', 'format' = 'appen
 SELECT rowtime, ticker, amount, 'order' AS kind FROM orders
 UNION ALL
 SELECT rowtime, ticker, amount, 'trade' AS kind FROM trades;
+
+-- The merge counted per five minutes: a window is complete, and written, once both tables'
+-- waterlines have passed its end (the merge's is their minimum).
+CREATE VIEW activity_per_five WITH ('topic' = 'orders_trades.per_five', 'format' = 'append') AS
+SELECT window_start, window_end, COUNT(*) AS n, SUM(amount) AS amount
+FROM TABLE(TUMBLE(TABLE activity, DESCRIPTOR(rowtime), INTERVAL '5' MINUTE))
+GROUP BY window_start, window_end
+EMIT AFTER WATERMARK;
 
 -- Query #1: each order with every trade of it in the ten minutes that follow.
 CREATE VIEW order_fills WITH ('topic' = 'orders_trades.by_order', 'format' = 'append') AS

@@ -9,8 +9,9 @@ step's offsets are :mod:`app.connectors.kafka_offsets`'s, the fetch from the bro
 A slice carries w(t-1), the waterlines the step started with, and the step's wall clock. The
 decoder runs the :class:`LateGate` over them while decoding, so late rows are split from
 accepted ones at no extra pass (S5), and appends one ``probe`` row per slice carrying the
-per-column maxima of the step's well-formed rows and punctuation, from which w(t) is
-computed (S3). A slice's rows are a pure function of its records and its fields, so a replayed
+per-column maxima of the step's well-formed rows and punctuation and of w(t-1) + L (the
+earlier steps' highest value), from which w(t) is computed (S3) and Spark's watermark follows
+(ADR 0013). A slice's rows are a pure function of its records and its fields, so a replayed
 step decodes every record as before (S15).
 
 Decoding is column-wise: a chunk of up to ``_BATCH_ROWS`` messages is decoded with
@@ -227,7 +228,16 @@ class _SliceReader:
         self.names = [c.name for c in spec.columns]
         # The columns decoded from the value; the metadata ones come from each record.
         self.value_names = [c.name for c in spec.value_columns]
-        self.maxima: dict[str, int | None] = dict.fromkeys(c for c, _ in spec.lateness)
+        # Each column's probe starts at w(t-1) + L, the highest value of every earlier step,
+        # so the probe is the table's all-time maximum and w(t) = probe - L (S3 gives the
+        # same w(t) either way). Spark's watermark of a query of several tables is the
+        # minimum of its tables' highest probes of the current run (ADR 0013): with the
+        # step's maxima alone, a run restarted from a checkpoint would hold a table's part of
+        # it at that run's rows (a late row, a step of old rows) below the table's waterline.
+        self.maxima: dict[str, int | None] = {}
+        for column, amount in spec.lateness:
+            previous = part.waterlines.get(column)
+            self.maxima[column] = None if previous is None else previous + amount
         self.accepted = 0
         # JSON values take the per-record path: the gate decodes each with json_records.
         avro = spec.format in ("avro", "avro-confluent")

@@ -55,7 +55,14 @@ from app.runtime.aggregate import (
 from app.runtime.encode import encode_record, encode_view_rows, output_batch
 from app.runtime.view_frame import batch_time
 
-__all__ = ["cascade_depth", "cascade_time_column", "is_native", "native_branch", "native_rows"]
+__all__ = [
+    "cascade_depth",
+    "cascade_time_column",
+    "is_native",
+    "native_branch",
+    "native_rows",
+    "union_time_tables",
+]
 
 _INTEGERS = ("INT", "BIGINT")
 _FLOATS = ("REAL", "DOUBLE")
@@ -92,38 +99,38 @@ def is_native(circuit: Circuit, view: View) -> bool:
 
 def _native_shape(circuit: Circuit, view: View) -> bool:
     """A windowed EMIT AFTER WATERMARK view with only WHERE between the window and the GROUP
-    BY and only exactly computable aggregates, whose window is either on its table's
-    watermarked TIMESTAMP column, read straight from the table (no view LATENESS on the way),
-    or on the window end of a native view it reads (:func:`cascade_time_column`, SPEC S18)."""
+    BY and only exactly computable aggregates, whose window is on its table's watermarked
+    TIMESTAMP column, read straight from the table (no view LATENESS on the way); or on a
+    UNION ALL's column merged from such columns (:func:`union_time_tables`, S17); or on the
+    window end of a native view it reads (:func:`cascade_time_column`, SPEC S18)."""
     if view.is_stateless or view.lateness:
         return False
     if not view.emit.after_watermark or view.emit.delay_ms is not None:
         return False
-    try:
-        table = circuit.root_table(view.name)
-    except ValueError:
-        return False  # over a UNION ALL
-    if not table.lateness or len(view.sources) != 1:
-        return False
-    first = table.lateness[0].column
-    if table.column(first).type.name != "TIMESTAMP":
+    if len(view.sources) != 1:
         return False
     aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
     before = view.operators[: view.operators.index(aggregate)]
     windows = [op for op in before if isinstance(op, Window)]
     if len(windows) != 1 or not all(isinstance(op, Window | Filter) for op in before):
         return False
-    if view.source == table.name:
-        if windows[0].time_column != first:
+    # ARG_MAX/ARG_MIN break ties by arrival: a cascaded row carries no arrival, and the
+    # arrival coordinates of a union's rows are per table.
+    by_arrival = any(call.fn.upper() in ("ARG_MAX", "ARG_MIN") for _, call in aggregate.aggregates)
+    if any(t.name == view.source for t in circuit.tables):
+        table = circuit.table(view.source)
+        if not table.lateness or windows[0].time_column != table.lateness[0].column:
+            return False
+        if table.column(windows[0].time_column).type.name != "TIMESTAMP":
+            return False
+    elif circuit.view(view.source).union is not None:
+        if by_arrival or union_time_tables(circuit, view) is None:
             return False
     else:
         source = circuit.view(view.source)
-        if not _native_shape(circuit, source):
+        if by_arrival or not _native_shape(circuit, source):
             return False
         if cascade_time_column(source) != windows[0].time_column:
-            return False
-        # ARG_MAX/ARG_MIN break ties by arrival, which a cascaded row does not carry.
-        if any(call.fn.upper() in ("ARG_MAX", "ARG_MIN") for _, call in aggregate.aggregates):
             return False
     if _window_key(view, aggregate)[0] is None:
         return False
@@ -172,12 +179,43 @@ def _renamed(view: View, aggregate: Aggregate) -> dict[str, str] | None:
 
 
 def cascade_depth(circuit: Circuit, view: View) -> int:
-    """How many native aggregations lie before ``view``'s own: 0 over a table."""
+    """How many native aggregations lie before ``view``'s own: 0 over a table or a UNION
+    ALL."""
     depth = 0
     while not any(t.name == view.source for t in circuit.tables):
         view = circuit.view(view.source)
+        if view.union is not None:
+            break
         depth += 1
     return depth
+
+
+def union_time_tables(circuit: Circuit, view: View) -> tuple[str, ...] | None:
+    """Of an aggregate view reading a UNION ALL: the tables whose Spark watermarks' minimum is
+    the waterline of its window's time column (S17), when that union column is every branch
+    table's first LATENESS column, a TIMESTAMP, forwarded verbatim (so the query's watermark,
+    the minimum of its tables', is that waterline exactly, ADR 0013); None otherwise."""
+    if len(view.sources) != 1 or any(t.name == view.source for t in circuit.tables):
+        return None
+    union = circuit.view(view.source)
+    if union.union is None or union.lateness:
+        return None
+    window = next(op for op in view.operators if isinstance(op, Window))
+    attribute = next((a for a in union.time_attributes if a.column == window.time_column), None)
+    if attribute is None or attribute.kind != "forwarded" or not attribute.merged:
+        return None
+    tables: list[str] = []
+    for branch in attribute.merged:
+        if branch.kind != "forwarded" or branch.merged or branch.join is not None:
+            return None
+        table = next((t for t in circuit.tables if t.name == branch.table), None)
+        if table is None or not table.lateness:
+            return None
+        first = table.lateness[0].column
+        if branch.source_column != first or table.column(first).type.name != "TIMESTAMP":
+            return None
+        tables.append(table.name)
+    return tuple(dict.fromkeys(tables))
 
 
 #: SUM/AVG total a BIGINT value as the sums of its low and middle ``_SLICE_BITS`` bits (each in

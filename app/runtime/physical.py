@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from app.circuit.ir import Circuit, Join, View
 from app.runtime.arrow_views import slice_computable
-from app.runtime.native_aggregate import is_native
+from app.runtime.native_aggregate import is_native, union_time_tables
 from app.runtime.step_views import per_step_views
 
 __all__ = [
@@ -231,8 +231,8 @@ def place_views(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
     queries = []
     for query in plan.queries:
         views = [circuit.view(v.view) for v in query.views]
-        # A view on a UNION ALL is computed in the streaming query (its rows come from
-        # several sources), never as a step or native view.
+        # A stateless view on a UNION ALL is computed in the streaming query (its rows come
+        # from several sources), never as a step view.
         unions = {v.name for v in views if circuit.union_upstream(v.name) is not None}
         # The step views and the query-writes shapes read one table's slices (ADR 0011): a
         # query of several tables computes every stateless view in the query.
@@ -244,8 +244,8 @@ def place_views(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
         placed = []
         for view, entry in zip(views, query.views, strict=True):
             where: Placement
-            if view.name in unions:
-                where = "jvm" if view.is_stateless else "state_operator"
+            if view.name in unions and view.is_stateless:
+                where = "jvm"
             elif not view.is_stateless:
                 where = "native" if is_native(circuit, view) else "state_operator"
             elif view.name in step_views:
@@ -313,6 +313,8 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
     for query in plan.queries:
         placed = []
         owners = []
+        #: Table watermarks of the query's joins and native UNION ALL aggregates, whose
+        #: minimum is Spark's watermark.
         joins: list[str] = []
         for entry in query.views:
             view = circuit.view(entry.view)
@@ -333,7 +335,13 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
             owner = watermark_owner(circuit, entry.view)
             column = first_lateness(circuit, owner)
             freed = None if column is None else f"{owner}.{column}"
-            owners.append(freed)
+            merged = union_time_tables(circuit, view) if entry.placement == "native" else None
+            if merged:
+                # Spark's watermark over a UNION ALL's tables is the minimum of theirs: the
+                # union column's waterline (S17, ADR 0013).
+                joins.extend(f"{t}.{first_lateness(circuit, t)}" for t in merged)
+            else:
+                owners.append(freed)
             kind = circuit.view(entry.view).state.kind
             placed.append(
                 replace(

@@ -48,7 +48,12 @@ from app.connectors.sink.record import SINK_SCHEMA
 from app.errors import ProgramError, TidemarkError
 from app.runtime.aggregate import aggregate_branch
 from app.runtime.encode import ViewEncoding, encode_view_rows
-from app.runtime.native_aggregate import cascade_depth, native_branch, native_rows
+from app.runtime.native_aggregate import (
+    cascade_depth,
+    native_branch,
+    native_rows,
+    union_time_tables,
+)
 from app.runtime.physical import PhysicalPlan, QueryPlan, first_lateness
 from app.runtime.query_writes import produce_step_output
 from app.runtime.sink_rows import TABLE_GATE, gate_rows
@@ -202,17 +207,7 @@ def plan_query(
     slice_views = query.writing_stage == "source"
     assert not several or (query.shape, query.batch) == ("step_sink", "cached"), query.name
     owners = {v.state_owner for v in query.views if v.state_owner is not None}
-    # A join's tables carry Spark's watermark too: it frees the join's state (S16).
-    for view in views:
-        for op in view.operators:
-            if isinstance(op, Join) and op.bound is not None:
-                for side, column in (
-                    (op.left, op.bound.left_column),
-                    (op.right, op.bound.right_column),
-                ):
-                    found = join_time_source(circuit, side.source, column, op.form == "window")
-                    if found is not None:
-                        owners.add(found[0])
+    owners.update(_watermarked_tables(circuit, query))
     carried = ORIGIN_COLUMNS if gated_views else ("_step", "_partition", "_offset")
     specs: list[SourceSpec] = []
     sources: dict[str, DataFrame] = {}
@@ -537,18 +532,32 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                 "LATENESS on a view of a query of several tables (a UNION ALL's)",
                 "declare LATENESS on the tables",
             )
-        if several and not view.is_stateless:
+        native = physical.placement(view.name).placement == "native"
+        merged = union_time_tables(circuit, view) if native else None
+        if several and not view.is_stateless and merged is None:
             reject(
                 view,
-                "an aggregate in a query of several tables (over a UNION ALL, or beside one)",
-                "aggregate each table in its own view, or run the union's views only",
+                "this aggregate in a query of several tables (over a UNION ALL, or beside one)",
+                "a windowed EMIT AFTER WATERMARK view with COUNT, SUM, MIN or MAX over a UNION "
+                "ALL of tables, windowed on each table's first LATENESS column, runs on Spark "
+                "(docs/semantics.md)",
             )
+        if merged is not None:
+            watermarked = _watermarked_tables(circuit, physical.query_of(view.name))
+            if set(watermarked) != set(merged):
+                # Spark's one watermark is the minimum of every watermarked table's.
+                reject(
+                    view,
+                    f"an aggregate over a UNION ALL of {', '.join(merged)} in a query whose "
+                    f"watermark also follows {', '.join(sorted(set(watermarked) - set(merged)))}",
+                    "aggregate a UNION ALL of every table the query's joins read, or give the "
+                    "other tables' views a program of their own",
+                )
         if circuit.union_upstream(view.name) is not None:
             continue
         table = circuit.root_table(view.name)
         if view.lateness and not view.is_stateless:
             reject(view, "LATENESS on an aggregate view's column", "declare it on its input")
-        native = physical.placement(view.name).placement == "native"
         if (
             view.source != table.name
             and not circuit.view(view.source).is_stateless
@@ -575,7 +584,15 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                     f"window on the first LATENESS column of {owner}",
                 )
     for query in physical.queries:
-        owners = sorted({v.state_owner for v in query.views if v.state_owner is not None})
+        # A native aggregate over a UNION ALL follows the query's watermark (checked above).
+        owners = sorted(
+            {
+                v.state_owner
+                for v in query.views
+                if v.state_owner is not None
+                and not (v.placement == "native" and _over_union(circuit, v.view))
+            }
+        )
         if len(owners) > 1:
             # Spark keeps one watermark per query.
             reject(
@@ -585,6 +602,31 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                 "aggregate over one time source per table",
             )
     return problems
+
+
+def _over_union(circuit: Circuit, view: str) -> bool:
+    return union_time_tables(circuit, circuit.view(view)) is not None
+
+
+def _watermarked_tables(circuit: Circuit, query: QueryPlan) -> tuple[str, ...]:
+    """The query's tables that carry Spark's watermark (whose minimum is the query's): each
+    table that owns an aggregate's state, the tables of a join's time bound (the watermark
+    frees the join's state, S16), and the tables of a native aggregate over a UNION ALL."""
+    found = [v.state_owner for v in query.views if v.state_owner in query.tables]
+    for entry in query.views:
+        view = circuit.view(entry.view)
+        join = view.join
+        if join is not None and join.bound is not None:
+            for side, column in (
+                (join.left, join.bound.left_column),
+                (join.right, join.bound.right_column),
+            ):
+                time = join_time_source(circuit, side.source, column, join.form == "window")
+                if time is not None:
+                    found.append(time[0])
+        if entry.placement == "native":
+            found.extend(union_time_tables(circuit, view) or ())
+    return tuple(t for t in query.tables if t in found)
 
 
 def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:

@@ -15,8 +15,10 @@ join. The seed's steps, with LATENESS 0 (a punctuation at x moves its table's wa
 
 Every match is written in the step its second row arrives (step 2), with the view's S14
 waterline min(w(own side), w(other side) - bound) as header; the merge's header is
-min(w(o), w(t)); the late order is a dead letter of orders. Hand-written expectations, and
-the reference evaluator record for record.
+min(w(o), w(t)); the late order is a dead letter of orders. The merge's count per five
+minutes (S11, S17) completes [10:00, 10:05) and [10:05, 10:10) in step 4, where the minimum
+reaches 10:10 (the trades' 10:11 alone does not), and leaves [10:10, 10:15) open.
+Hand-written expectations, and the reference evaluator record for record.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ SHIPPED = {
     "orders_trades.activity": "activity",
     "orders_trades.by_order": "by_order",
     "orders_trades.by_trade": "by_trade",
+    "orders_trades.per_five": "per_five",
 }
 
 
@@ -82,6 +85,12 @@ def _merged(clock: str, ticker: str, amount: int, kind: str, header: str | None)
     return (frozen(value), format_time_value(None if header is None else clock_ms(header), "ms"))
 
 
+def _window(start: str, end: str, n: int, amount: int) -> Any:
+    value = {"window_start": clock_ms(start), "window_end": clock_ms(end), "n": n,
+             "amount": amount}
+    return (frozen(value), format_time_value(clock_ms("10:10"), "ms"))
+
+
 def test_seed_merge_and_join_queries_run_on_spark_s16_s17(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
@@ -104,6 +113,15 @@ def test_seed_merge_and_join_queries_run_on_spark_s16_s17(
             _merged("10:04", "YHOO", 25, "trade", "10:03"),
             _merged("10:07:30", "ORCL", 30, "trade", "10:03"),
             _merged("10:12", "ORCL", 10, "trade", "10:10"),
+        ]
+    )
+    per_five = written(kafka, circuit, "activity_per_five", topics["per_five"])
+    # Written once w = min(w(o), w(t)) reaches 10:10 (step 4; Spark writes it then or in
+    # the step right after, S12, where the minimum is still 10:10).
+    assert per_five == Counter(
+        [
+            _window("10:00", "10:05", 4, 100 + 25 + 60 + 25),
+            _window("10:05", "10:10", 1, 30),
         ]
     )
     by_order = written(kafka, circuit, "order_fills", topics["by_order"])
@@ -136,6 +154,7 @@ def test_seed_merge_and_join_queries_run_on_spark_s16_s17(
     assert activity == oracle_written(oracle, "activity")
     assert by_order == oracle_written(oracle, "order_fills")
     assert by_trade == oracle_written(oracle, "trade_orders")
+    assert per_five == oracle_written(oracle, "activity_per_five")
 
 
 def test_a_join_side_that_starts_late_still_matches_s16(

@@ -420,6 +420,55 @@ def _union_views(rng: random.Random, count: int, tables: list[str]) -> dict[str,
     return views
 
 
+def _union_aggregate_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, str]:
+    """``count`` windowed EMIT AFTER WATERMARK aggregates over a local UNION ALL of both
+    tables (SPEC S11, S17), the views Spark's own aggregation runs over the union: each
+    branch with a drawn WHERE, the second one read through a local filter view half the
+    time; TUMBLE (with an offset half the time) or HOP of 1-3 s slides on the union's
+    ``ts``; COUNT, SUM, MIN and MAX calls drawn from the native ones (no ARG_MAX/ARG_MIN:
+    their ties are broken by arrival, which is per table); keys drawn; every format."""
+    views: dict[str, str] = {}
+    calls = [c for c in NATIVE_AGGREGATES if not c.startswith("ARG")]
+    for i in range(count):
+        sql = []
+        sources = list(tables)
+        if rng.random() < 0.5:
+            sql.append(
+                f"CREATE LOCAL VIEW uf{i} AS\nSELECT ts, k, u, x FROM {tables[1]} "
+                f"WHERE {rng.choice(SLICE_WHERES)};"
+            )
+            sources[1] = f"uf{i}"
+        branches = []
+        for source in sources:
+            where = rng.choice((None, *SLICE_WHERES))
+            branches.append(
+                f"SELECT ts, k, u, x FROM {source}" + (f" WHERE {where}" if where else "")
+            )
+        sql.append(f"CREATE LOCAL VIEW ua{i} AS\n" + "\nUNION ALL\n".join(branches) + ";")
+        slide = rng.randint(1, 3)
+        tvf = rng.choice((
+            f"TUMBLE(TABLE ua{i}, DESCRIPTOR(ts), INTERVAL '{slide * 2}' SECOND)",
+            f"TUMBLE(TABLE ua{i}, DESCRIPTOR(ts), INTERVAL '{slide * 2}' SECOND, "
+            f"INTERVAL '{slide}' SECOND)",
+            f"HOP(TABLE ua{i}, DESCRIPTOR(ts), INTERVAL '{slide}' SECOND, "
+            f"INTERVAL '{slide * 2}' SECOND)",
+        ))
+        keys = rng.choice((("window_start", "window_end", "k"), ("window_end",),
+                           ("window_start", "window_end", "u")))
+        picked = rng.sample(calls, rng.randint(1, 3))
+        aggregates = ", ".join(f"{call} AS a{j}" for j, call in enumerate(picked))
+        where = rng.choice((None, "x > 0", "k <> 'b'"))
+        fmt = rng.choice(("append", "upsert", "changelog"))
+        sql.append(
+            f"CREATE VIEW ug{i} WITH ('topic' = '{{topic}}', 'format' = '{fmt}') AS\n"
+            f"SELECT {', '.join(keys)}, {aggregates}\nFROM TABLE({tvf})\n"
+            + (f"WHERE {where}\n" if where else "")
+            + f"GROUP BY {', '.join(keys)}\nEMIT AFTER WATERMARK;"
+        )
+        views[f"ug{i}"] = "\n".join(sql)
+    return views
+
+
 #: A cascade's first level: (aggregate, its name) pairs it draws from (COUNT, SUM, MIN and
 #: MAX, the aggregates whose final rows feed the next level natively), and the next levels'
 #: aggregates of each (SPEC S18).
@@ -513,6 +562,7 @@ def generate(
     cascades: int = 0,
     regular_joins: int = 0,
     window_joins: int = 0,
+    union_aggregates: int = 0,
 ) -> Scenario:
     """A scenario of ``cases`` generated views over two tables ``ev_a``/``ev_b``; ``native``:
     only windowed AFTER WATERMARK views with exactly computable aggregates (the views Spark's
@@ -529,8 +579,9 @@ def generate(
     INNER interval joins of the two tables (:func:`_join_views`), drawn the same way;
     ``cascades``: that many cascades of windows over ``ev_a`` (:func:`_cascade_views`), and
     ``regular_joins``: that many joins without a time bound (:func:`_regular_join_views`),
-    and ``window_joins``: that many window joins (:func:`_window_join_views`), drawn the
-    same way."""
+    ``window_joins``: that many window joins (:func:`_window_join_views`), and
+    ``union_aggregates``: that many native aggregates over a UNION ALL of both tables
+    (:func:`_union_aggregate_views`), drawn the same way."""
     rng = random.Random(seed)
     lateness = {"ev_a": rng.choice((0, 2, 4)), "ev_b": rng.choice((3, 6, 10))}
     tables = list(lateness)
@@ -563,6 +614,11 @@ def generate(
         stateless.update(
             _window_join_views(random.Random(seed * 49979687 + window_joins), window_joins,
                                tables)
+        )
+    if union_aggregates:
+        stateless.update(
+            _union_aggregate_views(random.Random(seed * 86028121 + union_aggregates),
+                                   union_aggregates, tables)
         )
     if cascades:
         stateless.update(

@@ -467,6 +467,8 @@ JOIN_VIEWS = 6
 REGULAR_JOIN_VIEWS = 2
 #: Window joins (each side windowed in a local view, S16).
 WINDOW_JOIN_VIEWS = 3
+#: Native aggregates over a UNION ALL of both tables (SPEC S11, S17).
+UNION_AGGREGATE_VIEWS = int(os.environ.get("DIFFERENTIAL_UNION_AGGREGATES", "7"))
 SEVERAL_TABLE_SEEDS = [
     int(s) for s in os.environ.get("DIFFERENTIAL_SEVERAL_SEEDS", "20261126").split(",")
 ]
@@ -486,6 +488,7 @@ def _check_several_tables(seed: int, kafka: Any, unique_topic: Any, tmp_path: Pa
         joins=JOIN_VIEWS,
         regular_joins=REGULAR_JOIN_VIEWS,
         window_joins=WINDOW_JOIN_VIEWS,
+        union_aggregates=UNION_AGGREGATE_VIEWS,
     )
     run = _check(scenario, kafka, unique_topic, tmp_path)
     (query,) = physical_plan(run.circuit).queries
@@ -495,6 +498,9 @@ def _check_several_tables(seed: int, kafka: Any, unique_topic: Any, tmp_path: Pa
     assert sum(written[n] for n in written if n.startswith("jn")) > 0, written
     assert sum(written[n] for n in written if n.startswith("jg")) > 0, written
     assert sum(written[n] for n in written if n.startswith("jw")) > 0, written
+    assert sum(written[n] for n in written if n.startswith("ug")) > 0, written
+    native = [v.view for v in query.views if v.placement == "native"]
+    assert native == [f"ug{i}" for i in range(UNION_AGGREGATE_VIEWS)], native
     for table in ("ev_a", "ev_b"):
         assert sum(r.dead_letters.get("late", 0) for r in run.reports if r.table == table) > 0
 

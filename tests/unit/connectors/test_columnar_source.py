@@ -186,7 +186,22 @@ def test_a_slice_of_only_punctuation_still_ends_with_its_probe_s4(spec: SourceSp
     _both(spec, msgs)
     probe = list(decode_slice(spec, _slice(), msgs))[-1].to_pylist()[0]
     assert probe["_kind"] == "probe" and probe["_accepted"] == 0
-    assert probe["seq"] is None and probe["ts"].timestamp() * 1000 == 1_800_000_200_000
+    assert probe["ts"].timestamp() * 1000 == 1_800_000_200_000
+    # No bound for seq: its probe is the highest value of the earlier steps, w(t-1) + L.
+    assert probe["seq"] == 1_000 + 100
+
+
+def test_the_probe_is_never_below_the_earlier_steps_highest_value_s3(spec: SourceSpec) -> None:
+    """A slice of late and old rows only: its probe is w(t-1) + L per column (what every
+    earlier step reached), so Spark's watermark of the run, which takes the highest probe of
+    its own steps, is the table's waterline after a restart too (ADR 0013)."""
+    write = _writer(spec)
+    msgs = _messages([write(_record(i)) for i in range(10)])  # ts 1 s below w, seq 990-999
+    batches = list(decode_slice(spec, _slice(), msgs))
+    assert {r["_kind"] for b in batches[:-1] for r in b.to_pylist()} == {"late"}
+    probe = batches[-1].to_pylist()[0]
+    assert probe["ts"].timestamp() * 1000 == WATERLINES["ts"] + 10_000
+    assert probe["seq"] == 1_000 + 100
 
 
 def test_without_waterlines_nothing_is_late_and_the_maxima_cover_ok_and_late_rows_s3(
@@ -196,7 +211,7 @@ def test_without_waterlines_nothing_is_late_and_the_maxima_cover_ok_and_late_row
     msgs = _messages([write(_record(i)) for i in range(50)] + [write(_record(99, seq=-7))])
     _both(spec, msgs, _slice({}))
     _both(spec, msgs, _slice({"ts": None, "seq": 2**62}))  # every row late
-    batches = list(decode_slice(spec, _slice({"seq": 1_000}), msgs))
+    batches = list(decode_slice(spec, _slice({"seq": 800}), msgs))
     probe = batches[-1].to_pylist()[0]
     assert probe["seq"] == 990 + 49  # the late row (seq=-7) does not lower the maximum
     assert probe["_accepted"] == sum(

@@ -122,10 +122,12 @@ def test_the_kafka_timestamp_gates_late_and_future_records(tmp_path: Path) -> No
     assert [r["_kind"] for r in rows] == ["late", "ok", "future"]
     assert rows[0]["_late_column"] == "ts" and rows[0]["_late_value"] == NOW - 10_001
     assert rows[0]["_late_waterline"] == NOW - 10_000
-    part = KafkaPartitionSlice(3, 0, 10**6, 7, NOW, dict(WATERLINES))
-    probe = list(decode_slice(spec, part, msgs))[-1].to_pylist()[0]
-    # Late rows move the waterline's maximum (S3); future ones do not.
-    assert probe["ts"].timestamp() * 1000 == NOW - 10_000
+    # Well-formed rows move the waterline's maximum (S3), future ones do not; the probe
+    # starts at w(t-1) + L, the earlier steps' highest value.
+    for waterline, highest in ((NOW - 10_000, NOW - 5_000), (NOW - 30_000, NOW - 10_000)):
+        part = KafkaPartitionSlice(3, 0, 10**6, 7, NOW, {"ts": waterline})
+        probe = list(decode_slice(spec, part, msgs))[-1].to_pylist()[0]
+        assert probe["ts"].timestamp() * 1000 == highest
 
 
 def test_a_record_without_what_a_not_null_metadata_column_needs_is_invalid(
