@@ -1855,10 +1855,12 @@ def _bound_problem(pair: _BoundPair, left: _JoinInput,
                     f"on it cannot free state",
                     f"add LATENESS to {item.relation.name}.{column}, or bound the join on a "
                     "column that has it")
-        if attr.kind in ("window_start", "window_end"):
-            return (f"the join's time bound uses {qualified}, a window column",
-                    "join windowed relations on equal window_end (a window join): "
-                    "a.window_end = b.window_end")
+        if attr.kind == "window_start":
+            # A row of a window that began below the waterline is not late (S10): no
+            # waterline bounds window_start.
+            return (f"the join's time bound uses {qualified}, a window start",
+                    "bound the join on window_end, or join windowed relations on equal "
+                    "window_end (a window join): a.window_end = b.window_end")
     return None
 
 
@@ -1929,6 +1931,9 @@ def _join_state_text(join: Join, left: _JoinInput, right: _JoinInput) -> str:
                 f"{right_column}")
     column = next(c for c in left.relation.columns if c.name == bound.left_column)
     unit = "interval" if column.type.name == "TIMESTAMP" else "integer"
-    return (f"rows of {left.alias} are freed once {_join_waterline(right_attr)} > "
-            f"{_offset_text(left_column, bound.upper, unit)}; rows of {right.alias} once "
-            f"{_join_waterline(left_attr)} > {_offset_text(right_column, -bound.lower, unit)}")
+    # Future rows have a time >= w, a window_end > w (S5, S10).
+    above = {attr: ">=" if attr.kind == "window_end" else ">" for attr in (left_attr, right_attr)}
+    return (f"rows of {left.alias} are freed once {_join_waterline(right_attr)} "
+            f"{above[right_attr]} {_offset_text(left_column, bound.upper, unit)}; rows of "
+            f"{right.alias} once {_join_waterline(left_attr)} {above[left_attr]} "
+            f"{_offset_text(right_column, -bound.lower, unit)}")

@@ -90,6 +90,55 @@ def test_s12_sql_listings10_to_12_emit_after_watermark() -> None:
     assert emitted_at == [("8:16", [D]), ("8:21", [F])]
 
 
+#: Listing 2: the same query as a join of the bids with each window's highest price, the
+#: bid's time bounded by the window's end (an interval join on ``window_end``, S16).
+Q7_JOIN = """
+CREATE LOCAL VIEW max_bid AS
+SELECT window_end AS wend, MAX(price) AS maxprice
+FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(bidtime), INTERVAL '10' MINUTE))
+GROUP BY window_start, window_end
+EMIT AFTER WATERMARK;
+
+CREATE VIEW q7 WITH ('topic' = 'q7', 'format' = 'append') AS
+SELECT m.wend - INTERVAL '10' MINUTE AS wstart, m.wend AS wend, b.bidtime AS bidtime,
+       b.price AS price, b.item AS item
+FROM bid AS b JOIN max_bid AS m
+  ON b.price = m.maxprice
+ AND b.bidtime >= m.wend - INTERVAL '10' MINUTE AND b.bidtime < m.wend;
+"""
+
+
+def test_s16_sql_listing2_q7_as_a_join_writes_listing3_when_each_window_is_final() -> None:
+    """Each window's top bid is written once, in the step its window's maximum is (8:16 and
+    8:21, as the ARG_MAX form's EMIT AFTER WATERMARK), and each bid is freed once no window
+    it belongs to can still be written."""
+    circuit = compile_sql(BID + Q7_JOIN)
+    results = evaluate(circuit, paper_steps())
+    emitted_at = [(ptime, [r.value for r in res.outputs["q7"]])
+                  for (ptime, _), res in zip(DATA_SET, results, strict=True) if res.outputs["q7"]]
+    assert emitted_at == [("8:16", [D]), ("8:21", [F])]
+    arg_max = run_q7("EMIT AFTER WATERMARK", ", 'format' = 'append'")
+    assert [[r.value for r in res.outputs["q7"]] for res in results] == [
+        [r.value for r in res.outputs["q7"]] for res in arg_max
+    ]
+
+
+def test_s16_sql_q7_as_a_join_writes_every_bid_that_ties_for_the_top_price() -> None:
+    """Where the ARG_MAX form keeps the earliest of two bids at the top price, the join
+    matches both with the window's maximum: the forms agree when no two bids of a window
+    tie for its top price."""
+    steps = [
+        StepInput({"bid": [{"bidtime": at("8:01"), "price": money(5), "item": "P"},
+                           {"bidtime": at("8:04"), "price": money(5), "item": "Q"},
+                           {"bidtime": at("8:02"), "price": money(2), "item": "R"}]}, at("8:05")),
+        StepInput({}, at("8:30"), punctuations={"bid": [Punctuation(at("8:30"))]}),
+    ]
+    joined = evaluate(compile_sql(BID + Q7_JOIN), steps)
+    arg_max = evaluate(compile_sql(BID + Q7.format(emit="EMIT AFTER WATERMARK", fmt="")), steps)
+    assert [r.value["item"] for r in joined[1].outputs["q7"]] == ["P", "Q"]
+    assert [r.value["item"] for r in arg_max[1].outputs["q7"]] == ["P"]
+
+
 def test_s12_sql_listing13_emit_stream_after_watermark() -> None:
     assert values(run_q7("EMIT STREAM AFTER WATERMARK"), "q7") == [
         log(D, False, "8:16", 0), log(F, False, "8:21", 0),

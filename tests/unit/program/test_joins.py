@@ -320,10 +320,10 @@ ERRORS = [
       "free state", "add LATENESS to orders.placed, or bound the join on a column that has "
       "it")),
     (WINDOWED + "CREATE VIEW v AS SELECT a.orderid FROM o5 a JOIN t5 b ON a.orderid = "
-     "b.orderid\n AND b.window_end BETWEEN a.window_end AND a.window_end + INTERVAL '5' "
-     "MINUTE;",
-     (7, 6, "the join's time bound uses a.window_end, a window column",
-      "join windowed relations on equal window_end (a window join)")),
+     "b.orderid\n AND b.window_start BETWEEN a.window_start AND a.window_start + "
+     "INTERVAL '5' MINUTE;",
+     (7, 6, "the join's time bound uses a.window_start, a window start",
+      "bound the join on window_end, or join windowed relations on equal window_end")),
     ("CREATE VIEW v AS SELECT o.orderid FROM orders o JOIN trades t ON o.orderid = t.orderid\n"
      " AND t.rowtime BETWEEN o.rowtime + INTERVAL '5' MINUTE AND o.rowtime;",
      (2, 6, "the join's time bound is empty", "check the signs of the INTERVALs")),
