@@ -22,3 +22,25 @@ SELECT window_start            AS wstart,
 FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(bidtime), INTERVAL '10' MINUTE))
 GROUP BY window_start, window_end
 EMIT AFTER WATERMARK;
+
+-- The same query in the paper's join form (listing 2): each window's highest price, then the
+-- bids at that price joined to it, the bid's time bounded by the window's end. A bid waits
+-- for its window's row, written once final; two bids that tie for the top price are both
+-- written (the ARG_MAX form keeps the earlier).
+CREATE LOCAL VIEW max_price AS
+SELECT window_end AS wend, MAX(price) AS maxprice
+FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(bidtime), INTERVAL '10' MINUTE))
+GROUP BY window_start, window_end
+EMIT AFTER WATERMARK;
+
+CREATE VIEW max_bid_join WITH ('topic' = 'nexmark.q7_join', 'format' = 'append') AS
+SELECT m.wend - INTERVAL '10' MINUTE AS wstart,
+       m.wend                        AS wend,
+       b.bidtime                     AS bidtime,
+       b.price                       AS price,
+       b.item                        AS item
+FROM bid AS b
+JOIN max_price AS m
+  ON b.price = m.maxprice
+ AND b.bidtime >= m.wend - INTERVAL '10' MINUTE
+ AND b.bidtime < m.wend;

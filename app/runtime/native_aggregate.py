@@ -59,6 +59,7 @@ __all__ = [
     "cascade_depth",
     "cascade_time_column",
     "is_native",
+    "joined_on_window_end",
     "native_branch",
     "native_rows",
     "union_time_tables",
@@ -94,7 +95,27 @@ def is_native(circuit: Circuit, view: View) -> bool:
     if view.output is not None:
         return True
     readers = [v for v in circuit.views if view.name in v.sources]
-    return bool(readers) and all(is_native(circuit, r) for r in readers)
+    return bool(readers) and all(
+        is_native(circuit, r) or joined_on_window_end(r, view) for r in readers
+    )
+
+
+def joined_on_window_end(reader: View, view: View) -> bool:
+    """Whether ``reader`` is an INNER interval join with ``view`` as one side, bounded on the
+    column of ``view``'s rows that is its window's end (the paper's NEXMark Q7 as a join):
+    the join reads ``view``'s final rows (:func:`native_rows`), whose window carries Spark's
+    event time."""
+    join = reader.join
+    if join is None or join.form != "interval" or join.kind != "inner" or join.bound is None:
+        return False
+    end = cascade_time_column(view)
+    return end is not None and any(
+        side.source == view.name and column == end
+        for side, column in (
+            (join.left, join.bound.left_column),
+            (join.right, join.bound.right_column),
+        )
+    )
 
 
 def _native_shape(circuit: Circuit, view: View) -> bool:

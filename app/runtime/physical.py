@@ -325,7 +325,11 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
                     placed.append(replace(entry, state="unbounded"))
                     continue
                 # Each side's rows, freed by the query's watermark (S16, ADR 0013).
-                sides = [f"{t}.{first_lateness(circuit, t)}" for t in _join_tables(circuit, view)]
+                sides = list(
+                    dict.fromkeys(
+                        f"{t}.{first_lateness(circuit, t)}" for t in _join_tables(circuit, view)
+                    )
+                )
                 joins.extend(sides)
                 placed.append(replace(entry, state="join", state_freed_by=", ".join(sides)))
                 continue
@@ -488,10 +492,14 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
                     f"w({v.state_freed_by}) passes the window's end"
                 )
             elif v.state == "join":
+                watermark = (
+                    f"the minimum of w({v.state_freed_by})"
+                    if v.state_freed_by is not None and ", " in v.state_freed_by
+                    else f"w({v.state_freed_by})"
+                )
                 lines.append(
                     "    state:      each side's rows (Spark's stream-stream join), freed once "
-                    f"the query's watermark, the minimum of w({v.state_freed_by}), passes their "
-                    "bound"
+                    f"the query's watermark, {watermark}, passes their bound"
                 )
             elif v.state == "unbounded":
                 what = "a join without a time bound" if " JOIN " in v.source else (

@@ -50,6 +50,8 @@ from app.runtime.aggregate import aggregate_branch
 from app.runtime.encode import ViewEncoding, encode_view_rows
 from app.runtime.native_aggregate import (
     cascade_depth,
+    is_native,
+    joined_on_window_end,
     native_branch,
     native_rows,
     union_time_tables,
@@ -661,6 +663,16 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
         (join.left, join.bound.left_column),
         (join.right, join.bound.right_column),
     ):
+        source = next((v for v in circuit.views if v.name == side.source), None)
+        if source is not None and not source.is_stateless:
+            # The final rows of a native aggregate, bounded on its window's end (Q7 as a
+            # join): their window carries Spark's event time (view_frame._joined).
+            if tables == ["aggregate"] or not (
+                is_native(circuit, source) and joined_on_window_end(view, source)
+            ):
+                return f"a join bound on {side.qualified(column)}", fix
+            tables.append("aggregate")
+            continue
         found = join_time_source(circuit, side.source, column, join.form == "window")
         table = None if found is None else circuit.table(found[0])
         if (

@@ -1,6 +1,7 @@
 """JOIN (SPEC S16) on Spark: an INNER interval join of two tables bounded on their first
-LATENESS columns, and an INNER window join of windows on those columns, run (Spark's
-stream-stream join, in one query of both tables); every other
+LATENESS columns (or of a table and a native aggregate bounded on its window's end), and an
+INNER window join of windows on those columns, run (Spark's stream-stream join, in one query
+of both tables); every other
 join (a temporal join too), and an aggregate over a join, is refused by name before Spark
 starts (L7: never mis-executed), with the fix."""
 
@@ -85,10 +86,35 @@ def test_s16_an_inner_window_join_runs_on_spark_in_one_query() -> None:
     assert query.tables == ("a", "b")
 
 
+#: The paper's NEXMark Q7 as a join: table a joined with its own per-window maximum, bounded
+#: on the window's end (``{having}``: a HAVING keeps the maximum's rows from feeding Spark).
+TOP = """
+CREATE LOCAL VIEW top AS
+SELECT window_end AS wend, MAX(k) AS mk
+FROM TABLE(TUMBLE(TABLE a, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end {having}
+EMIT AFTER WATERMARK;
+CREATE VIEW tops WITH ('topic' = 'tops') AS
+SELECT x.ts, x.k FROM a AS x JOIN top AS m
+    ON x.k = m.mk AND x.ts >= m.wend - INTERVAL '1' MINUTE AND x.ts < m.wend;
+"""
+
+
+def test_s16_a_join_with_a_native_aggregates_window_end_runs_on_spark() -> None:
+    """The aggregate is native (its final rows feed the join in the query, ADR 0014) and the
+    join reads them by the window's end, which carries Spark's event time."""
+    circuit = compile_program("p.sql", TABLES + TOP.format(having=""))
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    assert plan.placement("top").placement == "native"
+    assert plan.query_of("tops").tables == ("a",)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         (WINDOWED.format(column="t2"), "view pairs: a join bound on x.window_end"),
+        (TOP.format(having="HAVING MAX(k) > 0"), "view tops: a join bound on m.wend"),
         (PAIRS.format(kind="LEFT", column="ts"), "view pairs: a LEFT OUTER JOIN"),
         (PAIRS.format(kind="FULL", column="ts"), "view pairs: a FULL OUTER JOIN"),
         (PAIRS.format(kind="", column="t2"), "view pairs: a join bound on a.t2"),
