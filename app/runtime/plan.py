@@ -658,7 +658,7 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
         return None
     if join.bound is None:
         return f"a {join.form} join", fix
-    tables = []
+    tables: list[str] = []
     for side, column in (
         (join.left, join.bound.left_column),
         (join.right, join.bound.right_column),
