@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
 import tempfile
@@ -51,6 +50,7 @@ from app.runtime.service import Service  # noqa: E402
 from app.runtime.session import spark_session  # noqa: E402
 from app.runtime.source_reader import KafkaSource  # noqa: E402
 from app.runtime.step_sink import StepReport  # noqa: E402
+from loadtests.bench import broker as local_or_given_broker  # noqa: E402
 
 BASE_MS = 1_700_000_040_000
 
@@ -183,13 +183,7 @@ def main() -> None:
     parser.add_argument("--max-records-per-step", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    broker = None
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        from app.local_kafka import LocalKafka
-
-        broker = LocalKafka().start()
-        bootstrap = broker.bootstrap_servers
+    bootstrap, broker = local_or_given_broker()
     conf = {"bootstrap.servers": bootstrap}
     try:
         from confluent_kafka.admin import AdminClient, NewTopic

@@ -57,6 +57,7 @@ from app.config import Settings  # noqa: E402
 from app.connectors.avro_codec import AvroCodec  # noqa: E402
 from app.program.compile import compile_program  # noqa: E402
 from app.runtime.service import Service  # noqa: E402
+from loadtests.bench import broker as local_or_given_broker  # noqa: E402
 
 TABLE = """
 CREATE TABLE {name} (
@@ -328,13 +329,7 @@ def main() -> None:
         args.out_png = ROOT / f"var/loadtests/{stem}.png"
     if args.out_json is None:
         args.out_json = ROOT / f"var/loadtests/{stem}.json"
-    broker = None
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        from app.local_kafka import LocalKafka
-
-        broker = LocalKafka().start()
-        bootstrap = broker.bootstrap_servers
+    bootstrap, broker = local_or_given_broker()
     conf = {"bootstrap.servers": bootstrap}
     stop = threading.Event()
     service: Service | None = None
