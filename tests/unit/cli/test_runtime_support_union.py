@@ -64,6 +64,23 @@ def test_an_aggregate_over_a_union_all_spark_cannot_run_exactly_is_refused_by_na
     ]
 
 
+def test_a_union_column_that_is_not_each_tables_first_lateness_column_is_not_native() -> None:
+    """Spark's watermark follows each table's first LATENESS column only: a union column
+    merged from another one has a waterline Spark does not keep."""
+    program = PROGRAM.replace(
+        "CREATE TABLE b (ts TIMESTAMP NOT NULL LATENESS INTERVAL '2' MINUTE, k BIGINT NOT NULL)",
+        "CREATE TABLE b (t0 TIMESTAMP NOT NULL LATENESS INTERVAL '2' MINUTE,\n"
+        "    ts TIMESTAMP NOT NULL LATENESS INTERVAL '2' MINUTE, k BIGINT NOT NULL)",
+    )
+    assert "t0 TIMESTAMP" in program
+    circuit = compile_program("p.sql", program)
+    assert physical_plan(circuit).placement("counts").placement == "state_operator"
+    assert _refused(program) == [
+        "view counts: this aggregate in a query of several tables (over a UNION ALL, or beside"
+        " one) is not supported by the Spark runtime yet",
+    ]
+
+
 def test_a_union_aggregate_beside_a_join_of_another_table_is_refused_l7() -> None:
     """The join puts table c in the union's query, and c's watermark in Spark's minimum,
     which would then be below the union's waterline (windows written late)."""
