@@ -659,6 +659,7 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
     if join.bound is None:
         return f"a {join.form} join", fix
     tables: list[str] = []
+    aggregated = False
     for side, column in (
         (join.left, join.bound.left_column),
         (join.right, join.bound.right_column),
@@ -666,12 +667,12 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
         source = next((v for v in circuit.views if v.name == side.source), None)
         if source is not None and not source.is_stateless:
             # The final rows of a native aggregate, bounded on its window's end (Q7 as a
-            # join): their window carries Spark's event time (view_frame._joined).
-            if tables == ["aggregate"] or not (
+            # join): their window carries Spark's event time (view_frame._joined). One side.
+            if aggregated or not (
                 is_native(circuit, source) and joined_on_window_end(view, source)
             ):
                 return f"a join bound on {side.qualified(column)}", fix
-            tables.append("aggregate")
+            aggregated = True
             continue
         found = join_time_source(circuit, side.source, column, join.form == "window")
         table = None if found is None else circuit.table(found[0])
@@ -684,7 +685,7 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
         ):
             return f"a join bound on {side.qualified(column)}", fix
         tables.append(table.name)
-    if tables[0] == tables[1]:
+    if len(tables) == 2 and tables[0] == tables[1]:
         return f"a join of table {tables[0]} with itself", fix
     return None
 

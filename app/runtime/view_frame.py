@@ -97,17 +97,16 @@ def _joined(join: Join, inputs: Mapping[str, DataFrame]) -> DataFrame:
         df = inputs[side.source]
         columns = []
         for name in side.columns:
-            if name == time_column and "_tw" in df.columns:
-                # A native aggregate's final rows (Q7 as a join), bounded on its window's
-                # end: Spark's event time of such a row is its window, ``window_time`` of
-                # which is the end less 1 microsecond.
-                metadata = dict(df.schema["_tw"].metadata)
-                end = F.window_time("_tw") + F.expr("INTERVAL 1 MICROSECOND")
-                shifted = end + F.expr(_SHIFT)
-                columns.append(shifted.alias(side.qualified(name), metadata=metadata))
-            elif name == time_column:
-                metadata = dict(df.schema[name].metadata)
-                shifted = F.col(f"`{name}`") + F.expr(_SHIFT)
+            if name == time_column:
+                value, event = F.col(f"`{name}`"), name
+                if "_tw" in df.columns:
+                    # A native aggregate's final rows (Q7 as a join), bounded on its window's
+                    # end: Spark's event time of such a row is its window, ``window_time`` of
+                    # which is the end less 1 microsecond.
+                    value = F.window_time("_tw") + F.expr("INTERVAL 1 MICROSECOND")
+                    event = "_tw"
+                metadata = dict(df.schema[event].metadata)
+                shifted = value + F.expr(_SHIFT)
                 columns.append(shifted.alias(side.qualified(name), metadata=metadata))
             else:
                 # No watermark metadata: Spark neither drops rows by them nor frees state.
