@@ -101,9 +101,10 @@ class ViewPlacement:
     state_owner: str | None = None
     #: ``"<relation>.<column>"``: that waterline; None without state or without LATENESS.
     state_freed_by: str | None = None
-    #: The JOIN views whose join Spark runs in this view's branch of the query (itself, and
-    #: the joins it reads through other views), in circuit order: each a state operator.
-    joins: tuple[str, ...] = ()
+    #: The views whose stateful operator Spark runs in this view's branch of the query (its
+    #: joins and native aggregations, itself and those it reads through other views), in the
+    #: order Spark lists them: a view before its inputs, a join's left side before its right.
+    operators: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -133,17 +134,12 @@ class QueryPlan:
     @property
     def state_operators(self) -> tuple[str | None, ...]:
         """The view each stateful operator holds state for, in the order Spark lists them in
-        ``progress.stateOperators`` (the order of the query's branches): per output view, its
-        native aggregation, or the joins its branch runs (a join read by two output views is
-        run, and holds its rows, twice); then the shared Python operator, reported under the
-        first view it serves."""
+        ``progress.stateOperators`` (the order of the query's branches): per output view, the
+        operators of its branch (a relation read by two output views is computed, and holds
+        its state, twice); then the shared Python operator, reported under the first view it
+        serves."""
         outputs = [v for v in self.views if v.output]
-        operators: list[str] = []
-        for v in outputs:
-            if v.placement == "native":
-                operators.append(v.view)
-            elif v.placement == "jvm":
-                operators.extend(v.joins)
+        operators = [o for v in outputs if v.placement in ("native", "jvm") for o in v.operators]
         shared = [v.view for v in outputs if v.placement == "state_operator"]
         return (*operators, *shared[:1])
 
@@ -257,19 +253,20 @@ def place_views(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
     return replace(plan, queries=tuple(queries))
 
 
-def _joins_read(circuit: Circuit, view: View) -> tuple[str, ...]:
-    """The JOIN views ``view`` is or reads, through any views, in circuit order."""
-    found: set[str] = set()
-    pending = [view.name]
-    while pending:
-        name = pending.pop()
-        if any(t.name == name for t in circuit.tables) or name in found:
-            continue
-        current = circuit.view(name)
-        if _is_join(current):
-            found.add(name)
-        pending.extend(current.sources)
-    return tuple(v.name for v in circuit.views if v.name in found)
+def _branch_operators(
+    circuit: Circuit, name: str, placement: Mapping[str, Placement]
+) -> tuple[str, ...]:
+    """The views whose stateful operator Spark runs in ``name``'s branch, in the order of
+    ``progress.stateOperators`` (Spark collects them from its plan, a node before its
+    children): the view itself if a join or a native aggregation, then each input's (a
+    join's left, then its right; a UNION ALL's branches in order)."""
+    if any(t.name == name for t in circuit.tables):
+        return ()
+    view = circuit.view(name)
+    here = (name,) if _is_join(view) or placement.get(name) == "native" else ()
+    return here + tuple(
+        o for source in view.sources for o in _branch_operators(circuit, source, placement)
+    )
 
 
 def _join_tables(circuit: Circuit, view: View) -> list[str]:
@@ -316,9 +313,10 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
         #: Table watermarks of the query's joins and native UNION ALL aggregates, whose
         #: minimum is Spark's watermark.
         joins: list[str] = []
+        placement = {v.view: v.placement for v in query.views}
         for entry in query.views:
             view = circuit.view(entry.view)
-            entry = replace(entry, joins=_joins_read(circuit, view))
+            entry = replace(entry, operators=_branch_operators(circuit, view.name, placement))
             if _is_join(view):
                 if view.state.kind == "unbounded":
                     # A join without a time bound keeps every row (S16, an L7 warning).

@@ -67,8 +67,8 @@ from app.runtime.view_gate import (
     ORIGIN_COLUMNS,
     ViewGateSpec,
     gated_view,
-    kind_is,
     waterline_key,
+    with_watermark,
 )
 
 __all__ = [
@@ -214,7 +214,6 @@ def plan_query(
     specs: list[SourceSpec] = []
     sources: dict[str, DataFrame] = {}
     frames: dict[str, DataFrame] = {}
-    watermarked: dict[str, str] = {}
     for table in tables:
         spec = source_spec(table, ok_payload=bool(gated_views))
         specs.append(spec)
@@ -254,17 +253,17 @@ def plan_query(
                 )
             first = table.lateness[0]
             if table.column(first.column).type.name == "TIMESTAMP":
-                watermarked[table.name] = first.column
-                accepted = accepted.withWatermark(first.column, f"{first.amount} milliseconds")
+                accepted = with_watermark(accepted, first.column, first.amount)
             else:
-                watermarked[table.name] = "_event_time"
-                accepted = accepted.withColumn(
-                    "_event_time", F.expr(f"timestamp_millis(`{first.column}`)")
-                ).withWatermark("_event_time", f"{first.amount} milliseconds")
+                accepted = with_watermark(
+                    accepted.withColumn(
+                        "_event_time", F.expr(f"timestamp_millis(`{first.column}`)")
+                    ),
+                    "_event_time",
+                    first.amount,
+                )
         columns = [c.name for c in table.columns]
-        frames[table.name] = accepted.filter(
-            kind_is("_kind", "ok", watermarked.get(table.name))
-        ).select(*columns, *carried)
+        frames[table.name] = accepted.filter(F.col("_kind") == "ok").select(*columns, *carried)
     table = tables[0]
     branches: list[DataFrame] = []
     time_source: dict[str, str | None] = {}

@@ -216,7 +216,12 @@ def _state_layout(query: QueryPlan) -> list[dict[str, Any]]:
         if v.placement == "native":
             layout.append({"kind": "native", "views": [v.view]})
         elif v.placement == "jvm":
-            layout.extend({"kind": "join", "views": [join]} for join in v.joins)
+            # Its joins in circuit order (the layout of checkpoints written so far).
+            layout.extend(
+                {"kind": "join", "views": [w.view]}
+                for w in query.views
+                if w.view in v.operators and _state_operator(query, w.view) == f"join {w.view}"
+            )
     # Its groups are keyed by (view, key): the order of its views is no part of its layout.
     python = sorted(v.view for v in query.views if v.placement == "state_operator")
     if python:

@@ -29,7 +29,7 @@ from typing import Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -42,8 +42,8 @@ __all__ = [
     "ViewGateSpec",
     "gate_view_rows",
     "gated_view",
-    "kind_is",
     "waterline_key",
+    "with_watermark",
 ]
 
 #: What a table row carries to the view gate so a late view row can be written back unchanged.
@@ -183,17 +183,21 @@ def _probe(
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def kind_is(kind_column: str, kind: str, watermarked: str | None) -> Column:
-    """``kind_column = kind``, kept *above* ``withWatermark`` by Spark's optimizer.
+def with_watermark(frame: DataFrame, column: str, delay_ms: int) -> DataFrame:
+    """``frame.withWatermark(column, delay)`` with every later filter kept *above* the node.
 
-    The probe rows must reach the watermark node before this filter drops them (ADR 0001):
-    they carry the step's maxima, punctuation bounds included (S4), and on a step with only
-    punctuation they are all that can move Spark's watermark and close a quiet table's
-    windows. Spark pushes a filter below ``EventTimeWatermark`` unless it references the
-    event-time column, so the predicate names it (``_kind`` is never NULL: same result)."""
-    if watermarked is None:
-        return F.col(kind_column) == kind
-    return F.coalesce(F.col(kind_column), F.col(watermarked).cast("string")) == kind
+    Spark's query watermark is the minimum over all its ``EventTimeWatermark`` nodes (one per
+    branch that reads a table), each the maximum event time it saw less the delay. The probe
+    rows carry the step's maxima, punctuation bounds included (S4), so each node must see
+    them for Spark's watermark to be the waterline (ADR 0001); on a step with only
+    punctuation they are all that can move it. Spark's optimizer pushes a filter's conjuncts
+    that do not name the event-time column below the node (a view's WHERE, the
+    ``_kind = 'ok'`` that drops the probes, a join's inferred ``isnotnull(key)``), which the
+    probes fail. A filter whose condition is not deterministic is neither pushed nor merged
+    with the filters above it, so the always-true ``spark_partition_id() >= 0`` holds them
+    all above the node."""
+    node = frame.withWatermark(column, f"{delay_ms} milliseconds")
+    return node.filter(F.spark_partition_id() >= 0)
 
 
 @dataclass(frozen=True)
@@ -230,9 +234,9 @@ def gated_view(
         else:
             event_time = "_event_time"
             gated = gated.withColumn(event_time, F.expr(f"timestamp_millis(`{column}`)"))
-        gated = gated.withWatermark(event_time, f"{amount} milliseconds")
+        gated = with_watermark(gated, event_time, amount)
     gate_columns = [name for name, _ in _GATE_FIELDS]
-    rows = gated.filter(kind_is("_vkind", "ok", event_time)).drop(
+    rows = gated.filter(F.col("_vkind") == "ok").drop(
         *gate_columns, *(c for c in ORIGIN_COLUMNS if c not in ("_step", "_partition", "_offset"))
     )
     not_accepted = gate_rows(

@@ -3,6 +3,8 @@ on the shared Python operator: only where the native arithmetic is exactly the o
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from app.program.compile import compile_program
@@ -110,3 +112,20 @@ def test_state_operators_list_native_views_then_the_shared_operator() -> None:
     )
     circuit = compile_program("p.sql", text)
     assert list(physical_plan(circuit).query_of("t").state_operators) == ["w", "v"]
+
+
+def _pipeline_plan(name: str) -> tuple[str | None, ...]:
+    path = Path(__file__).resolve().parents[3] / "pipelines" / f"{name}.sql"
+    circuit = compile_program(str(path), path.read_text())
+    (query,) = physical_plan(circuit).queries
+    return query.state_operators
+
+
+def test_state_operators_list_a_branch_top_down_as_spark_does() -> None:
+    # Spark lists a plan's stateful operators from the top: a cascade's last level first, and
+    # each output view's branch computes the levels it reads again.
+    assert _pipeline_plan("click_rollups") == (
+        "per_hour", "per_minute", "per_day", "per_hour", "per_minute",
+    )
+    # NEXMark Q7 as a join: the join, then the per-window maximum on its right side.
+    assert _pipeline_plan("nexmark_q7") == ("max_bid", "max_bid_join", "max_price")
