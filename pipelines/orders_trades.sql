@@ -1,7 +1,7 @@
 -- Orders and trades, from SQLstream's streaming joins and rowtime bounds: the merge of two
 -- streams (UNION ALL, whose waterline is the minimum of the two tables'), counted per five
--- minutes, and orders matched by a trade within ten minutes, seen from the order and from
--- the trade (INNER interval joins). Both tables arrive in rowtime order (LATENESS 0); a punctuation moves a quiet
+-- minutes, orders matched by a trade within ten minutes, seen from the order and from the
+-- trade (INNER interval joins), and both kept when unmatched (a FULL OUTER join). Both tables arrive in rowtime order (LATENESS 0); a punctuation moves a quiet
 -- table's waterline. Each table has its own dead-letter topic.
 
 CREATE TABLE orders (
@@ -55,3 +55,14 @@ FROM orders AS o
 JOIN trades AS t
   ON o.orderid = t.orderid
  AND o.rowtime BETWEEN t.rowtime - INTERVAL '10' MINUTE AND t.rowtime;
+
+-- Query #3: query #1 as an outer join, which keeps both sides: an order without a trade in
+-- its ten minutes, or a trade without an order in the ten minutes before it, is written
+-- with NULLs once the other table's waterline proves that no match can come, never earlier.
+CREATE VIEW order_trade_outer WITH ('topic' = 'orders_trades.outer', 'format' = 'append') AS
+SELECT o.rowtime AS order_time, o.orderid, o.ticker, o.amount AS orderamount,
+       t.rowtime AS trade_time, t.orderid AS trade_order, t.amount AS tradeamount
+FROM orders AS o
+FULL OUTER JOIN trades AS t
+  ON o.orderid = t.orderid
+ AND t.rowtime BETWEEN o.rowtime AND o.rowtime + INTERVAL '10' MINUTE;

@@ -202,7 +202,7 @@ def group_queries(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
         views.setdefault(find(view.name), []).append(
             ViewPlacement(
                 view.name,
-                (" JOIN " if _is_join(view) else " UNION ALL ").join(view.sources),
+                _input_text(view),
                 "jvm",
                 view.output is not None,
                 bool(view.lateness),
@@ -251,6 +251,15 @@ def place_views(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
             placed.append(replace(entry, placement=where))
         queries.append(replace(query, views=tuple(placed)))
     return replace(plan, queries=tuple(queries))
+
+
+def _input_text(view: View) -> str:
+    """``a JOIN b``, ``a LEFT OUTER JOIN b``, ``a UNION ALL b``: what the view reads."""
+    join = view.join
+    if join is None:
+        return " UNION ALL ".join(view.sources)
+    kind = "" if join.kind == "inner" else f"{join.kind.upper()} OUTER "
+    return f" {kind}JOIN ".join(view.sources)
 
 
 def _branch_operators(
@@ -328,7 +337,9 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
                         f"{t}.{first_lateness(circuit, t)}" for t in _join_tables(circuit, view)
                     )
                 )
-                joins.extend(sides)
+                if view.join is not None and view.join.kind == "inner":
+                    # An OUTER join's operator frees by each side's own waterline (ADR 0017).
+                    joins.extend(sides)
                 placed.append(replace(entry, state="join", state_freed_by=", ".join(sides)))
                 continue
             if view.is_stateless:
@@ -488,6 +499,12 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
                 lines.append(
                     f"    state:      a window's groups, freed once "
                     f"w({v.state_freed_by}) passes the window's end"
+                )
+            elif v.state == "join" and " OUTER JOIN " in v.source:
+                lines.append(
+                    "    state:      each side's rows (Tidemark's outer join operator, ADR "
+                    f"0017), a row freed once the other side's waterline (of {v.state_freed_by}) "
+                    "passes its bound, then written with NULLs if it never matched"
                 )
             elif v.state == "join":
                 watermark = (

@@ -56,6 +56,7 @@ from app.runtime.native_aggregate import (
     native_rows,
     union_time_tables,
 )
+from app.runtime.outer_join import OuterJoinSpec, outer_joined
 from app.runtime.physical import PhysicalPlan, QueryPlan, first_lateness
 from app.runtime.query_writes import produce_step_output
 from app.runtime.sink_rows import TABLE_GATE, gate_rows
@@ -288,7 +289,11 @@ def plan_query(
                 view, frames[view.source], cascade_depth(circuit, view)
             )
         else:
-            frames[view.name] = view_frame(view, frames)
+            join = view.join
+            outer = None
+            if join is not None and join.kind != "inner":
+                outer = _outer_rows(circuit, join, frames, sources)
+            frames[view.name] = view_frame(view, frames, outer)
         if view.lateness:
             assert not several, view.name  # refused by check_supported
             gate = gated_view(
@@ -376,6 +381,27 @@ def plan_query(
         query,
         merged,
     )
+
+
+def _outer_rows(
+    circuit: Circuit, join: Join, frames: Mapping[str, DataFrame], sources: Mapping[str, DataFrame]
+) -> DataFrame:
+    """An OUTER interval join's rows by Tidemark's operator (ADR 0017): each side's rows and
+    its table's probes, whose bound column holds the step's maximum (ADR 0001)."""
+    assert join.bound is not None, "refused by check_supported"
+    probes: dict[str, DataFrame] = {}
+    lateness: list[int] = []
+    for side in (join.left, join.right):
+        table = circuit.root_table(side.source)
+        first = table.lateness[0]
+        probes[side.source] = (
+            sources[table.name].filter(F.col("_kind") == "probe").select(
+                F.expr(ms_sql(first.column)).alias("t")
+            )
+        )
+        lateness.append(first.amount)
+    spec = OuterJoinSpec(join.kind, join.bound.lower, join.bound.upper, *lateness)
+    return outer_joined(join, frames, probes, spec)
 
 
 def _table_gate_rows(
@@ -617,7 +643,8 @@ def _watermarked_tables(circuit: Circuit, query: QueryPlan) -> tuple[str, ...]:
     for entry in query.views:
         view = circuit.view(entry.view)
         join = view.join
-        if join is not None and join.bound is not None:
+        if join is not None and join.bound is not None and join.kind == "inner":
+            # An OUTER join's operator reads each table's waterline from its probes.
             for side, column in (
                 (join.left, join.bound.left_column),
                 (join.right, join.bound.right_column),
@@ -635,17 +662,25 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
     runs an INNER interval join of two tables (or views over them) bounded on each table's
     first LATENESS column, a TIMESTAMP (whose watermark frees the join's state), an INNER
     window join of windows on those columns (bounded on ``window_end``), and an INNER join
-    without a time bound (whose state is never freed)."""
+    without a time bound (whose state is never freed); Tidemark's own operator runs such an
+    interval join as LEFT, RIGHT or FULL OUTER (:mod:`app.runtime.outer_join`)."""
     join = next(op for op in view.operators if isinstance(op, Join))
     fix = (
-        "an INNER interval or window join bounded on each table's first LATENESS column, or an "
-        "INNER join without a time bound, runs on Spark; "
+        "an INNER or OUTER interval join bounded on each table's first LATENESS column (an "
+        "OUTER one with no condition besides the keys and the bound), an INNER window join, "
+        "or an INNER join without a time bound, runs on Spark; "
         "the reference evaluator runs the others (tidemark explain shows the plan)"
     )
     if join.form == "temporal":
         return "a temporal join (FOR SYSTEM_TIME AS OF)", fix
-    if join.kind != "inner":
-        return f"a {join.kind.upper()} OUTER JOIN", fix
+    if join.kind != "inner" and join.form != "interval":
+        return f"a {join.kind.upper()} OUTER {join.form} join", fix
+    if join.kind != "inner" and join.residual is not None:
+        return (
+            f"a {join.kind.upper()} OUTER JOIN with a condition besides the keys and the "
+            "time bound",
+            fix,
+        )
     if join.form == "regular":
         # Spark keeps every row of both sides, as S16 does (an L7 warning).
         try:
@@ -667,7 +702,7 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
         if source is not None and not source.is_stateless:
             # The final rows of a native aggregate, bounded on its window's end (Q7 as a
             # join): their window carries Spark's event time (view_frame._joined). One side.
-            if aggregated or not (
+            if aggregated or join.kind != "inner" or not (
                 is_native(circuit, source) and joined_on_window_end(view, source)
             ):
                 return f"a join bound on {side.qualified(column)}", fix

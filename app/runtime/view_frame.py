@@ -56,18 +56,23 @@ def _window(df: DataFrame, op: Window) -> DataFrame:
     return df
 
 
-def view_frame(view: View, inputs: Mapping[str, DataFrame]) -> DataFrame:
+def view_frame(
+    view: View, inputs: Mapping[str, DataFrame], joined: DataFrame | None = None
+) -> DataFrame:
     """The view's rows as a DataFrame over its input's rows (``inputs``: relation -> rows).
 
     A UNION ALL (S17) is the rows of every branch, each branch's pipeline over its own
-    input; its Projects name the same columns, so the branches union by name."""
+    input; its Projects name the same columns, so the branches union by name. A JOIN view's
+    rows are Spark's join of its inputs, or ``joined`` when given (an OUTER join's, by
+    :mod:`app.runtime.outer_join`)."""
     union = view.union
     if union is not None:
         frames = [_pipeline(inputs[b.source], b.operators) for b in union.branches]
         return reduce(DataFrame.unionByName, frames)
     first = view.operators[0] if view.operators else None
     if isinstance(first, Join):
-        return _pipeline(_joined(first, inputs), view.operators[1:])
+        rows = _joined(first, inputs) if joined is None else joined
+        return _pipeline(rows, view.operators[1:])
     return _pipeline(inputs[view.source], view.operators)
 
 

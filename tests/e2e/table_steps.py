@@ -8,7 +8,7 @@ punctuations make the reference evaluator's :class:`StepInput`, so a test compar
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,9 +30,15 @@ Step = Mapping[str, Sequence[Any]]
 
 
 def run_steps(
-    kafka: Any, tmp_path: Path, circuit: Circuit, topics: Mapping[str, str], steps: Sequence[Step]
+    kafka: Any,
+    tmp_path: Path,
+    circuit: Circuit,
+    topics: Mapping[str, str],
+    steps: Sequence[Step],
+    after_step: Callable[[], None] | None = None,
 ) -> tuple[list[StepReport], list[StepInput]]:
-    """Produce and run each step; the service's step reports and the oracle's inputs."""
+    """Produce and run each step (then call ``after_step``); the service's step reports and
+    the oracle's inputs."""
     from confluent_kafka import Producer
 
     codecs = {t.name: AvroCodec(t.avro_schema) for t in circuit.tables}
@@ -64,6 +70,8 @@ def run_steps(
         inputs.append(StepInput(rows=rows, punctuations=marks))
         service.start(once=True)
         service.wait(timeout_seconds=300)
+        if after_step is not None:
+            after_step()
     return reports, inputs
 
 

@@ -22,6 +22,7 @@ VIEWS = {
     "activity": "orders_trades.activity",
     "order_fills": "orders_trades.by_order",
     "trade_orders": "orders_trades.by_trade",
+    "order_trade_outer": "orders_trades.outer",
 }
 
 
@@ -45,7 +46,7 @@ def test_the_demo_runs_a_program_of_two_tables_and_its_checks_hold(tmp_path: Pat
     output = done.stdout
     assert done.returncode == 0, output
     assert console_problems(output) == [], output
-    assert "program orders_trades.sql: 2 table(s), 4 view(s)" in output
+    assert "program orders_trades.sql: 2 table(s), 5 view(s)" in output
     assert re.search(r"step +\d+ +(orders|trades) +in +\d+", output), output
     for view, topic in VIEWS.items():
         shown = rf"{re.escape(topic)}: view {view} \(append, avro\), (\d+) records"

@@ -47,6 +47,7 @@ SHIPPED = {
     "orders_trades.by_order": "by_order",
     "orders_trades.by_trade": "by_trade",
     "orders_trades.per_five": "per_five",
+    "orders_trades.outer": "outer",
 }
 
 
@@ -181,3 +182,77 @@ def test_a_join_side_that_starts_late_still_matches_s16(
     assert by_order == oracle_written(oracle, "order_fills")
     assert sum(by_order.values()) == 2
     assert read_topic(kafka.conf(), topics["trades_dlq"]) == []
+
+
+def _outer(order: tuple[str, int, str, int] | None, trade: tuple[str, int, int] | None) -> Any:
+    o_time, o_id, o_ticker, o_amount = order or (None, None, None, None)
+    t_time, t_id, t_amount = trade or (None, None, None)
+    return frozen(
+        {
+            "order_time": clock_ms(o_time) if o_time else None,
+            "orderid": o_id,
+            "ticker": o_ticker,
+            "orderamount": o_amount,
+            "trade_time": clock_ms(t_time) if t_time else None,
+            "trade_order": t_id,
+            "tradeamount": t_amount,
+        }
+    )
+
+
+def test_seed_outer_join_writes_unmatched_rows_when_the_other_side_proves_it_s16(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """Seed 003's query #3 (query #1 as a FULL OUTER join) step by step, on Tidemark's own
+    join operator (ADR 0017). The matches of query #1 are written when found (step 2). IBM
+    (order 0 at 10:00) could match a trade up to 10:10: it is written in step 3, when the
+    trades' bound 10:11 passes 10:10, not before. The 10:12 trade could match an order from
+    10:02 to 10:12: w(orders) is 10:10 in step 5 and 10:12 in step 6 (an order at exactly
+    10:12 is on time and would match), so it is written in step 7, when w(orders) passes
+    10:12. Spark's own outer join would wait for the minimum of both waterlines."""
+    circuit, topics = shipped_program(
+        kafka, unique_topic, tmp_path, "orders_trades.sql", SHIPPED, ["orders", "trades"]
+    )
+    assert refused_by_spark(circuit, physical_plan(circuit)) == ()
+    steps: list[dict[str, list[Any]]] = [
+        {
+            "orders": [
+                _row("10:00", 0, "IBM", 110),
+                _row("10:00", 1, "ORCL", 100),
+                _row("10:03", 2, "YHOO", 25),
+            ]
+        },
+        STEPS[1],
+        {"trades": [("bound", clock_ms("10:11"))]},
+        {"orders": [("bound", clock_ms("10:10"))]},
+        {"trades": [_row("10:12", 1, "ORCL", 10)]},
+        {"orders": [("bound", clock_ms("10:12"))]},
+        {"orders": [("bound", clock_ms("10:12") + 1)]},
+    ]
+    seen: list[Counter[Any]] = []
+
+    def new_rows() -> None:
+        now = Counter(value for value, _ in written(kafka, circuit, "order_trade_outer",
+                                                   topics["outer"]).elements())
+        seen.append(now - sum(seen, Counter()))
+
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, steps, after_step=new_rows)
+    assert seen == [
+        Counter(),
+        Counter(
+            [
+                _outer(("10:00", 1, "ORCL", 100), ("10:02", 1, 60)),
+                _outer(("10:03", 2, "YHOO", 25), ("10:04", 2, 25)),
+                _outer(("10:00", 1, "ORCL", 100), ("10:07:30", 1, 30)),
+            ]
+        ),
+        Counter([_outer(("10:00", 0, "IBM", 110), None)]),
+        Counter(),
+        Counter(),
+        Counter(),
+        Counter([_outer(None, ("10:12", 1, 10))]),
+    ]
+    oracle = evaluate(circuit, inputs)
+    assert written(kafka, circuit, "order_trade_outer", topics["outer"]) == oracle_written(
+        oracle, "order_trade_outer"
+    )

@@ -37,8 +37,9 @@ EMIT AFTER WATERMARK;
 """
 
 FIX = (
-    "an INNER interval or window join bounded on each table's first LATENESS column, or an "
-    "INNER join without a time bound, runs on Spark"
+    "an INNER or OUTER interval join bounded on each table's first LATENESS column (an "
+    "OUTER one with no condition besides the keys and the bound), an INNER window join, "
+    "or an INNER join without a time bound, runs on Spark"
 )
 
 WINDOWED = """
@@ -115,8 +116,11 @@ def test_s16_a_join_with_a_native_aggregates_window_end_runs_on_spark() -> None:
     [
         (WINDOWED.format(column="t2"), "view pairs: a join bound on x.window_end"),
         (TOP.format(having="HAVING MAX(k) > 0"), "view tops: a join bound on m.wend"),
-        (PAIRS.format(kind="LEFT", column="ts"), "view pairs: a LEFT OUTER JOIN"),
-        (PAIRS.format(kind="FULL", column="ts"), "view pairs: a FULL OUTER JOIN"),
+        (
+            PAIRS.format(kind="LEFT", column="ts").replace("b.k AND", "b.k AND a.k > b.k AND"),
+            "view pairs: a LEFT OUTER JOIN with a condition besides the keys and the time bound",
+        ),
+        (PAIRS.format(kind="FULL", column="t2"), "view pairs: a join bound on a.t2"),
         (PAIRS.format(kind="", column="t2"), "view pairs: a join bound on a.t2"),
         (TEMPORAL.format(kind=""), "view rated: a temporal join (FOR SYSTEM_TIME AS OF)"),
         (TEMPORAL.format(kind="LEFT"), "view rated: a temporal join (FOR SYSTEM_TIME AS OF)"),
@@ -132,8 +136,18 @@ def test_s16_other_joins_are_refused_by_name_l7(text: str, message: str) -> None
     assert all(m.endswith("is not supported by the Spark runtime yet") for m in refused)
 
 
+@pytest.mark.parametrize("kind", ["LEFT", "RIGHT", "FULL"])
+def test_s16_an_outer_interval_join_runs_on_tidemarks_operator(kind: str) -> None:
+    circuit = compile_program("p.sql", TABLES + PAIRS.format(kind=kind, column="ts"))
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    # Its operator reads each table's waterline from the probes: no Spark watermark.
+    assert plan.query_of("pairs").watermark is None
+    assert plan.query_of("pairs").state_operators == ("pairs",)
+
+
 def test_s16_the_refusal_carries_its_position_and_fix() -> None:
-    circuit = compile_program("p.sql", TABLES + PAIRS.format(kind="LEFT", column="ts"))
+    circuit = compile_program("p.sql", TABLES + PAIRS.format(kind="FULL", column="t2"))
     with pytest.raises(ProgramError) as info:
         check_supported(circuit, physical_plan(circuit))
     (diagnostic,) = info.value.diagnostics
