@@ -13,8 +13,8 @@ next_waterline`). A slot's call then, over the step's rows in arrival order:
 
 - matches each row with the other side's rows it holds of the same key within the bound, and
   writes each pair at once (insert-only, as the INNER join);
-- holds the row, unless its key or time is NULL (it can match nothing: written padded at
-  once on an outer side);
+- holds the row (a NULL key matches nothing, and is held like any other until it is done),
+  unless its time is NULL (within no bound: written padded at once on an outer side);
 - writes each held row the other side's floor now passes (a left row at ``x`` once
   ``w_right > x + upper``, a right row at ``y`` once ``w_left > y - lower``) padded with
   NULLs if it is on an outer side and never matched, and frees it.
@@ -130,12 +130,13 @@ def step_slot(
     for r in arrivals:
         side, other = r["side"], "R" if r["side"] == "L" else "L"
         mine = [r["k"], int(r["t"]) if _set(r["t"]) else None, r["row"], False]
-        if mine[0] is None or mine[1] is None:
+        if mine[1] is None:
+            # A NULL time is within no bound: nothing can ever match it.
             if _outer(spec, side):
                 out.append(_padded(side, mine[2]))
             continue
         for candidate in held[other]:
-            if candidate[0] != mine[0]:
+            if mine[0] is None or candidate[0] != mine[0]:
                 continue
             x, y = (mine[1], candidate[1]) if side == "L" else (candidate[1], mine[1])
             if x + spec.lower <= y <= x + spec.upper:
@@ -188,7 +189,9 @@ def outer_joined(
         spec_side = join.left if name == "L" else join.right
         time_column = bound.left_column if name == "L" else bound.right_column
         k = F.when(
-            _all([c.isNotNull() for c in key]), F.to_json(F.array(*key))
+            # A struct, not an array: an array would coerce its values to one type.
+            _all([c.isNotNull() for c in key]),
+            F.to_json(F.struct(*[c.alias(f"k{i}") for i, c in enumerate(key)])),
         ).otherwise(F.lit(None).cast("string"))
         wire.append(
             side.select(

@@ -292,22 +292,26 @@ JOIN_KEYS = ("l.k = r.k", "l.u = r.u", "l.k = r.k AND l.u = r.u", "l.k = r.k")
 #: Residual conditions of a generated join, and WHEREs over its rows.
 JOIN_RESIDUALS = (None, None, "l.x < r.x", "l.x + r.x > 4")
 JOIN_WHERES = (None, None, "r.x IS NOT NULL", "l.u < 30 OR r.k = 'a'")
+#: A generated interval join's kind: INNER, or an OUTER one (run by Tidemark's own operator).
+JOIN_KINDS = ("", "", "LEFT ", "RIGHT ", "FULL ")
 
 
 def _join_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, str]:
-    """``count`` INNER interval join output views of the two tables (SPEC S16), either side
-    first: drawn keys, bound (seconds before and after), residual and WHERE; every other one
-    read by an output view with a filter."""
+    """``count`` interval join output views of the two tables (SPEC S16), either side first:
+    INNER (with a drawn residual) or LEFT, RIGHT or FULL OUTER (whose unmatched rows wait for
+    the other side's waterline), drawn keys, bound (seconds before and after) and WHERE;
+    every other one read by an output view with a filter."""
     views: dict[str, str] = {}
     for i in range(count):
         left, right = tables if rng.random() < 0.5 else tables[::-1]
         before, after = rng.choice((0, 2, 5)), rng.choice((0, 3, 6))
-        residual = rng.choice(JOIN_RESIDUALS)
+        kind = rng.choice(JOIN_KINDS)
+        residual = rng.choice(JOIN_RESIDUALS) if not kind else None
         where = rng.choice(JOIN_WHERES)
         sql = (
             f"CREATE VIEW jn{i} WITH ('topic' = '{{topic}}', 'format' = 'append') AS\n"
             "SELECT l.ts, l.k, l.u, r.x AS rx, r.ts AS rts\n"
-            f"FROM {left} AS l JOIN {right} AS r\n"
+            f"FROM {left} AS l {kind}JOIN {right} AS r\n"
             f"  ON {rng.choice(JOIN_KEYS)}\n"
             f" AND r.ts BETWEEN l.ts - INTERVAL '{before}' SECOND"
             f" AND l.ts + INTERVAL '{after}' SECOND"
@@ -576,7 +580,7 @@ def generate(
     stateless view (their output views are the generated cases alone); ``unions``: that many
     UNION ALL views over both tables, some read by another view (:func:`_union_views`), drawn
     from a generator of their own so the other draws stay the seeds'; ``joins``: that many
-    INNER interval joins of the two tables (:func:`_join_views`), drawn the same way;
+    interval joins of the two tables, INNER or OUTER (:func:`_join_views`), drawn the same way;
     ``cascades``: that many cascades of windows over ``ev_a`` (:func:`_cascade_views`), and
     ``regular_joins``: that many joins without a time bound (:func:`_regular_join_views`),
     ``window_joins``: that many window joins (:func:`_window_join_views`), and

@@ -54,16 +54,19 @@ def test_a_matched_row_is_freed_without_a_padded_row() -> None:
     assert doc["held"] == {"L": [], "R": []}
 
 
-def test_keys_must_be_equal_and_a_null_key_or_time_is_padded_at_once() -> None:
+def test_keys_must_be_equal_and_a_null_time_is_padded_at_once() -> None:
     out, doc = step_slot(
         FULL,
         None,
         [_row("L", "a", 10, 1), _row("R", "b", 10, 2), _row("R", None, 10, 3),
-         _row("L", "a", None, 4)],
+         _row("L", None, 10, 5), _row("L", "a", None, 4)],
     )
-    assert sorted(out, key=str) == sorted([(None, "R3"), ("L4", None)], key=str)
-    assert [r[2] for r in doc["held"]["L"]] == ["L1"]
-    assert [r[2] for r in doc["held"]["R"]] == ["R2"]
+    assert out == [("L4", None)]
+    # A NULL key matches nothing (not even a NULL key) and waits like any other row.
+    assert [r[2] for r in doc["held"]["L"]] == ["L1", "L5"]
+    assert [r[2] for r in doc["held"]["R"]] == ["R2", "R3"]
+    out, doc = step_slot(FULL, doc, [_probe("L", 100), _probe("R", 100)])
+    assert out == [("L1", None), ("L5", None), (None, "R2"), (None, "R3")]
 
 
 def test_only_the_outer_side_is_padded() -> None:
