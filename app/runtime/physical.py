@@ -494,7 +494,10 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
             role = "" if v.output else " (local)"
             gate = ", gates its own LATENESS" if v.gate else ""
             lines.append(f"  view {v.view} <- {v.source}{role}: {v.placement}{gate}")
-            lines.append(f"    computed:   {PLACEMENT_TEXT[v.placement]}")
+            computed = PLACEMENT_TEXT[v.placement]
+            if " OUTER JOIN " in v.source:
+                computed = "in the streaming query, Tidemark's outer join operator (ADR 0017)"
+            lines.append(f"    computed:   {computed}")
             if v.state == "window":
                 lines.append(
                     f"    state:      a window's groups, freed once "
