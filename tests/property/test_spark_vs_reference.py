@@ -499,7 +499,6 @@ def _check_several_tables(
     assert written["un0"] > 0, written
     assert sum(written[n] for n in written if n.startswith("jn")) > 0, written
     assert sum(written[n] for n in written if n.startswith("jg")) > 0, written
-    assert sum(written[n] for n in written if n.startswith("jw")) > 0, written
     native = [v.view for v in query.views if v.placement == "native"]
     assert native == [f"ug{i}" for i in range(UNION_AGGREGATE_VIEWS)], native
     return written
@@ -512,14 +511,17 @@ def test_unions_and_joins_equal_reference_s8_s14_s16_s17(
     seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
     """Generated UNION ALL views (2-3 branches, filters, computed and renamed columns,
-    windows, no time attribute; some read by another view, some local), INNER interval
-    joins (either side first, drawn keys incl. a nullable one, bounds, residuals and WHEREs;
-    some read by another view), INNER joins without a time bound and INNER window joins
-    (TUMBLE or HOP on each side) over both tables, in their one query (ADR 0013): every record
-    as the oracle's, with the merged (S17) or held-back (S16) waterline as its header, late
-    rows, punctuations and malformed records each a dead letter of its own table; and
-    windowed aggregates over a UNION ALL, some of whose windows complete in the 4 steps."""
+    windows, no time attribute; some read by another view, some local), INNER and OUTER
+    interval joins (either side first, drawn keys incl. a nullable one, bounds, residuals of
+    the INNER ones and WHEREs; some read by another view), INNER joins without a time bound
+    and INNER window joins (TUMBLE or HOP on each side) over both tables, in their one query
+    (ADR 0013): every record as the oracle's, with the merged (S17) or held-back (S16)
+    waterline as its header, late rows, punctuations and malformed records each a dead letter
+    of its own table; and windowed aggregates over a UNION ALL, some of whose windows
+    complete in the 4 steps."""
     written = _check_several_tables(seed, kafka, unique_topic, tmp_path)
+    # Some seeds' draws complete no window of these in 4 steps (all equal, none written).
+    assert sum(written[n] for n in written if n.startswith("jw")) > 0, written
     assert sum(written[n] for n in written if n.startswith("ug")) > 0, written
 
 
