@@ -58,18 +58,6 @@ __all__ = ["SLOTS", "OuterJoinSpec", "outer_joined"]
 #: a slot's rows are found by this number).
 SLOTS = 16
 
-_WIRE = StructType(
-    [
-        StructField("slot", IntegerType()),
-        StructField("side", StringType()),  # L, R, or P (a probe)
-        StructField("k", StringType()),  # the keys as JSON; NULL if any key is NULL
-        StructField("t", LongType()),  # the bound column (ms); a probe's: the step's maximum
-        StructField("tbl", StringType()),  # a probe's table: L or R
-        StructField("pt", LongType()),  # arrival: Kafka partition, offset
-        StructField("of", LongType()),
-        StructField("row", StringType()),  # the side's columns as JSON
-    ]
-)
 _OUT = StructType([StructField("lrow", StringType()), StructField("rrow", StringType())])
 _STATE = StructType([StructField("doc", StringType())])
 
@@ -114,7 +102,10 @@ def step_slot(
     spec: OuterJoinSpec, doc: dict[str, Any] | None, rows: list[dict[str, Any]]
 ) -> tuple[list[tuple[str | None, str | None]], dict[str, Any]]:
     """One step of one slot: its output pairs (a side's JSON, None for NULLs) and its new
-    state, from its state before the step and the step's wire rows (:data:`_WIRE`)."""
+    state, from its state before the step and the step's wire rows: ``side`` (L, R, or P for
+    a probe), ``k`` (the keys as JSON, None if any is NULL), ``t`` (the bound column in ms;
+    a probe's: its table's step maximum), ``tbl`` (a probe's table: L or R), ``pt`` and
+    ``of`` (arrival: Kafka partition and offset) and ``row`` (the side's columns as JSON)."""
     doc = doc or {"w": {"L": None, "R": None}, "held": {"L": [], "R": []}}
     lateness = {"L": spec.left_lateness, "R": spec.right_lateness}
     for side in ("L", "R"):
