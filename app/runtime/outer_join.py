@@ -29,8 +29,10 @@ starts from the state the first run started from and writes the same rows (S15).
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 import pandas as pd
@@ -181,7 +183,7 @@ def outer_joined(
         time_column = bound.left_column if name == "L" else bound.right_column
         k = F.when(
             # A struct, not an array: an array would coerce its values to one type.
-            _all([c.isNotNull() for c in key]),
+            reduce(operator.and_, [c.isNotNull() for c in key]),
             F.to_json(F.struct(*[c.alias(f"k{i}") for i, c in enumerate(key)])),
         ).otherwise(F.lit(None).cast("string"))
         wire.append(
@@ -210,10 +212,7 @@ def outer_joined(
                 F.lit(None).cast("string").alias("row"),
             )
         )
-    rows = wire[0]
-    for more in wire[1:]:
-        rows = rows.unionByName(more)
-    joined = rows.groupBy("slot").transformWithStateInPandas(
+    joined = reduce(DataFrame.unionByName, wire).groupBy("slot").transformWithStateInPandas(
         _Slot(spec), _OUT, "Append", "None"
     )
     types = [
@@ -263,10 +262,3 @@ def _keys(join: Join, sides: list[DataFrame]) -> tuple[list[Column], list[Column
         left.append(x)
         right.append(y)
     return left, right
-
-
-def _all(columns: list[Column]) -> Column:
-    result = columns[0]
-    for column in columns[1:]:
-        result = result & column
-    return result
