@@ -38,6 +38,7 @@ __all__ = [
     "PhysicalPlan",
     "QueryPlan",
     "ViewPlacement",
+    "by_join_operator",
     "choose_step_shape",
     "explain_physical_json",
     "explain_physical_text",
@@ -94,9 +95,9 @@ class ViewPlacement:
     output: bool
     #: The view gates its own rows (its own LATENESS, SPEC L2).
     gate: bool
-    #: What state the view holds (S11, S16): none, per window, unbounded (no time key), or
-    #: a join's rows of each side.
-    state: Literal["none", "window", "unbounded", "join"] = "none"
+    #: What state the view holds (S11, S16): none, per window, unbounded (no time key), a
+    #: join's rows of each side in Spark's join, or in Tidemark's join operator (ADR 0017).
+    state: Literal["none", "window", "unbounded", "join", "join_operator"] = "none"
     #: The relation whose waterline frees this view's state (S11); None without state.
     state_owner: str | None = None
     #: ``"<relation>.<column>"``: that waterline; None without state or without LATENESS.
@@ -168,6 +169,11 @@ class PhysicalPlan:
 
 
 Pass = Callable[[Circuit, PhysicalPlan], PhysicalPlan]
+
+
+def by_join_operator(join: Join) -> bool:
+    """The join runs on Tidemark's own operator (ADR 0017): an OUTER or a temporal one."""
+    return join.kind != "inner" or join.form == "temporal"
 
 
 def _is_join(view: View) -> bool:
@@ -254,12 +260,16 @@ def place_views(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
 
 
 def _input_text(view: View) -> str:
-    """``a JOIN b``, ``a LEFT OUTER JOIN b``, ``a UNION ALL b``: what the view reads."""
+    """``a JOIN b``, ``a LEFT OUTER JOIN b``, ``a JOIN b FOR SYSTEM_TIME AS OF x.t``,
+    ``a UNION ALL b``: what the view reads."""
     join = view.join
     if join is None:
         return " UNION ALL ".join(view.sources)
     kind = "" if join.kind == "inner" else f"{join.kind.upper()} OUTER "
-    return f" {kind}JOIN ".join(view.sources)
+    text = f" {kind}JOIN ".join(view.sources)
+    if join.as_of is not None:
+        text += f" FOR SYSTEM_TIME AS OF {join.left.qualified(join.as_of.probe_column)}"
+    return text
 
 
 def _branch_operators(
@@ -337,9 +347,13 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
                         f"{t}.{first_lateness(circuit, t)}" for t in _join_tables(circuit, view)
                     )
                 )
-                if view.join is not None and view.join.kind == "inner":
-                    # An OUTER join's operator frees by each side's own waterline (ADR 0017).
-                    joins.extend(sides)
+                if view.join is not None and by_join_operator(view.join):
+                    # Tidemark's join operator frees by each side's own waterline (ADR 0017).
+                    placed.append(
+                        replace(entry, state="join_operator", state_freed_by=", ".join(sides))
+                    )
+                    continue
+                joins.extend(sides)
                 placed.append(replace(entry, state="join", state_freed_by=", ".join(sides)))
                 continue
             if view.is_stateless:
@@ -489,25 +503,37 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
         if q.batch is not None:
             lines.append(f"  batch:        {q.batch}: {BATCH_TEXT[q.batch]}")
         lines.append(f"  rows in JVM:  {'yes' if q.rows_in_jvm else 'no (the JVM coordinates)'}")
-        lines.append(f"  watermark:    {q.watermark or '(none: the query holds no state)'}")
+        none = (
+            "(none: Tidemark's join operator follows each table's waterline)"
+            if any(v.state == "join_operator" for v in q.views)
+            else "(none: the query holds no state)"
+        )
+        lines.append(f"  watermark:    {q.watermark or none}")
         for v in q.views:
             role = "" if v.output else " (local)"
             gate = ", gates its own LATENESS" if v.gate else ""
             lines.append(f"  view {v.view} <- {v.source}{role}: {v.placement}{gate}")
             computed = PLACEMENT_TEXT[v.placement]
-            if " OUTER JOIN " in v.source:
-                computed = "in the streaming query, Tidemark's outer join operator (ADR 0017)"
+            if v.state == "join_operator":
+                computed = "in the streaming query, Tidemark's join operator (ADR 0017)"
             lines.append(f"    computed:   {computed}")
             if v.state == "window":
                 lines.append(
                     f"    state:      a window's groups, freed once "
                     f"w({v.state_freed_by}) passes the window's end"
                 )
-            elif v.state == "join" and " OUTER JOIN " in v.source:
+            elif v.state == "join_operator" and " FOR SYSTEM_TIME AS OF " in v.source:
                 lines.append(
-                    "    state:      each side's rows (Tidemark's outer join operator, ADR "
-                    f"0017), a row freed once the other side's waterline (of {v.state_freed_by}) "
-                    "passes its bound, then written with NULLs if it never matched"
+                    "    state:      the probe rows, each written and freed once the versioned "
+                    "table's waterline passes its time, and per key the versions a lookup can "
+                    f"still find (Tidemark's join operator, ADR 0017; waterlines of "
+                    f"{v.state_freed_by})"
+                )
+            elif v.state == "join_operator":
+                lines.append(
+                    "    state:      each side's rows (Tidemark's join operator, ADR 0017), a "
+                    f"row freed once the other side's waterline (of {v.state_freed_by}) passes "
+                    "its bound, then written with NULLs if it never matched"
                 )
             elif v.state == "join":
                 watermark = (

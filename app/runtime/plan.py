@@ -48,6 +48,7 @@ from app.connectors.sink.record import SINK_SCHEMA
 from app.errors import ProgramError, TidemarkError
 from app.runtime.aggregate import aggregate_branch
 from app.runtime.encode import ViewEncoding, encode_view_rows
+from app.runtime.join_operator import JoinOperatorSpec, operator_joined
 from app.runtime.native_aggregate import (
     cascade_depth,
     is_native,
@@ -56,8 +57,7 @@ from app.runtime.native_aggregate import (
     native_rows,
     union_time_tables,
 )
-from app.runtime.outer_join import OuterJoinSpec, outer_joined
-from app.runtime.physical import PhysicalPlan, QueryPlan, first_lateness
+from app.runtime.physical import PhysicalPlan, QueryPlan, by_join_operator, first_lateness
 from app.runtime.query_writes import produce_step_output
 from app.runtime.sink_rows import TABLE_GATE, gate_rows
 from app.runtime.source_reader import KafkaSource, log_start_position
@@ -290,10 +290,10 @@ def plan_query(
             )
         else:
             join = view.join
-            outer = None
-            if join is not None and join.kind != "inner":
-                outer = _outer_rows(circuit, join, frames, sources)
-            frames[view.name] = view_frame(view, frames, outer)
+            joined = None
+            if join is not None and by_join_operator(join):
+                joined = _operator_rows(circuit, join, frames, sources)
+            frames[view.name] = view_frame(view, frames, joined)
         if view.lateness:
             assert not several, view.name  # refused by check_supported
             gate = gated_view(
@@ -383,12 +383,11 @@ def plan_query(
     )
 
 
-def _outer_rows(
+def _operator_rows(
     circuit: Circuit, join: Join, frames: Mapping[str, DataFrame], sources: Mapping[str, DataFrame]
 ) -> DataFrame:
-    """An OUTER interval join's rows by Tidemark's operator (ADR 0017): each side's rows and
-    its table's probes, whose bound column holds the step's maximum (ADR 0001)."""
-    assert join.bound is not None, "refused by check_supported"
+    """The rows of a join by Tidemark's operator (ADR 0017): each side's rows and its
+    table's probes, whose first LATENESS column holds the step's maximum (ADR 0001)."""
     probes: dict[str, DataFrame] = {}
     lateness: list[int] = []
     for side in (join.left, join.right):
@@ -400,8 +399,9 @@ def _outer_rows(
             )
         )
         lateness.append(first.amount)
-    spec = OuterJoinSpec(join.kind, join.bound.lower, join.bound.upper, *lateness)
-    return outer_joined(join, frames, probes, spec)
+    bound = (0, 0) if join.bound is None else (join.bound.lower, join.bound.upper)
+    spec = JoinOperatorSpec(join.kind, join.form, *bound, *lateness)
+    return operator_joined(join, frames, probes, spec)
 
 
 def _table_gate_rows(
@@ -643,8 +643,8 @@ def _watermarked_tables(circuit: Circuit, query: QueryPlan) -> tuple[str, ...]:
     for entry in query.views:
         view = circuit.view(entry.view)
         join = view.join
-        if join is not None and join.bound is not None and join.kind == "inner":
-            # An OUTER join's operator reads each table's waterline from its probes.
+        if join is not None and join.bound is not None and not by_join_operator(join):
+            # Tidemark's join operator reads each table's waterline from its probes.
             for side, column in (
                 (join.left, join.bound.left_column),
                 (join.right, join.bound.right_column),
@@ -663,16 +663,37 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
     first LATENESS column, a TIMESTAMP (whose watermark frees the join's state), an INNER
     window join of windows on those columns (bounded on ``window_end``), and an INNER join
     without a time bound (whose state is never freed); Tidemark's own operator runs such an
-    interval join as LEFT, RIGHT or FULL OUTER (:mod:`app.runtime.outer_join`)."""
+    interval join as LEFT, RIGHT or FULL OUTER, and a temporal join AS OF the probe table's
+    first LATENESS column (:mod:`app.runtime.join_operator`)."""
     join = next(op for op in view.operators if isinstance(op, Join))
     fix = (
         "an INNER or OUTER interval join bounded on each table's first LATENESS column (an "
         "OUTER one with no condition besides the keys and the bound), an INNER window join, "
-        "or an INNER join without a time bound, runs on Spark; "
+        "an INNER join without a time bound, or a temporal join AS OF the probe table's "
+        "first LATENESS column runs on Spark; "
         "the reference evaluator runs the others (tidemark explain shows the plan)"
     )
-    if join.form == "temporal":
-        return "a temporal join (FOR SYSTEM_TIME AS OF)", fix
+    if join.as_of is not None:
+        found = join_time_source(circuit, join.left.source, join.as_of.probe_column)
+        probe = None if found is None else circuit.table(found[0])
+        versions = circuit.root_table(join.right.source)
+        if (
+            probe is None
+            or found is None
+            or not probe.lateness
+            or probe.lateness[0].column != found[1]
+            or probe.column(found[1]).type.name != "TIMESTAMP"
+        ):
+            return (
+                "a temporal join AS OF "
+                f"{join.left.qualified(join.as_of.probe_column)}",
+                fix,
+            )
+        if versions.column(join.as_of.version_column).type.name != "TIMESTAMP":
+            return f"a temporal join of versions by {join.as_of.version_column}", fix
+        if probe.name == versions.name:
+            return f"a temporal join of table {probe.name} with itself", fix
+        return None
     if join.kind != "inner" and join.form != "interval":
         return f"a {join.kind.upper()} OUTER {join.form} join", fix
     if join.kind != "inner" and join.residual is not None:

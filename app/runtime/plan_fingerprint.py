@@ -201,7 +201,7 @@ def _state_operator(query: QueryPlan, view: str) -> str | None:
         return f"native {view}"
     if entry.placement == "state_operator":
         return "python"
-    if entry.state in ("join", "unbounded") and " JOIN " in entry.source:
+    if entry.state in ("join", "join_operator", "unbounded") and " JOIN " in entry.source:
         return f"join {view}"
     return None
 

@@ -145,6 +145,8 @@ class Scenario:
     cases: list[Case]
     steps: list[Step]
     stateless: dict[str, str]
+    #: Each table declares ``PRIMARY KEY (u)`` (the versioned side of a temporal join).
+    keyed: bool = False
 
     def program(self, topics: dict[str, str]) -> str:
         """The program text; ``topics`` maps table names, ``<table>.dlq`` and view names."""
@@ -153,8 +155,9 @@ class Scenario:
             parts.append(
                 f"CREATE TABLE {table} (\n"
                 f"    ts TIMESTAMP NOT NULL LATENESS INTERVAL '{lateness}' SECOND,\n"
-                f"    k  VARCHAR,\n    u  BIGINT NOT NULL,\n    x  BIGINT,\n    d  DOUBLE\n"
-                f") WITH ('topic' = '{topics[table]}', "
+                f"    k  VARCHAR,\n    u  BIGINT NOT NULL,\n    x  BIGINT,\n    d  DOUBLE"
+                + (",\n    PRIMARY KEY (u) NOT ENFORCED\n" if self.keyed else "\n")
+                + f") WITH ('topic' = '{topics[table]}', "
                 f"'dead_letter' = '{topics[table + '.dlq']}');"
             )
         for name, sql in self.stateless.items():
@@ -324,6 +327,33 @@ def _join_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, 
             views[f"jr{i}"] = (
                 f"CREATE VIEW jr{i} WITH ('topic' = '{{topic}}', 'format' = 'append') AS\n"
                 f"SELECT rts, u, rx FROM jn{i} WHERE rx > 0 OR k = 'b';"
+            )
+    return views
+
+
+def _temporal_join_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, str]:
+    """``count`` temporal joins of the two tables (SPEC S16, ``FOR SYSTEM_TIME AS OF``),
+    either table the versioned one (both declare ``PRIMARY KEY (u)``): INNER or LEFT, with a
+    drawn residual and WHERE; every other one read by an output view with a filter."""
+    views: dict[str, str] = {}
+    for i in range(count):
+        left, right = tables if rng.random() < 0.5 else tables[::-1]
+        kind = rng.choice(("", "LEFT "))
+        residual = rng.choice((None, "l.k = r.k", *JOIN_RESIDUALS[2:]))
+        where = rng.choice(JOIN_WHERES)
+        views[f"jt{i}"] = (
+            f"CREATE VIEW jt{i} WITH ('topic' = '{{topic}}', 'format' = 'append') AS\n"
+            "SELECT l.ts, l.k, l.u, r.x AS rx, r.ts AS rts\n"
+            f"FROM {left} AS l {kind}JOIN {right} FOR SYSTEM_TIME AS OF l.ts AS r\n"
+            "  ON l.u = r.u"
+            + (f" AND {residual}" if residual else "")
+            + (f"\nWHERE {where}" if where else "")
+            + ";"
+        )
+        if i % 2 == 1:
+            views[f"jq{i}"] = (
+                f"CREATE VIEW jq{i} WITH ('topic' = '{{topic}}', 'format' = 'append') AS\n"
+                f"SELECT ts, u, rx FROM jt{i} WHERE rx > 0 OR rts IS NULL;"
             )
     return views
 
@@ -567,6 +597,7 @@ def generate(
     regular_joins: int = 0,
     window_joins: int = 0,
     union_aggregates: int = 0,
+    temporal_joins: int = 0,
 ) -> Scenario:
     """A scenario of ``cases`` generated views over two tables ``ev_a``/``ev_b``; ``native``:
     only windowed AFTER WATERMARK views with exactly computable aggregates (the views Spark's
@@ -585,7 +616,8 @@ def generate(
     ``regular_joins``: that many joins without a time bound (:func:`_regular_join_views`),
     ``window_joins``: that many window joins (:func:`_window_join_views`), and
     ``union_aggregates``: that many native aggregates over a UNION ALL of both tables
-    (:func:`_union_aggregate_views`), drawn the same way."""
+    (:func:`_union_aggregate_views`), and ``temporal_joins``: that many temporal joins
+    (:func:`_temporal_join_views`, both tables keyed by ``u``), drawn the same way."""
     rng = random.Random(seed)
     lateness = {"ev_a": rng.choice((0, 2, 4)), "ev_b": rng.choice((3, 6, 10))}
     tables = list(lateness)
@@ -623,6 +655,11 @@ def generate(
         stateless.update(
             _union_aggregate_views(random.Random(seed * 86028121 + union_aggregates),
                                    union_aggregates, tables)
+        )
+    if temporal_joins:
+        stateless.update(
+            _temporal_join_views(random.Random(seed * 67867967 + temporal_joins),
+                                 temporal_joins, tables)
         )
     if cascades:
         stateless.update(
@@ -662,4 +699,6 @@ def generate(
                 elif kind == "punctuation":
                     top[t] = max(top[t], (payload - BASE_MS) // S)
         scenario_steps.append(step)
-    return Scenario(seed, lateness, generated, scenario_steps, stateless)
+    return Scenario(
+        seed, lateness, generated, scenario_steps, stateless, keyed=temporal_joins > 0
+    )

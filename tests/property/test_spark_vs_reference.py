@@ -467,6 +467,8 @@ JOIN_VIEWS = 6
 REGULAR_JOIN_VIEWS = 2
 #: Window joins (each side windowed in a local view, S16).
 WINDOW_JOIN_VIEWS = 3
+#: Temporal joins (FOR SYSTEM_TIME AS OF, S16), INNER or LEFT, either table versioned.
+TEMPORAL_JOIN_VIEWS = 4
 #: Native aggregates over a UNION ALL of both tables (SPEC S11, S17).
 UNION_AGGREGATE_VIEWS = int(os.environ.get("DIFFERENTIAL_UNION_AGGREGATES", "7"))
 SEVERAL_TABLE_SEEDS = [
@@ -491,6 +493,7 @@ def _check_several_tables(
         regular_joins=REGULAR_JOIN_VIEWS,
         window_joins=WINDOW_JOIN_VIEWS,
         union_aggregates=UNION_AGGREGATE_VIEWS,
+        temporal_joins=TEMPORAL_JOIN_VIEWS,
     )
     run = _check(scenario, kafka, unique_topic, tmp_path)
     (query,) = physical_plan(run.circuit).queries
@@ -499,11 +502,12 @@ def _check_several_tables(
     assert written["un0"] > 0, written
     assert sum(written[n] for n in written if n.startswith("jn")) > 0, written
     assert sum(written[n] for n in written if n.startswith("jg")) > 0, written
+    assert sum(written[n] for n in written if n.startswith("jt")) > 0, written
     native = [v.view for v in query.views if v.placement == "native"]
     assert native == [f"ug{i}" for i in range(UNION_AGGREGATE_VIEWS)], native
-    return written
     for table in ("ev_a", "ev_b"):
         assert sum(r.dead_letters.get("late", 0) for r in run.reports if r.table == table) > 0
+    return written
 
 
 @pytest.mark.parametrize("seed", _seeds(SEVERAL_TABLE_SEEDS))
@@ -513,8 +517,9 @@ def test_unions_and_joins_equal_reference_s8_s14_s16_s17(
     """Generated UNION ALL views (2-3 branches, filters, computed and renamed columns,
     windows, no time attribute; some read by another view, some local), INNER and OUTER
     interval joins (either side first, drawn keys incl. a nullable one, bounds, residuals of
-    the INNER ones and WHEREs; some read by another view), INNER joins without a time bound
-    and INNER window joins (TUMBLE or HOP on each side) over both tables, in their one query
+    the INNER ones and WHEREs; some read by another view), INNER joins without a time bound,
+    INNER window joins (TUMBLE or HOP on each side) and INNER and LEFT temporal joins (either
+    table versioned, drawn residuals and WHEREs) over both tables, in their one query
     (ADR 0013): every record as the oracle's, with the merged (S17) or held-back (S16)
     waterline as its header, late rows, punctuations and malformed records each a dead letter
     of its own table; and windowed aggregates over a UNION ALL, some of whose windows

@@ -1,9 +1,10 @@
 """JOIN (SPEC S16) on Spark: an INNER interval join of two tables bounded on their first
 LATENESS columns (or of a table and a native aggregate bounded on its window's end), and an
 INNER window join of windows on those columns, run (Spark's stream-stream join, in one query
-of both tables); every other
-join (a temporal join too), and an aggregate over a join, is refused by name before Spark
-starts (L7: never mis-executed), with the fix."""
+of both tables); OUTER interval joins and temporal joins AS OF the probe table's first
+LATENESS column run on Tidemark's join operator (ADR 0017); every other join, and an
+aggregate over a join, is refused by name before Spark starts (L7: never mis-executed), with
+the fix."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ EMIT AFTER WATERMARK;
 FIX = (
     "an INNER or OUTER interval join bounded on each table's first LATENESS column (an "
     "OUTER one with no condition besides the keys and the bound), an INNER window join, "
-    "or an INNER join without a time bound, runs on Spark"
+    "an INNER join without a time bound, or a temporal join AS OF the probe table's first "
+    "LATENESS column runs on Spark"
 )
 
 WINDOWED = """
@@ -56,7 +58,7 @@ TEMPORAL = """
 CREATE TABLE r (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE, k BIGINT NOT NULL, v INT,
     PRIMARY KEY (k) NOT ENFORCED) WITH ('topic' = 'r');
 CREATE VIEW rated WITH ('topic' = 'rated') AS
-SELECT a.ts, a.k, r.v FROM a {kind} JOIN r FOR SYSTEM_TIME AS OF a.ts ON a.k = r.k;
+SELECT a.ts, a.k, r.v FROM a {kind} JOIN r FOR SYSTEM_TIME AS OF a.{column} ON a.k = r.k;
 """
 
 
@@ -85,6 +87,18 @@ def test_s16_an_inner_window_join_runs_on_spark_in_one_query() -> None:
     check_supported(circuit, plan)
     (query,) = plan.queries
     assert query.tables == ("a", "b")
+
+
+@pytest.mark.parametrize("kind", ["", "LEFT"])
+def test_s16_a_temporal_join_as_of_the_first_lateness_column_runs_on_spark(kind: str) -> None:
+    """Tidemark's join operator (ADR 0017) in the query of both tables, which follows no
+    Spark watermark for it."""
+    circuit = compile_program("p.sql", TABLES + TEMPORAL.format(kind=kind, column="ts"))
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    query = plan.query_of("rated")
+    assert query.tables == ("a", "r") and query.watermark is None
+    assert plan.placement("rated").state == "join_operator"
 
 
 #: The paper's NEXMark Q7 as a join: table a joined with its own per-window maximum, bounded
@@ -122,8 +136,11 @@ def test_s16_a_join_with_a_native_aggregates_window_end_runs_on_spark() -> None:
         ),
         (PAIRS.format(kind="FULL", column="t2"), "view pairs: a join bound on a.t2"),
         (PAIRS.format(kind="", column="t2"), "view pairs: a join bound on a.t2"),
-        (TEMPORAL.format(kind=""), "view rated: a temporal join (FOR SYSTEM_TIME AS OF)"),
-        (TEMPORAL.format(kind="LEFT"), "view rated: a temporal join (FOR SYSTEM_TIME AS OF)"),
+        (TEMPORAL.format(kind="", column="t2"), "view rated: a temporal join AS OF a.t2"),
+        (
+            TEMPORAL.format(kind="LEFT", column="t2"),
+            "view rated: a temporal join AS OF a.t2",
+        ),
         (
             PAIRS.format(kind="", column="ts") + COUNTS,
             "view counts: an aggregate over the JOIN view pairs",

@@ -1,0 +1,350 @@
+"""Joins by an operator of Tidemark's own (SPEC S16, ADR 0017): OUTER interval joins and
+temporal joins, the two whose rows Spark's stream-stream join would write at other times.
+
+Spark's join writes a row without a match when the query's one watermark (the minimum of its
+tables', ADR 0013) passes the row's bound, later than S16 while the row's own table is the
+slower one, and never while that table stays quiet; it has no temporal join at all. S16
+writes an OUTER row in the step the *other* side's waterline proves that no match can come,
+and a temporal join's probe row in the step the versioned table's waterline passes its time.
+So both sides' rows go to one ``transformWithStateInPandas`` (no time mode: Spark drops and
+times out nothing), grouped by a slot, a hash of the join keys into :data:`SLOTS`. Each
+table's probe rows (the step's maxima, punctuation included, ADR 0001) are copied to every
+slot, so every slot is called in every step that reads either table, and computes both
+tables' waterlines w(t) itself, by the step sink's rule (S3, :func:`app.circuit.waterline.
+next_waterline`). A slot's call then, over the step's rows in arrival order (a table's rows
+by Kafka partition and offset, as the reference evaluator takes them):
+
+- OUTER interval join (:func:`_interval_step`): matches each row with the other side's rows
+  it holds of the same key within the bound, and writes each pair at once (insert-only, as
+  the INNER join); holds the row (a NULL key matches nothing, and is held like any other
+  until it is done), unless its time is NULL (within no bound: written padded at once on an
+  outer side); writes each held row the other side's floor now passes (a left row at ``x``
+  once ``w_right > x + upper``, a right row at ``y`` once ``w_left > y - lower``) padded
+  with NULLs if it is on an outer side and never matched, and frees it.
+- Temporal join (:func:`_temporal_step`): stores each versioned row as the version of its
+  key at its time (a later row of the key at the same time replaces it); holds each probe
+  row (a NULL time is valid for no version: LEFT writes it padded at once); writes every
+  held probe row below the versions' waterline with the version of its key with the
+  greatest time at or below its own (LEFT: padded without one; INNER: dropped), and frees
+  it; then frees per key every version older than the latest one at or below the lesser of
+  both waterlines (no lookup can find it again). The residual is checked after the
+  operator, over the joined columns (:func:`operator_joined`).
+
+Rows reach the operator already gated: a late row is a dead letter of its own table and never
+arrives. A row's columns travel as JSON of the side's columns (Spark's ``to_json`` and
+``from_json`` give back the same values); the state of a slot is one JSON document (both
+waterlines, the held rows, the versions), checkpointed with the step's offsets, so a replayed
+step starts from the state the first run started from and writes the same rows (S15).
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import reduce
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import (
+    ByteType,
+    IntegerType,
+    LongType,
+    NumericType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from app.circuit.functions import to_spark_sql
+from app.circuit.ir import Join, JoinSide
+from app.circuit.waterline import next_waterline
+
+__all__ = ["SLOTS", "JoinOperatorSpec", "operator_joined", "step_slot"]
+
+#: How many groups the join's state is spread over (part of the checkpoint's state layout:
+#: a slot's rows are found by this number).
+SLOTS = 16
+
+_OUT = StructType([StructField("lrow", StringType()), StructField("rrow", StringType())])
+_STATE = StructType([StructField("doc", StringType())])
+
+#: A slot's output: each side's columns as JSON, None for NULLs.
+Pair = tuple[str | None, str | None]
+
+
+@dataclass(frozen=True)
+class JoinOperatorSpec:
+    """What a slot's call needs: the join's kind and form, an interval join's bound
+    ``x + lower <= y <= x + upper`` (ms; 0 for a temporal join), and each side's table
+    LATENESS (ms), by which its probes give w(t)."""
+
+    kind: str  # inner | left | right | full
+    form: str  # interval | temporal
+    lower: int
+    upper: int
+    left_lateness: int
+    right_lateness: int
+
+
+class _Slot(StatefulProcessor):
+    """One slot's rows of both sides, and both waterlines (module docstring)."""
+
+    def __init__(self, spec: JoinOperatorSpec) -> None:
+        self.spec = spec
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("slot", _STATE)
+
+    def handleInputRows(  # noqa: N802 - Spark's name
+        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any  # noqa: N803
+    ) -> Iterator[pd.DataFrame]:
+        frame = pd.concat(list(rows), ignore_index=True)
+        stored = self.state.get() if self.state.exists() else None
+        doc = json.loads(stored[0]) if stored is not None else None
+        out, doc = step_slot(self.spec, doc, frame.to_dict("records"))
+        self.state.update((json.dumps(doc, separators=(",", ":")),))
+        if out:
+            yield pd.DataFrame(out, columns=["lrow", "rrow"])
+
+    def close(self) -> None:
+        return None
+
+
+def step_slot(
+    spec: JoinOperatorSpec, doc: dict[str, Any] | None, rows: list[dict[str, Any]]
+) -> tuple[list[Pair], dict[str, Any]]:
+    """One step of one slot: its output pairs and its new state, from its state before the
+    step and the step's wire rows: ``side`` (L, R, or P for a probe), ``k`` (the keys as
+    JSON, None if any is NULL), ``t`` (the bound or AS OF column in ms; a probe's: its
+    table's step maximum), ``tbl`` (a probe's table: L or R), ``pt`` and ``of`` (arrival:
+    Kafka partition and offset) and ``row`` (the side's columns as JSON)."""
+    doc = doc or {"w": {"L": None, "R": None}, "held": {"L": [], "R": []}, "versions": {}}
+    lateness = {"L": spec.left_lateness, "R": spec.right_lateness}
+    for side in ("L", "R"):
+        tops = [int(r["t"]) for r in rows if r["side"] == "P" and r["tbl"] == side and _set(r["t"])]
+        if tops:
+            doc["w"][side] = next_waterline(doc["w"][side], max(tops), lateness[side])
+    arrivals = [
+        (r["side"], r["k"], int(r["t"]) if _set(r["t"]) else None, r["row"])
+        for r in sorted(
+            (r for r in rows if r["side"] != "P"),
+            key=lambda r: (r["side"], int(r["pt"]), int(r["of"])),
+        )
+    ]
+    step = _temporal_step if spec.form == "temporal" else _interval_step
+    return step(spec, doc, arrivals), doc
+
+
+def _interval_step(
+    spec: JoinOperatorSpec, doc: dict[str, Any], arrivals: list[tuple[str, Any, Any, str]]
+) -> list[Pair]:
+    """An OUTER interval join's step (module docstring); updates ``doc``."""
+    held: dict[str, list[list[Any]]] = doc["held"]  # side -> [key, time, row, matched]
+    out: list[Pair] = []
+    for side, key, time, row in arrivals:
+        other = "R" if side == "L" else "L"
+        mine = [key, time, row, False]
+        if time is None:
+            # A NULL time is within no bound: nothing can ever match it.
+            if _outer(spec, side):
+                out.append(_padded(side, row))
+            continue
+        for candidate in held[other]:
+            if key is None or candidate[0] != key:
+                continue
+            x, y = (time, candidate[1]) if side == "L" else (candidate[1], time)
+            if x + spec.lower <= y <= x + spec.upper:
+                out.append((row, candidate[2]) if side == "L" else (candidate[2], row))
+                mine[3] = candidate[3] = True
+        held[side].append(mine)
+    for side in ("L", "R"):
+        floor = doc["w"]["R" if side == "L" else "L"]
+        if floor is None:
+            continue
+        kept = []
+        for mine in held[side]:
+            edge = mine[1] + spec.upper if side == "L" else mine[1] - spec.lower
+            if floor > edge:
+                if _outer(spec, side) and not mine[3]:
+                    out.append(_padded(side, mine[2]))
+            else:
+                kept.append(mine)
+        held[side] = kept
+    return out
+
+
+def _temporal_step(
+    spec: JoinOperatorSpec, doc: dict[str, Any], arrivals: list[tuple[str, Any, Any, str]]
+) -> list[Pair]:
+    """A temporal join's step (module docstring; the reference evaluator's
+    ``_TemporalRuntime``); updates ``doc``. ``held["L"]``: [key, time, row] in arrival
+    order; ``versions``: key -> [[time, row], ...]."""
+    held: list[list[Any]] = doc["held"]["L"]
+    versions: dict[str, list[list[Any]]] = doc["versions"]
+    out: list[Pair] = []
+    for side, key, time, row in arrivals:
+        if side == "R":
+            if key is not None and time is not None:
+                # A version with a NULL key or time can never be found.
+                kept = [v for v in versions.get(key, []) if v[0] != time]
+                versions[key] = [*kept, [time, row]]
+        elif time is None:
+            # A NULL time is valid for no version.
+            if spec.kind == "left":
+                out.append((row, None))
+        else:
+            held.append([key, time, row])
+    floor = doc["w"]["R"]
+    if floor is not None:
+        kept = []
+        for key, time, row in held:
+            if time >= floor:
+                kept.append([key, time, row])
+                continue
+            found = [v for v in versions.get(key, []) if v[0] <= time] if key is not None else []
+            if found:
+                out.append((row, max(found, key=lambda v: v[0])[1]))
+            elif spec.kind == "left":
+                out.append((row, None))
+        doc["held"]["L"] = kept
+        probe_floor = doc["w"]["L"]
+        if probe_floor is not None:
+            least = min(floor, probe_floor)
+            for key, times in versions.items():
+                below = [v[0] for v in times if v[0] <= least]
+                if below:
+                    latest = max(below)
+                    versions[key] = [v for v in times if v[0] >= latest]
+    return out
+
+
+def _set(value: Any) -> bool:
+    return value is not None and not pd.isna(value)
+
+
+def _outer(spec: JoinOperatorSpec, side: str) -> bool:
+    return spec.kind == "full" or (spec.kind == "left") == (side == "L")
+
+
+def _padded(side: str, row: str) -> Pair:
+    return (row, None) if side == "L" else (None, row)
+
+
+def operator_joined(
+    join: Join,
+    inputs: Mapping[str, DataFrame],
+    probes: Mapping[str, DataFrame],
+    spec: JoinOperatorSpec,
+) -> DataFrame:
+    """The joined rows of ``join`` (each side's columns by qualified name), over each side's
+    rows in ``inputs`` and each side's table probes in ``probes`` (by side source: one column
+    ``t``, the step's maximum of the side's time column in ms); a temporal join's residual
+    applied (a LEFT row whose version fails it is padded, S16)."""
+    if join.as_of is not None:
+        times = (join.as_of.probe_column, join.as_of.version_column)
+    else:
+        assert join.bound is not None and join.kind != "inner", join
+        times = (join.bound.left_column, join.bound.right_column)
+    sides = [_side(s, inputs[s.source]) for s in (join.left, join.right)]
+    keys = _keys(join, sides)
+    wire = []
+    for name, side, key, time_column in zip(("L", "R"), sides, keys, times, strict=True):
+        spec_side = join.left if name == "L" else join.right
+        k = F.when(
+            # A struct, not an array: an array would coerce its values to one type.
+            reduce(operator.and_, [c.isNotNull() for c in key]),
+            F.to_json(F.struct(*[c.alias(f"k{i}") for i, c in enumerate(key)])),
+        ).otherwise(F.lit(None).cast("string"))
+        wire.append(
+            side.select(
+                F.pmod(F.xxhash64(k), F.lit(SLOTS)).cast("int").alias("slot"),
+                F.lit(name).alias("side"),
+                k.alias("k"),
+                F.expr(f"unix_millis(`{spec_side.qualified(time_column)}`)").alias("t"),
+                F.lit(None).cast("string").alias("tbl"),
+                F.col("_partition").cast("long").alias("pt"),
+                F.col("_offset").cast("long").alias("of"),
+                F.to_json(F.struct(*[F.col(f"`{c}`") for c in _columns(spec_side)])).alias(
+                    "row"
+                ),
+            )
+        )
+        wire.append(
+            probes[spec_side.source].select(
+                F.explode(F.sequence(F.lit(0), F.lit(SLOTS - 1))).alias("slot"),
+                F.lit("P").alias("side"),
+                F.lit(None).cast("string").alias("k"),
+                F.col("t").cast("long").alias("t"),
+                F.lit(name).alias("tbl"),
+                F.lit(0).cast("long").alias("pt"),
+                F.lit(0).cast("long").alias("of"),
+                F.lit(None).cast("string").alias("row"),
+            )
+        )
+    joined = reduce(DataFrame.unionByName, wire).groupBy("slot").transformWithStateInPandas(
+        _Slot(spec), _OUT, "Append", "None"
+    )
+    types = [
+        StructType([side.schema[c] for c in _columns(s)])
+        for side, s in zip(sides, (join.left, join.right), strict=True)
+    ]
+    parsed = joined.select(
+        F.from_json("lrow", types[0]).alias("_l"), F.from_json("rrow", types[1]).alias("_r")
+    )
+    rows = parsed.select(
+        *[F.col("_l").getField(c).alias(c) for c in _columns(join.left)],
+        *[F.col("_r").getField(c).alias(c) for c in _columns(join.right)],
+    )
+    if join.residual is None:
+        return rows
+    assert join.as_of is not None, "refused by plan.check_supported"
+    # The version found must pass the residual: INNER drops the row, LEFT pads it.
+    ok = F.coalesce(F.expr(to_spark_sql(join.residual)), F.lit(False))
+    if join.kind == "inner":
+        return rows.filter(ok)
+    return rows.select(
+        *[F.col(f"`{c}`") for c in _columns(join.left)],
+        *[F.when(ok, F.col(f"`{c}`")).alias(c) for c in _columns(join.right)],
+    )
+
+
+def _columns(side: JoinSide) -> list[str]:
+    return [side.qualified(name) for name in side.columns]
+
+
+def _side(side: JoinSide, df: DataFrame) -> DataFrame:
+    """The side's rows by qualified name (no watermark metadata: Spark drops nothing by
+    them), with their arrival coordinates."""
+    return df.select(
+        *[F.col(f"`{name}`").alias(side.qualified(name), metadata={}) for name in side.columns],
+        F.col("_partition"),
+        F.col("_offset"),
+    )
+
+
+def _keys(join: Join, sides: list[DataFrame]) -> tuple[list[Column], list[Column]]:
+    """Each side's key values, of one type per key pair (S16 compares values: INT 1 matches
+    BIGINT 1, and 1.0)."""
+    left: list[Column] = []
+    right: list[Column] = []
+    for a, b in join.keys:
+        x, y = F.expr(to_spark_sql(a)), F.expr(to_spark_sql(b))
+        tx = sides[0].select(x.alias("v")).schema["v"].dataType
+        ty = sides[1].select(y.alias("v")).schema["v"].dataType
+        if tx != ty:
+            integral = (ByteType, ShortType, IntegerType, LongType)
+            if isinstance(tx, integral) and isinstance(ty, integral):
+                x, y = x.cast("bigint"), y.cast("bigint")
+            elif isinstance(tx, NumericType) and isinstance(ty, NumericType):
+                x, y = x.cast("double"), y.cast("double")
+            else:
+                x, y = x.cast("string"), y.cast("string")
+        left.append(x)
+        right.append(y)
+    return left, right

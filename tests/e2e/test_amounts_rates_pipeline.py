@@ -1,0 +1,118 @@
+"""Seed 004 on Spark through the real broker: pipelines/amounts_rates.sql, as shipped on test
+topics (SPEC S5, S14, S16): each amount converted at the rate of its currency valid at the
+amount's time, by Tidemark's join operator (ADR 0017). The seed's amounts and rates, with
+LATENESS 0 (a row or punctuation at x moves its table's waterline to x):
+
+    step  amounts                      rates                              w(rates)
+    1     -                            9:00 EUR 1.10, 9:00 GBP 1.25       9:00
+    2     9:30 EUR 100, 9:45 GBP 20    -                                  9:00
+    3     -                            10:00 EUR 1.12                     10:00
+    4     10:15 EUR 50                 -                                  10:00
+    5     -                            bound 10:30                        10:30
+    6     10:40 CHF 7                  9:50 EUR 1.30 (late), bound 11:00  11:00
+
+An amount is written in the step w(rates) passes its time, never earlier (step 2's amounts in
+step 3, with the 9:00 rates: the 10:00 one is valid only from 10:00), once; CHF has no rate
+and is written with NULLs (LEFT); the late rate is a dead letter of rates and changes no
+version. Hand-written expectations, and the reference evaluator record for record.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from table_steps import clock_ms, frozen, oracle_written, run_steps, shipped_program, written
+
+from app.circuit.reference import evaluate
+from app.connectors.topic_reader import read_topic
+from app.runtime.physical import explain_physical_text, physical_plan
+from app.runtime.plan import refused_by_spark
+
+pytestmark = pytest.mark.e2e
+
+SHIPPED = {
+    "amounts": "amounts",
+    "rates": "rates",
+    "amounts.dlq": "amounts_dlq",
+    "rates.dlq": "rates_dlq",
+    "amounts_rates.converted": "converted",
+}
+
+
+def _amount(clock: str, currency: str, value: int) -> dict[str, Any]:
+    return {"rowtime": clock_ms(clock), "currency": currency, "amount": value}
+
+
+def _rate(clock: str, currency: str, value: str) -> dict[str, Any]:
+    return {"rowtime": clock_ms(clock), "currency": currency, "rate": Decimal(value)}
+
+
+def _converted(clock: str, currency: str, value: int, rate: str | None) -> Any:
+    found = None if rate is None else Decimal(rate)
+    return frozen(
+        {
+            "rowtime": clock_ms(clock),
+            "currency": currency,
+            "amount": value,
+            "rate": found,
+            "converted": None if found is None else value * found,
+        }
+    )
+
+
+STEPS: list[dict[str, list[Any]]] = [
+    {"rates": [_rate("9:00", "EUR", "1.10"), _rate("9:00", "GBP", "1.25")]},
+    {"amounts": [_amount("9:30", "EUR", 100), _amount("9:45", "GBP", 20)]},
+    {"rates": [_rate("10:00", "EUR", "1.12")]},
+    {"amounts": [_amount("10:15", "EUR", 50)]},
+    {"rates": [("bound", clock_ms("10:30"))]},
+    {
+        "amounts": [_amount("10:40", "CHF", 7)],
+        "rates": [_rate("9:50", "EUR", "1.30"), ("bound", clock_ms("11:00"))],
+    },
+]
+
+
+def test_seed_temporal_join_writes_each_amount_with_the_rate_valid_at_its_time_s16(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    circuit, topics = shipped_program(
+        kafka, unique_topic, tmp_path, "amounts_rates.sql", SHIPPED, ["amounts", "rates"]
+    )
+    plan = physical_plan(circuit)
+    assert refused_by_spark(circuit, plan) == ()
+    assert "view converted <- amounts LEFT OUTER JOIN rates FOR SYSTEM_TIME AS OF a.rowtime" in (
+        explain_physical_text(plan, ())
+    )
+    seen: list[Counter[Any]] = []
+
+    def new_rows() -> None:
+        records = written(kafka, circuit, "converted", topics["converted"])
+        now = Counter(value for value, _ in records.elements())
+        seen.append(now - sum(seen, Counter()))
+
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, STEPS, after_step=new_rows)
+    assert seen == [
+        Counter(),
+        Counter(),
+        Counter(
+            [
+                _converted("9:30", "EUR", 100, "1.10"),
+                _converted("9:45", "GBP", 20, "1.25"),
+            ]
+        ),
+        Counter(),
+        Counter([_converted("10:15", "EUR", 50, "1.12")]),
+        Counter([_converted("10:40", "CHF", 7, None)]),
+    ]
+    late = read_topic(kafka.conf(), topics["rates_dlq"])
+    assert [dict(m.headers())["tidemark.error.reason"] for m in late] == [b"late"]
+    assert read_topic(kafka.conf(), topics["amounts_dlq"]) == []
+    oracle = evaluate(circuit, inputs)
+    assert written(kafka, circuit, "converted", topics["converted"]) == oracle_written(
+        oracle, "converted"
+    )

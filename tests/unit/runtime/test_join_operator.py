@@ -1,0 +1,134 @@
+"""One slot's step of Tidemark's join operator (app/runtime/join_operator.py, ADR 0017), by
+hand against SPEC S16. OUTER interval joins: matches when found, an unmatched row once the
+*other* side's waterline passes its bound (never earlier), a NULL time padded at once.
+Temporal joins: a probe row once the versions' waterline passes its time, with the version
+valid at its time, the versions no lookup can find freed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.runtime.join_operator import JoinOperatorSpec, step_slot
+
+# r.t BETWEEN l.t - 2 AND l.t + 3 (ms), LATENESS 1 on the left table, 0 on the right.
+FULL = JoinOperatorSpec("full", "interval", -2, 3, 1, 0)
+
+
+def _row(side: str, key: str | None, t: int | None, offset: int) -> dict[str, Any]:
+    return {"side": side, "k": key, "t": t, "tbl": None, "pt": 0, "of": offset,
+            "row": f"{side}{offset}"}
+
+
+def _probe(table: str, top: int) -> dict[str, Any]:
+    return {"side": "P", "k": None, "t": top, "tbl": table, "pt": 0, "of": 0, "row": None}
+
+
+def test_a_match_is_written_when_its_second_row_arrives() -> None:
+    out, doc = step_slot(FULL, None, [_row("L", "a", 10, 1), _probe("L", 10)])
+    assert out == []
+    assert doc["w"] == {"L": 9, "R": None}
+    # r.t = 13 = l.t + 3: within the bound (inclusive).
+    out, doc = step_slot(FULL, doc, [_row("R", "a", 13, 2), _probe("R", 13)])
+    assert out == [("L1", "R2")]
+
+
+def test_an_unmatched_row_waits_for_the_other_sides_waterline_s16() -> None:
+    out, doc = step_slot(FULL, None, [_row("L", "a", 10, 1), _probe("L", 10)])
+    # w(R) = 13 = l.t + 3: a right row at 13 could still come and match.
+    out, doc = step_slot(FULL, doc, [_probe("R", 13)])
+    assert out == []
+    # Its own table's waterline moving proves nothing.
+    out, doc = step_slot(FULL, doc, [_probe("L", 100)])
+    assert out == []
+    out, doc = step_slot(FULL, doc, [_probe("R", 14)])
+    assert out == [("L1", None)]
+    assert doc["held"]["L"] == []
+
+
+def test_a_matched_row_is_freed_without_a_padded_row() -> None:
+    out, doc = step_slot(
+        FULL, None, [_row("L", "a", 10, 1), _row("R", "a", 8, 2), _probe("L", 10), _probe("R", 8)]
+    )
+    assert out == [("L1", "R2")]
+    # The right row at 8 is done once w(L) > 8 + 2; the left one once w(R) > 13.
+    out, doc = step_slot(FULL, doc, [_probe("L", 12), _probe("R", 20)])
+    assert out == []
+    assert doc["held"] == {"L": [], "R": []}
+
+
+def test_keys_must_be_equal_and_a_null_time_is_padded_at_once() -> None:
+    out, doc = step_slot(
+        FULL,
+        None,
+        [_row("L", "a", 10, 1), _row("R", "b", 10, 2), _row("R", None, 10, 3),
+         _row("L", None, 10, 5), _row("L", "a", None, 4)],
+    )
+    assert out == [("L4", None)]
+    # A NULL key matches nothing (not even a NULL key) and waits like any other row.
+    assert [r[2] for r in doc["held"]["L"]] == ["L1", "L5"]
+    assert [r[2] for r in doc["held"]["R"]] == ["R2", "R3"]
+    out, doc = step_slot(FULL, doc, [_probe("L", 100), _probe("R", 100)])
+    assert out == [("L1", None), ("L5", None), (None, "R2"), (None, "R3")]
+
+
+def test_only_the_outer_side_is_padded() -> None:
+    left = JoinOperatorSpec("left", "interval", -2, 3, 1, 0)
+    right = JoinOperatorSpec("right", "interval", -2, 3, 1, 0)
+    rows = [_row("L", "a", 10, 1), _row("R", "b", 10, 2), _probe("L", 100), _probe("R", 100)]
+    assert step_slot(left, None, rows)[0] == [("L1", None)]
+    assert step_slot(right, None, rows)[0] == [(None, "R2")]
+
+
+def test_waterlines_take_the_highest_probe_and_never_move_back_s3() -> None:
+    _, doc = step_slot(FULL, None, [_probe("L", 10), _probe("L", 30), _probe("R", 5)])
+    assert doc["w"] == {"L": 29, "R": 5}
+    _, doc = step_slot(FULL, doc, [_probe("L", 20)])
+    assert doc["w"] == {"L": 29, "R": 5}
+
+
+# amounts (L, LATENESS 0) FOR SYSTEM_TIME AS OF rates (R, LATENESS 0).
+TEMPORAL = JoinOperatorSpec("left", "temporal", 0, 0, 0, 0)
+
+
+def test_a_probe_row_waits_until_the_versions_waterline_passes_its_time_s16() -> None:
+    out, doc = step_slot(TEMPORAL, None, [_row("R", "eur", 900, 1), _probe("R", 900)])
+    assert out == []
+    out, doc = step_slot(TEMPORAL, doc, [_row("L", "eur", 930, 2), _probe("L", 930)])
+    # w(rates) = 900: a version at or below 930 could still come.
+    assert out == []
+    out, doc = step_slot(TEMPORAL, doc, [_probe("R", 930)])
+    # w(rates) = 930 = the row's time: a version at exactly 930 is on time (S5).
+    assert out == []
+    out, doc = step_slot(TEMPORAL, doc, [_row("R", "eur", 1000, 3), _probe("R", 1000)])
+    assert out == [("L2", "R1")]
+    assert doc["held"]["L"] == []
+
+
+def test_the_version_is_the_latest_at_or_below_the_row_time_in_any_arrival_order() -> None:
+    rows = [_row("R", "eur", 1000, 1), _row("R", "eur", 900, 2), _row("L", "eur", 950, 3),
+            _row("L", "eur", 1000, 4), _row("L", "eur", 899, 5), _probe("R", 2000)]
+    out, _ = step_slot(TEMPORAL, None, rows)
+    # In arrival order; the 899 row is before every version: padded (LEFT).
+    assert out == [("L3", "R2"), ("L4", "R1"), ("L5", None)]
+    inner = JoinOperatorSpec("inner", "temporal", 0, 0, 0, 0)
+    assert step_slot(inner, None, rows)[0] == [("L3", "R2"), ("L4", "R1")]
+
+
+def test_a_later_row_at_a_versions_time_replaces_it_and_null_keys_match_nothing() -> None:
+    rows = [_row("R", "eur", 900, 1), _row("R", "eur", 900, 2), _row("R", None, 900, 3),
+            _row("L", "eur", 930, 4), _row("L", None, 930, 5), _row("L", "eur", None, 6),
+            _probe("R", 1000)]
+    out, _ = step_slot(TEMPORAL, None, rows)
+    # A NULL time is written padded at once (valid for no version), before the step's
+    # released rows.
+    assert out == [("L6", None), ("L4", "R2"), ("L5", None)]
+
+
+def test_versions_no_lookup_can_find_are_freed_one_per_key_stays() -> None:
+    rows = [_row("R", "eur", t, t) for t in (100, 200, 300, 400)]
+    _, doc = step_slot(TEMPORAL, None, [*rows, _probe("R", 400), _probe("L", 250)])
+    # A lookup is at or above min(w(amounts), w(rates)) = 250: 200 is the latest version
+    # at or below it, 100 can never be found again.
+    assert [v[0] for v in doc["versions"]['eur']] == [200, 300, 400]
+    _, doc = step_slot(TEMPORAL, doc, [_probe("L", 1000)])
+    assert [v[0] for v in doc["versions"]['eur']] == [400]
