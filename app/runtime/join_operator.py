@@ -320,11 +320,12 @@ def _columns(side: JoinSide) -> list[str]:
 
 def _side(side: JoinSide, df: DataFrame) -> DataFrame:
     """The side's rows by qualified name (no watermark metadata: Spark drops nothing by
-    them), with their arrival coordinates."""
+    them), with their arrival coordinates; an aggregate's final rows have none (their
+    order is not arrival order, and no later row replaces one)."""
+    arrival = ("_partition", "_offset")
     return df.select(
         *[F.col(f"`{name}`").alias(side.qualified(name), metadata={}) for name in side.columns],
-        F.col("_partition"),
-        F.col("_offset"),
+        *[F.col(c) if c in df.columns else F.lit(0).alias(c) for c in arrival],
     )
 
 

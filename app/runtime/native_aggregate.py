@@ -102,13 +102,19 @@ def is_native(circuit: Circuit, view: View) -> bool:
 
 def joined_on_window_end(reader: View, view: View) -> bool:
     """Whether ``reader`` is an INNER interval join with ``view`` as one side, bounded on the
-    column of ``view``'s rows that is its window's end (the paper's NEXMark Q7 as a join):
-    the join reads ``view``'s final rows (:func:`native_rows`), whose window carries Spark's
-    event time."""
+    column of ``view``'s rows that is its window's end (the paper's NEXMark Q7 as a join),
+    or a temporal join AS OF that column of ``view`` (seed 004's daily sums at the day's
+    closing rate): the join reads ``view``'s final rows (:func:`native_rows`), whose window
+    carries Spark's event time."""
     join = reader.join
+    end = cascade_time_column(view)
+    if join is not None and join.as_of is not None:
+        return end is not None and (join.left.source, join.as_of.probe_column) == (
+            view.name,
+            end,
+        )
     if join is None or join.form != "interval" or join.kind != "inner" or join.bound is None:
         return False
-    end = cascade_time_column(view)
     return end is not None and any(
         side.source == view.name and column == end
         for side, column in (

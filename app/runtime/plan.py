@@ -561,7 +561,16 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
             )
         native = physical.placement(view.name).placement == "native"
         merged = union_time_tables(circuit, view) if native else None
-        if several and not view.is_stateless and merged is None:
+        alone = (
+            native
+            and merged is None
+            and _watermarked_tables(circuit, physical.query_of(view.name))
+            == (circuit.root_table(view.name).name,)
+        )
+        if several and not view.is_stateless and merged is None and not alone:
+            # Spark's one watermark is the minimum of every watermarked table's: a native
+            # aggregate of one table runs where no other table carries one (its readers
+            # are Tidemark's join operators, ADR 0017).
             reject(
                 view,
                 "this aggregate in a query of several tables (over a UNION ALL, or beside one)",
@@ -674,7 +683,22 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
         "the reference evaluator runs the others (tidemark explain shows the plan)"
     )
     if join.as_of is not None:
-        found = join_time_source(circuit, join.left.source, join.as_of.probe_column)
+        aggregate = next(
+            (v for v in circuit.views if v.name == join.left.source and not v.is_stateless),
+            None,
+        )
+        if aggregate is not None and not (
+            is_native(circuit, aggregate) and joined_on_window_end(view, aggregate)
+        ):
+            return (
+                f"a temporal join AS OF {join.left.qualified(join.as_of.probe_column)}",
+                fix,
+            )
+        # The final rows of a native aggregate, AS OF their window's end (seed 004's daily
+        # sums): their window is on the table's first LATENESS column.
+        found = join_time_source(
+            circuit, join.left.source, join.as_of.probe_column, aggregate is not None
+        )
         probe = None if found is None else circuit.table(found[0])
         versions = circuit.root_table(join.right.source)
         if (

@@ -15,6 +15,10 @@ An amount is written in the step w(rates) passes its time, never earlier (step 2
 step 3, with the 9:00 rates: the 10:00 one is valid only from 10:00), once; CHF has no rate
 and is written with NULLs (LEFT); the late rate is a dead letter of rates and changes no
 version. Hand-written expectations, and the reference evaluator record for record.
+
+Seed 004's second query, in the same program: each currency's daily sum (Spark's own
+aggregation, final once w(amounts) passes midnight) at the day's closing rate (AS OF the
+window's end), written once w(rates) passes midnight as well.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ SHIPPED = {
     "amounts.dlq": "amounts_dlq",
     "rates.dlq": "rates_dlq",
     "amounts_rates.converted": "converted",
+    "amounts_rates.daily": "daily",
 }
 
 
@@ -116,3 +121,51 @@ def test_seed_temporal_join_writes_each_amount_with_the_rate_valid_at_its_time_s
     assert written(kafka, circuit, "converted", topics["converted"]) == oracle_written(
         oracle, "converted"
     )
+
+
+def test_seed_daily_sums_get_the_days_closing_rate_s16_s18(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """The sum of the 26th (150) is final in step 3, when w(amounts) passes midnight, and is
+    written in step 4, when w(rates) passes it too, with the 23:00 rate 1.12 (the closing
+    rate: the 0:10 rate of the 27th is valid only from then)."""
+    circuit, topics = shipped_program(
+        kafka, unique_topic, tmp_path, "amounts_rates.sql", SHIPPED, ["amounts", "rates"]
+    )
+    assert refused_by_spark(circuit, physical_plan(circuit)) == ()
+    assert physical_plan(circuit).placement("daily").placement == "native"
+    steps: list[dict[str, list[Any]]] = [
+        {
+            "rates": [_rate("8:00", "EUR", "1.10")],
+            "amounts": [_amount("9:00", "EUR", 100), _amount("15:00", "EUR", 50)],
+        },
+        {"rates": [_rate("23:00", "EUR", "1.12")]},
+        {"amounts": [_day27(_amount("0:30", "EUR", 10))]},
+        {"rates": [_day27(_rate("0:10", "EUR", "1.20"))]},
+    ]
+    seen: list[Counter[Any]] = []
+
+    def new_rows() -> None:
+        records = written(kafka, circuit, "daily_converted", topics["daily"])
+        now = Counter(value for value, _ in records.elements())
+        seen.append(now - sum(seen, Counter()))
+
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, steps, after_step=new_rows)
+    day = frozen(
+        {
+            "day": clock_ms("0:00", day=27),
+            "currency": "EUR",
+            "amount_sum": 150,
+            "closing_rate": Decimal("1.12"),
+        }
+    )
+    assert seen == [Counter(), Counter(), Counter(), Counter([day])]
+    oracle = evaluate(circuit, inputs)
+    assert written(kafka, circuit, "daily_converted", topics["daily"]) == oracle_written(
+        oracle, "daily_converted"
+    )
+
+
+def _day27(row: dict[str, Any]) -> dict[str, Any]:
+    """The row a day later (its clock on the 27th)."""
+    return {**row, "rowtime": row["rowtime"] + 86_400_000}
