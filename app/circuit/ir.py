@@ -58,6 +58,8 @@ __all__ = [
     "View",
     "ViewLateness",
     "Window",
+    "column_names",
+    "conjuncts",
 ]
 
 
@@ -167,6 +169,27 @@ class Case:
 
 
 Expr = ColumnRef | Literal_ | Call | Cast | Case
+
+
+def column_names(expr: Expr) -> list[str]:
+    """The names of the columns ``expr`` reads, in order (repeated as often as read)."""
+    if isinstance(expr, ColumnRef):
+        return [expr.name]
+    if isinstance(expr, Call):
+        return [n for a in expr.args for n in column_names(a)]
+    if isinstance(expr, Cast):
+        return column_names(expr.expr)
+    if isinstance(expr, Case):
+        names = [n for c, v in expr.whens for n in column_names(c) + column_names(v)]
+        return names + (column_names(expr.else_) if expr.else_ is not None else [])
+    return []
+
+
+def conjuncts(expr: Expr) -> list[Expr]:
+    """The operands of ``expr``'s top-level ANDs (``[expr]`` for any other expression)."""
+    if isinstance(expr, Call) and expr.fn == "AND":
+        return [c for arg in expr.args for c in conjuncts(arg)]
+    return [expr]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -50,6 +50,8 @@ from app.circuit.ir import (
     UnionAll,
     UnionBranch,
     Window,
+    column_names,
+    conjuncts,
 )
 from app.program.ddl import _Cursor, parse_interval_tokens
 from app.program.lexer import CompileFailure, SourceText, Token
@@ -899,19 +901,6 @@ def _replace(expr: Expr, mapping: Callable[[Expr], Expr | None]) -> Expr:
     return expr
 
 
-def _column_refs(expr: Expr) -> list[str]:
-    if isinstance(expr, ColumnRef):
-        return [expr.name]
-    if isinstance(expr, Call):
-        return [n for a in expr.args for n in _column_refs(a)]
-    if isinstance(expr, Cast):
-        return _column_refs(expr.expr)
-    if isinstance(expr, Case):
-        names = [n for c, v in expr.whens for n in _column_refs(c) + _column_refs(v)]
-        return names + (_column_refs(expr.else_) if expr.else_ is not None else [])
-    return []
-
-
 def plan_query(source: SourceText, tokens: Sequence[Token], relations: dict[str, Relation],
                view_name: str) -> PlannedQuery:
     """Plan one view's query over the relations defined before it (SPEC L3, L4, S10, S17):
@@ -1175,7 +1164,7 @@ def _plan_select(source: SourceText, tokens: Sequence[Token], relations: dict[st
                 # GROUP BY a SELECT alias (as PostgreSQL and Spark allow): group by its
                 # expression, which must not contain aggregates.
                 aliased = exprs[names.index(key_name)]
-                if any(n.startswith("_agg") for n in _column_refs(aliased)):
+                if any(n.startswith("_agg") for n in column_names(aliased)):
                     raise CompileFailure(group_translator.pos(item), f"cannot GROUP BY "
                                          f"{key_name}: it is an aggregate")
                 keys.append((key_name if key_name not in columns else f"_key{i}", aliased))
@@ -1198,7 +1187,7 @@ def _plan_select(source: SourceText, tokens: Sequence[Token], relations: dict[st
     for index, (expr, translator_refs) in enumerate(zip(exprs, [select_translator.refs]
                                                         * len(exprs), strict=True)):
         post = _replace(expr, to_post)
-        for ref in _column_refs(post):
+        for ref in column_names(post):
             if ref not in agg_names and ref not in key_names:
                 where_at = next((p for n, p in translator_refs if n == ref), positions[index])
                 raise CompileFailure(where_at, f"column {ref} must appear in GROUP BY or be "
@@ -1208,7 +1197,7 @@ def _plan_select(source: SourceText, tokens: Sequence[Token], relations: dict[st
     post_having: Expr | None = None
     if having_expr is not None:
         post_having = _replace(having_expr, to_post)
-        for ref in _column_refs(post_having):
+        for ref in column_names(post_having):
             if ref not in agg_names and ref not in key_names:
                 where_at = next((p for n, p in having_translator.refs if n == ref), fallback)
                 raise CompileFailure(where_at, f"column {ref} in HAVING must appear in GROUP "
@@ -1342,14 +1331,8 @@ def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
     return [node]
 
 
-def _ir_conjuncts(expr: Expr) -> list[Expr]:
-    if isinstance(expr, Call) and expr.fn == "AND":
-        return [c for arg in expr.args for c in _ir_conjuncts(arg)]
-    return [expr]
-
-
 def _aliases_of(expr: Expr) -> set[str]:
-    return {name.split(".", 1)[0] for name in _column_refs(expr)}
+    return {name.split(".", 1)[0] for name in column_names(expr)}
 
 
 def _linear(expr: Expr) -> tuple[str, int] | None:
@@ -1529,7 +1512,7 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
         if condition.type.name != "BOOLEAN":
             raise CompileFailure(translator.pos(node), f"ON needs a BOOLEAN condition, not "
                                  f"{condition.type.name}", "compare columns: ON a.k = b.k")
-        others.extend((c, translator.pos(node)) for c in _ir_conjuncts(condition))
+        others.extend((c, translator.pos(node)) for c in conjuncts(condition))
 
     pairs = _bound_pairs(others, left.alias, right.alias)
     bound: JoinBound | None = None
@@ -1735,7 +1718,7 @@ def _temporal_join(source: SourceText, version: exp.Version, for_position: Posit
         if condition.type.name != "BOOLEAN":
             raise CompileFailure(on_translator.pos(node), f"ON needs a BOOLEAN condition, not "
                                  f"{condition.type.name}", "compare columns: ON a.k = b.k")
-        others.extend(_ir_conjuncts(condition))
+        others.extend(conjuncts(condition))
     missing = [q for q in key_columns if q not in found]
     if missing:
         on_position = _on_position(source, on, fallback)

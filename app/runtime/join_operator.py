@@ -62,7 +62,7 @@ from pyspark.sql.types import (
 )
 
 from app.circuit.functions import to_spark_sql
-from app.circuit.ir import Join, JoinSide
+from app.circuit.ir import Join, JoinSide, column_names, conjuncts
 from app.circuit.waterline import next_waterline
 
 __all__ = ["SLOTS", "JoinOperatorSpec", "operator_joined", "step_slot"]
@@ -146,6 +146,12 @@ def _interval_step(
 ) -> list[Pair]:
     """An OUTER interval join's step (module docstring); updates ``doc``."""
     held: dict[str, list[list[Any]]] = doc["held"]  # side -> [key, time, row, matched]
+    # Each side's held rows by key (the same lists: marking one matched marks it in both).
+    by_key: dict[str, dict[str, list[list[Any]]]] = {"L": {}, "R": {}}
+    for side in ("L", "R"):
+        for mine in held[side]:
+            if mine[0] is not None:
+                by_key[side].setdefault(mine[0], []).append(mine)
     out: list[Pair] = []
     for side, key, time, row in arrivals:
         other = "R" if side == "L" else "L"
@@ -155,14 +161,14 @@ def _interval_step(
             if _outer(spec, side):
                 out.append(_padded(side, row))
             continue
-        for candidate in held[other]:
-            if key is None or candidate[0] != key:
-                continue
+        for candidate in by_key[other].get(key, []) if key is not None else []:
             x, y = (time, candidate[1]) if side == "L" else (candidate[1], time)
             if x + spec.lower <= y <= x + spec.upper:
                 out.append((row, candidate[2]) if side == "L" else (candidate[2], row))
                 mine[3] = candidate[3] = True
         held[side].append(mine)
+        if key is not None:
+            by_key[side].setdefault(key, []).append(mine)
     for side in ("L", "R"):
         floor = doc["w"]["R" if side == "L" else "L"]
         if floor is None:
@@ -253,12 +259,16 @@ def operator_joined(
         times = (join.bound.left_column, join.bound.right_column)
     sides = [_side(s, inputs[s.source]) for s in (join.left, join.right)]
     keys = _keys(join, sides)
+    usable = _side_conditions(join)
     wire = []
-    for name, side, key, time_column in zip(("L", "R"), sides, keys, times, strict=True):
+    for name, side, key, time_column, ok in zip(
+        ("L", "R"), sides, keys, times, usable, strict=True
+    ):
         spec_side = join.left if name == "L" else join.right
         k = F.when(
-            # A struct, not an array: an array would coerce its values to one type.
-            reduce(operator.and_, [c.isNotNull() for c in key]),
+            # A struct, not an array: an array would coerce its values to one type. A row
+            # that fails its side's conditions matches nothing, as a NULL key does.
+            reduce(operator.and_, [c.isNotNull() for c in key], ok),
             F.to_json(F.struct(*[c.alias(f"k{i}") for i, c in enumerate(key)])),
         ).otherwise(F.lit(None).cast("string"))
         wire.append(
@@ -301,9 +311,8 @@ def operator_joined(
         *[F.col("_l").getField(c).alias(c) for c in _columns(join.left)],
         *[F.col("_r").getField(c).alias(c) for c in _columns(join.right)],
     )
-    if join.residual is None:
+    if join.residual is None or join.as_of is None:
         return rows
-    assert join.as_of is not None, "refused by plan.check_supported"
     # The version found must pass the residual: INNER drops the row, LEFT pads it.
     ok = F.coalesce(F.expr(to_spark_sql(join.residual)), F.lit(False))
     if join.kind == "inner":
@@ -312,6 +321,23 @@ def operator_joined(
         *[F.col(f"`{c}`") for c in _columns(join.left)],
         *[F.when(ok, F.col(f"`{c}`")).alias(c) for c in _columns(join.right)],
     )
+
+
+def _side_conditions(join: Join) -> tuple[Column, Column]:
+    """Of an OUTER interval join, each side's part of the residual: the conjuncts that read
+    only its columns (a constant one goes with the left), which a pair must pass, so a row
+    that fails them matches nothing; TRUE for a temporal join, whose residual is applied to
+    its joined rows. A conjunct that reads both sides is refused by plan.check_supported."""
+    parts: tuple[list[Column], list[Column]] = ([F.lit(True)], [F.lit(True)])
+    if join.residual is None or join.as_of is not None:
+        return F.lit(True), F.lit(True)
+    right = set(_columns(join.right))
+    for conjunct in conjuncts(join.residual):
+        reads = set(column_names(conjunct))
+        assert not (reads & right and reads - right), "refused by plan.check_supported"
+        condition = F.coalesce(F.expr(to_spark_sql(conjunct)), F.lit(False))
+        parts[1 if reads and reads <= right else 0].append(condition)
+    return reduce(operator.and_, parts[0]), reduce(operator.and_, parts[1])
 
 
 def _columns(side: JoinSide) -> list[str]:

@@ -42,6 +42,8 @@ from app.circuit.ir import (
     TimeAttribute,
     View,
     Window,
+    column_names,
+    conjuncts,
 )
 from app.connectors.late_gate import SourceColumn, SourceSpec
 from app.connectors.sink.record import SINK_SCHEMA
@@ -677,7 +679,7 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
     join = next(op for op in view.operators if isinstance(op, Join))
     fix = (
         "an INNER or OUTER interval join bounded on each table's first LATENESS column (an "
-        "OUTER one with no condition besides the keys and the bound), an INNER window join, "
+        "OUTER one whose other conditions each read one side), an INNER window join, "
         "an INNER join without a time bound, or a temporal join AS OF the probe table's "
         "first LATENESS column runs on Spark; "
         "the reference evaluator runs the others (tidemark explain shows the plan)"
@@ -720,10 +722,15 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
         return None
     if join.kind != "inner" and join.form != "interval":
         return f"a {join.kind.upper()} OUTER {join.form} join", fix
-    if join.kind != "inner" and join.residual is not None:
+    if join.kind != "inner" and join.residual is not None and any(
+        len({name.split(".", 1)[0] for name in column_names(conjunct)}) > 1
+        for conjunct in conjuncts(join.residual)
+    ):
+        # A conjunct of one side's columns decides whether that side's row can match at
+        # all; one of both sides' would have to be evaluated on each pair in the operator.
         return (
-            f"a {join.kind.upper()} OUTER JOIN with a condition besides the keys and the "
-            "time bound",
+            f"a {join.kind.upper()} OUTER JOIN with a condition on both sides besides the "
+            "keys and the time bound",
             fix,
         )
     if join.form == "regular":

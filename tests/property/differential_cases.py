@@ -297,19 +297,22 @@ JOIN_RESIDUALS = (None, None, "l.x < r.x", "l.x + r.x > 4")
 JOIN_WHERES = (None, None, "r.x IS NOT NULL", "l.u < 30 OR r.k = 'a'")
 #: A generated interval join's kind: INNER, or an OUTER one (run by Tidemark's own operator).
 JOIN_KINDS = ("", "", "LEFT ", "RIGHT ", "FULL ")
+#: Conditions of an OUTER interval join besides keys and bound: each conjunct reads one side.
+OUTER_RESIDUALS = (None, None, "r.x > 0", "l.k = 'a' AND r.d IS NOT NULL", "l.x < 3")
 
 
 def _join_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, str]:
     """``count`` interval join output views of the two tables (SPEC S16), either side first:
-    INNER (with a drawn residual) or LEFT, RIGHT or FULL OUTER (whose unmatched rows wait for
-    the other side's waterline), drawn keys, bound (seconds before and after) and WHERE;
+    INNER or LEFT, RIGHT or FULL OUTER (whose unmatched rows wait for the other side's
+    waterline), with a drawn residual (of an OUTER one, conjuncts of one side each), drawn
+    keys, bound (seconds before and after) and WHERE;
     every other one read by an output view with a filter."""
     views: dict[str, str] = {}
     for i in range(count):
         left, right = tables if rng.random() < 0.5 else tables[::-1]
         before, after = rng.choice((0, 2, 5)), rng.choice((0, 3, 6))
         kind = rng.choice(JOIN_KINDS)
-        residual = rng.choice(JOIN_RESIDUALS) if not kind else None
+        residual = rng.choice(JOIN_RESIDUALS if not kind else OUTER_RESIDUALS)
         where = rng.choice(JOIN_WHERES)
         sql = (
             f"CREATE VIEW jn{i} WITH ('topic' = '{{topic}}', 'format' = 'append') AS\n"

@@ -128,8 +128,8 @@ def test_l7_explain_says_what_run_would_refuse(tmp_path: Path) -> None:
     assert text.returncode == 0, text.stderr
     assert "tidemark run refuses this program" in text.stdout
     assert (
-        f"{program}:3:13: error: view pairs: a LEFT OUTER JOIN with a condition besides the "
-        "keys and the time bound is not supported" in text.stdout
+        f"{program}:3:13: error: view pairs: a LEFT OUTER JOIN with a condition on both sides "
+        "besides the keys and the time bound is not supported" in text.stdout
     )
     data = _tidemark_wide("explain", str(program), "--format", "json")
     assert '"refused_by_run": [' in data.stdout and "LEFT OUTER JOIN" in data.stdout

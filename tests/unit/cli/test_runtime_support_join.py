@@ -39,7 +39,7 @@ EMIT AFTER WATERMARK;
 
 FIX = (
     "an INNER or OUTER interval join bounded on each table's first LATENESS column (an "
-    "OUTER one with no condition besides the keys and the bound), an INNER window join, "
+    "OUTER one whose other conditions each read one side), an INNER window join, "
     "an INNER join without a time bound, or a temporal join AS OF the probe table's first "
     "LATENESS column runs on Spark"
 )
@@ -89,6 +89,19 @@ def test_s16_an_inner_window_join_runs_on_spark_in_one_query() -> None:
     assert query.tables == ("a", "b")
 
 
+@pytest.mark.parametrize("kind", ["LEFT", "RIGHT", "FULL"])
+def test_s16_an_outer_join_with_conditions_of_one_side_each_runs_on_spark(kind: str) -> None:
+    """A conjunct of one side's columns decides whether that side's row can match at all:
+    Spark evaluates it before Tidemark's join operator (ADR 0017)."""
+    text = PAIRS.format(kind=kind, column="ts").replace(
+        "b.k AND", "b.k AND a.k > 2 AND (b.k < 9 OR b.ts IS NULL) AND"
+    )
+    circuit = compile_program("p.sql", TABLES + text)
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    assert plan.placement("pairs").state == "join_operator"
+
+
 @pytest.mark.parametrize("kind", ["", "LEFT"])
 def test_s16_a_temporal_join_as_of_the_first_lateness_column_runs_on_spark(kind: str) -> None:
     """Tidemark's join operator (ADR 0017) in the query of both tables, which follows no
@@ -132,7 +145,8 @@ def test_s16_a_join_with_a_native_aggregates_window_end_runs_on_spark() -> None:
         (TOP.format(having="HAVING MAX(k) > 0"), "view tops: a join bound on m.wend"),
         (
             PAIRS.format(kind="LEFT", column="ts").replace("b.k AND", "b.k AND a.k > b.k AND"),
-            "view pairs: a LEFT OUTER JOIN with a condition besides the keys and the time bound",
+            "view pairs: a LEFT OUTER JOIN with a condition on both sides besides the keys "
+            "and the time bound",
         ),
         (PAIRS.format(kind="FULL", column="t2"), "view pairs: a join bound on a.t2"),
         (PAIRS.format(kind="", column="t2"), "view pairs: a join bound on a.t2"),
