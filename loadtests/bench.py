@@ -14,8 +14,9 @@
    ``avro-confluent``; the peer runs on schemaless Avro only.
 4. ``--latency``: after the throughput runs, each side (per master and partition count) runs
    continuously while the generator produces at half that side's measured events/s (the
-   steady rate when the run had enough steps, else the whole-run rate; or ``--rate``);
-   loadtests.latency reports p50/p99/max of produce-to-visible latency.
+   steady rate when the run had enough steps, else the whole-run rate; or ``--rate``; (d):
+   the events of both topics together); loadtests.latency reports p50/p99/max of
+   produce-to-visible latency.
 Writes ``var/loadtests/<workload>-<stamp>.json`` and its plot beside it (``.png``), outside the
 tracked tree; ``--out`` and ``--plot`` choose other places.
 """
@@ -630,10 +631,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    if args.latency and len(WORKLOADS[args.workload].inputs) > 1:
-        raise SystemExit(
-            f"--latency: workload {args.workload} reads several topics, the latency probe one"
-        )
     if "peer" in args.sides:
         subprocess.run(["bash", str(ROOT / "scripts" / "fetch-spark-peer.sh")], check=True)
     if "avro-confluent" in args.encodings and len(WORKLOADS[args.workload].inputs) > 1:

@@ -9,7 +9,9 @@ so Tidemark and the peer read the same bytes. ``produce(times=...)`` records whe
 was produced, and ``timeline`` regenerates which event it was: the latency probe
 (loadtests/latency.py) needs both. The probe produces from a file of events encoded beforehand
 (``encode_events``): encoding on the fly took half a core of the two at (b)'s half load,
-which the systems under test then lacked.
+which the systems under test then lacked. Workload (d)'s two inputs (``PairShape``) have the
+same three: ``pair_timeline``, ``encode_pair`` and ``produce_pair``, each event to its input's
+topic.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ __all__ = [
     "EventShape",
     "PairShape",
     "encode_events",
+    "encode_pair",
     "encoded_events",
+    "encoded_pair",
     "events",
     "pair_timeline",
     "produce",
@@ -253,15 +257,58 @@ def pair_timeline(shape: PairShape, count: int) -> Iterator[tuple[int, int, dict
             yield i, BID, row, late
 
 
+_INPUT_AND_LENGTH = struct.Struct(">BI")
+
+
+def encode_pair(shape: PairShape, count: int, path: Path) -> None:
+    """The first ``count`` events of ``shape``, each Avro-encoded with its input's schema in
+    production order, to ``path``: per event its input (one byte, :data:`AUCTION` or
+    :data:`BID`) and its value's 4-byte big-endian length, then the value. The bytes
+    :func:`produce_pair` would encode, as :func:`encode_events` for one input."""
+    codecs = (AvroCodec(shape.auction_schema), AvroCodec(shape.bid_schema))
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb", buffering=1 << 20) as f:
+        for _, side, row, _late in pair_timeline(shape, count):
+            value = codecs[side].encode(row)
+            f.write(_INPUT_AND_LENGTH.pack(side, len(value)))
+            f.write(value)
+    tmp.replace(path)
+
+
+def encoded_pair(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The (input, value) pairs :func:`encode_pair` wrote, in order."""
+    with open(path, "rb", buffering=1 << 20) as f:
+        while head := f.read(_INPUT_AND_LENGTH.size):
+            side, length = _INPUT_AND_LENGTH.unpack(head)
+            yield side, f.read(length)
+
+
+def _encoded_pair(shape: PairShape) -> Iterator[tuple[int, bytes]]:
+    """(input, Avro value) of each event of ``shape``, in production order, without end."""
+    codecs = (AvroCodec(shape.auction_schema), AvroCodec(shape.bid_schema))
+    return ((side, codecs[side].encode(row)) for _, side, row, _late in pair_timeline(shape, 2**62))
+
+
 def produce_pair(
-    conf: Mapping[str, str], topics: tuple[str, str], shape: PairShape, count: int
+    conf: Mapping[str, str],
+    topics: tuple[str, str],
+    shape: PairShape,
+    count: int,
+    rate: float | None = None,
+    times: array | None = None,
+    stop: Callable[[], bool] | None = None,
+    values: Iterator[tuple[int, bytes]] | None = None,
 ) -> float:
-    """Produce the ``count`` events of ``shape`` as fast as the producer goes, each Avro-encoded
-    to its input's topic (``topics``: auctions, bids), keyed by index as :func:`produce` does.
-    Returns the seconds it took, delivery included."""
+    """Produce the ``count`` events of ``shape``, each Avro-encoded to its input's topic
+    (``topics``: auctions, bids), keyed by index as :func:`produce` does, in production
+    order: one sequence over both topics. ``rate``, ``times``, ``stop`` as for
+    :func:`produce`, over the events of both inputs together; ``values``: the events already
+    encoded (:func:`encoded_pair` of this shape). Returns the seconds it took, delivery
+    included."""
     from confluent_kafka import Producer
 
-    codecs = (AvroCodec(shape.auction_schema), AvroCodec(shape.bid_schema))
+    if values is None:
+        values = _encoded_pair(shape)
     producer = Producer(
         {
             "linger.ms": 20,
@@ -273,8 +320,15 @@ def produce_pair(
         }
     )
     started = time.monotonic()
-    for i, side, row, _late in pair_timeline(shape, count):
-        value = codecs[side].encode(row)
+    for i, (side, value) in enumerate(values):
+        if i >= count or (stop is not None and i % 100 == 0 and stop()):
+            break
+        if rate is not None:
+            ahead = started + i / rate - time.monotonic()
+            if ahead > 0.001:  # in steps of a millisecond or more, as in produce()
+                time.sleep(ahead)
+        if times is not None:
+            times.append(time.time() * 1000)
         while True:
             try:
                 producer.produce(topics[side], value, key=str(i).encode())

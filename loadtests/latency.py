@@ -14,14 +14,20 @@ visible. Afterwards every output record is attributed to the input event that ma
 * an ``EMIT AFTER WATERMARK`` window (workloads b, c): the first event, in production order,
   whose event time moved the table's waterline to or past the window's end
   (``max event time - LATENESS >= window_end``, SPEC S3/S11). The generator knows every event
-  time it produced and when, so this needs nothing from the system under test.
+  time it produced and when, so this needs nothing from the system under test;
+* an INNER interval join (workload d, auctions and bids, two input topics): the later-produced
+  of the two events the output row pairs (the join writes a match in the step that accepts
+  its second row, insert-only). The output's columns identify both: the bid's own columns
+  and the auction's, its id being the bid's ``auction`` (the join key); equal pairs are
+  matched in the order their second event was produced.
 
 ``latency = visible time - produce time of that event``, both wall-clock ms on this machine.
 The run is: warm-up (not measured) from the side's first step with input, the measured
 period, then a tail during which the rate is kept and the consumer keeps reading. Only
 outputs whose due event was produced in the measured period count. An output that should
 exist (the workload's filter passes an on-time event, or a window with on-time events
-closes) but was not visible by the end of the tail is *missing*; it enters the percentiles
+closes, or an on-time auction and an on-time bid the join's key and bound pair) but was
+not visible by the end of the tail is *missing*; it enters the percentiles
 with ``end of tail - due``, a lower bound, and the result says so (``lower_bound``). Windows
 hold many rows that share one due event, so ``dues`` gives the number of distinct due events
 behind the percentiles.
@@ -46,13 +52,14 @@ import threading
 import time
 import uuid
 from array import array
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "Attribution",
+    "JoinRule",
     "Produced",
     "Rule",
     "Sample",
@@ -118,14 +125,60 @@ class Rule:
         return tuple(row[o] for o, _ in self.match)
 
 
+@dataclass(frozen=True)
+class JoinRule:
+    """How output records of an INNER interval join (SPEC S16) are attributed to input events.
+
+    A pair is an event of table ``left`` and one of table ``right`` whose ``keys`` columns
+    (left column, right column) are equal and whose times are within the bound:
+    ``left[left_time] + lower_ms <= right[right_time] <= left[left_time] + upper_ms``.
+    ``left_match``/``right_match``: (output column, input column) pairs that identify each
+    side's event in an output record; a join key the output carries from one side identifies
+    the other side's event too. An output is due at the later-produced event of its pair: the
+    join writes a match, insert-only, in the step that accepts its second row.
+    """
+
+    left: str
+    right: str
+    keys: tuple[tuple[str, str], ...]
+    left_time: str
+    right_time: str
+    lower_ms: int
+    upper_ms: int
+    left_match: tuple[tuple[str, str], ...]
+    right_match: tuple[tuple[str, str], ...]
+
+    def join_key(self, p: Produced) -> tuple[Any, ...]:
+        """The event's join key values (the same for a left and a right event that pair)."""
+        side = 0 if p.table == self.left else 1
+        return tuple(p.row[k[side]] for k in self.keys)
+
+    def within(self, left: Mapping[str, Any], right: Mapping[str, Any]) -> bool:
+        t = int(left[self.left_time])
+        return t + self.lower_ms <= int(right[self.right_time]) <= t + self.upper_ms
+
+    def input_key(self, left: Mapping[str, Any], right: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The pair's identity: its left event's matched columns, then its right event's."""
+        return (tuple(left[i] for _, i in self.left_match),) + (
+            tuple(right[i] for _, i in self.right_match),
+        )
+
+    def output_key(self, row: Mapping[str, Any]) -> tuple[Any, ...]:
+        return (tuple(row[o] for o, _ in self.left_match),) + (
+            tuple(row[o] for o, _ in self.right_match),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Produced:
-    """One input event: when the generator handed it to the producer, its row, and whether
-    the generator made it late on purpose (past LATENESS, so Tidemark routes it away)."""
+    """One input event: when the generator handed it to the producer, its row, whether
+    the generator made it late on purpose (past LATENESS, so Tidemark routes it away), and
+    the table it was produced for (a join's rule tells its inputs apart by it)."""
 
     produce_ms: float
     row: Mapping[str, Any]
     late: bool = False
+    table: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +191,8 @@ class Visible:
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """An output record attributed to its due event. ``key``: the window end (windowed) or
-    the matched input columns (stateless)."""
+    """An output record attributed to its due event. ``key``: the window end (windowed), the
+    matched input columns (stateless) or the pair's identity (join, :meth:`JoinRule.output_key`)."""
 
     key: Hashable
     due_ms: float
@@ -152,9 +205,9 @@ class Sample:
 
 @dataclass(frozen=True)
 class Attribution:
-    """``unmatched``: stateless outputs with no produced event left to match (duplicates, or
-    input from before the run). ``early``: window outputs visible before any event made them
-    due, which SPEC S12 forbids; neither enters the samples."""
+    """``unmatched``: stateless or join outputs with no produced event (pair) left to match
+    (duplicates, or input from before the run). ``early``: window outputs visible before any
+    event made them due, which SPEC S12 forbids; neither enters the samples."""
 
     samples: list[Sample]
     unmatched: int
@@ -182,12 +235,73 @@ class _Crossings:
         return self.times[k] if k < len(self.times) else None
 
 
-def attribute(produced: Iterable[Produced], outputs: Iterable[Visible], rule: Rule) -> Attribution:
+def _pairs(
+    produced: Iterable[Produced], rule: JoinRule
+) -> Iterator[tuple[tuple[Any, ...], float, bool]]:
+    """Every pair the join matches among ``produced`` (in production order), as (identity,
+    produce time of its later-produced event, both events on time), in the order of that
+    produce time. Events of other tables are skipped."""
+    # (table, join key) -> (row, produce time, late) of each event so far: a new event pairs
+    # with the other table's events of its key that came before it.
+    seen: dict[tuple[str, tuple[Any, ...]], list[tuple[Mapping[str, Any], float, bool]]] = {}
+    for p in produced:
+        if p.table == rule.left:
+            other = rule.right
+        elif p.table == rule.right:
+            other = rule.left
+        else:
+            continue
+        key = rule.join_key(p)
+        for row, _, late in seen.get((other, key), ()):
+            left, right = (p.row, row) if other == rule.right else (row, p.row)
+            if rule.within(left, right):
+                yield rule.input_key(left, right), p.produce_ms, not (late or p.late)
+        seen.setdefault((p.table, key), []).append((p.row, p.produce_ms, p.late))
+
+
+def _in_order(
+    keyed: Iterable[tuple[tuple[Any, ...], float]],
+    outputs: Iterable[Visible],
+    output_key: Callable[[Mapping[str, Any]], tuple[Any, ...]],
+) -> Attribution:
+    """Each output matched to the first due time of its key not matched yet (``keyed`` in
+    due order): equal keys are matched in production order; outputs left over are
+    ``unmatched``."""
+    # Keys are nearly all unique: one float per key, a queue only for repeated keys.
+    first: dict[tuple[Any, ...], float] = {}
+    more: dict[tuple[Any, ...], collections.deque[float]] = {}
+    for key, at in keyed:
+        if key in first:
+            more.setdefault(key, collections.deque()).append(at)
+        else:
+            first[key] = at
+    samples: list[Sample] = []
+    unmatched = 0
+    for out in outputs:
+        key = output_key(out.row)
+        if key in first:
+            due = first.pop(key)
+            queue = more.get(key)
+            if queue:
+                first[key] = queue.popleft()
+            samples.append(Sample(key, due, out.visible_ms))
+        else:
+            unmatched += 1
+    return Attribution(samples, unmatched, 0)
+
+
+def attribute(
+    produced: Iterable[Produced], outputs: Iterable[Visible], rule: Rule | JoinRule
+) -> Attribution:
     """Attribute each output record to the produce time of the event that made it due.
     ``produced`` in production order; each argument is read once (a run's events and outputs
-    can be millions: pass generators)."""
+    can be millions: pass generators). A join's outputs are matched to every pair the input
+    holds, the late events' included (a side may accept an event the generator made late)."""
+    if isinstance(rule, JoinRule):
+        pairs = ((key, due) for key, due, _ in _pairs(produced, rule))
+        return _in_order(pairs, outputs, rule.output_key)
     samples: list[Sample] = []
-    unmatched = early = 0
+    early = 0
     if rule.windowed:
         crossings = _Crossings(rule)
         for p in produced:
@@ -199,34 +313,19 @@ def attribute(produced: Iterable[Produced], outputs: Iterable[Visible], rule: Ru
                 early += 1
                 continue
             samples.append(Sample(end, due, out.visible_ms))
-        return Attribution(samples, unmatched, early)
-    # Keys are nearly all unique: one float per key, a queue only for repeated keys.
-    first: dict[tuple[Any, ...], float] = {}
-    more: dict[tuple[Any, ...], collections.deque[float]] = {}
-    for p in produced:
-        key = rule.input_key(p.row)
-        if key in first:
-            more.setdefault(key, collections.deque()).append(p.produce_ms)
-        else:
-            first[key] = p.produce_ms
-    for out in outputs:
-        key = rule.output_key(out.row)
-        if key in first:
-            due = first.pop(key)
-            queue = more.get(key)
-            if queue:
-                first[key] = queue.popleft()
-            samples.append(Sample(key, due, out.visible_ms))
-        else:
-            unmatched += 1
-    return Attribution(samples, unmatched, early)
+        return Attribution(samples, 0, early)
+    keyed = ((rule.input_key(p.row), p.produce_ms) for p in produced)
+    return _in_order(keyed, outputs, rule.output_key)
 
 
-def expected(produced: Iterable[Produced], rule: Rule) -> list[tuple[Hashable, float]]:
+def expected(produced: Iterable[Produced], rule: Rule | JoinRule) -> list[tuple[Hashable, float]]:
     """(key, due time) of every output that must become visible, from the on-time events
     only (an event the generator made late may be dropped by either side): stateless, one per
     event the view's filter passes; windowed, one per window holding an on-time event, once an
-    event has closed it (a window's row count is not checked here: compare the sides' rows)."""
+    event has closed it (a window's row count is not checked here: compare the sides' rows);
+    a join, one per pair of two on-time events, due at the later-produced of them."""
+    if isinstance(rule, JoinRule):
+        return [(key, due) for key, due, on_time in _pairs(produced, rule) if on_time]
     if not rule.windowed:
         return [
             (rule.input_key(p.row), p.produce_ms)
@@ -364,15 +463,18 @@ def summarize(
     return result
 
 
-def rule_for(circuit: Any) -> Rule:
+def rule_for(circuit: Any) -> Rule | JoinRule:
     """The attribution rule of the program's one output view, from its compiled circuit:
-    LATENESS and window from the IR, so the probe follows the program, not a copy of it."""
-    from app.circuit.ir import ColumnRef, Filter, Project, Window
+    LATENESS, window and join from the IR, so the probe follows the program, not a copy of it."""
+    from app.circuit.ir import ColumnRef, Filter, Join, Project, Window
 
     views = [v for v in circuit.views if v.output is not None]
     if len(views) != 1:
         raise ValueError(f"the latency probe needs exactly one output view, found {len(views)}")
     view = views[0]
+    joins = [op for op in view.operators if isinstance(op, Join)]
+    if joins:
+        return _join_rule(circuit, view, joins[0])
     table = circuit.root_table(view.name)
     if len(table.lateness) != 1:
         raise ValueError(f"table {table.name} needs exactly one LATENESS column")
@@ -409,6 +511,70 @@ def rule_for(circuit: Any) -> Rule:
     return Rule(lateness.column, lateness.amount, match=tuple(match), filters=tuple(filters))
 
 
+def _join_rule(circuit: Any, view: Any, join: Any) -> JoinRule:
+    """The rule of a view that is an INNER interval join of two tables, its keys and bound
+    between columns, and a projection of the joined columns (the shape of workload d)."""
+    from app.circuit.ir import ColumnRef, Project
+
+    tables = {t.name for t in circuit.tables}
+    rest = view.operators[1:]
+    if (
+        join.kind != "inner"
+        or join.form != "interval"
+        or join.bound is None
+        or join.residual is not None
+        or join.left.source == join.right.source
+        or not {join.left.source, join.right.source} <= tables
+        or not all(isinstance(k, ColumnRef) for pair in join.keys for k in pair)
+        or len(rest) != 1
+        or not isinstance(rest[0], Project)
+        or not all(isinstance(e, ColumnRef) for _, e in rest[0].outputs)
+    ):
+        raise ValueError(
+            f"view {view.name}: the probe attributes an INNER interval join of two tables, "
+            "on key columns and the bound alone, that forwards joined columns"
+        )
+    sides = (join.left, join.right)
+
+    def column(side: Any, name: str) -> str | None:
+        prefix = f"{side.alias}."
+        return name[len(prefix) :] if name.startswith(prefix) else None
+
+    keys: list[tuple[str, str]] = []
+    for lk, rk in join.keys:
+        left, right = column(join.left, lk.name), column(join.right, rk.name)
+        if left is None or right is None:
+            raise ValueError(f"view {view.name}: a join key is not one column of each side")
+        keys.append((left, right))
+    matches: tuple[list[tuple[str, str]], list[tuple[str, str]]] = ([], [])
+    forwarded = [(out, e.name) for out, e in rest[0].outputs if isinstance(e, ColumnRef)]
+    for out, ref in forwarded:
+        for side, match in zip(sides, matches, strict=True):
+            if (name := column(side, ref)) is not None:
+                match.append((out, name))
+    # A key forwarded from one side is the other side's key column as well.
+    for key in keys:
+        for own in (0, 1):
+            other = 1 - own
+            if key[own] in {i for _, i in matches[own]}:
+                continue
+            matches[own].extend((out, key[own]) for out, i in matches[other] if i == key[other])
+    for side, match in zip(sides, matches, strict=True):
+        if not match:
+            raise ValueError(f"view {view.name} outputs no column of {side.source}")
+    return JoinRule(
+        join.left.source,
+        join.right.source,
+        tuple(keys),
+        join.bound.left_column,
+        join.bound.right_column,
+        join.bound.lower,
+        join.bound.upper,
+        tuple(matches[0]),
+        tuple(matches[1]),
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # One measured run against a real broker and a running side.
 
@@ -430,7 +596,7 @@ def _encoded_file(work: Path, workload: str, count: int) -> Path:
 
 def _generate(
     bootstrap: str,
-    topic: str,
+    topics: tuple[str, ...],
     workload: str,
     rate: float,
     events_path: str,
@@ -444,21 +610,54 @@ def _generate(
     sets ``ready``, and once ``go`` is set produces them at ``rate``/s until ``stop`` is set;
     produce times to a file (the events themselves are regenerated from the seed afterwards).
     Encoding while the side starts spares the measured period what encoding as it produced
-    cost (0.5 of the two cores at 44,600 events/s, measured)."""
-    from loadtests.bench import input_schema, shape_of
-    from loadtests.generator import encode_events, encoded_events, produce
+    cost (0.5 of the two cores at 44,600 events/s, measured). ``topics``: the workload's
+    input topics in the order of its tables; with two (d) the events go to both in
+    production order, ``rate`` counting both."""
+    from loadtests.bench import input_schema, pair_shape_of, shape_of
+    from loadtests.generator import (
+        encode_events,
+        encode_pair,
+        encoded_events,
+        encoded_pair,
+        produce,
+        produce_pair,
+    )
 
-    shape = shape_of(workload, input_schema(workload))
     path = Path(events_path)
-    if not path.exists():
-        encode_events(shape, count, path)
-    ready.set()
-    go.wait()
     times = array("d")
     conf = {"bootstrap.servers": bootstrap, "linger.ms": 5}
-    produce(
-        conf, topic, shape, 2**40, rate, times=times, stop=stop.is_set, values=encoded_events(path)
-    )
+    if len(topics) == 1:
+        shape = shape_of(workload, input_schema(workload))
+        if not path.exists():
+            encode_events(shape, count, path)
+        ready.set()
+        go.wait()
+        produce(
+            conf,
+            topics[0],
+            shape,
+            2**40,
+            rate,
+            times=times,
+            stop=stop.is_set,
+            values=encoded_events(path),
+        )
+    else:
+        pair = pair_shape_of(workload)
+        if not path.exists():
+            encode_pair(pair, count, path)
+        ready.set()
+        go.wait()
+        produce_pair(
+            conf,
+            (topics[0], topics[1]),
+            pair,
+            2**40,
+            rate,
+            times=times,
+            stop=stop.is_set,
+            values=encoded_pair(path),
+        )
     with open(times_path, "wb") as f:
         times.tofile(f)
     if not stop.is_set():
@@ -597,10 +796,14 @@ def continuous_spec(
     run_dir: Path,
     trigger_ms: int,
     timeout_s: float,
+    inputs: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ``loadtests.side`` spec of a side running as a continuous service (not ``--once``)
-    from ``topics[0]`` to ``topics[1]``: what the latency probe and ``loadtests.idle_cpu`` run."""
-    return {
+    from ``topics[0]`` to ``topics[1]``: what the latency probe and ``loadtests.idle_cpu`` run.
+    ``inputs``: a workload of several inputs (d), the topic of each program format field
+    (:attr:`Workload.inputs <loadtests.workloads.Workload.inputs>`); ``topics[0]`` is then the
+    first of them."""
+    spec: dict[str, Any] = {
         "side": side,
         "workload": workload,
         "bootstrap": bootstrap,
@@ -614,6 +817,39 @@ def continuous_spec(
         "trigger_ms": trigger_ms,
         "timeout": timeout_s,
     }
+    if inputs is not None:
+        spec["topics"] = dict(inputs)
+    return spec
+
+
+def input_topics(workload: str, topic: str) -> dict[str, str]:
+    """The topic of each input of ``workload`` (its program's format fields): ``topic`` for
+    one input, ``<topic>.<field>`` each for several, as ``loadtests.bench`` names them."""
+    from loadtests.workloads import WORKLOADS
+
+    names = WORKLOADS[workload].inputs
+    return {names[0]: topic} if len(names) == 1 else {n: f"{topic}.{n}" for n in names}
+
+
+def _events(
+    workload: str, circuit: Any, inputs: Mapping[str, str], times: Sequence[float]
+) -> Iterator[Produced]:
+    """The events the generator produced (their produce ``times``), regenerated from the
+    seed (deterministic) rather than held: a run can produce millions. Each carries the name
+    of the table its topic feeds (``inputs``: as :func:`input_topics`)."""
+    from loadtests.bench import input_schema, pair_shape_of, shape_of
+    from loadtests.generator import pair_timeline, timeline
+    from loadtests.workloads import WORKLOADS
+
+    table_of = {t.topic: t.name for t in circuit.tables}
+    names = [table_of[inputs[n]] for n in WORKLOADS[workload].inputs]
+    if len(names) == 1:
+        shape = shape_of(workload, input_schema(workload))
+        for i, row, late in timeline(shape, len(times)):
+            yield Produced(times[i], row, late, names[0])
+    else:
+        for i, side, row, late in pair_timeline(pair_shape_of(workload), len(times)):
+            yield Produced(times[i], row, late, names[side])
 
 
 def measure(
@@ -639,31 +875,33 @@ def measure(
     workers and JVM code paths warm, the start-up backlog drained); then ``measure_s``
     measured; then ``tail_s`` at the same rate, so outputs due in the measured period can still
     become visible. CPU seconds per million events: the side's process tree, measured period
-    only (steady state, no start-up)."""
+    only (steady state, no start-up). A workload of two inputs (d) reads a topic each, of
+    ``partitions`` partitions; ``rate`` counts the events of both."""
     from app.program.compile import compile_program
-    from loadtests.bench import TreeCpu, create_topic, input_schema, shape_of
-    from loadtests.generator import timeline
+    from loadtests.bench import TreeCpu, create_topic
     from loadtests.workloads import WORKLOADS
 
     w = WORKLOADS[workload]
     topic = f"latency.{workload}.{uuid.uuid4().hex[:6]}"
     out_topic = f"{topic}.{side}.out"
-    create_topic(bootstrap, topic, partitions)
-    create_topic(bootstrap, out_topic, partitions)
+    inputs = input_topics(workload, topic)
+    for name in (*inputs.values(), out_topic):
+        create_topic(bootstrap, name, partitions)
     run_dir = Path(tempfile.mkdtemp(dir=work, prefix=f"latency-{side}-"))
     program = run_dir / "rule.sql"
-    program.write_text(w.program.format(topic=topic, out=out_topic))
+    program.write_text(w.program.format(out=out_topic, **inputs))
     circuit = compile_program(program)
     rule = rule_for(circuit)
     spec = continuous_spec(
         side,
         workload,
         bootstrap,
-        (topic, out_topic),
+        (next(iter(inputs.values())), out_topic),
         master,
         run_dir,
         trigger_ms,
         1800 + warmup_s + measure_s + tail_s,
+        inputs if len(inputs) > 1 else None,
     )
     the_side = _Side(spec, run_dir / "side.log")
     times_path = run_dir / "produce_ms.bin"
@@ -675,7 +913,7 @@ def measure(
         target=_generate,
         args=(
             bootstrap,
-            topic,
+            tuple(inputs[n] for n in w.inputs),
             workload,
             rate,
             str(events_path),
@@ -725,17 +963,11 @@ def measure(
     times = array("d")
     with open(times_path, "rb") as f:
         times.frombytes(f.read())
-    shape = shape_of(workload, input_schema(workload))
-
-    def produced() -> Iterator[Produced]:
-        # Regenerated (deterministic) rather than held: a run can produce millions.
-        for i, row, late in timeline(shape, len(times)):
-            yield Produced(times[i], row, late)
-
     decode = _decoder(workload, side, circuit).decode
     outputs = (Visible(at, decode(value)) for at, value in records)
-    attribution = attribute(produced(), outputs, rule)
-    result = summarize(attribution, expected(produced(), rule), start, end, observed_until)
+    attribution = attribute(_events(workload, circuit, inputs, times), outputs, rule)
+    due = expected(_events(workload, circuit, inputs, times), rule)
+    result = summarize(attribution, due, start, end, observed_until)
     in_window = sum(1 for t in times if start <= t < end)
     result.update(
         side=side,
@@ -761,13 +993,15 @@ def measure(
 
 def main() -> None:
     from loadtests.bench import broker
-    from loadtests.workloads import ONE_INPUT
+    from loadtests.workloads import WORKLOADS
 
     parser = argparse.ArgumentParser(
         description="Produce-to-visible latency of each side at a fixed input rate"
     )
-    parser.add_argument("--workload", choices=ONE_INPUT, required=True)
-    parser.add_argument("--rate", type=float, required=True, help="input events/s")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), required=True)
+    parser.add_argument(
+        "--rate", type=float, required=True, help="input events/s (of all its inputs together)"
+    )
     parser.add_argument("--sides", nargs="+", default=["tidemark", "peer"])
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--partitions", type=int, default=2)

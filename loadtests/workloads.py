@@ -243,5 +243,5 @@ WORKLOADS: dict[str, Workload] = {
     ),
 }
 
-#: The workloads of one input topic: the latency probe (loadtests/latency.py) produces one.
+#: The workloads of one input topic (loadtests/idle_cpu.py runs a side over one).
 ONE_INPUT = sorted(name for name, w in WORKLOADS.items() if len(w.inputs) == 1)

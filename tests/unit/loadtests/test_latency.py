@@ -3,7 +3,8 @@ input event each output record is attributed to, and the statistics over a measu
 
 Stateless views: the output row is the input row that passed the filter. AFTER WATERMARK
 windows: the first event (in production order) whose event time took the waterline
-``max event time - LATENESS`` to the window's end or past it (SPEC S3, S11)."""
+``max event time - LATENESS`` to the window's end or past it (SPEC S3, S11). INNER interval
+joins (workload d): the later-produced of the auction and the bid the output row pairs."""
 
 from __future__ import annotations
 
@@ -15,12 +16,15 @@ import pytest
 from app.circuit.ir import Call, ColumnRef, Literal_, SqlType
 from app.program.compile import compile_program
 from loadtests.latency import (
+    JoinRule,
     Produced,
     Rule,
     Sample,
     Visible,
     attribute,
+    continuous_spec,
     expected,
+    input_topics,
     percentile,
     rule_for,
     slowest_dues,
@@ -202,7 +206,8 @@ def test_rule_of_the_filter_workload_matches_forwarded_columns_and_applies_its_w
 def _compiled(workload: str) -> object:
     with tempfile.TemporaryDirectory() as tmp:
         program = Path(tmp) / "p.sql"
-        program.write_text(WORKLOADS[workload].program.format(topic="t", out="o"))
+        topics = input_topics(workload, "t")
+        program.write_text(WORKLOADS[workload].program.format(out="o", **topics))
         return compile_program(program)
 
 
@@ -224,3 +229,175 @@ def test_slowest_dues_split_into_the_wait_and_the_steps_until_visible() -> None:
     assert slowest_dues([Sample("w", 10.0, 20.0)], [], 0, 100) == [
         {"latency_ms": 10.0, "wait_ms": None, "steps_ms": [], "then_ms": 10.0}
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Workload (d): auctions JOIN bids on the id, the bid within ten minutes of its auction.
+
+AUCTION_BID = JoinRule(
+    "auction",
+    "bid",
+    keys=(("id", "auction"),),
+    left_time="date_time",
+    right_time="date_time",
+    lower_ms=0,
+    upper_ms=600_000,
+    left_match=(
+        ("seller", "seller"),
+        ("category", "category"),
+        ("auction_time", "date_time"),
+        ("auction", "id"),
+    ),
+    right_match=(
+        ("date_time", "date_time"),
+        ("auction", "auction"),
+        ("bidder", "bidder"),
+        ("price", "price"),
+    ),
+)
+
+
+def auction(at_ms: float, id_: int, t: int, seller: int = 1, late: bool = False) -> Produced:
+    row = {"id": id_, "seller": seller, "category": 10, "date_time": t, "expires": t + 600_000}
+    return Produced(at_ms, row, late, "auction")
+
+
+def bid(at_ms: float, on: int, t: int, bidder: int = 1, late: bool = False) -> Produced:
+    row = {"auction": on, "bidder": bidder, "price": 5, "date_time": t}
+    return Produced(at_ms, row, late, "bid")
+
+
+def joined(a: Produced, b: Produced, visible_ms: float) -> Visible:
+    """The output record the view writes for the pair (its SELECT list, workloads.py)."""
+    return Visible(
+        visible_ms,
+        {
+            "date_time": b.row["date_time"],
+            "auction": b.row["auction"],
+            "bidder": b.row["bidder"],
+            "price": b.row["price"],
+            "seller": a.row["seller"],
+            "category": a.row["category"],
+            "auction_time": a.row["date_time"],
+        },
+    )
+
+
+def test_rule_of_the_join_workload_identifies_the_auction_and_the_bid_of_each_output() -> None:
+    # The bid's four columns are all in the output; the auction's id is the bid's `auction`
+    # (the join key), its `expires` (date_time + 10 min) alone is not output.
+    assert rule_for(_compiled("d")) == AUCTION_BID
+
+
+def test_join_output_is_due_at_the_later_produced_of_its_auction_and_bid() -> None:
+    a1 = auction(1_000.0, 1, 50_000)
+    b1 = bid(1_200.0, 1, 60_000)  # produced after its auction: due at the bid
+    b2 = bid(2_000.0, 2, 70_000)  # produced before its auction: due at the auction
+    a2 = auction(2_100.0, 2, 65_000, seller=2)
+    outputs = [joined(a2, b2, 2_600.0), joined(a1, b1, 1_500.0)]
+    got = attribute([a1, b1, b2, a2], outputs, AUCTION_BID)
+    assert [(s.due_ms, s.latency_ms) for s in got.samples] == [(2_100.0, 500.0), (1_200.0, 300.0)]
+    assert got.samples[1].key == ((1, 10, 50_000, 1), (60_000, 1, 1, 5))
+    assert got.unmatched == 0 and got.early == 0
+
+
+def test_an_auction_pairs_with_each_bid_of_its_id_within_the_bound_both_ends_included() -> None:
+    a = auction(0.0, 7, 100_000)
+    bids = [
+        bid(1.0, 7, 100_000),  # at the auction's time
+        bid(2.0, 7, 700_000),  # ten minutes after it
+        bid(3.0, 7, 700_001),  # past the bound
+        bid(4.0, 7, 99_999),  # before the auction
+        bid(5.0, 8, 200_000),  # another id
+    ]
+    assert expected([a, *bids], AUCTION_BID) == [
+        (AUCTION_BID.input_key(a.row, bids[0].row), 1.0),
+        (AUCTION_BID.input_key(a.row, bids[1].row), 2.0),
+    ]
+    outputs = [joined(a, b, 10.0) for b in bids]  # three of them no pair of the input
+    got = attribute([a, *bids], outputs, AUCTION_BID)
+    assert [s.due_ms for s in got.samples] == [1.0, 2.0] and got.unmatched == 3
+
+
+def test_equal_join_outputs_are_matched_in_production_order_and_extras_are_unmatched() -> None:
+    a = auction(0.0, 1, 10_000)
+    first, again = bid(100.0, 1, 20_000), bid(300.0, 1, 20_000)  # the same bid twice
+    outputs = [joined(a, first, 400.0), joined(a, again, 500.0), joined(a, first, 600.0)]
+    got = attribute([a, first, again], outputs, AUCTION_BID)
+    assert [s.latency_ms for s in got.samples] == [300.0, 200.0] and got.unmatched == 1
+
+
+def test_join_outputs_of_late_events_are_attributed_but_not_expected() -> None:
+    """An event the generator made late may be accepted (Spark's watermark, or a late gate
+    whose previous step ended far back in event time) or routed: its pairs are attributed
+    when output, never counted missing."""
+    a, late_a = auction(0.0, 1, 10_000), auction(1.0, 2, 10_000, late=True)
+    b, late_b = bid(2.0, 1, 20_000), bid(3.0, 1, 30_000, late=True)
+    b_of_late_a = bid(4.0, 2, 20_000)
+    produced = [a, late_a, b, late_b, b_of_late_a]
+    assert expected(produced, AUCTION_BID) == [(AUCTION_BID.input_key(a.row, b.row), 2.0)]
+    outputs = [joined(a, late_b, 5.0), joined(late_a, b_of_late_a, 6.0)]
+    got = attribute(produced, outputs, AUCTION_BID)
+    assert [s.due_ms for s in got.samples] == [3.0, 4.0] and got.unmatched == 0
+
+
+def test_summary_of_a_join_bounds_a_missing_pair_from_its_later_event() -> None:
+    a = auction(0.0, 1, 10_000)
+    bids = [bid(100.0 * k, 1, 10_000 + k, bidder=k) for k in (1, 2, 3)]
+    outputs = [joined(a, bids[0], 150.0), joined(a, bids[2], 390.0)]  # the second never
+    got = summarize(
+        attribute([a, *bids], outputs, AUCTION_BID),
+        expected([a, *bids], AUCTION_BID),
+        0.0,
+        1_000.0,
+        2_000.0,
+    )
+    assert (got["count"], got["dues"], got["missing"], got["lower_bound"]) == (2, 2, 1, True)
+    assert (got["p50_ms"], got["max_ms"]) == (90.0, 1_800.0)
+
+
+def test_every_output_of_the_join_program_is_a_pair_of_the_generator() -> None:
+    """The rule against the program itself (the reference evaluator, SPEC S16) over the
+    generator's events: each output identifies exactly one pair; each pair of on-time events
+    is output, due at its bid (the generator opens an auction before any bid names it)."""
+    from app.circuit.reference import StepInput, evaluate
+    from loadtests.bench import pair_shape_of
+    from loadtests.generator import AUCTION, pair_timeline
+
+    text = WORKLOADS["d"].program.format(out="o", **input_topics("d", "t"))
+    circuit = compile_program("d.sql", text)
+    tables = ("auction", "bid")
+    produced = [
+        Produced(float(i), row, late, "auction" if side == AUCTION else "bid")
+        for i, side, row, late in pair_timeline(pair_shape_of("d"), 4_000)
+    ]
+    steps = [  # four steps: the later ones find late rows
+        StepInput(
+            rows={t: [p.row for p in produced[k : k + 1_000] if p.table == t] for t in tables}
+        )
+        for k in range(0, len(produced), 1_000)
+    ]
+    outputs = [
+        Visible(1e9, record.value)
+        for r in evaluate(circuit, steps)
+        for record in r.outputs["auction_bid"]
+        if record.value is not None
+    ]
+    got = attribute(produced, outputs, AUCTION_BID)
+    due = expected(produced, AUCTION_BID)
+    assert got.unmatched == 0 and len(got.samples) >= len(due) > 3_000
+    assert all(produced[int(at)].table == "bid" for _, at in due)
+    assert summarize(got, due, 0.0, 1e9, 2e9)["missing"] == 0
+
+
+def test_a_side_of_the_join_reads_both_topics_and_the_probe_names_them() -> None:
+    from loadtests.side import program_text
+
+    inputs = input_topics("d", "lt")
+    assert inputs == {"auctions": "lt.auctions", "bids": "lt.bids"}
+    assert input_topics("a", "lt") == {"topic": "lt"}
+    out = ("lt.auctions", "lt.d.out")
+    spec = continuous_spec("tidemark", "d", "b:9092", out, "local[2]", Path("/w"), 0, 60, inputs)
+    text = program_text(spec)
+    assert "'topic' = 'lt.auctions'" in text and "'topic' = 'lt.bids'" in text
+    assert "'topic' = 'lt.d.out'" in text

@@ -1,14 +1,28 @@
 """The two-input generator of workload (d) (loadtests/generator.py, ``pair_timeline``): one
 auction in eleven events, the bids naming recent auctions so that most fall within their
 auction's ten-minute bound, each id back only after that bound, and the same late and
-out-of-order fractions as the one-input workloads."""
+out-of-order fractions as the one-input workloads; encoded beforehand and produced at a rate
+to both topics for the latency probe."""
 
 from __future__ import annotations
 
+from array import array
 from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
 
 from loadtests.bench import pair_shape_of
-from loadtests.generator import AUCTION, BID, PairShape, pair_timeline
+from loadtests.generator import (
+    AUCTION,
+    BID,
+    PairShape,
+    encode_pair,
+    encoded_pair,
+    pair_timeline,
+    produce_pair,
+)
 
 SHAPE = pair_shape_of("d")
 
@@ -65,3 +79,60 @@ def test_most_bids_match_one_auction_within_the_bound_and_none_two() -> None:
     ]
     assert max(matches) == 1
     assert 0.98 < sum(matches) / len(bids) < 1.0, sum(matches) / len(bids)
+
+
+def test_encoded_pair_is_each_event_encoded_for_its_input_in_order(tmp_path: Path) -> None:
+    """The latency probe produces (d) from a file encoded beforehand: it must hold exactly
+    the values produce_pair() would encode, each with its input, so the attribution (which
+    regenerates the timeline) sees the events produced."""
+    from app.connectors.avro_codec import AvroCodec
+
+    path = tmp_path / "pair.bin"
+    encode_pair(SHAPE, 2_000, path)
+    codecs = (AvroCodec(SHAPE.auction_schema), AvroCodec(SHAPE.bid_schema))
+    assert list(encoded_pair(path)) == [
+        (side, codecs[side].encode(row)) for _, side, row, _late in pair_timeline(SHAPE, 2_000)
+    ]
+
+
+class _Producer:
+    """confluent_kafka.Producer's calls that produce_pair makes, kept."""
+
+    sent: list[tuple[str, bytes, bytes]] = []
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        _Producer.sent = []
+
+    def produce(self, topic: str, value: bytes, key: bytes) -> None:
+        _Producer.sent.append((topic, value, key))
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+    def flush(self, timeout: float) -> int:
+        return 0
+
+
+def test_produce_pair_sends_each_event_to_its_inputs_topic_at_the_rate_until_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One sequence over both topics, in production order and keyed by index; ``times``
+    gets one produce time per event, paced at ``rate`` over both inputs together."""
+    import confluent_kafka
+
+    monkeypatch.setattr(confluent_kafka, "Producer", _Producer)
+    path = tmp_path / "pair.bin"
+    encode_pair(SHAPE, 500, path)
+    times = array("d")
+    seconds = produce_pair(
+        {}, ("a", "b"), SHAPE, 300, rate=2_000, times=times, values=encoded_pair(path)
+    )
+    values = list(encoded_pair(path))[:300]
+    assert _Producer.sent == [
+        (("a", "b")[side], value, str(i).encode()) for i, (side, value) in enumerate(values)
+    ]
+    assert len(times) == 300 and list(times) == sorted(times)
+    assert seconds > 0.13 and 130 < times[-1] - times[0] < 5_000  # 300 events at 2,000/s
+    calls = iter(range(1_000))
+    produce_pair({}, ("a", "b"), SHAPE, 2**40, stop=lambda: next(calls) == 2)
+    assert len(_Producer.sent) == 200  # checked every 100 events
