@@ -48,7 +48,17 @@ CREATE TABLE bid (
 """
 
 
-def _record(name: str, fields: list[tuple[str, str]]) -> str:
+#: The join of (d) and (e): ``{kind}`` is "" (INNER) or "LEFT ".
+_AUCTION_BID = (
+    "CREATE VIEW auction_bid WITH ('topic' = '{{out}}', 'format' = 'append') AS\n"
+    "SELECT b.date_time, b.auction, b.bidder, b.price, a.seller, a.category,\n"
+    "       a.date_time AS auction_time\n"
+    "FROM auction AS a\n{kind}JOIN bid AS b\n  ON a.id = b.auction\n"
+    " AND b.date_time BETWEEN a.date_time AND a.date_time + INTERVAL '10' MINUTE;\n"
+)
+
+
+def _record(name: str, fields: list[tuple[str, Any]]) -> str:
     return json.dumps(
         {"type": "record", "name": name, "fields": [{"name": n, "type": t} for n, t in fields]}
     )
@@ -107,6 +117,16 @@ def _peer_c(df: Any) -> Any:
 
 
 def _peer_d(auctions: Any, bids: Any) -> Any:
+    return _peer_join(auctions, bids, "inner")
+
+
+def _peer_e(auctions: Any, bids: Any) -> Any:
+    return _peer_join(auctions, bids, "leftouter")
+
+
+def _peer_join(auctions: Any, bids: Any, how: str) -> Any:
+    """Spark's stream-stream join of (d) and (e): an auction without a bid comes out of a
+    ``leftouter`` join once the query's watermark passes its bound."""
     from pyspark.sql import functions as F
 
     a = auctions.withWatermark("date_time", "10 seconds").alias("a")
@@ -117,7 +137,7 @@ def _peer_d(auctions: Any, bids: Any) -> Any:
             "a.id = b.auction AND b.date_time BETWEEN a.date_time "
             "AND a.date_time + INTERVAL 10 MINUTES"
         ),
-        "inner",
+        how,
     ).select(
         F.expr("unix_millis(b.date_time)").alias("date_time"),
         F.col("b.auction").alias("auction"),
@@ -217,12 +237,7 @@ WORKLOADS: dict[str, Workload] = {
     "d": Workload(
         "d",
         "auctions and bids: INNER interval join on the auction id, 10 minutes",
-        _AUCTIONS_AND_BIDS
-        + "CREATE VIEW auction_bid WITH ('topic' = '{out}', 'format' = 'append') AS\n"
-        "SELECT b.date_time, b.auction, b.bidder, b.price, a.seller, a.category,\n"
-        "       a.date_time AS auction_time\n"
-        "FROM auction AS a\nJOIN bid AS b\n  ON a.id = b.auction\n"
-        " AND b.date_time BETWEEN a.date_time AND a.date_time + INTERVAL '10' MINUTE;\n",
+        _AUCTIONS_AND_BIDS + _AUCTION_BID.format(kind=""),
         10_000,
         _peer_d,
         _record(
@@ -232,6 +247,28 @@ WORKLOADS: dict[str, Workload] = {
                 ("auction", "long"),
                 ("bidder", "long"),
                 ("price", "long"),
+                ("seller", "long"),
+                ("category", "long"),
+                ("auction_time", "long"),
+            ],
+        ),
+        "date_time",
+        False,
+        inputs=("auctions", "bids"),
+    ),
+    "e": Workload(
+        "e",
+        "auctions and bids: LEFT OUTER interval join (Tidemark's join operator, ADR 0017)",
+        _AUCTIONS_AND_BIDS + _AUCTION_BID.format(kind="LEFT "),
+        10_000,
+        _peer_e,
+        _record(
+            "auction_bid",
+            [
+                ("date_time", ["null", "long"]),
+                ("auction", ["null", "long"]),
+                ("bidder", ["null", "long"]),
+                ("price", ["null", "long"]),
                 ("seller", "long"),
                 ("category", "long"),
                 ("auction_time", "long"),

@@ -85,3 +85,22 @@ def test_the_program_joins_each_bid_with_its_auction_within_ten_minutes() -> Non
     )
     assert len(expected) > 4_500
     assert got == expected
+
+
+def test_the_outer_join_workload_runs_on_the_join_operator_and_the_peer_writes_its_shape() -> None:
+    """Workload (e), (d) as a LEFT OUTER join: Tidemark's join operator (ADR 0017) in the
+    query of both tables, beside Spark's own ``leftouter`` join as the peer; the bid's
+    columns are nullable on both sides (an auction without a bid is written with NULLs)."""
+    outer = WORKLOADS["e"]
+    circuit = compile_program("e.sql", outer.program.format(auctions="a", bids="b", out="o"))
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    assert plan.placement("auction_bid").state == "join_operator"
+    output = circuit.view("auction_bid").output
+    assert output is not None
+    view = [(f["name"], f["type"]) for f in output.value_schema["fields"]]
+    peer = [(f["name"], f["type"]) for f in json.loads(outer.peer_out_schema)["fields"]]
+    assert [name for name, _ in view] == [name for name, _ in peer]
+    nullable = [name for name, kind in peer if isinstance(kind, list)]
+    assert nullable == ["date_time", "auction", "bidder", "price"]
+    assert [name for name, kind in view if isinstance(kind, list) and "null" in kind] == nullable
