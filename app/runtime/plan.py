@@ -701,15 +701,9 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
         found = join_time_source(
             circuit, join.left.source, join.as_of.probe_column, aggregate is not None
         )
-        probe = None if found is None else circuit.table(found[0])
+        probe = _on_first_lateness(circuit, found)
         versions = circuit.root_table(join.right.source)
-        if (
-            probe is None
-            or found is None
-            or not probe.lateness
-            or probe.lateness[0].column != found[1]
-            or probe.column(found[1]).type.name != "TIMESTAMP"
-        ):
+        if probe is None:
             return (
                 "a temporal join AS OF "
                 f"{join.left.qualified(join.as_of.probe_column)}",
@@ -760,20 +754,27 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
                 return f"a join bound on {side.qualified(column)}", fix
             aggregated = True
             continue
-        found = join_time_source(circuit, side.source, column, join.form == "window")
-        table = None if found is None else circuit.table(found[0])
-        if (
-            table is None
-            or found is None
-            or not table.lateness
-            or table.lateness[0].column != found[1]
-            or table.column(found[1]).type.name != "TIMESTAMP"
-        ):
+        table = _on_first_lateness(
+            circuit, join_time_source(circuit, side.source, column, join.form == "window")
+        )
+        if table is None:
             return f"a join bound on {side.qualified(column)}", fix
         tables.append(table.name)
     if len(tables) == 2 and tables[0] == tables[1]:
         return f"a join of table {tables[0]} with itself", fix
     return None
+
+
+def _on_first_lateness(circuit: Circuit, found: tuple[str, str] | None) -> Table | None:
+    """The table of ``found`` (table, column) if the column is the table's first LATENESS
+    column and a TIMESTAMP: the waterline a join on Spark follows (Spark's watermark, or the
+    join operator's probes); else None."""
+    if found is None:
+        return None
+    table = circuit.table(found[0])
+    if not table.lateness or table.lateness[0].column != found[1]:
+        return None
+    return table if table.column(found[1]).type.name == "TIMESTAMP" else None
 
 
 def join_time_source(
