@@ -90,6 +90,9 @@ class JoinOperatorSpec:
     upper: int
     left_lateness: int
     right_lateness: int
+    #: The probe side is a native aggregate's final rows, which Spark writes a step after
+    #: the step whose waterline completes their window (its watermark lags one batch).
+    probe_lags: bool = False
 
 
 class _Slot(StatefulProcessor):
@@ -125,6 +128,9 @@ def step_slot(
     table's step maximum), ``tbl`` (a probe's table: L or R), ``pt`` and ``of`` (arrival:
     Kafka partition and offset) and ``row`` (the side's columns as JSON)."""
     doc = doc or {"w": {"L": None, "R": None}, "held": {"L": [], "R": []}, "versions": {}}
+    # The least time a future probe row can have (temporal joins): at or above w(L), or, of
+    # a lagging aggregate, above the w(L) this step started with.
+    doc["probe_floor"] = doc["w"]["L"]
     lateness = {"L": spec.left_lateness, "R": spec.right_lateness}
     for side in ("L", "R"):
         tops = [int(r["t"]) for r in rows if r["side"] == "P" and r["tbl"] == side and _set(r["t"])]
@@ -137,6 +143,8 @@ def step_slot(
             key=lambda r: (r["side"], int(r["pt"]), int(r["of"])),
         )
     ]
+    if not spec.probe_lags:
+        doc["probe_floor"] = doc["w"]["L"]
     step = _temporal_step if spec.form == "temporal" else _interval_step
     return step(spec, doc, arrivals), doc
 
@@ -219,7 +227,7 @@ def _temporal_step(
             elif spec.kind == "left":
                 out.append((row, None))
         doc["held"]["L"] = kept
-        probe_floor = doc["w"]["L"]
+        probe_floor = doc["probe_floor"]
         if probe_floor is not None:
             least = min(floor, probe_floor)
             for key, times in versions.items():

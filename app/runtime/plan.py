@@ -402,7 +402,11 @@ def _operator_rows(
         )
         lateness.append(first.amount)
     bound = (0, 0) if join.bound is None else (join.bound.lower, join.bound.upper)
-    spec = JoinOperatorSpec(join.kind, join.form, *bound, *lateness)
+    # A temporal join's probe side may be a native aggregate's final rows (ADR 0017).
+    lags = any(v.name == join.left.source and not v.is_stateless for v in circuit.views)
+    spec = JoinOperatorSpec(
+        join.kind, join.form, *bound, lateness[0], lateness[1], probe_lags=lags
+    )
     return operator_joined(join, frames, probes, spec)
 
 

@@ -132,3 +132,19 @@ def test_versions_no_lookup_can_find_are_freed_one_per_key_stays() -> None:
     assert [v[0] for v in doc["versions"]['eur']] == [200, 300, 400]
     _, doc = step_slot(TEMPORAL, doc, [_probe("L", 1000)])
     assert [v[0] for v in doc["versions"]['eur']] == [400]
+
+
+def test_versions_stay_for_an_aggregate_whose_rows_come_a_step_after_its_waterline() -> None:
+    """A native aggregate's final row of a window ending at 400 reaches the operator the step
+    after w(L) passed 400 (Spark's watermark lags a batch): the version valid at 400 must
+    still be there, so versions are freed by the w(L) the step started with."""
+    lagging = JoinOperatorSpec("left", "temporal", 0, 0, 0, 0, probe_lags=True)
+    rows = [_row("R", "eur", t, t) for t in (300, 450)]
+    _, doc = step_slot(lagging, None, [*rows, _probe("R", 500), _probe("L", 420)])
+    _, doc = step_slot(lagging, doc, [_probe("R", 500), _probe("L", 480)])
+    assert [v[0] for v in doc["versions"]["eur"]] == [300, 450]
+    out, doc = step_slot(lagging, doc, [_row("L", "eur", 400, 9)])
+    assert out == [("L9", "R300")]
+    # Without the lag, w(L) = 480 frees 300 at once: the late row would find nothing.
+    _, eager = step_slot(TEMPORAL, None, [*rows, _probe("R", 500), _probe("L", 480)])
+    assert [v[0] for v in eager["versions"]["eur"]] == [450]
