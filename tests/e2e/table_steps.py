@@ -90,6 +90,21 @@ def written(kafka: Any, circuit: Circuit, view: str, topic: str) -> Counter[tupl
     )
 
 
+def new_values_per_step(
+    kafka: Any, circuit: Circuit, view: str, topic: str
+) -> tuple[list[Counter[Any]], Callable[[], None]]:
+    """A list that gains, after each step, the values of append view ``view`` the step
+    wrote (headers left out), and the ``after_step`` callback of :func:`run_steps` that
+    fills it."""
+    seen: list[Counter[Any]] = []
+
+    def after_step() -> None:
+        now = Counter(value for value, _ in written(kafka, circuit, view, topic).elements())
+        seen.append(now - sum(seen, Counter()))
+
+    return seen, after_step
+
+
 def _record(value: Any) -> Any:
     """A decoded key or value as a hashable value; a changelog's ``ptime`` (the step's batch
     time, which the reference evaluator does not know) left out."""

@@ -29,7 +29,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from table_steps import clock_ms, frozen, oracle_written, run_steps, shipped_program, written
+from table_steps import (
+    clock_ms,
+    frozen,
+    new_values_per_step,
+    oracle_written,
+    run_steps,
+    shipped_program,
+    written,
+)
 
 from app.circuit.reference import evaluate
 from app.connectors.topic_reader import read_topic
@@ -93,13 +101,7 @@ def test_seed_temporal_join_writes_each_amount_with_the_rate_valid_at_its_time_s
     assert "view converted <- amounts LEFT OUTER JOIN rates FOR SYSTEM_TIME AS OF a.rowtime" in (
         explain_physical_text(plan, ())
     )
-    seen: list[Counter[Any]] = []
-
-    def new_rows() -> None:
-        records = written(kafka, circuit, "converted", topics["converted"])
-        now = Counter(value for value, _ in records.elements())
-        seen.append(now - sum(seen, Counter()))
-
+    seen, new_rows = new_values_per_step(kafka, circuit, "converted", topics["converted"])
     _, inputs = run_steps(kafka, tmp_path, circuit, topics, STEPS, after_step=new_rows)
     assert seen == [
         Counter(),
@@ -143,13 +145,7 @@ def test_seed_daily_sums_get_the_days_closing_rate_s16_s18(
         {"amounts": [_day27(_amount("0:30", "EUR", 10))]},
         {"rates": [_day27(_rate("0:10", "EUR", "1.20"))]},
     ]
-    seen: list[Counter[Any]] = []
-
-    def new_rows() -> None:
-        records = written(kafka, circuit, "daily_converted", topics["daily"])
-        now = Counter(value for value, _ in records.elements())
-        seen.append(now - sum(seen, Counter()))
-
+    seen, new_rows = new_values_per_step(kafka, circuit, "daily_converted", topics["daily"])
     _, inputs = run_steps(kafka, tmp_path, circuit, topics, steps, after_step=new_rows)
     day = frozen(
         {

@@ -28,7 +28,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from table_steps import clock_ms, frozen, oracle_written, run_steps, shipped_program, written
+from table_steps import (
+    clock_ms,
+    frozen,
+    new_values_per_step,
+    oracle_written,
+    run_steps,
+    shipped_program,
+    written,
+)
 
 from app.circuit.reference import evaluate
 from app.connectors.sink import format_time_value
@@ -229,13 +237,7 @@ def test_seed_outer_join_writes_unmatched_rows_when_the_other_side_proves_it_s16
         {"orders": [("bound", clock_ms("10:12"))]},
         {"orders": [("bound", clock_ms("10:12") + 1)]},
     ]
-    seen: list[Counter[Any]] = []
-
-    def new_rows() -> None:
-        now = Counter(value for value, _ in written(kafka, circuit, "order_trade_outer",
-                                                   topics["outer"]).elements())
-        seen.append(now - sum(seen, Counter()))
-
+    seen, new_rows = new_values_per_step(kafka, circuit, "order_trade_outer", topics["outer"])
     _, inputs = run_steps(kafka, tmp_path, circuit, topics, steps, after_step=new_rows)
     assert seen == [
         Counter(),
