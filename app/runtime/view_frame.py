@@ -63,8 +63,8 @@ def view_frame(
 
     A UNION ALL (S17) is the rows of every branch, each branch's pipeline over its own
     input; its Projects name the same columns, so the branches union by name. A JOIN view's
-    rows are Spark's join of its inputs, or ``joined`` when given (an OUTER join's, by
-    :mod:`app.runtime.outer_join`)."""
+    rows are Spark's join of its inputs, or ``joined`` when given (an OUTER or temporal join's, by
+    :mod:`app.runtime.join_operator`)."""
     union = view.union
     if union is not None:
         frames = [_pipeline(inputs[b.source], b.operators) for b in union.branches]
