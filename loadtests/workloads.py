@@ -64,6 +64,24 @@ def _record(name: str, fields: list[tuple[str, Any]]) -> str:
     )
 
 
+def _auction_bid_record(outer: bool) -> str:
+    """The Avro schema of (d)'s and (e)'s rows; the bid's columns are nullable in (e)'s (an
+    auction without a bid)."""
+    bid = ["null", "long"] if outer else "long"
+    return _record(
+        "auction_bid",
+        [
+            ("date_time", bid),
+            ("auction", bid),
+            ("bidder", bid),
+            ("price", bid),
+            ("seller", "long"),
+            ("category", "long"),
+            ("auction_time", "long"),
+        ],
+    )
+
+
 def _peer_a(df: Any) -> Any:
     from pyspark.sql import functions as F
 
@@ -240,18 +258,7 @@ WORKLOADS: dict[str, Workload] = {
         _AUCTIONS_AND_BIDS + _AUCTION_BID.format(kind=""),
         10_000,
         _peer_d,
-        _record(
-            "auction_bid",
-            [
-                ("date_time", "long"),
-                ("auction", "long"),
-                ("bidder", "long"),
-                ("price", "long"),
-                ("seller", "long"),
-                ("category", "long"),
-                ("auction_time", "long"),
-            ],
-        ),
+        _auction_bid_record(outer=False),
         "date_time",
         False,
         inputs=("auctions", "bids"),
@@ -262,18 +269,7 @@ WORKLOADS: dict[str, Workload] = {
         _AUCTIONS_AND_BIDS + _AUCTION_BID.format(kind="LEFT "),
         10_000,
         _peer_e,
-        _record(
-            "auction_bid",
-            [
-                ("date_time", ["null", "long"]),
-                ("auction", ["null", "long"]),
-                ("bidder", ["null", "long"]),
-                ("price", ["null", "long"]),
-                ("seller", "long"),
-                ("category", "long"),
-                ("auction_time", "long"),
-            ],
-        ),
+        _auction_bid_record(outer=True),
         "date_time",
         False,
         inputs=("auctions", "bids"),

@@ -128,9 +128,7 @@ def step_slot(
     table's step maximum), ``tbl`` (a probe's table: L or R), ``pt`` and ``of`` (arrival:
     Kafka partition and offset) and ``row`` (the side's columns as JSON)."""
     doc = doc or {"w": {"L": None, "R": None}, "held": {"L": [], "R": []}, "versions": {}}
-    # The least time a future probe row can have (temporal joins): at or above w(L), or, of
-    # a lagging aggregate, above the w(L) this step started with.
-    doc["probe_floor"] = doc["w"]["L"]
+    started = doc["w"]["L"]
     lateness = {"L": spec.left_lateness, "R": spec.right_lateness}
     for side in ("L", "R"):
         tops = [int(r["t"]) for r in rows if r["side"] == "P" and r["tbl"] == side and _set(r["t"])]
@@ -143,10 +141,12 @@ def step_slot(
             key=lambda r: (r["side"], int(r["pt"]), int(r["of"])),
         )
     ]
-    if not spec.probe_lags:
-        doc["probe_floor"] = doc["w"]["L"]
-    step = _temporal_step if spec.form == "temporal" else _interval_step
-    return step(spec, doc, arrivals), doc
+    if spec.form != "temporal":
+        return _interval_step(spec, doc, arrivals), doc
+    # The least time a future probe row can have: at or above w(L), or, of a lagging
+    # aggregate, above the w(L) this step started with.
+    probe_floor = started if spec.probe_lags else doc["w"]["L"]
+    return _temporal_step(spec, doc, arrivals, probe_floor), doc
 
 
 def _interval_step(
@@ -194,7 +194,10 @@ def _interval_step(
 
 
 def _temporal_step(
-    spec: JoinOperatorSpec, doc: dict[str, Any], arrivals: list[tuple[str, Any, Any, str]]
+    spec: JoinOperatorSpec,
+    doc: dict[str, Any],
+    arrivals: list[tuple[str, Any, Any, str]],
+    probe_floor: int | None,
 ) -> list[Pair]:
     """A temporal join's step (module docstring; the reference evaluator's
     ``_TemporalRuntime``); updates ``doc``. ``held["L"]``: [key, time, row] in arrival
@@ -227,7 +230,6 @@ def _temporal_step(
             elif spec.kind == "left":
                 out.append((row, None))
         doc["held"]["L"] = kept
-        probe_floor = doc["probe_floor"]
         if probe_floor is not None:
             least = min(floor, probe_floor)
             for key, times in versions.items():
