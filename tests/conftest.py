@@ -55,11 +55,14 @@ class Broker:
             **given,
         )
 
-    def create_topic(self, name: str, partitions: int = 1) -> str:
+    def create_topic(
+        self, name: str, partitions: int = 1, config: dict[str, str] | None = None
+    ) -> str:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient({**self.conf(), "log_level": 3})
-        admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+        topic = NewTopic(name, partitions, 1, config=config or {})
+        admin.create_topics([topic])[name].result(30)
         return name
 
 

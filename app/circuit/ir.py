@@ -461,8 +461,16 @@ class Table:
     #: ``PRIMARY KEY (...) NOT ENFORCED``: NOT NULL columns, in declared order, that make
     #: the table a versioned table of a temporal join (S16): its rows read as the versions
     #: of each key over the table's first LATENESS column. Not enforced: the table stays
-    #: insert-only (S2), every row of a key is one more version. Empty: no key.
+    #: insert-only (S2), every row of a key is one more version; keyed by its Kafka key, a
+    #: tombstone ends its key's version (:attr:`deletes_by_tombstone`). Empty: no key.
     primary_key: tuple[str, ...] = field(default=(), metadata=OMIT_DEFAULT)
+
+    @property
+    def deletes_by_tombstone(self) -> bool:
+        """The table's PRIMARY KEY is its Kafka key (one column ``METADATA FROM 'key'``): a
+        tombstone (a null value) is the deletion of its key at its time, as on a compacted
+        topic, which ends the key's last version for a temporal join (S16)."""
+        return len(self.primary_key) == 1 and self.column(self.primary_key[0]).metadata == "key"
 
     def column(self, name: str) -> Column:
         for col in self.columns:

@@ -17,7 +17,9 @@ in plain Python, favouring obviousness over speed. Per step, in this order:
    view holds each side's rows until the other side's waterline passes their bound, emits
    each match when its second row arrives and an outer row once it is proven unmatched
    (S16); a temporal join holds its probe rows until the versioned table's waterline
-   passes their time, then writes each with the version valid at it.
+   passes their time, then writes each with the version valid at it; a table keyed by its
+   Kafka key also takes :class:`Deletion` records (tombstones), which end their key's last
+   version for temporal joins and reach no other view.
 3. **Completeness, emission, state** (S11-S14): after all rows of the step are applied, each
    output view writes its records per its :class:`~app.circuit.ir.EmitPolicy` and format, and
    groups that are complete and fully written are freed.
@@ -52,6 +54,7 @@ from app.circuit.windows import window_bounds
 
 __all__ = [
     "DeadLetter",
+    "Deletion",
     "OutputRecord",
     "Punctuation",
     "Reference",
@@ -76,14 +79,24 @@ class Punctuation:
 
 
 @dataclass(frozen=True)
+class Deletion:
+    """A tombstone of a table keyed by its Kafka key (``Table.deletes_by_tombstone``): the
+    deletion of its key at its time. ``row`` holds the record's metadata columns (the key,
+    the timestamp, ...); the value columns are NULL. Gated like a row (S5, S7)."""
+
+    row: Row
+
+
+@dataclass(frozen=True)
 class StepInput:
-    """One step (S1): per table, the decoded rows in arrival order, plus the step's clocks.
+    """One step (S1): per table, the decoded rows (and :class:`Deletion` records) in arrival
+    order, plus the step's clocks.
 
     ``batch_time_ms`` is the step's recorded batch time (changelog ``ptime``, AFTER DELAY);
     ``wall_clock_ms`` feeds the ``max_future`` guard of S7 (None: the guard is not applied).
     """
 
-    rows: Mapping[str, Sequence[Row]]
+    rows: Mapping[str, Sequence[Row | Deletion]]
     batch_time_ms: int = 0
     wall_clock_ms: int | None = None
     punctuations: Mapping[str, Sequence[Punctuation]] = field(default_factory=dict)
@@ -174,6 +187,8 @@ class _Change:
     weight: int
     seq: int
     origin: Row | None = None
+    #: A :class:`Deletion` of the row's key (only temporal joins read one).
+    deleted: bool = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,13 +227,16 @@ class _Held:
     matched: bool = False
 
 
-def _arrivals(join: Join, deltas: Mapping[str, Sequence[_Change]]) -> list[tuple[str, _Change]]:
+def _arrivals(
+    join: Join, deltas: Mapping[str, Sequence[_Change]], deleted: Sequence[_Change] = ()
+) -> list[tuple[str, _Change]]:
     """The step's rows of both sides of ``join`` as (``"left"``/``"right"``, change), in
-    arrival order (a left row before a right one of the same sequence number). Joins read
+    arrival order (a left row before a right one of the same sequence number), with
+    ``deleted``, the right side's deletions, among the right side's rows. Joins read
     insert-only relations (the compiler's rule): a retraction is a ValueError."""
     arrivals = sorted(
         [(c.seq, 0, "left", c) for c in deltas.get(join.left.source, ())]
-        + [(c.seq, 1, "right", c) for c in deltas.get(join.right.source, ())],
+        + [(c.seq, 1, "right", c) for c in [*deltas.get(join.right.source, ()), *deleted]],
         key=lambda item: (item[0], item[1]),
     )
     for _, _, _, change in arrivals:
@@ -292,9 +310,11 @@ class _JoinRuntime:
         self,
         deltas: Mapping[str, Sequence[_Change]],
         waterlines: _AllWaterlines,
+        deletions: Mapping[str, Sequence[_Change]],
     ) -> list[dict[str, Any]]:
         """The joined rows of this step: matches in arrival order, then rows proven
-        unmatched (left side first, each in arrival order)."""
+        unmatched (left side first, each in arrival order). Deletions reach no interval or
+        window join (a table stays insert-only for them)."""
         out: list[dict[str, Any]] = []
         for side, change in _arrivals(self.join, deltas):
             held = self._side_row(side, change.row)
@@ -342,8 +362,9 @@ class _TemporalRuntime:
     temporal join) for one :class:`~app.circuit.ir.Join` with ``as_of``, step by step.
 
     Rows of the versioned side (``right``, a table with a PRIMARY KEY) are versions of their
-    key at their time; a later row of a key at a time it already has replaces that version
-    (the table is insert-only, S2: a key is never deleted). Probe rows (``left``) are held
+    key at their time; a later row of a key at a time it already has replaces that version.
+    A :class:`Deletion` (a tombstone, of a table keyed by its Kafka key) is a version with no
+    row: a probe row it is valid for has no version. Probe rows (``left``) are held
     until the versions' waterline floor exceeds their time (no version at or below it can
     still come, S5), then matched with the version of their key with the greatest time at
     or below theirs and written once (insert-only), in arrival order; LEFT writes a row
@@ -365,27 +386,30 @@ class _TemporalRuntime:
             join.as_of.version_column
         )
         self.held: list[dict[str, Any]] = []  # probe rows by qualified name, arrival order
-        #: key -> version time -> the version's row by qualified name
-        self.versions: dict[tuple[Any, ...], dict[int, dict[str, Any]]] = {}
+        #: key -> version time -> the version's row by qualified name (None: deleted)
+        self.versions: dict[tuple[Any, ...], dict[int, dict[str, Any] | None]] = {}
 
     def rows_held(self) -> int:
         return len(self.held) + sum(len(times) for times in self.versions.values())
 
     def apply(
-        self, deltas: Mapping[str, Sequence[_Change]], waterlines: _AllWaterlines
+        self,
+        deltas: Mapping[str, Sequence[_Change]],
+        waterlines: _AllWaterlines,
+        deletions: Mapping[str, Sequence[_Change]],
     ) -> list[dict[str, Any]]:
         """The joined rows of this step: every held probe row the versions' waterline now
         passes, in arrival order (rows of this step included, after all of its versions)."""
         join = self.join
         out: list[dict[str, Any]] = []
-        for side, change in _arrivals(join, deltas):
+        for side, change in _arrivals(join, deltas, deletions.get(join.right.source, ())):
             spec = join.left if side == "left" else join.right
             row = {spec.qualified(c): change.row.get(c) for c in spec.columns}
             if side == "right":
                 key = tuple(evaluate_expr(right, row) for _, right in join.keys)
                 time = change.row.get(self.as_of.version_column)
                 if time is not None:
-                    self.versions.setdefault(key, {})[time] = row
+                    self.versions.setdefault(key, {})[time] = None if change.deleted else row
             elif change.row.get(self.as_of.probe_column) is None:
                 # A NULL time is valid for no version: nothing can ever match it.
                 if join.kind == "left":
@@ -413,8 +437,9 @@ class _TemporalRuntime:
         key = tuple(evaluate_expr(left, probe) for left, _ in join.keys)
         if all(value is not None for value in key):
             times = [t for t in self.versions.get(key, {}) if t <= time]
-            if times:
-                joined = {**probe, **self.versions[key][max(times)]}
+            version = self.versions[key][max(times)] if times else None
+            if version is not None:
+                joined = {**probe, **version}
                 if join.residual is None or is_true(evaluate_expr(join.residual, joined)):
                     return joined
         return self._padded(probe) if join.kind == "left" else None
@@ -424,16 +449,19 @@ class _TemporalRuntime:
 
     def _free(self, version_floor: int | None, probe_floor: int | None) -> None:
         """Per key, drop the versions below the latest one at or below the least time a
-        lookup can still have (None: -infinity, nothing is dropped)."""
+        lookup can still have (None: -infinity, nothing is dropped); a key whose only
+        version left is a deletion is dropped whole (no lookup finds a version of it)."""
         if version_floor is None or probe_floor is None:
             return
         least = min(version_floor, probe_floor)
-        for times in self.versions.values():
+        for key, times in list(self.versions.items()):
             below = [t for t in times if t <= least]
             latest = max(below, default=None)
             for t in below:
                 if t != latest:
                     del times[t]
+            if latest is not None and len(times) == 1 and times[latest] is None:
+                del self.versions[key]
 
 
 def _source_floor(source: _TimeSource | None, waterlines: _AllWaterlines) -> int | None:
@@ -602,13 +630,15 @@ class _ViewRuntime:
         deltas: Mapping[str, Sequence[_Change]],
         next_seq: _Sequence,
         waterlines: _AllWaterlines | None = None,
+        deletions: Mapping[str, Sequence[_Change]] | None = None,
     ) -> list[_Change]:
-        """This step's delta of the view's relation from its inputs' deltas (S8)."""
+        """This step's delta of the view's relation from its inputs' deltas (S8); a
+        temporal join also reads its versioned table's ``deletions``."""
         if self.join is not None:
             assert waterlines is not None, "a join needs the step's waterlines (S16)"
             return [
                 _Change(self._shape(row), 1, next_seq())
-                for joined in self.join.apply(deltas, waterlines)
+                for joined in self.join.apply(deltas, waterlines, deletions or {})
                 for row in self._stateless(self.pre, joined)
             ]
         if self.union is not None:
@@ -916,11 +946,14 @@ class Reference:
         self._check(step)
         dead: list[DeadLetter] = []
         deltas: dict[str, list[_Change]] = {}
+        deletions: dict[str, list[_Change]] = {}
         for table in self.circuit.tables:
-            deltas[table.name] = self._gate_table(table, step, dead)
+            accepted = self._gate_table(table, step, dead)
+            deltas[table.name] = [c for c in accepted if not c.deleted]
+            deletions[table.name] = [c for c in accepted if c.deleted]
         for view in self.circuit.views:
             runtime = self.views[view.name]
-            delta = runtime.apply(deltas, self.next_seq, self.waterlines)
+            delta = runtime.apply(deltas, self.next_seq, self.waterlines, deletions)
             if runtime.gate is not None:
                 delta = self._gate_view(runtime, runtime.gate, delta, dead)
             if runtime.aggregate is not None and view.emit.after_watermark:
@@ -966,18 +999,29 @@ class Reference:
                     )
 
     def _gate_table(self, table: Table, step: StepInput, dead: list[DeadLetter]) -> list[_Change]:
-        """S2/S5/S7 for one table, in the contract's order: invalid, future, late."""
+        """S2/S5/S7 for one table, in the contract's order: invalid, future, late. The
+        accepted rows and deletions (``deleted``), in arrival order."""
         gate = self.gates[table.name]
         future_columns = [
             lt.column for lt in table.lateness if table.column(lt.column).type.name == "TIMESTAMP"
         ]
-        well_formed: list[tuple[Row, dict[str, Any]]] = []
-        for original in step.rows.get(table.name, ()):
+        # A deletion has its key and times (from the record); its value columns are NULL.
+        deletion_required = [*table.primary_key, *(lt.column for lt in table.lateness)]
+        well_formed: list[tuple[Row, dict[str, Any], bool]] = []
+        for given in step.rows.get(table.name, ()):
+            deleted = isinstance(given, Deletion)
+            original = given.row if isinstance(given, Deletion) else given
+            if deleted and not table.deletes_by_tombstone:
+                raise ValueError(
+                    f"a deletion of table {table.name}, whose PRIMARY KEY is not its Kafka key"
+                )
             row: dict[str, Any] = {col.name: original.get(col.name) for col in table.columns}
-            missing = next(
-                (c.name for c in table.columns if not c.type.nullable and row[c.name] is None),
-                None,
+            required = (
+                deletion_required
+                if deleted
+                else [c.name for c in table.columns if not c.type.nullable]
             )
+            missing = next((name for name in required if row[name] is None), None)
             if missing is not None:
                 dead.append(
                     DeadLetter(
@@ -1001,12 +1045,12 @@ class Reference:
                         )
                     )
                     continue
-            well_formed.append((original, row))
+            well_formed.append((original, row, deleted))
         accepted: list[_Change] = []
-        for original, row in well_formed:
+        for original, row, deleted in well_formed:
             late = gate.late_column(row)
             if late is None:
-                accepted.append(_Change(row, 1, self.next_seq(), original))
+                accepted.append(_Change(row, 1, self.next_seq(), original, deleted))
             else:
                 dead.append(
                     DeadLetter(
@@ -1017,7 +1061,7 @@ class Reference:
                     )
                 )
         gate.advance(
-            (row for _, row in well_formed),
+            (row for _, row, _ in well_formed),
             ((mark.column, mark.bound) for mark in step.punctuations.get(table.name, ())),
         )
         return accepted

@@ -42,7 +42,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from app.connectors.avro_columns import ColumnarDecoder, FieldColumn
-from app.connectors.late_gate import GateVerdict, LateGate, SourceSpec
+from app.connectors.late_gate import ACCEPTED, WELL_FORMED, GateVerdict, LateGate, SourceSpec
 from app.connectors.record_metadata import record_meta
 from app.connectors.sink.record import (
     HEADERS,
@@ -270,9 +270,9 @@ class _SliceReader:
         for msg in chunk:
             meta = record_meta(msg) if metadata else None
             verdict = self.gate.classify(msg.value(), msg.headers(), meta)
-            if verdict.kind in ("ok", "late"):
+            if verdict.kind in WELL_FORMED:
                 assert verdict.row is not None
-                self.accepted += verdict.kind == "ok"
+                self.accepted += verdict.kind in ACCEPTED
                 for col in self.maxima:
                     self._note(col, verdict.row[col])
             elif verdict.kind == "punctuation":
@@ -285,8 +285,8 @@ class _SliceReader:
 
     def _columnar(self, chunk: list[Any]) -> pa.RecordBatch | None:
         """The chunk's batch, or None when a value needs the per-record path (a value the
-        decoder refused but fastavro reads as a row, or an ``avro-confluent`` chunk whose
-        values are not all bodies of the table's own schema)."""
+        decoder refused but fastavro reads as a row, a tombstone that deletes a key, or an
+        ``avro-confluent`` chunk whose values are not all bodies of the table's own schema)."""
         from confluent_kafka import Message
 
         assert self.decoder is not None
@@ -312,7 +312,7 @@ class _SliceReader:
         for i in np.flatnonzero(~ok).tolist():
             meta = record_meta(chunk[i]) if self.gate.metadata else None
             verdict = self.gate.classify(values[i], chunk[i].headers(), meta)
-            if verdict.row is not None and not decoded.clean[i]:
+            if verdict.row is not None and (not decoded.clean[i] or verdict.kind == "delete"):
                 return None
             codes[i] = _KINDS.index(verdict.kind)
             dead[i] = verdict.row is None

@@ -4,6 +4,10 @@ SPEC S2/S4/S5/S7 in one pure function over one record, so the Kafka source, the 
 reference comparison share it. A record is exactly one of:
 
 - ``punctuation``: null value with a ``tidemark.bound`` header (S4): no row, moves waterlines;
+- ``delete``: of a table keyed by its Kafka key (``SourceSpec.deletes``), a null value without
+  that header (a tombstone, S16): the deletion of its key at its time, a row of its metadata
+  columns only, which only a temporal join reads (it ends the key's last version); gated like
+  a row (its key and times must be there, and it may be future or late);
 - ``malformed``: cannot be decoded with the table's schema (S7): garbage bytes, a record written
   with another schema (bytes left over or missing), a value of another Avro type; for a
   ``'format' = 'json'`` table, a value that is not UTF-8 JSON text of an object
@@ -24,8 +28,10 @@ reference comparison share it. A record is exactly one of:
   is :func:`app.circuit.waterline.is_late`, per column :func:`~app.circuit.waterline.late_mask`);
 - ``ok``: an accepted row.
 
-Only ``ok`` and ``late`` rows and punctuation move a waterline (S3: D(t) is every well-formed
-row of the step); the gate reports their per-column maxima as the step's probe.
+Only ``ok``, ``delete`` and ``late`` rows and punctuation move a waterline (S3: D(t) is every
+well-formed row of the step); the gate reports their per-column maxima as the step's probe.
+``ok`` and ``delete`` rows are accepted (:data:`ACCEPTED`); every other kind but punctuation
+is a dead letter.
 """
 
 from __future__ import annotations
@@ -49,9 +55,22 @@ from app.errors import SerializationError
 if TYPE_CHECKING:
     from app.connectors.avro_columns import DecodedColumns
 
-__all__ = ["BOUND_HEADER", "GateVerdict", "LateGate", "SourceColumn", "SourceSpec"]
+__all__ = [
+    "ACCEPTED",
+    "BOUND_HEADER",
+    "WELL_FORMED",
+    "GateVerdict",
+    "LateGate",
+    "SourceColumn",
+    "SourceSpec",
+]
 
 BOUND_HEADER = "tidemark.bound"
+#: The verdicts whose records are accepted: a row, or the deletion of a key (a tombstone of a
+#: table keyed by its Kafka key). The others, punctuation and probes aside, are dead letters.
+ACCEPTED = ("ok", "delete")
+#: The verdicts whose times move the waterlines (S3: every well-formed row of the step).
+WELL_FORMED = ("ok", "delete", "late")
 
 _INT32 = (-(2**31), 2**31 - 1)
 #: Spark's TIMESTAMP and DATE range (0001-01-01 .. 9999-12-31), in epoch ms and days.
@@ -136,6 +155,9 @@ class SourceSpec:
     #: The schema registry client's settings of an ``avro-confluent`` table (``url``,
     #: optionally ``basic.auth.user.info``); None for the other formats.
     registry: Mapping[str, str] | None = None
+    #: A tombstone (null value without a ``tidemark.bound`` header) deletes its key: the
+    #: table's PRIMARY KEY is its Kafka key (``Table.deletes_by_tombstone``, S16).
+    deletes: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -149,6 +171,7 @@ class SourceSpec:
             "ok_payload": self.ok_payload,
             "format": self.format,
             "registry": dict(self.registry) if self.registry is not None else None,
+            "deletes": self.deletes,
         }
 
     @classmethod
@@ -167,6 +190,7 @@ class SourceSpec:
             ok_payload=bool(data.get("ok_payload", True)),
             format=str(data.get("format", "avro")),
             registry=data.get("registry"),
+            deletes=bool(data.get("deletes", False)),
         )
 
     @property
@@ -177,7 +201,7 @@ class SourceSpec:
 
 @dataclass(frozen=True)
 class GateVerdict:
-    kind: str  # ok|late|malformed|invalid|future|punctuation
+    kind: str  # ok|delete|late|malformed|invalid|future|punctuation
     row: dict[str, Any] | None = None
     message: str = ""
     column: str | None = None
@@ -262,6 +286,9 @@ class LateGate:
         """The verdict on one record: its value, headers and (for metadata columns) the
         record's key, timestamp, partition and offset (None: all NULL)."""
         if value is None:
+            bound = any(key.startswith(BOUND_HEADER) for key, _ in headers or ())
+            if self.spec.deletes and not bound:
+                return self._deletion(headers, record)
             return self._punctuation(headers)
         if self._json is not None:
             try:
@@ -292,8 +319,45 @@ class LateGate:
                     f"column {name} is NOT NULL but the record has "
                     + (lacks if lacks is not None else "null"),
                 )
-        for name, kind in self._ranged:
-            problem = None if row.get(name) is None else _out_of_range(kind, row[name])
+        return self._timed("ok", row)
+
+    def _deletion(
+        self, headers: Sequence[tuple[str, bytes | None]] | None, record: RecordMeta | None
+    ) -> GateVerdict:
+        """A tombstone of a table keyed by its Kafka key: the deletion of its key at its
+        time, a row of the metadata columns (the value columns NULL), gated like a row."""
+        row: dict[str, Any] = {c.name: None for c in self.spec.columns}
+        try:
+            row.update(self._metadata.row(record, headers))
+        except MetadataError as exc:
+            return GateVerdict("invalid", None, str(exc))
+        metadata = {c.name: c.metadata for c in self.spec.columns}
+        for name, _ in self.spec.lateness:
+            if metadata[name] is None:
+                return GateVerdict(
+                    "invalid",
+                    None,
+                    f"a tombstone deletes its key at its time, but {name} is read from the "
+                    f"value, which a tombstone does not have: declare {name} METADATA FROM "
+                    "'timestamp' (the record's timestamp), or send a row instead",
+                )
+        keys = [c.name for c in self.spec.columns if c.metadata == "key"]
+        for name in [*keys, *(c for c, _ in self.spec.lateness)]:
+            if row.get(name) is None:
+                lacks = self._metadata.missing(name)
+                return GateVerdict(
+                    "invalid",
+                    None,
+                    f"column {name} is NOT NULL but the tombstone has "
+                    + (lacks if lacks is not None else "null"),
+                )
+        return self._timed("delete", row)
+
+    def _timed(self, kind: str, row: dict[str, Any]) -> GateVerdict:
+        """The verdict on a decoded row or deletion: ``kind``, unless a value is out of its
+        column's range (invalid), a time is too far ahead (future) or late."""
+        for name, kind_of in self._ranged:
+            problem = None if row.get(name) is None else _out_of_range(kind_of, row[name])
             if problem is not None:
                 return GateVerdict("invalid", None, f"column {name} = {row[name]} is {problem}")
         if self.spec.max_future_ms is not None:
@@ -319,7 +383,7 @@ class LateGate:
                     value=row[name],
                     waterline=mark,
                 )
-        return GateVerdict("ok", row)
+        return GateVerdict(kind, row)
 
     def accepts(self, decoded: DecodedColumns) -> npt.NDArray[np.bool_]:
         """Which rows of a decoded chunk :meth:`classify` would call ``ok``, for the columnar

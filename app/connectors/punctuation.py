@@ -2,7 +2,9 @@
 
 A quiet producer's table would otherwise never advance its waterline, so its windows would
 never close. A punctuation goes to every partition by default, since each step's waterline
-is the maximum over all partitions read in that step.
+is the maximum over all partitions read in that step. Its key is the header's name: a
+compacted topic (a table keyed by its Kafka key) refuses a record without a key, and
+compaction then keeps only the latest punctuation of each header, never touching a row's key.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def send_punctuation(
             producer.produce(
                 topic,
                 value=None,
-                key=None,
+                key=header.encode(),
                 partition=p,
                 headers=[(header, bound.encode())],
                 on_delivery=lambda err, _m: errors.append(str(err)) if err else None,

@@ -22,13 +22,15 @@ by Kafka partition and offset, as the reference evaluator takes them):
   once ``w_right > x + upper``, a right row at ``y`` once ``w_left > y - lower``) padded
   with NULLs if it is on an outer side and never matched, and frees it.
 - Temporal join (:func:`_temporal_step`): stores each versioned row as the version of its
-  key at its time (a later row of the key at the same time replaces it); holds each probe
+  key at its time (a later row of the key at the same time replaces it; a deletion, the
+  tombstone of a table keyed by its Kafka key, is a version without a row); holds each probe
   row (a NULL time is valid for no version: LEFT writes it padded at once); writes every
   held probe row below the versions' waterline with the version of its key with the
   greatest time at or below its own (LEFT: padded without one; INNER: dropped), and frees
   it; then frees per key every version older than the latest one at or below the lesser of
-  both waterlines (no lookup can find it again). The residual is checked after the
-  operator, over the joined columns (:func:`operator_joined`).
+  both waterlines (no lookup can find it again), and a key whose one version left is a
+  deletion. The residual is checked after the operator, over the joined columns
+  (:func:`operator_joined`).
 
 Rows reach the operator already gated: a late row is a dead letter of its own table and never
 arrives. A row's columns travel as JSON of the side's columns (Spark's ``to_json`` and
@@ -201,7 +203,7 @@ def _temporal_step(
 ) -> list[Pair]:
     """A temporal join's step (module docstring; the reference evaluator's
     ``_TemporalRuntime``); updates ``doc``. ``held["L"]``: [key, time, row] in arrival
-    order; ``versions``: key -> [[time, row], ...]."""
+    order; ``versions``: key -> [[time, row], ...], a deletion's row None."""
     held: list[list[Any]] = doc["held"]["L"]
     versions: dict[str, list[list[Any]]] = doc["versions"]
     out: list[Pair] = []
@@ -225,18 +227,23 @@ def _temporal_step(
                 kept.append([key, time, row])
                 continue
             found = [v for v in versions.get(key, []) if v[0] <= time] if key is not None else []
-            if found:
-                out.append((row, max(found, key=lambda v: v[0])[1]))
+            version = max(found, key=lambda v: v[0])[1] if found else None
+            if version is not None:
+                out.append((row, version))
             elif spec.kind == "left":
                 out.append((row, None))
         doc["held"]["L"] = kept
         if probe_floor is not None:
             least = min(floor, probe_floor)
-            for key, times in versions.items():
+            for key, times in list(versions.items()):
                 below = [v[0] for v in times if v[0] <= least]
                 if below:
                     latest = max(below)
-                    versions[key] = [v for v in times if v[0] >= latest]
+                    left = [v for v in times if v[0] >= latest]
+                    if len(left) == 1 and left[0][1] is None:
+                        del versions[key]
+                    else:
+                        versions[key] = left
     return out
 
 
@@ -261,7 +268,8 @@ def operator_joined(
     """The joined rows of ``join`` (each side's columns by qualified name), over each side's
     rows in ``inputs`` and each side's table probes in ``probes`` (by side source: one column
     ``t``, the step's maximum of the side's time column in ms); a temporal join's residual
-    applied (a LEFT row whose version fails it is padded, S16)."""
+    applied (a LEFT row whose version fails it is padded, S16). A versioned table's rows
+    may carry ``_deleted``: true for the deletion of their key (its row is not sent)."""
     if join.as_of is not None:
         times = (join.as_of.probe_column, join.as_of.version_column)
     else:
@@ -281,6 +289,9 @@ def operator_joined(
             reduce(operator.and_, [c.isNotNull() for c in key], ok),
             F.to_json(F.struct(*[c.alias(f"k{i}") for i, c in enumerate(key)])),
         ).otherwise(F.lit(None).cast("string"))
+        row = F.to_json(F.struct(*[F.col(f"`{c}`") for c in _columns(spec_side)]))
+        if "_deleted" in side.columns:
+            row = F.when(~F.col("_deleted"), row)
         wire.append(
             side.select(
                 F.pmod(F.xxhash64(k), F.lit(SLOTS)).cast("int").alias("slot"),
@@ -290,9 +301,7 @@ def operator_joined(
                 F.lit(None).cast("string").alias("tbl"),
                 F.col("_partition").cast("long").alias("pt"),
                 F.col("_offset").cast("long").alias("of"),
-                F.to_json(F.struct(*[F.col(f"`{c}`") for c in _columns(spec_side)])).alias(
-                    "row"
-                ),
+                row.alias("row"),
             )
         )
         wire.append(
@@ -356,12 +365,13 @@ def _columns(side: JoinSide) -> list[str]:
 
 def _side(side: JoinSide, df: DataFrame) -> DataFrame:
     """The side's rows by qualified name (no watermark metadata: Spark drops nothing by
-    them), with their arrival coordinates; an aggregate's final rows have none (their
-    order is not arrival order, and no later row replaces one)."""
+    them), with their arrival coordinates (an aggregate's final rows have none: their
+    order is not arrival order, and no later row replaces one) and ``_deleted`` if given."""
     arrival = ("_partition", "_offset")
     return df.select(
         *[F.col(f"`{name}`").alias(side.qualified(name), metadata={}) for name in side.columns],
         *[F.col(c) if c in df.columns else F.lit(0).alias(c) for c in arrival],
+        *[F.col(c) for c in ("_deleted",) if c in df.columns],
     )
 
 

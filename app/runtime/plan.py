@@ -45,7 +45,7 @@ from app.circuit.ir import (
     column_names,
     conjuncts,
 )
-from app.connectors.late_gate import SourceColumn, SourceSpec
+from app.connectors.late_gate import ACCEPTED, SourceColumn, SourceSpec
 from app.connectors.sink.record import SINK_SCHEMA
 from app.errors import ProgramError, TidemarkError
 from app.runtime.aggregate import aggregate_branch
@@ -126,6 +126,7 @@ def source_spec(table: Table, ok_payload: bool = True) -> SourceSpec:
         ok_payload=ok_payload,
         format=table.format,
         registry=table.schema_registry,
+        deletes=table.deletes_by_tombstone,
     )
 
 
@@ -248,7 +249,7 @@ def plan_query(
             table.startup_timestamp_ms,
         )
         sources[table.name] = source
-        accepted = source.filter(F.col("_kind").isin("ok", "probe"))
+        accepted = source.filter(F.col("_kind").isin(*ACCEPTED, "probe"))
         if table.name in owners:
             if not table.lateness:
                 raise TidemarkError(
@@ -401,13 +402,27 @@ def _operator_rows(
             )
         )
         lateness.append(first.amount)
+    inputs = dict(frames)
+    versioned = circuit.root_table(join.right.source)
+    if join.as_of is not None and versioned.deletes_by_tombstone:
+        # The deletions of its keys (tombstones) end versions; no other view reads them.
+        inputs[join.right.source] = (
+            sources[versioned.name]
+            .filter(F.col("_kind").isin(*ACCEPTED))
+            .select(
+                *[c.name for c in versioned.columns],
+                "_partition",
+                "_offset",
+                (F.col("_kind") == "delete").alias("_deleted"),
+            )
+        )
     bound = (0, 0) if join.bound is None else (join.bound.lower, join.bound.upper)
     # A temporal join's probe side may be a native aggregate's final rows (ADR 0017).
     lags = any(v.name == join.left.source and not v.is_stateless for v in circuit.views)
     spec = JoinOperatorSpec(
         join.kind, join.form, *bound, lateness[0], lateness[1], probe_lags=lags
     )
-    return operator_joined(join, frames, probes, spec)
+    return operator_joined(join, inputs, probes, spec)
 
 
 def _table_gate_rows(

@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.circuit.waterline import advance, next_waterline
+from app.connectors.late_gate import ACCEPTED
 from app.connectors.sink import (
     StepMarker,
     open_early,
@@ -135,7 +136,7 @@ class SourceSide:
         probes: list[dict[str, Any]] = []
         dead: list[pa.RecordBatch] = []
         for batch in batches:
-            others = batch.filter(pc.not_equal(batch.column("_kind"), "ok"))
+            others = batch.filter(pc.invert(pc.is_in(batch.column("_kind"), pa.array(ACCEPTED))))
             if others.num_rows:
                 probes.extend(arrow_probes(others, self.table, self.maxima))
                 if self.dead_letter_topic is not None:

@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from app.connectors.kafka_source import TABLE_GATE
+from app.connectors.late_gate import ACCEPTED
 from app.connectors.sink import probe_summary
 from app.connectors.sink.record import (
     KIND,
@@ -61,7 +62,8 @@ def gate_rows(
     accepted: str,
     carry: Sequence[Column] = (),
 ) -> DataFrame:
-    """The rows of ``frame`` whose ``kind`` column is neither ``ok`` nor NULL, as sink rows:
+    """The rows of ``frame`` whose ``kind`` column is not accepted (``ok``, or a key's
+    ``delete``) nor NULL, as sink rows:
 
     * ``probe`` rows: one row per probe, a JSON object of the step maxima (``maxima``: key
       and Spark SQL of each waterline column, as epoch ms or integers) and the accepted-row
@@ -104,9 +106,10 @@ def gate_rows(
         if carry:
             value = F.when(is_ok, row.get(name, null)).otherwise(value)
         columns.append(value.alias(name))
+    not_accepted = ~F.col(kind).isin(*ACCEPTED)
     if not carry:
-        return frame.filter(F.col(kind) != "ok").select(*columns)
-    return frame.filter(F.col(kind).isNotNull()).select(
+        return frame.filter(not_accepted).select(*columns)
+    return frame.filter(is_ok | not_accepted).select(
         *columns, F.when(is_ok, F.struct(*carry)).alias("row")
     )
 
@@ -115,7 +118,7 @@ def arrow_dead_letters(batch: pa.RecordBatch, table: str, topic: str) -> pa.Reco
     """The dead letters :func:`gate_rows` gives for the table's gate over one source batch,
     in Python (a source task writing its own slice's, ADR 0007)."""
     kinds = batch.column(TABLE_GATE[REASON])
-    dead = batch.filter(pc.invert(pc.is_in(kinds, pa.array(["ok", "probe"]))))
+    dead = batch.filter(pc.invert(pc.is_in(kinds, pa.array([*ACCEPTED, "probe"]))))
     n = dead.num_rows
     columns = {
         KIND: ["dead_letter"] * n,

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 
 from app.connectors.kafka_source import KafkaPartitionSlice
-from app.connectors.late_gate import SourceSpec
+from app.connectors.late_gate import ACCEPTED, SourceSpec
 from app.runtime.slice_cache import cached_slice
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ def _without_accepted(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBa
     import pyarrow.compute as pc
 
     for batch in batches:
-        kept = batch.filter(pc.not_equal(batch.column("_kind"), "ok"))
+        kept = batch.filter(pc.invert(pc.is_in(batch.column("_kind"), pa.array(ACCEPTED))))
         if kept.num_rows:
             yield kept
 

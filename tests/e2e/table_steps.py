@@ -3,6 +3,10 @@
 Each step's records go to their tables' topics (rows round-robin over two partitions, a
 punctuation to both), then one ``--once`` run of the service; the same rows and
 punctuations make the reference evaluator's :class:`StepInput`, so a test compares both.
+A table with a ``METADATA FROM 'key'`` column is produced as a keyed topic is: each row
+with its key (the producer's partitioner places it, so a key's records keep their order)
+and, with a ``METADATA FROM 'timestamp'`` column, its timestamp; ``("delete", row)`` is
+its tombstone.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from app.circuit.ir import Circuit
-from app.circuit.reference import Punctuation, StepInput, StepResult
+from app.circuit.reference import Deletion, Punctuation, StepInput, StepResult
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.output_reader import OutputReader
 from app.connectors.sink import format_time_value
@@ -25,7 +29,8 @@ from app.runtime.step_sink import StepReport
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: A step: per table, its rows (dicts) and punctuations (``("bound", epoch ms)``).
+#: A step: per table, its rows (dicts), punctuations (``("bound", epoch ms)``) and
+#: tombstones (``("delete", row)``, the row's key and timestamp columns).
 Step = Mapping[str, Sequence[Any]]
 
 
@@ -42,14 +47,25 @@ def run_steps(
     from confluent_kafka import Producer
 
     codecs = {t.name: AvroCodec(t.avro_schema) for t in circuit.tables}
-    producer = Producer({**kafka.conf(), "log_level": 3})
+    failed: list[str] = []
+    producer = Producer(
+        {
+            **kafka.conf(),
+            "log_level": 3,
+            "on_delivery": lambda err, _m: failed.append(str(err)) if err else None,
+        }
+    )
     reports: list[StepReport] = []
     service = Service(
         circuit, kafka.settings(tmp_path / "ck", shuffle_partitions=2), on_step=reports.append
     )
+    metadata = {
+        t.name: {c.metadata: c.name for c in t.columns if c.metadata is not None}
+        for t in circuit.tables
+    }
     inputs: list[StepInput] = []
     for step in steps:
-        rows: dict[str, list[dict[str, Any]]] = {}
+        rows: dict[str, list[Any]] = {}
         marks: dict[str, list[Punctuation]] = {}
         for table, entries in step.items():
             rows[table], marks[table] = [], []
@@ -59,14 +75,25 @@ def run_steps(
                         producer.produce(
                             topics[table],
                             value=None,
+                            key=b"tidemark.bound",  # a compacted topic refuses a null key
                             partition=partition,
                             headers=[("tidemark.bound", str(entry[1]).encode())],
                         )
                     marks[table].append(Punctuation(entry[1]))
                     continue
-                producer.produce(topics[table], value=codecs[table].encode(entry), partition=i % 2)
-                rows[table].append(dict(entry))
-        assert producer.flush(30) == 0
+                deleted = isinstance(entry, tuple) and entry[0] == "delete"
+                row = dict(entry[1] if deleted else entry)
+                value = None if deleted else codecs[table].encode(row)
+                key, stamp = metadata[table].get("key"), metadata[table].get("timestamp")
+                if key is None:
+                    producer.produce(topics[table], value=value, partition=i % 2)
+                else:
+                    placed = {"key": None if row[key] is None else str(row[key]).encode()}
+                    if stamp is not None:
+                        placed["timestamp"] = row[stamp]
+                    producer.produce(topics[table], value=value, **placed)
+                rows[table].append(Deletion(row) if deleted else row)
+        assert producer.flush(30) == 0 and not failed, failed
         inputs.append(StepInput(rows=rows, punctuations=marks))
         service.start(once=True)
         service.wait(timeout_seconds=300)

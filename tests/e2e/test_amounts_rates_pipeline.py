@@ -41,6 +41,7 @@ from table_steps import (
 
 from app.circuit.reference import evaluate
 from app.connectors.topic_reader import read_topic
+from app.program.compile import compile_program
 from app.runtime.physical import explain_physical_text, physical_plan
 from app.runtime.plan import refused_by_spark
 
@@ -165,3 +166,96 @@ def test_seed_daily_sums_get_the_days_closing_rate_s16_s18(
 def _day27(row: dict[str, Any]) -> dict[str, Any]:
     """The row a day later (its clock on the 27th)."""
     return {**row, "rowtime": row["rowtime"] + 86_400_000}
+
+
+KEYED = """
+CREATE TABLE amounts (
+    rowtime  TIMESTAMP NOT NULL LATENESS INTERVAL '0' SECOND,
+    currency VARCHAR   NOT NULL,
+    amount   INT       NOT NULL
+) WITH ('topic' = '{amounts}', 'dead_letter' = '{amounts_dlq}');
+
+CREATE TABLE rates (
+    rowtime  TIMESTAMP      NOT NULL METADATA FROM 'timestamp' LATENESS INTERVAL '0' SECOND,
+    currency VARCHAR        NOT NULL METADATA FROM 'key',
+    rate     DECIMAL(10, 2) NOT NULL,
+    PRIMARY KEY (currency) NOT ENFORCED
+) WITH ('topic' = '{rates}', 'dead_letter' = '{rates_dlq}');
+
+CREATE VIEW converted WITH ('topic' = '{converted}') AS
+SELECT a.rowtime, a.currency, a.amount, r.rate, a.amount * r.rate AS converted
+FROM amounts AS a
+LEFT JOIN rates FOR SYSTEM_TIME AS OF a.rowtime AS r
+  ON a.currency = r.currency;
+
+CREATE VIEW priced WITH ('topic' = '{priced}') AS
+SELECT a.rowtime, a.currency, a.amount, r.rate
+FROM amounts AS a
+JOIN rates FOR SYSTEM_TIME AS OF a.rowtime AS r
+  ON a.currency = r.currency;
+"""
+
+
+def _gone(clock: str, currency: str) -> tuple[str, dict[str, Any]]:
+    """The tombstone of ``currency``'s rate at ``clock`` (its key and timestamp)."""
+    return ("delete", {"rowtime": clock_ms(clock), "currency": currency})
+
+
+def test_a_tombstone_on_the_compacted_rates_topic_ends_its_currencys_rate_s16(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """rates keyed by currency on a compacted topic, each rate's time its record's timestamp:
+    GBP's tombstone at 9:40 deletes its rate, so the 9:45 and 9:50 GBP amounts have none
+    (LEFT pads them, INNER drops them) until GBP's 10:05 rate; a late tombstone (EUR at 9:20
+    once w(rates) is 10:00) is a dead letter of rates, and EUR's rate stays. Punctuation
+    carries a key (a compacted topic refuses a null one). Hand-written expectations, and
+    the reference evaluator record for record."""
+    topics = {
+        name: unique_topic(name)
+        for name in ("amounts", "rates", "amounts_dlq", "rates_dlq", "converted", "priced")
+    }
+    kafka.create_topic(topics["amounts"], partitions=2)
+    kafka.create_topic(topics["rates"], partitions=2, config={"cleanup.policy": "compact"})
+    program = tmp_path / "keyed_rates.sql"
+    program.write_text(KEYED.format(**topics), encoding="utf-8")
+    circuit = compile_program(program)
+    assert circuit.table("rates").deletes_by_tombstone
+    assert refused_by_spark(circuit, physical_plan(circuit)) == ()
+    steps: list[dict[str, list[Any]]] = [
+        {"rates": [_rate("9:00", "EUR", "1.10"), _rate("9:00", "GBP", "1.25")]},
+        {
+            "amounts": [_amount("9:30", "EUR", 100), _amount("9:45", "GBP", 20)],
+            "rates": [_gone("9:40", "GBP")],
+        },
+        {"rates": [("bound", clock_ms("10:00"))]},
+        {
+            "amounts": [_amount("10:15", "EUR", 50), _amount("9:50", "GBP", 5)],
+            "rates": [
+                _rate("10:05", "GBP", "1.30"),
+                _gone("9:20", "EUR"),
+                ("bound", clock_ms("10:30")),
+            ],
+        },
+        {"amounts": [_amount("10:20", "GBP", 8)], "rates": [("bound", clock_ms("11:00"))]},
+    ]
+    seen, new_rows = new_values_per_step(kafka, circuit, "converted", topics["converted"])
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, steps, after_step=new_rows)
+    assert seen == [
+        Counter(),
+        Counter([_converted("9:30", "EUR", 100, "1.10")]),
+        Counter([_converted("9:45", "GBP", 20, None)]),
+        Counter([_converted("10:15", "EUR", 50, "1.10"), _converted("9:50", "GBP", 5, None)]),
+        Counter([_converted("10:20", "GBP", 8, "1.30")]),
+    ]
+    priced = Counter(value for value, _ in written(kafka, circuit, "priced", topics["priced"]))
+    assert sorted((dict(v)["currency"], dict(v)["amount"]) for v in priced.elements()) == [
+        ("EUR", 50),
+        ("EUR", 100),
+        ("GBP", 8),
+    ]
+    dead = read_topic(kafka.conf(), topics["rates_dlq"])
+    assert [dict(m.headers())["tidemark.error.reason"] for m in dead] == [b"late"]
+    assert read_topic(kafka.conf(), topics["amounts_dlq"]) == []
+    oracle = evaluate(circuit, inputs)
+    for view in ("converted", "priced"):
+        assert written(kafka, circuit, view, topics[view]) == oracle_written(oracle, view)

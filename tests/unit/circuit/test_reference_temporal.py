@@ -17,10 +17,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from circuit_builders import at
 
 from app.circuit.ir import Circuit
-from app.circuit.reference import Punctuation, StepInput, StepResult, evaluate
+from app.circuit.reference import Deletion, Punctuation, StepInput, StepResult, evaluate
 from app.program.compile import compile_program
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -286,3 +287,106 @@ def test_s16_language_doc_temporal_example_compiles_and_runs() -> None:
         [],
         [row("10:15", "EUR", 50, "1.12")],
     ]
+
+
+KEYED_RATES = TABLES.replace(
+    """    rowtime  TIMESTAMP NOT NULL LATENESS INTERVAL '0' SECOND,
+    currency VARCHAR NOT NULL,
+    rate""",
+    """    rowtime  TIMESTAMP NOT NULL METADATA FROM 'timestamp' LATENESS INTERVAL '0' SECOND,
+    currency VARCHAR NOT NULL METADATA FROM 'key',
+    rate""",
+)
+
+
+def keyed(kind: str = "") -> Circuit:
+    """converted over rates keyed by currency on their topic (the Kafka key), each rate's
+    time its record's timestamp: a tombstone deletes its currency."""
+    return compile_program("test.sql", text=KEYED_RATES + CONVERTED.format(kind=kind))
+
+
+def gone(clock: str, currency: str | None) -> Deletion:
+    """The tombstone of ``currency`` at ``clock``: its key and timestamp, no value."""
+    return Deletion({"rowtime": at(clock), "currency": currency})
+
+
+def test_s16_only_a_table_keyed_by_its_kafka_key_deletes_by_tombstone() -> None:
+    assert keyed().table("rates").deletes_by_tombstone
+    assert not converted().table("rates").deletes_by_tombstone
+    with pytest.raises(ValueError, match="PRIMARY KEY is not its Kafka key"):
+        evaluate(converted(), [StepInput({"rates": [gone("9:00", "EUR")]})])
+
+
+def test_s16_a_tombstone_ends_its_keys_version_until_the_next_one() -> None:
+    """S16 (a table read as the latest row per key, a tombstone deletes): GBP's rate is
+    deleted at 9:40. The 9:30 GBP amount still has the 9:00 rate; the 9:45 one has none
+    (LEFT pads it, INNER drops it), and the 10:10 one has the 10:05 rate. The tombstone
+    moves w(rates) like a row (S3): the 9:30 amounts are written in its step."""
+    steps = [
+        StepInput({"rates": [rate("9:00", "EUR", "1.10"), rate("9:00", "GBP", "1.25")]}),
+        StepInput({"amounts": [amount("9:30", "GBP", 1), amount("9:45", "GBP", 2)],
+                   "rates": [gone("9:40", "GBP")]}),
+        StepInput({"amounts": [amount("10:10", "GBP", 3)],
+                   "rates": [rate("10:05", "GBP", "1.30"), gone("10:20", "EUR")]}),
+    ]
+    left = evaluate(keyed("LEFT"), steps)
+    assert [values(r) for r in left] == [
+        [],
+        [row("9:30", "GBP", 1, "1.25")],
+        [row("9:45", "GBP", 2, None), row("10:10", "GBP", 3, "1.30")],
+    ]
+    inner = evaluate(keyed(), steps)
+    assert [values(r) for r in inner][2] == [row("10:10", "GBP", 3, "1.30")]
+    assert all(not r.dead_letters for r in left)
+
+
+def test_s16_a_tombstone_at_a_versions_time_replaces_it_in_arrival_order() -> None:
+    """A tombstone after a row of its key at the same time deletes that version; a row after
+    the tombstone brings it back (a later record of a key at a time replaces its version)."""
+    results = evaluate(keyed("LEFT"), [
+        StepInput({"rates": [rate("9:00", "EUR", "1.10"), gone("9:00", "EUR"),
+                             rate("9:00", "GBP", "1.25")]}),
+        StepInput({"rates": [gone("9:00", "GBP"), rate("9:00", "GBP", "1.26")],
+                   "amounts": [amount("9:00", "EUR", 1), amount("9:00", "GBP", 2)]}),
+        rates_bound("9:01"),
+    ])
+    assert values(results[2]) == [row("9:00", "EUR", 1, None), row("9:00", "GBP", 2, "1.26")]
+
+
+def test_s16_s5_s7_tombstones_are_gated_like_rows_and_reach_no_other_view() -> None:
+    """A late tombstone and one without a key are dead letters of rates (late, invalid) and
+    delete nothing; an on-time one is no row of rates for any other view."""
+    circuit = compile_program("test.sql", text=KEYED_RATES + CONVERTED.format(kind="LEFT") + """
+CREATE VIEW rate_rows WITH ('topic' = 'rate_rows') AS SELECT currency, rate FROM rates;
+""")
+    results = evaluate(circuit, [
+        StepInput({"rates": [rate("10:00", "EUR", "1.10")]}),
+        StepInput({"rates": [gone("9:59", "EUR"), gone("10:05", None), gone("10:06", "GBP")],
+                   "amounts": [amount("10:01", "EUR", 1)]}),
+        rates_bound("10:30"),
+    ])
+    assert [(d.reason, d.row["currency"]) for d in results[1].dead_letters] == [
+        ("invalid", None), ("late", "EUR")]
+    assert [[r.value for r in x.outputs["rate_rows"]] for x in results] == [
+        [{"currency": "EUR", "rate": Decimal("1.10")}], [], []]
+    assert values(results[1]) == [row("10:01", "EUR", 1, "1.10")]
+    assert results[1].waterlines["rates"]["rowtime"] == at("10:06")
+
+
+def test_s16_s11_a_deleted_key_is_freed_once_no_lookup_can_reach_it() -> None:
+    """A key whose latest version at or below min(w(amounts), w(rates)) is its deletion, with
+    no later version, holds no state: keys that come and go do not grow it."""
+    steps = [
+        StepInput({"rates": [rate(f"9:{m:02d}", f"C{m}", "1.00") for m in range(10)],
+                   "amounts": [amount("9:00", "C0", 1)]}),
+        StepInput({"rates": [gone(f"9:{10 + m:02d}", f"C{m}") for m in range(10)],
+                   "amounts": [amount("9:30", "C0", 2)]}),
+        rates_bound("9:40"),
+    ]
+    results = evaluate(keyed("LEFT"), steps)
+    # Step 1: ten versions (the 9:00 amount is written: w(rates) = 9:09 passes it). Step 2:
+    # each key's deletion is its latest version at or below min(9:30, 9:19): every key is
+    # freed, the 9:30 amount is held. Step 3 writes it.
+    assert [r.state_rows["converted"] for r in results] == [10, 1, 0]
+    assert values(results[0]) == [row("9:00", "C0", 1, "1.00")]
+    assert values(results[2]) == [row("9:30", "C0", 2, None)]

@@ -216,3 +216,65 @@ def test_an_avro_confluent_table_reads_metadata_on_both_paths(
         (9, "u9", "ok"),
     ]
     assert [r["ts"].timestamp() * 1000 for r in rows[2:]] == [NOW - 10_000, NOW - 5_000, NOW]
+
+
+KEYED = """
+CREATE TABLE rates (
+    ts       TIMESTAMP NOT NULL METADATA FROM 'timestamp' LATENESS INTERVAL '0' SECOND,
+    currency VARCHAR NOT NULL METADATA FROM 'key',
+    rate     DOUBLE NOT NULL,
+    PRIMARY KEY (currency) NOT ENFORCED
+) WITH ('topic' = 'in', 'max_future' = INTERVAL '1' HOUR);
+"""
+
+
+def _keyed_spec(tmp_path: Path, text: str = KEYED) -> SourceSpec:
+    path = tmp_path / "k.sql"
+    path.write_text(text)
+    return source_spec(compile_program(path).table("rates"))
+
+
+def _tombstone(offset: int, key: bytes | None, timestamp: int, headers: Any = None) -> Any:
+    return Message(topic="in", partition=3, offset=offset, key=key, value=None,
+                   headers=headers, timestamp=(1, timestamp))
+
+
+def test_s16_a_tombstone_of_a_table_keyed_by_its_kafka_key_deletes_its_key(
+    tmp_path: Path,
+) -> None:
+    """A null value without a tidemark.bound header is the deletion of its key at its
+    timestamp: a row of the metadata columns, gated like a row (late, future, a missing
+    key), whose time moves the waterline (S3); with the header it stays punctuation."""
+    spec = _keyed_spec(tmp_path)
+    assert spec.deletes
+    rate = AvroCodec(spec.avro_schema).encode({"rate": 1.1})
+    msgs = [
+        Message(topic="in", partition=3, offset=1, key=b"EUR", value=rate, timestamp=(1, NOW)),
+        _tombstone(2, b"EUR", NOW + 5),
+        _tombstone(3, b"GBP", NOW - 10_001),  # below w(t-1): late
+        _tombstone(4, None, NOW),
+        _tombstone(5, b"CHF", NOW + 3_600_001),
+        _tombstone(6, None, NOW, headers=[("tidemark.bound", str(NOW + 7).encode())]),
+    ]
+    rows = _rows(spec, msgs)
+    assert [r["_kind"] for r in rows] == ["ok", "delete", "late", "invalid", "future"]
+    deleted = rows[1]
+    assert (deleted["currency"], deleted["rate"]) == ("EUR", None)
+    assert deleted["ts"].timestamp() * 1000 == NOW + 5
+    assert rows[3]["_message"] == "column currency is NOT NULL but the tombstone has a null key"
+    part = KafkaPartitionSlice(3, 0, 10**6, 7, NOW, dict(WATERLINES))
+    probe = list(decode_slice(spec, part, msgs))[-1].to_pylist()[0]
+    # The deletion and the late tombstone are well-formed; the punctuation is the highest.
+    assert probe["ts"].timestamp() * 1000 == NOW + 7
+    assert probe["_accepted"] == 2
+
+
+def test_s16_a_tombstone_without_a_time_from_the_record_is_invalid(tmp_path: Path) -> None:
+    """A deletion's time is its LATENESS column: read from the value, a tombstone has none."""
+    spec = _keyed_spec(tmp_path, KEYED.replace("METADATA FROM 'timestamp' ", ""))
+    verdict = LateGate(spec, {}, NOW).classify(None, None, RecordMeta(b"EUR", NOW, 0, 1))
+    assert verdict.kind == "invalid"
+    assert "declare ts METADATA FROM 'timestamp'" in verdict.message
+    keyless = KEYED.replace("METADATA FROM 'key'", "")
+    verdict = LateGate(_keyed_spec(tmp_path, keyless), {}, NOW).classify(None, None, None)
+    assert verdict.kind == "malformed"

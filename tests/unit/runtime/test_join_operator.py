@@ -148,3 +148,35 @@ def test_versions_stay_for_an_aggregate_whose_rows_come_a_step_after_its_waterli
     # Without the lag, w(L) = 480 frees 300 at once: the late row would find nothing.
     _, eager = step_slot(TEMPORAL, None, [*rows, _probe("R", 500), _probe("L", 480)])
     assert [v[0] for v in eager["versions"]["eur"]] == [450]
+
+
+def _deletion(key: str, t: int, offset: int) -> dict[str, Any]:
+    """A tombstone of a table keyed by its Kafka key: a versioned row without its columns."""
+    return {**_row("R", key, t, offset), "row": None}
+
+
+def test_a_deletion_ends_its_keys_version_until_the_next_one_s16() -> None:
+    rows = [_row("R", "gbp", 900, 1), _deletion("gbp", 940, 2), _row("R", "gbp", 1005, 3),
+            _row("L", "gbp", 930, 4), _row("L", "gbp", 945, 5), _row("L", "gbp", 1010, 6),
+            _probe("R", 2000)]
+    out, _ = step_slot(TEMPORAL, None, rows)
+    assert out == [("L4", "R1"), ("L5", None), ("L6", "R3")]
+    inner = JoinOperatorSpec("inner", "temporal", 0, 0, 0, 0)
+    assert step_slot(inner, None, rows)[0] == [("L4", "R1"), ("L6", "R3")]
+    # At one time, the later record wins: a row after the deletion brings the key back.
+    again = [_row("R", "gbp", 900, 1), _deletion("gbp", 900, 2), _row("L", "gbp", 950, 3),
+             _probe("R", 1000)]
+    assert step_slot(TEMPORAL, None, again)[0] == [("L3", None)]
+    back = [*again[:2], _row("R", "gbp", 900, 4), again[2], again[3]]
+    assert step_slot(TEMPORAL, None, back)[0] == [("L3", "R4")]
+
+
+def test_a_deleted_key_is_freed_once_no_lookup_can_reach_it_s11() -> None:
+    rows = [_row("R", "gbp", 900, 1), _deletion("gbp", 940, 2), _row("R", "eur", 900, 3)]
+    _, doc = step_slot(TEMPORAL, None, [*rows, _probe("R", 1000), _probe("L", 930)])
+    # A lookup at 930 could still find 900: both stay.
+    assert [v[0] for v in doc["versions"]["gbp"]] == [900, 940]
+    _, doc = step_slot(TEMPORAL, doc, [_probe("L", 950)])
+    # Every lookup is at or above 950, where gbp is deleted: the key holds no state.
+    assert "gbp" not in doc["versions"]
+    assert [v[0] for v in doc["versions"]["eur"]] == [900]
