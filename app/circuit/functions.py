@@ -30,14 +30,42 @@ down once here and in ``docs/language.md``:
 * String functions count characters (code points) and SUBSTRING is 1-based with Spark's
   treatment of 0 and negative positions (0 acts as 1, negative counts from the end).
 * ``||``/CONCAT, LIKE, IN, comparison and arithmetic are NULL-strict; AND/OR are three-valued;
-  COALESCE, NULLIF, IS [NOT] NULL and CASE are not strict.
+  COALESCE, NULLIF, IF, IS [NOT] NULL and CASE are not strict. GREATEST/LEAST are NULL when any
+  argument is (Flink; Spark's skip NULLs, so the rendering tests for them).
+* Numbers are ordered as Spark orders them: NaN = NaN, NaN above every other number,
+  -0.0 = 0.0. Integer overflow (also of unary minus and MIN / -1) is NULL; ``%`` of an
+  infinity is NaN; TIMESTAMP_MILLIS outside years 1..9999 is NULL.
+* A LIKE backslash escapes only ``%``, ``_`` and itself (Spark fails any other pattern): a
+  literal one is a compile error, one from a column gives NULL.
+* REPLACE with an empty search string returns the string; POSITION counts characters, 0 when
+  absent, 1 for ''; SPLIT_PART is Spark's (negative counts from the end, out of range '',
+  empty delimiter does not split) but part 0 is NULL, not an error.
+* Regular expressions (REGEXP_REPLACE, REGEXP_EXTRACT) are literal patterns of a subset on
+  which java.util.regex and Python's ``re`` agree (:func:`parse_regex`), checked when
+  compiling (SPEC L7). Both run with DOTALL, ``$`` is the end of the text, classes are ASCII,
+  and on the Java side no match starts inside a surrogate pair. Replacements use Java's
+  syntax (``$n``, ``\\$``) with Java's rule for multi-digit groups. REGEXP_EXTRACT is Flink's:
+  group 0 by default, NULL without a match; a group that took no part gives '' (Spark's
+  regexp_extract cannot tell it from an empty group; Flink gives NULL).
+* TIMESTAMPDIFF is Flink's: whole units from t1 to t2, SECOND..DAY by milliseconds truncated
+  toward zero, MONTH/YEAR by the calendar (a month after Jan 31 ends on Feb 28/29); unlike
+  Flink it is antisymmetric for backward spans. INT overflow is NULL.
+* DATE_FORMAT takes a literal pattern of the Java letters that DateTimeFormatter (Spark) and
+  SimpleDateFormat (Flink) format alike (:data:`_DATE_LETTERS`), English names, proleptic
+  Gregorian calendar.
+* JSON_VALUE is the SQL standard's with NULL ON EMPTY / NULL ON ERROR: the scalar at a literal
+  ``$.name[index]`` path as VARCHAR (numbers as Jackson prints them: integers exact, others
+  as a DOUBLE); NULL for missing, null, object or array values and for text that is not strict
+  JSON (a duplicate key or lone surrogate included). Only the first JSON value is read.
 
 Nothing here imports pyspark (STYLE habit 1): Spark SQL is produced as text.
 """
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
+import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -50,17 +78,24 @@ from app.circuit.ir import Call, Case, Cast, ColumnRef, Expr, Literal_, SqlType
 __all__ = [
     "FUNCTIONS",
     "FunctionTypeError",
+    "Regex",
     "ScalarFunction",
+    "TIMESTAMPDIFF_UNITS",
     "TIME_UNITS_MS",
     "aggregate_type",
     "apply",
     "can_cast",
     "cast_value",
+    "check_literals",
     "common_type",
     "evaluate",
     "format_timestamp",
     "is_numeric",
     "parse_date",
+    "parse_date_format",
+    "parse_json_path",
+    "parse_regex",
+    "parse_replacement",
     "parse_timestamp",
     "result_type",
     "spark_type",
@@ -73,6 +108,9 @@ _INT_RANGE = {"INT": (-(2**31), 2**31 - 1), "BIGINT": (-(2**63), 2**63 - 1)}
 _NUMERIC_ORDER = ("INT", "BIGINT", "DECIMAL", "REAL", "DOUBLE")
 _MS_PER_DAY = 86_400_000
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+#: The TIMESTAMP range: 0001-01-01 00:00:00.000 to 9999-12-31 23:59:59.999 (epoch ms).
+_MIN_TIMESTAMP_MS = -62_135_596_800_000
+_MAX_TIMESTAMP_MS = 253_402_300_799_999
 
 #: Units accepted by INTERVAL literals and DATE_TRUNC/FLOOR(ts TO unit), in milliseconds.
 TIME_UNITS_MS: Mapping[str, int] = {
@@ -377,30 +415,41 @@ def _cast_from_string(text: str, target: SqlType) -> Any:
 TypeRule = Callable[[Sequence[SqlType]], SqlType]
 Impl = Callable[[Sequence[Any], Sequence[SqlType], SqlType], Any]
 SparkRule = Callable[[Sequence[str], Sequence[SqlType], SqlType], str]
+#: A rendering that needs the argument expressions (their literal values), not only their text.
+SparkCallRule = Callable[[Sequence[str], Sequence[Expr], SqlType], str]
+#: A compile-time check of the arguments that must be literals (FunctionTypeError if not).
+LiteralRule = Callable[[Sequence[Expr]], None]
 
 
 @dataclass(frozen=True)
 class ScalarFunction:
     """One entry of the catalog. ``strict``: any NULL argument makes the result NULL without
-    calling ``impl`` (SQL's usual rule); non-strict functions see the NULLs themselves."""
+    calling ``impl`` (SQL's usual rule); non-strict functions see the NULLs themselves.
+    ``literals`` checks, when compiling, the arguments that must be literals; ``spark_call``
+    replaces ``spark`` for a rendering that reads those literals."""
 
     name: str
     min_args: int
     max_args: int | None
     type_rule: TypeRule
     impl: Impl
-    spark: SparkRule
+    spark: SparkRule | None
     strict: bool = True
     doc: str = ""
+    literals: LiteralRule | None = None
+    spark_call: SparkCallRule | None = None
 
 
 FUNCTIONS: dict[str, ScalarFunction] = {}
 
 
 def _register(name: str, min_args: int, max_args: int | None, type_rule: TypeRule, impl: Impl,
-              spark: SparkRule, *, strict: bool = True, doc: str = "") -> None:
+              spark: SparkRule | None, *, strict: bool = True, doc: str = "",
+              literals: LiteralRule | None = None,
+              spark_call: SparkCallRule | None = None) -> None:
+    assert (spark is None) != (spark_call is None)
     FUNCTIONS[name] = ScalarFunction(name, min_args, max_args, type_rule, impl, spark, strict,
-                                     doc)
+                                     doc, literals, spark_call)
 
 
 def _nullable(types: Sequence[SqlType]) -> bool:
@@ -469,7 +518,7 @@ def _trunc_mod(a: int, b: int) -> int:
 def _arith_impl(op: str) -> Impl:
     def impl(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> Any:
         if len(args) == 1:
-            return -args[0]
+            return _int_in_range(-args[0], result) if _is_integer(result) else -args[0]
         a, b = args
         if result.name == "TIMESTAMP":
             return a + b if op == "+" else a - b
@@ -485,6 +534,8 @@ def _arith_impl(op: str) -> Impl:
                 return x * y
             if op == "/":
                 return x / y
+            if math.isinf(x) or math.isnan(x) or math.isnan(y):
+                return math.nan
             return math.fmod(x, y)
         if result.name == "DECIMAL":
             dx, dy = Decimal(a), Decimal(b)
@@ -531,6 +582,8 @@ def _arith_spark(op: str) -> SparkRule:
 
     def spark(args: Sequence[str], types: Sequence[SqlType], result: SqlType) -> str:
         if len(args) == 1:
+            if _is_integer(result):
+                return f"try_subtract(0, {args[0]})"
             return f"(- {args[0]})"
         a, b = args
         ta, tb = types
@@ -553,7 +606,10 @@ def _arith_spark(op: str) -> SparkRule:
             return f"CAST({try_fn}({x}, {y}) AS {spark_type(result)})"
         x, y = _cast_text(a, ta, result), _cast_text(b, tb, result)
         if op == "/":
-            return f"CAST(({x} DIV NULLIF({y}, 0)) AS {spark_type(result)})"
+            if result.name == "INT":
+                return f"TRY_CAST(({x} DIV NULLIF({y}, 0)) AS INT)"
+            return (f"(CASE WHEN {y} = -1 THEN try_subtract(0L, {x}) "
+                    f"ELSE {x} DIV NULLIF({y}, 0) END)")
         if op == "%":
             return f"({x} % NULLIF({y}, 0))"
         return f"{try_fn}({x}, {y})"
@@ -585,8 +641,11 @@ def _comparison_type(op: str) -> TypeRule:
 
 
 def _compare_values(a: Any, b: Any) -> int:
+    """Spark's order: NaN equals NaN and is greater than every other number; -0.0 = 0.0."""
     if isinstance(a, float) or isinstance(b, float):
         a, b = float(a), float(b)
+        if math.isnan(a) or math.isnan(b):
+            return int(math.isnan(a)) - int(math.isnan(b))
     return int(a > b) - int(a < b)
 
 
@@ -683,9 +742,31 @@ def _like_type(types: Sequence[SqlType]) -> SqlType:
     return _t("BOOLEAN", _nullable(types))
 
 
-_register("LIKE", 2, 2, _like_type,
-          lambda a, t, r: _like_regex(a[1]).fullmatch(a[0]) is not None,
-          lambda a, t, r: f"({a[0]} LIKE {a[1]})")
+_LIKE_VALID = re.compile(r"(?:[^\\]|\\[_%\\])*", re.DOTALL)
+
+
+def _like(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> Any:
+    if _LIKE_VALID.fullmatch(args[1]) is None:
+        return None
+    return _like_regex(args[1]).fullmatch(args[0]) is not None
+
+
+def _like_spark(args: Sequence[str], types: Sequence[SqlType], result: SqlType) -> str:
+    valid = _spark_literal("^(?:[^\\\\]|\\\\[_%\\\\])*\\z", _t("VARCHAR"))
+    return f"(CASE WHEN {args[1]} RLIKE {valid} THEN {args[0]} LIKE {args[1]} END)"
+
+
+def _check_like(args: Sequence[Expr]) -> None:
+    pattern = args[1]
+    if isinstance(pattern, Literal_) and isinstance(pattern.value, str) and (
+            _LIKE_VALID.fullmatch(pattern.value) is None):
+        raise FunctionTypeError(f"bad LIKE pattern '{pattern.value}': a backslash escapes only "
+                                "%, _ or a backslash", "write \\\\ for a backslash")
+
+
+_register("LIKE", 2, 2, _like_type, _like, _like_spark, literals=_check_like,
+          doc="LIKE: % any run, _ one character; a pattern with another backslash escape "
+              "is NULL")
 
 
 def _in_type(types: Sequence[SqlType]) -> SqlType:
@@ -888,8 +969,9 @@ def _round(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> An
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             return value
-        rounded = Decimal(repr(value)).quantize(Decimal(1).scaleb(-digits),
-                                               rounding=ROUND_HALF_UP)
+        with localcontext(Context(prec=400)):  # every double has at most 309 integer digits
+            rounded = Decimal(repr(value)).quantize(Decimal(1).scaleb(-digits),
+                                                   rounding=ROUND_HALF_UP)
         return float(rounded)
     with localcontext(Context(prec=100)):
         rounded = Decimal(value).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
@@ -1039,10 +1121,732 @@ def _unix_millis_type(types: Sequence[SqlType]) -> SqlType:
     return _t("BIGINT", types[0].nullable)
 
 
-_register("TIMESTAMP_MILLIS", 1, 1, _ts_millis_type, lambda a, t, r: int(a[0]),
-          lambda a, t, r: f"TIMESTAMP_MILLIS({a[0]})", doc="epoch ms to TIMESTAMP")
+def _ts_millis(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> Any:
+    return int(args[0]) if _MIN_TIMESTAMP_MS <= args[0] <= _MAX_TIMESTAMP_MS else None
+
+
+_register("TIMESTAMP_MILLIS", 1, 1, _ts_millis_type, _ts_millis,
+          lambda a, t, r: f"(CASE WHEN {a[0]} BETWEEN {_MIN_TIMESTAMP_MS}L AND "
+                          f"{_MAX_TIMESTAMP_MS}L THEN TIMESTAMP_MILLIS({a[0]}) END)",
+          doc="epoch ms to TIMESTAMP; NULL outside years 1 to 9999")
 _register("UNIX_MILLIS", 1, 1, _unix_millis_type, lambda a, t, r: int(a[0]),
           lambda a, t, r: f"unix_millis({a[0]})", doc="TIMESTAMP to epoch ms")
+
+
+# --- conditional and ordering functions ------------------------------------------------------
+
+
+def _if_type(types: Sequence[SqlType]) -> SqlType:
+    if types[0].name != "BOOLEAN":
+        raise FunctionTypeError(f"IF needs a BOOLEAN condition, not {types[0].name}",
+                                "compare the value, e.g. IF(x <> 0, a, b)")
+    return _unify("IF", types[1:]).with_nullable(types[1].nullable or types[2].nullable)
+
+
+def _if(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> Any:
+    # A NULL condition is not TRUE, so it picks the ELSE value (as CASE WHEN does).
+    index = 1 if args[0] is True else 2
+    return _coerce(args[index], types[index], result)
+
+
+def _if_spark(args: Sequence[str], types: Sequence[SqlType], result: SqlType) -> str:
+    then = _cast_text(args[1], types[1], result) if is_numeric(result) else args[1]
+    else_ = _cast_text(args[2], types[2], result) if is_numeric(result) else args[2]
+    return f"(CASE WHEN {args[0]} THEN {then} ELSE {else_} END)"
+
+
+_register("IF", 3, 3, _if_type, _if, _if_spark, strict=False,
+          doc="IF(cond, a, b): b when cond is FALSE or NULL")
+
+
+def _extremum_type(name: str) -> TypeRule:
+    def rule(types: Sequence[SqlType]) -> SqlType:
+        for t in types:
+            if t.name == "VARBINARY":
+                raise FunctionTypeError(f"{name} cannot order VARBINARY values",
+                                        "CAST the values AS VARCHAR")
+        return _unify(name, types)
+    return rule
+
+
+def _extremum_impl(sign: int) -> Impl:
+    def impl(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> Any:
+        values = [_coerce(a, t, result) for a, t in zip(args, types, strict=True)]
+        best = values[0]
+        for value in values[1:]:
+            # Strictly better only: the first of equal values wins (Spark keeps it, and
+            # -0.0 = 0.0 makes the choice visible).
+            if _compare_values(value, best) * sign > 0:
+                best = value
+        return best
+    return impl
+
+
+def _strict_spark(fn: str, args: Sequence[str], types: Sequence[SqlType],
+                  result: SqlType) -> str:
+    """Spark's greatest/least skip NULLs; SQL's (Flink's) are NULL when any argument is."""
+    any_null = " OR ".join(f"{a} IS NULL" for a in args)
+    return f"(CASE WHEN {any_null} THEN NULL ELSE {_unified_spark(fn)(args, types, result)} END)"
+
+
+_register("GREATEST", 2, None, _extremum_type("GREATEST"), _extremum_impl(1),
+          lambda a, t, r: _strict_spark("greatest", a, t, r),
+          doc="GREATEST(a, b, ...): NULL if any argument is NULL (Flink); NaN is the greatest")
+_register("LEAST", 2, None, _extremum_type("LEAST"), _extremum_impl(-1),
+          lambda a, t, r: _strict_spark("least", a, t, r),
+          doc="LEAST(a, b, ...): NULL if any argument is NULL (Flink); NaN is the greatest")
+
+
+# --- more string functions -------------------------------------------------------------------
+
+
+def _strings_type(name: str, count: int, result: str = "VARCHAR") -> TypeRule:
+    """A rule for a function whose first ``count`` arguments are VARCHAR."""
+    def rule(types: Sequence[SqlType]) -> SqlType:
+        for t in types[:count]:
+            if t.name != "VARCHAR":
+                raise FunctionTypeError(f"{name} needs VARCHAR arguments, not {t.name}",
+                                        "CAST the argument AS VARCHAR")
+        return _t(result, _nullable(types))
+    return rule
+
+
+def _replace(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> Any:
+    text, search, replacement = args
+    return text if search == "" else text.replace(search, replacement)
+
+
+_register("REPLACE", 3, 3, _strings_type("REPLACE", 3), _replace,
+          lambda a, t, r: f"replace({a[0]}, {a[1]}, {a[2]})",
+          doc="REPLACE(s, from, to): every occurrence; an empty from leaves s unchanged")
+
+
+def _position_type(types: Sequence[SqlType]) -> SqlType:
+    _strings_type("POSITION", 2)(types)
+    return _t("INT", _nullable(types))
+
+
+_register("POSITION", 2, 2, _position_type, lambda a, t, r: a[1].find(a[0]) + 1,
+          lambda a, t, r: f"locate({a[0]}, {a[1]})",
+          doc="POSITION(sub IN s), also STRPOS(s, sub): 1-based characters, 0 if absent, 1 for ''")
+
+
+def _split_part_type(types: Sequence[SqlType]) -> SqlType:
+    _strings_type("SPLIT_PART", 2)(types)
+    if types[2].name != "INT":
+        raise FunctionTypeError(f"SPLIT_PART's part number must be an INT, not {types[2].name}",
+                                "CAST the part number AS INT")
+    return _t("VARCHAR", True)
+
+
+def _split_part(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> Any:
+    text, delimiter, n = args
+    if n == 0:
+        return None
+    parts = text.split(delimiter) if delimiter else [text]
+    index = n - 1 if n > 0 else len(parts) + n
+    return parts[index] if 0 <= index < len(parts) else ""
+
+
+def _check_split_part(args: Sequence[Expr]) -> None:
+    n = args[2]
+    if isinstance(n, Literal_) and n.value == 0:
+        raise FunctionTypeError("SPLIT_PART's part number 0 is not a part: parts are "
+                                "numbered from 1", "write 1 for the first part, -1 for the last")
+
+
+_register("SPLIT_PART", 3, 3, _split_part_type, _split_part,
+          lambda a, t, r: f"(CASE WHEN {a[2]} = 0 THEN NULL ELSE split_part({a[0]}, {a[1]}, "
+                          f"{a[2]}) END)", literals=_check_split_part,
+          doc="SPLIT_PART(s, delimiter, n): 1-based, negative n counts from the end, out of "
+              "range is '', n = 0 is NULL, an empty delimiter does not split")
+
+
+# --- regular expressions (a subset on which java.util.regex and Python's re agree) -----------
+
+
+_REGEX_PUNCTUATION = frozenset("\\.^$|?*+()[]{}-/!\"#%&',:;<=>@_`~ ")
+_REGEX_SIMPLE_ESCAPES = frozenset("dDwWsStnrf")
+_REGEX_FIX = ("supported: literal characters, ., [...] classes, ^, $, * + ? {n,m} (also lazy "
+              "with ?), (...), (?:...), (?=...), (?!...), |, \\d \\D \\w \\W \\s \\S \\t \\n "
+              "\\r \\f \\xhh \\uhhhh and a backslash before punctuation")
+
+
+@dataclass(frozen=True)
+class Regex:
+    """A regular expression of the supported subset, as each engine must be given it."""
+
+    python: re.Pattern[str]
+    java: str
+    groups: int
+
+
+def _regex_error(pattern: str, what: str) -> FunctionTypeError:
+    return FunctionTypeError(f"unsupported regular expression '{pattern}': {what}", _REGEX_FIX)
+
+
+def _regex_escape(pattern: str, i: int, in_class: bool) -> tuple[str, int]:
+    """The escape at ``pattern[i]`` (a backslash) and the index after it."""
+    if i + 1 >= len(pattern):
+        raise _regex_error(pattern, "it ends with a lone backslash")
+    ch = pattern[i + 1]
+    if ch in _REGEX_SIMPLE_ESCAPES or ch in _REGEX_PUNCTUATION:
+        return pattern[i:i + 2], i + 2
+    if ch == "x" and re.fullmatch(r"[0-9A-Fa-f]{2}", pattern[i + 2:i + 4]):
+        return pattern[i:i + 4], i + 4
+    if ch == "u" and re.fullmatch(r"[0-9A-Fa-f]{4}", pattern[i + 2:i + 6]):
+        if 0xD800 <= int(pattern[i + 2:i + 6], 16) <= 0xDFFF:
+            raise _regex_error(pattern, "a \\u escape of a surrogate")
+        return pattern[i:i + 6], i + 6
+    if ch == "b" and not in_class:
+        raise _regex_error(pattern, "\\b (word boundaries differ between the engines)")
+    raise _regex_error(pattern, f"the escape \\{ch}")
+
+
+def _regex_class(pattern: str, i: int) -> tuple[str, int]:
+    """The character class starting at ``pattern[i]`` ('[') and the index after it."""
+    j = i + 1
+    if pattern.startswith("^", j):
+        j += 1
+    if pattern.startswith("]", j):
+        raise _regex_error(pattern, "a ] first in a character class (write \\])")
+    while j < len(pattern):
+        ch = pattern[j]
+        if ch == "]":
+            return pattern[i:j + 1], j + 1
+        if ch == "\\":
+            _, j = _regex_escape(pattern, j, in_class=True)
+            continue
+        if ch == "[":
+            raise _regex_error(pattern, "a [ inside a character class (write \\[)")
+        if pattern[j:j + 2] in ("&&", "--", "||", "~~"):
+            raise _regex_error(pattern, f"{pattern[j:j + 2]} inside a character class")
+        j += 1
+    raise _regex_error(pattern, "an unclosed character class")
+
+
+def _regex_translate(pattern: str) -> tuple[str, str, int]:
+    """(Python pattern, Java pattern, number of groups); FunctionTypeError outside the subset.
+
+    Both engines run with DOTALL (``.`` matches line ends too: Java's ``.`` otherwise stops at
+    \\r and \\u2028 where Python's does not), ``$`` becomes the end of the text (``\\Z`` /
+    ``\\z``: otherwise each engine matches before a different set of final line ends), and
+    Python's classes are ASCII ones like Java's (``\\d`` is [0-9]).
+    """
+    python: list[str] = []
+    java: list[str] = []
+    groups = 0
+    repeatable = False
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            text, i = _regex_escape(pattern, i, in_class=False)
+            python.append(text)
+            java.append(text)
+            repeatable = True
+            continue
+        if ch == "[":
+            text, i = _regex_class(pattern, i)
+            python.append(text)
+            java.append(text)
+            repeatable = True
+            continue
+        if ch in "*+?{":
+            quantifier = re.match(r"[*+?]|\{(\d{1,4})(,(\d{0,4}))?\}", pattern[i:])
+            if quantifier is None:
+                raise _regex_error(pattern, "a { that is not a repetition {n}, {n,} or {n,m} "
+                                   "(write \\{)")
+            if not repeatable:
+                raise _regex_error(pattern, f"{quantifier[0]} repeats nothing")
+            low, high = quantifier[1], quantifier[3]
+            if high and int(high) < int(low):
+                raise _regex_error(pattern, f"{quantifier[0]} has its bounds reversed")
+            text = quantifier[0]
+            i += len(text)
+            if pattern.startswith("?", i):
+                text += "?"
+                i += 1
+            if i < len(pattern) and pattern[i] in "*+?{":
+                raise _regex_error(pattern, f"{pattern[i]} after the repetition {text}")
+            python.append(text)
+            java.append(text)
+            repeatable = False
+            continue
+        if ch == "(":
+            if pattern.startswith("(?", i):
+                if not pattern.startswith(("(?:", "(?=", "(?!"), i):
+                    raise _regex_error(pattern, f"the group {pattern[i:i + 4]}... (only (...), "
+                                       "(?:...), (?=...) and (?!...))")
+                text = pattern[i:i + 3]
+            else:
+                groups += 1
+                text = "("
+            python.append(text)
+            java.append(text)
+            i += len(text)
+            repeatable = False
+            continue
+        if ch in "}]":
+            raise _regex_error(pattern, f"an unmatched {ch} (write \\{ch})")
+        if ch == "$":
+            python.append("\\Z")
+            java.append("\\z")
+            repeatable = False
+        else:
+            python.append(ch)
+            java.append(ch)
+            repeatable = ch not in "^|"
+        i += 1
+    # Java steps over an empty match by one UTF-16 unit, so a match could start between the
+    # two halves of a character beyond U+FFFF (an emoji): no match starts at a low surrogate.
+    return "".join(python), "(?s)(?![\\uDC00-\\uDFFF])(?:" + "".join(java) + ")", groups
+
+
+_REGEX_CACHE: dict[str, Regex] = {}
+
+
+def parse_regex(pattern: str) -> Regex:
+    """The :class:`Regex` of a pattern of the supported subset (FunctionTypeError if not)."""
+    cached = _REGEX_CACHE.get(pattern)
+    if cached is not None:
+        return cached
+    python, java, groups = _regex_translate(pattern)
+    try:
+        compiled = re.compile(python, re.ASCII | re.DOTALL)
+    except re.error as exc:
+        raise _regex_error(pattern, str(exc)) from exc
+    regex = Regex(compiled, java, groups)
+    if len(_REGEX_CACHE) < 1024:
+        _REGEX_CACHE[pattern] = regex
+    return regex
+
+
+def parse_replacement(text: str, groups: int) -> tuple[str | int, ...]:
+    """A REGEXP_REPLACE replacement in Java's syntax, as literal texts and group numbers.
+
+    ``$n`` is group n (as Java reads it: the first digit always, more digits while they name
+    an existing group), ``\\x`` is the character x; anything else is literal.
+    """
+    parts: list[str | int] = []
+    literal: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            if i + 1 >= len(text):
+                raise FunctionTypeError(f"the replacement '{text}' ends with a lone backslash",
+                                        "write \\\\ for a backslash")
+            literal.append(text[i + 1])
+            i += 2
+            continue
+        if ch != "$":
+            literal.append(ch)
+            i += 1
+            continue
+        if i + 1 >= len(text) or text[i + 1] not in "0123456789":
+            raise FunctionTypeError(f"the replacement '{text}' has a $ not followed by a group "
+                                    "number", "write $1 for group 1, \\$ for a dollar sign")
+        group = int(text[i + 1])
+        i += 2
+        if group > groups:
+            raise FunctionTypeError(f"the replacement '{text}' refers to group {group}, but "
+                                    f"the pattern has {groups}",
+                                    "refer to groups that the pattern has, $0 for the match")
+        while i < len(text) and text[i] in "0123456789" and group * 10 + int(text[i]) <= groups:
+            group = group * 10 + int(text[i])
+            i += 1
+        if literal:
+            parts.append("".join(literal))
+            literal = []
+        parts.append(group)
+    if literal:
+        parts.append("".join(literal))
+    return tuple(parts)
+
+
+def _regexp_replace(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> Any:
+    regex = parse_regex(args[1])
+    parts = parse_replacement(args[2], regex.groups)
+
+    def expand(match: re.Match[str]) -> str:
+        # A group that took no part in the match is empty (Java's appendReplacement).
+        return "".join(p if isinstance(p, str) else match.group(p) or "" for p in parts)
+
+    return regex.python.sub(expand, args[0])
+
+
+def _regexp_extract(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> Any:
+    regex = parse_regex(args[1])
+    match = regex.python.search(args[0])
+    if match is None:
+        return None
+    return match.group(args[2] if len(args) > 2 else 0) or ""
+
+
+def _literal_value(call: Sequence[Expr], index: int) -> Any:
+    arg = call[index]
+    assert isinstance(arg, Literal_)
+    return arg.value
+
+
+def _regexp_replace_spark(args: Sequence[str], exprs: Sequence[Expr], result: SqlType) -> str:
+    java = parse_regex(_literal_value(exprs, 1)).java
+    return f"regexp_replace({args[0]}, {_spark_literal(java, _t('VARCHAR'))}, {args[2]})"
+
+
+def _regexp_extract_spark(args: Sequence[str], exprs: Sequence[Expr], result: SqlType) -> str:
+    pattern = _spark_literal(parse_regex(_literal_value(exprs, 1)).java, _t("VARCHAR"))
+    group = args[2] if len(args) > 2 else "0"
+    return f"(CASE WHEN {args[0]} RLIKE {pattern} THEN regexp_extract({args[0]}, {pattern}, " \
+           f"{group}) END)"
+
+
+def _regexp_extract_type(types: Sequence[SqlType]) -> SqlType:
+    _strings_type("REGEXP_EXTRACT", 2)(types)
+    if len(types) > 2 and types[2].name != "INT":
+        raise FunctionTypeError(f"REGEXP_EXTRACT's group must be an integer, not "
+                                f"{types[2].name}", "write the group number, e.g. 1")
+    return _t("VARCHAR", True)
+
+
+
+
+def _literal_text(name: str, what: str, example: str, args: Sequence[Expr],
+                  index: int) -> str:
+    arg = args[index]
+    if not isinstance(arg, Literal_) or not isinstance(arg.value, str):
+        raise FunctionTypeError(f"{name}'s {what} must be a string literal (both engines must "
+                                "read it alike, so it is checked when compiling)",
+                                f"write it as a literal, e.g. {example}")
+    return arg.value
+
+
+def _check_regexp_replace(args: Sequence[Expr]) -> None:
+    regex = parse_regex(_literal_text("REGEXP_REPLACE", "pattern",
+                                      "REGEXP_REPLACE(s, '[0-9]+', '#')", args, 1))
+    parse_replacement(_literal_text("REGEXP_REPLACE", "replacement",
+                                    "REGEXP_REPLACE(s, '(a)(b)', '$2$1')", args, 2),
+                      regex.groups)
+
+
+def _check_regexp_extract(args: Sequence[Expr]) -> None:
+    regex = parse_regex(_literal_text("REGEXP_EXTRACT", "pattern",
+                                      "REGEXP_EXTRACT(s, 'id=([0-9]+)', 1)", args, 1))
+    if len(args) > 2:
+        group = args[2]
+        if not isinstance(group, Literal_) or not isinstance(group.value, int) or not (
+                0 <= group.value <= regex.groups):
+            raise FunctionTypeError(f"REGEXP_EXTRACT's group must be an integer literal from 0 "
+                                    f"to {regex.groups} (the pattern's groups)",
+                                    "write 0 for the whole match, 1 for the first group")
+
+
+_register("REGEXP_REPLACE", 3, 3, _strings_type("REGEXP_REPLACE", 3), _regexp_replace, None,
+          literals=_check_regexp_replace, spark_call=_regexp_replace_spark,
+          doc="REGEXP_REPLACE(s, 'pattern', 'replacement'): every match; literal pattern and "
+              "replacement ($1, \\$) of the supported subset")
+_register("REGEXP_EXTRACT", 2, 3, _regexp_extract_type, _regexp_extract, None,
+          literals=_check_regexp_extract, spark_call=_regexp_extract_spark,
+          doc="REGEXP_EXTRACT(s, 'pattern' [, group]): group 0 (the match) by default; NULL "
+              "without a match, '' for a group that took no part")
+
+
+# --- more time functions ---------------------------------------------------------------------
+
+#: Units of TIMESTAMPDIFF (Flink's list).
+TIMESTAMPDIFF_UNITS = ("SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "YEAR")
+
+
+def _timestampdiff_type(types: Sequence[SqlType]) -> SqlType:
+    unit, start, end = types
+    if unit.name != "VARCHAR":
+        raise FunctionTypeError("TIMESTAMPDIFF needs a unit first, e.g. TIMESTAMPDIFF(HOUR, a, b)")
+    for t in (start, end):
+        if t.name not in ("TIMESTAMP", "DATE"):
+            fix = ("write TIMESTAMP '2024-01-01 00:00:00' or CAST(x AS TIMESTAMP)"
+                   if t.name == "VARCHAR" else "use TIMESTAMP or DATE values")
+            raise FunctionTypeError(f"TIMESTAMPDIFF needs TIMESTAMP or DATE arguments, not "
+                                    f"{t.name}", fix)
+    return _t("INT", True)
+
+
+def _epoch_ms(value: int, t: SqlType) -> int:
+    return value * _MS_PER_DAY if t.name == "DATE" else value
+
+
+def _whole_months(start: int, end: int) -> int:
+    """Whole months from ``start`` to ``end`` (epoch ms), Flink's calendar rule: a month after
+    Jan 31 is Feb 28/29, the last day of the month; negative when ``end`` is earlier."""
+    if end < start:
+        return -_whole_months(end, start)
+    first, last = _ts_datetime(start), _ts_datetime(end)
+    months = (last.year - first.year) * 12 + last.month - first.month
+    days_in_month = calendar.monthrange(last.year, last.month)[1]
+    if (min(first.day, days_in_month), start % _MS_PER_DAY) > (last.day, end % _MS_PER_DAY):
+        months -= 1
+    return months
+
+
+def _timestampdiff(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> Any:
+    unit = args[0]
+    start, end = _epoch_ms(args[1], types[1]), _epoch_ms(args[2], types[2])
+    if unit in TIME_UNITS_MS:
+        return _int_in_range(_trunc_div(end - start, TIME_UNITS_MS[unit]), result)
+    months = _whole_months(start, end)
+    return _int_in_range(months if unit == "MONTH" else _trunc_div(months, 12), result)
+
+
+def _ms_text(sql: str, t: SqlType) -> str:
+    return f"(unix_date({sql}) * {_MS_PER_DAY}L)" if t.name == "DATE" else f"unix_millis({sql})"
+
+
+def _timestampdiff_spark(args: Sequence[str], exprs: Sequence[Expr], result: SqlType) -> str:
+    unit = _literal_value(exprs, 0)
+    start, end = _ms_text(args[1], exprs[1].type), _ms_text(args[2], exprs[2].type)
+    if unit in TIME_UNITS_MS:
+        return f"TRY_CAST(({end} - {start}) DIV {TIME_UNITS_MS[unit]}L AS INT)"
+    low, high = f"least({start}, {end})", f"greatest({start}, {end})"
+    first, last = f"TIMESTAMP_MILLIS({low})", f"TIMESTAMP_MILLIS({high})"
+    months = (f"((year({last}) - year({first})) * 12 + month({last}) - month({first}) - "
+              f"CASE WHEN least(day({first}), day(last_day({last}))) > day({last}) OR "
+              f"(least(day({first}), day(last_day({last}))) = day({last}) AND "
+              f"pmod({low}, {_MS_PER_DAY}L) > pmod({high}, {_MS_PER_DAY}L)) THEN 1 ELSE 0 END)")
+    signed = (f"(CASE WHEN {start} IS NULL OR {end} IS NULL THEN NULL "
+              f"WHEN {end} < {start} THEN -{months} ELSE {months} END)")
+    return signed if unit == "MONTH" else f"({signed} DIV 12)"
+
+
+def _check_timestampdiff(args: Sequence[Expr]) -> None:
+    unit = args[0]
+    if not isinstance(unit, Literal_) or unit.value not in TIMESTAMPDIFF_UNITS:
+        raise FunctionTypeError("unsupported TIMESTAMPDIFF unit",
+                                "use " + ", ".join(TIMESTAMPDIFF_UNITS))
+
+
+_register("TIMESTAMPDIFF", 3, 3, _timestampdiff_type, _timestampdiff, None,
+          literals=_check_timestampdiff, spark_call=_timestampdiff_spark,
+          doc="TIMESTAMPDIFF(unit, t1, t2): whole units from t1 to t2 (Flink); MONTH/YEAR by "
+              "the calendar, a month after Jan 31 ending Feb 28/29; overflow is NULL")
+
+_MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August",
+                "September", "October", "November", "December")
+_DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+#: DATE_FORMAT's pattern letters and the counts of each that format alike in Java's
+#: DateTimeFormatter (Spark), SimpleDateFormat (Flink) and here.
+_DATE_LETTERS: Mapping[str, tuple[int, ...]] = {
+    "y": (1, 2, 4), "M": (1, 2, 3, 4), "d": (1, 2), "H": (1, 2), "h": (1, 2), "m": (1, 2),
+    "s": (1, 2), "S": (3,), "a": (1,), "E": (3, 4),
+}
+_DATE_FIX = ("use yyyy yy y, MM M MMM MMMM, dd d, HH H, hh h, mm m, ss s, SSS, a, EEE EEEE "
+             "and quote other letters: 'T'")
+
+DatePart = tuple[str, int] | str
+
+
+def parse_date_format(pattern: str) -> tuple[DatePart, ...]:
+    """A DATE_FORMAT pattern as (letter, count) fields and literal texts (FunctionTypeError
+    outside the supported subset)."""
+    parts: list[DatePart] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "'":
+            if pattern.startswith("''", i):
+                parts.append("'")
+                i += 2
+                continue
+            end = i + 1
+            text: list[str] = []
+            while True:
+                if end >= len(pattern):
+                    raise FunctionTypeError(f"DATE_FORMAT pattern '{pattern}' has an unclosed "
+                                            "quote", "close quoted text with ', write '' for "
+                                            "a quote")
+                if pattern.startswith("''", end):
+                    text.append("'")
+                    end += 2
+                elif pattern[end] == "'":
+                    break
+                else:
+                    text.append(pattern[end])
+                    end += 1
+            parts.append("".join(text))
+            i = end + 1
+            continue
+        if "A" <= ch <= "Z" or "a" <= ch <= "z":
+            count = len(pattern[i:]) - len(pattern[i:].lstrip(ch))
+            if count not in _DATE_LETTERS.get(ch, ()):
+                what = (f"{ch * count} is not supported" if ch in _DATE_LETTERS
+                        else f"the pattern letter {ch} is not supported")
+                raise FunctionTypeError(f"DATE_FORMAT pattern '{pattern}': {what}", _DATE_FIX)
+            parts.append((ch, count))
+            i += count
+            continue
+        if ch in "[]{}#":
+            raise FunctionTypeError(f"DATE_FORMAT pattern '{pattern}': {ch} is reserved",
+                                    f"quote it: '{ch}'")
+        parts.append(ch)
+        i += 1
+    return tuple(parts)
+
+
+def _date_field(letter: str, count: int, stamp: dt.datetime) -> str:
+    if letter == "y":
+        return (str(stamp.year) if count == 1 else f"{stamp.year % 100:02d}" if count == 2
+                else f"{stamp.year:04d}")
+    if letter == "M":
+        return (_MONTH_NAMES[stamp.month - 1][:3] if count == 3
+                else _MONTH_NAMES[stamp.month - 1] if count == 4
+                else f"{stamp.month:0{count}d}")
+    if letter == "E":
+        name = _DAY_NAMES[stamp.weekday()]
+        return name[:3] if count == 3 else name
+    if letter == "a":
+        return "AM" if stamp.hour < 12 else "PM"
+    if letter == "S":
+        return f"{stamp.microsecond // 1000:03d}"
+    value = {"d": stamp.day, "H": stamp.hour, "h": (stamp.hour + 11) % 12 + 1,
+             "m": stamp.minute, "s": stamp.second}[letter]
+    return f"{value:0{count}d}"
+
+
+def _date_format_type(types: Sequence[SqlType]) -> SqlType:
+    if types[0].name not in ("TIMESTAMP", "DATE"):
+        raise FunctionTypeError(f"DATE_FORMAT needs a TIMESTAMP or DATE, not {types[0].name}",
+                                "CAST the argument AS TIMESTAMP")
+    if types[1].name != "VARCHAR":
+        raise FunctionTypeError("DATE_FORMAT's pattern must be a string, e.g. 'yyyy-MM-dd'")
+    return _t("VARCHAR", _nullable(types))
+
+
+def _date_format(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> Any:
+    stamp = _ts_datetime(_epoch_ms(args[0], types[0]))
+    return "".join(p if isinstance(p, str) else _date_field(p[0], p[1], stamp)
+                   for p in parse_date_format(args[1]))
+
+
+def _check_date_format(args: Sequence[Expr]) -> None:
+    parse_date_format(_literal_text("DATE_FORMAT", "pattern", "DATE_FORMAT(ts, 'yyyy-MM-dd')",
+                                    args, 1))
+
+
+_register("DATE_FORMAT", 2, 2, _date_format_type, _date_format,
+          lambda a, t, r: f"date_format({a[0]}, {a[1]})", literals=_check_date_format,
+          doc="DATE_FORMAT(ts, 'pattern'): a literal pattern of Java letters (the subset in "
+              "_DATE_LETTERS), English names, UTC")
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+_JSON_PATH = re.compile(r"\$((?:\.[A-Za-z_][A-Za-z0-9_]*|\[(?:0|[1-9][0-9]{0,8})\])+)")
+_JSON_STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
+_JSON_WHITESPACE = " \t\n\r"
+
+
+def parse_json_path(path: str) -> tuple[str | int, ...]:
+    """A JSON_VALUE path ('$.a.b[0]') as member names and array indexes (FunctionTypeError
+    outside the supported subset)."""
+    if _JSON_PATH.fullmatch(path) is None:
+        raise FunctionTypeError(f"unsupported JSON path '{path}'",
+                                "write $ then .name and [index] steps, e.g. '$.user.tags[0]'; "
+                                "names are letters, digits and _")
+    return tuple(m[1] if m[1] is not None else int(m[2])
+                 for m in _JSON_STEP.finditer(path[1:]))
+
+
+class _MalformedJson(ValueError):
+    pass
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len({key for key, _ in pairs}) != len(pairs):
+        raise _MalformedJson("duplicate key")
+    return dict(pairs)
+
+
+def _json_constant(name: str) -> Any:
+    raise _MalformedJson(f"{name} is not JSON")
+
+
+_JSON_DECODER = json.JSONDecoder(object_pairs_hook=_json_object, parse_constant=_json_constant)
+
+
+def _has_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return any("\ud800" <= ch <= "\udfff" for ch in value)
+    if isinstance(value, dict):
+        return any(_has_surrogate(k) or _has_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_surrogate(v) for v in value)
+    return False
+
+
+def _json_value(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> Any:
+    text: str = args[0]
+    steps = parse_json_path(args[1])
+    start = len(text) - len(text.lstrip(_JSON_WHITESPACE))
+    try:
+        # The first JSON value of the text; what follows it is not read (Jackson's way).
+        value, _ = _JSON_DECODER.raw_decode(text, start)
+    except ValueError:
+        return None
+    if _has_surrogate(value):
+        return None
+    for step in steps:
+        if isinstance(step, str) and isinstance(value, dict) and step in value:
+            value = value[step]
+        elif isinstance(step, int) and isinstance(value, list) and step < len(value):
+            value = value[step]
+        else:
+            return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _format_double(value)
+    return value if isinstance(value, str) else None
+
+
+def _json_value_type(types: Sequence[SqlType]) -> SqlType:
+    _strings_type("JSON_VALUE", 2)(types)
+    return _t("VARCHAR", True)
+
+
+def _json_value_spark(args: Sequence[str], exprs: Sequence[Expr], result: SqlType) -> str:
+    document, path = args
+    parsed = f"try_parse_json({document})"
+    kind = f"schema_of_variant(try_variant_get({parsed}, {path}))"
+    value = f"get_json_object({document}, {path})"
+    # try_parse_json is the validity check (strict JSON, no duplicate keys, no lone
+    # surrogates); the variant's type tells scalars from objects and arrays (get_json_object
+    # returns both as text); get_json_object gives numbers as Jackson prints them, an
+    # overflowing one quoted ("Infinity"), hence the unquoting.
+    return (f"(CASE WHEN {parsed} IS NULL THEN NULL "
+            f"WHEN {kind} RLIKE '^(OBJECT|ARRAY|VOID)' THEN NULL "
+            f"WHEN {kind} = 'DOUBLE' THEN replace({value}, '\"', '') "
+            f"ELSE {value} END)")
+
+
+def _check_json_value(args: Sequence[Expr]) -> None:
+    parse_json_path(_literal_text("JSON_VALUE", "path", "JSON_VALUE(doc, '$.user.id')",
+                                  args, 1))
+
+
+_register("JSON_VALUE", 2, 2, _json_value_type, _json_value, None,
+          literals=_check_json_value, spark_call=_json_value_spark,
+          doc="JSON_VALUE(json, '$.path'): the scalar at the path as VARCHAR; NULL when "
+              "missing, null, an object or array, or the JSON is malformed")
+
+
+def check_literals(fn: str, args: Sequence[Expr]) -> None:
+    """SPEC L7: the arguments that must be literals are, and lie in the subset on which the
+    Python and Spark halves agree (a pattern, format, path or unit); FunctionTypeError if not.
+    Called by the compiler after :func:`result_type`."""
+    entry = FUNCTIONS.get(fn)
+    if entry is not None and entry.literals is not None:
+        entry.literals(args)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1223,6 +2027,9 @@ def to_spark_sql(expr: Expr) -> str:
         return "(" + " ".join(parts) + ")"
     entry = FUNCTIONS[expr.fn]
     args = [to_spark_sql(a) for a in expr.args]
+    if entry.spark_call is not None:
+        return entry.spark_call(args, expr.args, expr.type)
+    assert entry.spark is not None
     return entry.spark(args, [a.type for a in expr.args], expr.type)
 
 

@@ -41,8 +41,9 @@ from app.program.ddl import (
     ViewDecl,
     parse_statement,
 )
-from app.program.lexer import CompileFailure, SourceText, split_statements, tokenize
+from app.program.lexer import CompileFailure, SourceText, Token, split_statements, tokenize
 from app.program.query import PlannedQuery, Relation, plan_query
+from app.program.subqueries import Derived, reserved_name, split_query
 
 __all__ = ["compile_program", "compile_text"]
 
@@ -89,6 +90,8 @@ class _Compiler:
         self.views: list[View] = []
         self.relations: dict[str, Relation] = {}
         self.declared: dict[str, Position] = {}
+        #: Each WITH query's name -> the view whose query it belongs to (for errors only).
+        self.with_owners: dict[str, str] = {}
 
     def error(self, failure: CompileFailure) -> None:
         self.errors.append(Diagnostic("error", failure.position, failure.message, failure.fix))
@@ -149,8 +152,9 @@ class _Compiler:
             first = self.declared[name]
             raise CompileFailure(position, f"duplicate name {name}: already declared at line "
                                  f"{first.line}", f"rename this {what}")
-        if name.startswith("__"):
-            raise CompileFailure(position, f"names starting with __ are reserved: {name}")
+        reserved = reserved_name(name)
+        if reserved is not None:
+            raise CompileFailure(position, reserved, f"rename this {what}")
         self.declared[name] = position
 
     # -- tables (SPEC L1, L2) -----------------------------------------------------------------
@@ -332,9 +336,33 @@ class _Compiler:
 
     def _view(self, decl: ViewDecl, lateness_decls: Sequence[LatenessDecl]) -> None:
         self._declare(decl.name, decl.position, "view")
+        start = len(self.views)
+        try:
+            relation = self._local_or_output_view(decl, lateness_decls, self.relations, None)
+        except CompileFailure as failure:
+            # The views generated for its WITH queries and subqueries go with it.
+            del self.views[start:]
+            name, owner = next(((w, v) for w, v in self.with_owners.items()
+                                if failure.message == f"unknown table or view {w}"), ("", ""))
+            if not owner or owner == decl.name:
+                raise
+            raise CompileFailure(failure.position, failure.message,
+                                 f"{name} is a WITH query of view {owner}, read only by that "
+                                 f"view's query: to share it, declare it as CREATE LOCAL VIEW "
+                                 f"{name} AS SELECT ...") from failure
+        self.relations[decl.name] = relation
+
+    def _local_or_output_view(self, decl: ViewDecl, lateness_decls: Sequence[LatenessDecl],
+                              scope: dict[str, Relation], derived: Derived | None) -> Relation:
+        """Compile one view, append it to the circuit after the views generated for its WITH
+        queries and subqueries, and return it as readers see it. ``derived`` is set for those
+        generated views: local views over ``scope`` (the relations and WITH names their query
+        can see)."""
         options = self._options(decl.options, VIEW_OPTIONS, "view", decl.position)
-        planned = plan_query(self.source, decl.query_tokens, self.relations, decl.name)
+        planned = self._plan(decl.name, decl.query_tokens, scope)
         emit = _emit_policy(decl)
+        if derived is not None:
+            emit = self._derived_emit(derived, planned)
         after_watermark = emit.after_watermark
         if (emit.after_watermark or emit.delay_ms is not None) and not planned.aggregate:
             assert decl.emit is not None
@@ -351,8 +379,111 @@ class _Compiler:
                     planned.key, time_attributes, emit, output, state, decl.position,
                     view_lateness)
         self.views.append(view)
-        self.relations[decl.name] = Relation(decl.name, view.columns, time_attributes,
-                                             insert_only, "view")
+        return Relation(decl.name, view.columns, time_attributes, insert_only, "view")
+
+    # -- WITH queries and subqueries in FROM (SPEC L3, S18; docs/language.md) -----------------
+
+    def _plan(self, name: str, tokens: Sequence[Token],
+              scope: dict[str, Relation]) -> PlannedQuery:
+        """Plan the query of view ``name`` over ``scope``. Its WITH queries come first, each
+        a generated local view that the later ones and the query read by its WITH name; then
+        its subqueries in FROM, each a generated local view read in its place. A WITH query
+        that nothing reads is compiled (its errors count, as Calcite validates every WITH
+        item), then left out of the circuit with a warning: Flink and Feldera compute only
+        what is read."""
+        parts = split_query(self.source, tuple(tokens))
+        if not parts.withs and not parts.subqueries:
+            return plan_query(self.source, tokens, scope, name)
+        start = len(self.views)
+        local = dict(scope)
+        made: list[tuple[Derived, str, int, int]] = []
+        for index, item in enumerate(parts.withs):
+            if item.name == name:
+                raise CompileFailure(item.position, f"WITH query {item.name} has the name of "
+                                     "its view", "rename the WITH query")
+            before = len(self.warnings)
+            relation = self._derived_view(name, item, local, index + 1, parts.withs[index + 1:])
+            local[item.name] = relation
+            self.with_owners.setdefault(item.name, name)
+            made.append((item, relation.name, before, len(self.warnings)))
+        reads = dict(local)
+        for number, item in enumerate(parts.subqueries, start=1):
+            reads[item.placeholder] = self._derived_view(name, item, local, number, ())
+        planned = plan_query(parts.source, parts.tokens, reads, name)
+        self._drop_unread(name, planned, start, made)
+        return planned
+
+    def _derived_view(self, parent: str, item: Derived, scope: dict[str, Relation],
+                      number: int, later: Sequence[Derived]) -> Relation:
+        """The local view of one WITH query or subquery of view ``parent``, named
+        ``parent.name`` (``parent.subquery<number>`` for a subquery without an alias)."""
+        local = item.name or f"subquery{number}"
+        name = f"{parent}.{local}"
+        suffix = 2
+        # Generated names hold a '.', which no user name may (reserved_name): they can only
+        # meet each other (a WITH query and a subquery alias of one name).
+        while name in self.declared:
+            name, suffix = f"{parent}.{local}#{suffix}", suffix + 1
+        self.declared[name] = item.position
+        decl = ViewDecl(name, item.position, True, (), item.tokens, None)
+        try:
+            return self._local_or_output_view(decl, (), scope, item)
+        except CompileFailure as failure:
+            if item.kind == "with" and failure.message == f"unknown table or view {item.name}":
+                raise CompileFailure(failure.position, failure.message,
+                                     f"WITH query {item.name} cannot read itself (WITH "
+                                     "RECURSIVE is not supported): read a table, a view or an "
+                                     "earlier WITH query") from failure
+            defined_later = next((d for d in later
+                                  if failure.message == f"unknown table or view {d.name}"), None)
+            if defined_later is None:
+                raise
+            raise CompileFailure(failure.position, failure.message,
+                                 f"WITH query {defined_later.name} is defined after "
+                                 f"{item.name}: move it before {item.name}") from failure
+
+    def _derived_emit(self, item: Derived, planned: PlannedQuery) -> EmitPolicy:
+        """A WITH query or subquery has no EMIT of its own (L5: EMIT ends a CREATE VIEW). One
+        that aggregates by a window writes each window once, final, as with EMIT AFTER
+        WATERMARK (Flink's window aggregation, whose cascades are written this way), so the
+        query reading it sees final rows only (S18). One that aggregates without a window
+        would update its rows, which no view can read."""
+        if not planned.aggregate:
+            return EmitPolicy()
+        if planned.window_key is None:
+            what = (f"WITH query {item.name}" if item.kind == "with"
+                    else f"subquery {item.name}" if item.name else "a subquery")
+            raise CompileFailure(planned.group_position or item.position, f"{what} "
+                                 "aggregates without a window, so its rows are updated and "
+                                 "no query can read them",
+                                 "GROUP BY window_start, window_end of a TUMBLE or HOP on a "
+                                 "time attribute (each window is then read once, final), or "
+                                 "aggregate in the view's own query")
+        return EmitPolicy(after_watermark=True)
+
+    def _drop_unread(self, name: str, planned: PlannedQuery, start: int,
+                     made: Sequence[tuple[Derived, str, int, int]]) -> None:
+        """Leave out the generated views (from ``start``) that the query does not read,
+        directly or through another, with their warnings (each WITH query's range of
+        ``self.warnings``), and warn about each unread WITH query instead."""
+        generated = {v.name: v for v in self.views[start:]}
+        read: set[str] = set()
+        pending = list(planned.sources or (planned.source,))
+        while pending:
+            relation = pending.pop()
+            if relation in generated and relation not in read:
+                read.add(relation)
+                pending.extend(generated[relation].sources)
+        dropped: set[int] = set()
+        for item, view, before, after in made:
+            if view not in read:
+                dropped.update(range(before, after))
+                self.warnings.append(Diagnostic(
+                    "warning", item.position, f"WITH query {item.name} of view {name} is "
+                    "never read, so it is not computed",
+                    f"remove it, or read it in the query: FROM {item.name}"))
+        self.warnings[:] = [w for i, w in enumerate(self.warnings) if i not in dropped]
+        self.views[start:] = [v for v in self.views[start:] if v.name in read]
 
     def _state(self, decl: ViewDecl, planned: PlannedQuery, after_watermark: bool) -> StateBound:
         if planned.join_position is not None:

@@ -60,6 +60,13 @@ __all__ = ["PlannedQuery", "Relation", "plan_query"]
 
 _PLACEHOLDER = "__tvf__"
 _BOOL = SqlType("BOOLEAN", nullable=False)
+#: The fix of a subquery outside FROM: the JOIN that computes its rows (NEXMark Q7).
+_JOIN_FORM = ("write it as a JOIN with the subquery in FROM, as NEXMark Q7's WHERE price = "
+              "(SELECT MAX(price) ...) is FROM bid AS b JOIN (SELECT window_end, MAX(price) AS "
+              "maxprice FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(bidtime), INTERVAL '10' "
+              "MINUTE)) GROUP BY window_start, window_end) AS m ON b.price = m.maxprice AND "
+              "b.bidtime >= m.window_end - INTERVAL '10' MINUTE AND b.bidtime < m.window_end "
+              "(pipelines/nexmark_q7.sql)")
 
 
 @dataclass(frozen=True)
@@ -276,8 +283,88 @@ class _Translator:
                 return self.source.position(i + 1)
         return self.source.position(min(starts))
 
+    def written_function(self, node: exp.Expression) -> tuple[str, Position]:
+        """A function call's name as the program spells it (upper-cased) and where it starts,
+        so that errors name the SQL the user wrote, not sqlglot's class (SPEC L7).
+
+        sqlglot records the name token of a call written ``name(...)``; a special form
+        (``POSITION(a IN b)``) is read back from its first argument; a bare keyword
+        (``CURRENT_TIMESTAMP``) has no position, and is looked for from the query's start.
+        """
+        text = self.source.text
+        start, end = node.meta.get("start"), node.meta.get("end")
+        if start is not None and end is not None:
+            written = text[start:end + 1]
+            if re.fullmatch(r"[A-Za-z_]\w*", written):
+                return written.upper(), self.source.position(start)
+        has_args = any(n.meta and "start" in n.meta for n in node.walk())
+        if has_args:
+            position = self.func_pos(node)
+            offset = self.source.offset(position.line, position.column)
+            name = re.match(r"[A-Za-z_]\w*(?=\s*\()", text[offset:])
+            if name:
+                return name[0].upper(), position
+        keyword = type(node).sql_name() if isinstance(node, exp.Func) else node.key.upper()
+        origin = self.source.offset(self.fallback.line, self.fallback.column)
+        found = re.compile(rf"\b{re.escape(keyword)}\b", re.IGNORECASE).search(text, origin)
+        return keyword, self.source.position(found.start()) if found else self.fallback
+
+    def _argument_node(self, node: exp.Expression, index: int) -> exp.Expression | None:
+        """Argument ``index`` of a call ``name(...)`` parsed again from the program text: for
+        an argument sqlglot turned into something else (TIMESTAMPDIFF's third argument, a
+        bare name, becomes an upper-cased keyword). None when the text cannot be read."""
+        text = self.source.text
+        start = node.meta.get("end")
+        if start is None:
+            return None
+        opening = text.find("(", start + 1)
+        if opening < 0 or text[start + 1:opening].strip():
+            return None
+        spans: list[tuple[int, int]] = []
+        depth, quote, begin = 0, "", opening + 1
+        for i in range(opening + 1, len(text)):
+            ch = text[i]
+            if quote:
+                quote = "" if ch == quote else quote
+            elif ch in "'\"":
+                quote = ch
+            elif ch == "(":
+                depth += 1
+            elif ch == ")" and depth > 0:
+                depth -= 1
+            elif ch in ",)" and depth == 0:
+                spans.append((begin, i))
+                begin = i + 1
+                if ch == ")":
+                    break
+        if index >= len(spans):
+            return None
+        try:
+            parsed = sqlglot.parse_one(self.source.blank_except(*spans[index]))
+        except (ParseError, TokenError):
+            return None
+        return parsed if isinstance(parsed, exp.Expression) else None
+
     def fail(self, node: exp.Expression, message: str, fix: str | None = None) -> CompileFailure:
         return CompileFailure(self.pos(node), message, fix)
+
+    def _scalar_subquery(self, node: exp.Expression, where: str,
+                         first_fix: str) -> CompileFailure:
+        """A subquery outside FROM (a value, EXISTS, IN) is not a relation, so it is refused:
+        it names the subquery as sqlglot prints it, at its opening parenthesis, and the JOIN
+        that computes the same rows (SPEC L7)."""
+        shown = node.sql()
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        position = self.pos(node)
+        starts = [n.meta["start"] for n in node.walk() if n.meta and "start" in n.meta]
+        if starts:
+            opening = list(re.finditer(r"\(\s*(?:SELECT|WITH)\b", self.source.text[:min(starts)],
+                                       re.IGNORECASE))
+            if opening:
+                position = self.source.position(opening[-1].start())
+        return CompileFailure(position, f"unsupported: a subquery {where}: {shown}",
+                              f"{first_fix}{_JOIN_FORM}")
 
     # -- entry ----------------------------------------------------------------------------
 
@@ -293,6 +380,7 @@ class _Translator:
         args = self._type_nulls(list(args))
         try:
             result = fn.result_type(name, [a.type for a in args])
+            fn.check_literals(name, args)
         except fn.FunctionTypeError as exc:
             raise CompileFailure(position or self.pos(node), exc.message, exc.fix) from exc
         return Call(name, tuple(args), result)
@@ -357,8 +445,8 @@ class _Translator:
                                       self._call("<=", [value, high], node)], node)
         if isinstance(node, exp.In):
             if node.args.get("query") is not None:
-                raise self.fail(node, "unsupported: subquery in IN",
-                                "list the values: x IN (1, 2, 3)")
+                raise self._scalar_subquery(node.args["query"], "in IN",
+                                            "list the values: x IN (1, 2, 3); or ")
             return self._call("IN", [self.translate(node.this)]
                               + [self.translate(e) for e in node.expressions], node)
         if isinstance(node, exp.DPipe):
@@ -373,8 +461,7 @@ class _Translator:
                             "aggregate per window with GROUP BY window_start, window_end of a "
                             "TUMBLE or HOP")
         if isinstance(node, (exp.Subquery, exp.Select, exp.Exists)):
-            raise self.fail(node, "unsupported: subquery",
-                            "compute it in an earlier view and read that view")
+            raise self._scalar_subquery(node, f"in {self.clause}", "")
         if isinstance(node, exp.AggFunc) or isinstance(node, exp.ArgMax | exp.ArgMin):
             return self._aggregate(node)
         if isinstance(node, exp.Func):
@@ -583,8 +670,8 @@ class _Translator:
     def _aggregate(self, node: exp.Expression) -> Expr:
         name = _AGGREGATES.get(type(node))
         if name is None:
-            raise CompileFailure(self.func_pos(node), f"unsupported aggregate function "
-                                 f"{node.key.upper()}",
+            written, where = self.written_function(node)
+            raise CompileFailure(where, f"unsupported aggregate function {written}",
                                  "use COUNT, SUM, MIN, MAX, AVG, ARG_MAX or ARG_MIN")
         if self.aggregates is None:
             raise CompileFailure(self.func_pos(node), f"aggregate function {name} is not "
@@ -631,7 +718,15 @@ class _Translator:
         return ColumnRef(agg_name, result)
 
     def _function(self, node: exp.Expression) -> Expr:
-        position = self.func_pos(node)
+        written, position = self.written_function(node)
+        if isinstance(node, _PROCESSING_TIME) or (
+                isinstance(node, exp.Anonymous) and written in _PROCESSING_TIME_NAMES):
+            raise CompileFailure(position, f"unsupported function {written}: processing time "
+                                 "(CURRENT_TIMESTAMP, NOW(), PROCTIME()) is not supported",
+                                 "use an event-time column of the row, e.g. its TIMESTAMP "
+                                 "column with LATENESS, as windows and joins do")
+        if isinstance(node, exp.TimestampDiff):
+            return self._timestampdiff(node, written, position)
         if isinstance(node, exp.Extract):
             unit = node.this.name.upper()
             if unit not in ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND"):
@@ -673,8 +768,11 @@ class _Translator:
             return self._call(name, args, node, position)
         catalog_name = _FUNCTIONS.get(type(node))
         if catalog_name is None:
-            raise CompileFailure(position, f"unsupported function {node.key.upper()}",
+            raise CompileFailure(position, f"unsupported function {written}",
                                  "see docs/language.md for the supported functions")
+        keys = _ARGUMENT_KEYS.get(type(node))
+        if keys is not None:
+            return self._keyed_call(catalog_name, keys, node, written, position)
         raw = [node.this] if node.this is not None and isinstance(node.this, exp.Expression) \
             else []
         for key in ("expression", "start", "length"):
@@ -683,6 +781,57 @@ class _Translator:
         raw.extend(node.expressions)
         args = [self.translate(a) for a in raw]
         return self._call(catalog_name, args, node, position)
+
+    def _keyed_call(self, catalog_name: str, keys: tuple[str, ...], node: exp.Expression,
+                    written: str, position: Position) -> Expr:
+        """A call whose arguments sqlglot keeps under ``keys``, in SQL order; an argument
+        under another key (LOCATE's start, REGEXP_REPLACE's position) is refused."""
+        for key, value in node.args.items():
+            if key not in keys and key not in _IGNORED_KEYS and value not in (None, [], False):
+                raise CompileFailure(position, f"unsupported: {written} with a {key} argument",
+                                     "see docs/language.md for the supported forms")
+        raw: list[exp.Expression] = []
+        for key in keys:
+            value = node.args.get(key)
+            if isinstance(value, list):
+                raw.extend(value)
+            elif value is not None:
+                raw.append(value)
+        args = [self.translate(a) for a in raw]
+        if catalog_name == "IF" and len(args) == 3:
+            # An untyped NULL branch takes the other branch's type, not the condition's.
+            condition = args[0]
+            if id(condition) in self._untyped_nulls:
+                condition = Literal_(None, SqlType("BOOLEAN"))
+            args = [condition, *self._type_nulls(args[1:])]
+        return self._call(catalog_name, args, node, position)
+
+    def _timestampdiff(self, node: exp.TimestampDiff, written: str,
+                       position: Position) -> Expr:
+        """Flink's ``TIMESTAMPDIFF(unit, t1, t2)``. sqlglot reads a bare name as the third
+        argument into an upper-cased keyword, so that argument is read again from the text."""
+        unit_node, start, end = node.this, node.expression, node.args.get("unit")
+        if unit_node is None or start is None or end is None:
+            raise CompileFailure(position, f"{written} takes 3 arguments: (unit, t1, t2)",
+                                 "write e.g. TIMESTAMPDIFF(MINUTE, t1, t2)")
+        unit = unit_node.name.upper() if isinstance(unit_node, (exp.Column, exp.Var)) and \
+            not unit_node.args.get("table") else ""
+        if unit.endswith("S") and unit[:-1] in fn.TIMESTAMPDIFF_UNITS:
+            unit = unit[:-1]
+        if unit not in fn.TIMESTAMPDIFF_UNITS:
+            raise CompileFailure(self.pos(unit_node) if unit_node.meta or any(
+                n.meta for n in unit_node.walk()) else position,
+                f"unsupported {written} unit {unit_node.sql()}",
+                "use " + ", ".join(fn.TIMESTAMPDIFF_UNITS))
+        if isinstance(end, exp.Var):
+            reread = self._argument_node(node, 2)
+            if reread is None:
+                raise CompileFailure(position, f"cannot read the third argument of {written}",
+                                     "write e.g. TIMESTAMPDIFF(MINUTE, t1, t2)")
+            end = reread
+        times = self._type_nulls([self.translate(start), self.translate(end)])
+        return self._call("TIMESTAMPDIFF", [Literal_(unit, SqlType("VARCHAR", nullable=False)),
+                                            *times], node, position)
 
     def _trunc(self, unit: str, value_node: exp.Expression, node: exp.Expression,
                position: Position) -> Expr:
@@ -721,12 +870,36 @@ _FUNCTIONS: dict[type, str] = {
     exp.Ceil: "CEIL", exp.Upper: "UPPER", exp.Lower: "LOWER", exp.Trim: "TRIM",
     exp.Length: "CHAR_LENGTH", exp.Substring: "SUBSTRING", exp.Concat: "CONCAT",
     exp.Year: "YEAR", exp.Month: "MONTH", exp.Day: "DAY", exp.Hour: "HOUR",
-    exp.Minute: "MINUTE", exp.Second: "SECOND",
+    exp.Minute: "MINUTE", exp.Second: "SECOND", exp.Replace: "REPLACE",
+    exp.RegexpReplace: "REGEXP_REPLACE", exp.RegexpExtract: "REGEXP_EXTRACT", exp.If: "IF",
+    exp.Greatest: "GREATEST", exp.Least: "LEAST", exp.SplitPart: "SPLIT_PART",
+    exp.StrPosition: "POSITION",
 }
 
 _ANONYMOUS_OK = {"TIMESTAMP_MILLIS", "UNIX_MILLIS", "CHAR_LENGTH", "HOUR", "MINUTE", "SECOND",
                  "YEAR", "MONTH", "DAY", "UPPER", "LOWER", "TRIM", "CONCAT", "ABS", "FLOOR",
-                 "CEIL", "COALESCE", "NULLIF", "SUBSTRING"}
+                 "CEIL", "COALESCE", "NULLIF", "SUBSTRING", "DATE_FORMAT", "JSON_VALUE"}
+
+#: Catalog functions whose sqlglot nodes keep their arguments under these keys, in SQL order
+#: (POSITION(sub IN s), STRPOS(s, sub), LOCATE(sub, s) and INSTR(s, sub) are one node).
+_ARGUMENT_KEYS: dict[type, tuple[str, ...]] = {
+    exp.Replace: ("this", "expression", "replacement"),
+    exp.RegexpReplace: ("this", "expression", "replacement"),
+    exp.RegexpExtract: ("this", "expression", "position", "group"),
+    exp.If: ("this", "true", "false"),
+    exp.Greatest: ("this", "expressions"),
+    exp.Least: ("this", "expressions"),
+    exp.SplitPart: ("this", "delimiter", "part_index"),
+    exp.StrPosition: ("substr", "this"),
+}
+#: Flags sqlglot sets on a node that change nothing here.
+_IGNORED_KEYS = {"ignore_nulls"}
+
+#: Processing time (the wall clock), not supported yet: only event time is.
+_PROCESSING_TIME = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.CurrentDatetime,
+                    exp.Localtimestamp, exp.Localtime)
+_PROCESSING_TIME_NAMES = {"NOW", "PROCTIME", "CURRENT_ROW_TIMESTAMP", "LOCALTIMESTAMP",
+                          "CURRENT_TIMESTAMP"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -791,8 +964,9 @@ def _unsupported_clauses(source: SourceText, tokens: Sequence[Token], select: ex
         raise CompileFailure(source.position(tokens[0].start),
                              "a view reads FROM one table or view", "add FROM <table>")
     if not isinstance(from_.this, exp.Table):
-        raise CompileFailure(at("FROM", tokens[0]), "unsupported: subquery in FROM",
-                             "compute it in an earlier view and read that view")
+        raise CompileFailure(at("FROM", tokens[0]), "unsupported: this FROM item",
+                             "FROM names a table or view, a subquery (SELECT ...) AS s, or "
+                             "TABLE(TUMBLE(...)) / TABLE(HOP(...))")
     if len(from_.expressions) > 0:
         raise CompileFailure(at("FROM", tokens[0]), "unsupported: several relations in FROM "
                              "(a join)", "a view reads one table or view")
@@ -1295,14 +1469,16 @@ def _join_input(source: SourceText, table: exp.Expression, relations: dict[str, 
     if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
         where = (source.position(table.meta["start"]) if table.meta.get("start") is not None
                  else fallback)
-        raise CompileFailure(where, "unsupported: a subquery or function as a side of a JOIN",
-                             "compute it in an earlier LOCAL view and join that view")
+        raise CompileFailure(where, "unsupported: a function as a side of a JOIN",
+                             "apply it in a subquery and join that: JOIN (SELECT ... FROM "
+                             "...) AS s ON ...")
     name = table.name if table.this.quoted else table.name.lower()
     position = source.position(table.this.meta.get("start", 0))
     if name == _PLACEHOLDER:
         raise CompileFailure(fallback, "unsupported: a window function as a side of a JOIN",
-                             "window each side in a LOCAL view (SELECT * FROM TABLE(TUMBLE("
-                             "...))) and join the views on window_start and window_end")
+                             "window each side in a subquery, JOIN (SELECT * FROM TABLE("
+                             "TUMBLE(...))) AS w, or a LOCAL view, and join them on "
+                             "window_start and window_end")
     if name == view_name:
         raise CompileFailure(position, f"view {view_name} cannot read itself")
     relation = relations.get(name)

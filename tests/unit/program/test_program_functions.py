@@ -219,7 +219,10 @@ def test_spark_columns_are_back_quoted() -> None:
 
 def test_spark_integer_division_uses_div_and_null_for_zero() -> None:
     expr = call("/", ColumnRef("a", INT), ColumnRef("b", INT))
-    assert fn.to_spark_sql(expr) == "CAST((`a` DIV NULLIF(`b`, 0)) AS INT)"
+    assert fn.to_spark_sql(expr) == "TRY_CAST((`a` DIV NULLIF(`b`, 0)) AS INT)"
+    wide = call("/", ColumnRef("a", BIGINT), ColumnRef("b", BIGINT))
+    assert fn.to_spark_sql(wide) == (
+        "(CASE WHEN `b` = -1 THEN try_subtract(0L, `a`) ELSE `a` DIV NULLIF(`b`, 0) END)")
     assert fn.to_spark_sql(call("%", ColumnRef("a", BIGINT), ColumnRef("b", INT))) == \
         "(`a` % NULLIF(CAST(`b` AS BIGINT), 0))"
     assert fn.to_spark_sql(call("+", ColumnRef("a", INT), ColumnRef("b", INT))) == \
@@ -249,8 +252,9 @@ def test_spark_boolean_case_like_in() -> None:
     assert fn.to_spark_sql(call("AND", a, call("NOT", b))) == "(`a` AND (NOT `b`))"
     case = Case(((a, lit(1, INT)),), lit(2, BIGINT), BIGINT)
     assert fn.to_spark_sql(case) == "(CASE WHEN `a` THEN CAST(1 AS BIGINT) ELSE 2L END)"
-    assert fn.to_spark_sql(call("LIKE", ColumnRef("s", VARCHAR), lit("a%", VARCHAR))) == \
-        "(`s` LIKE 'a%')"
+    assert fn.to_spark_sql(call("LIKE", ColumnRef("s", VARCHAR), lit("a%", VARCHAR))) == (
+        "(CASE WHEN 'a%' RLIKE '^(?:[^\\\\\\\\]|\\\\\\\\[_%\\\\\\\\])*\\\\z' "
+        "THEN `s` LIKE 'a%' END)")
     assert fn.to_spark_sql(call("IN", ColumnRef("x", INT), lit(1, INT), lit(2, BIGINT))) == \
         "(CAST(`x` AS BIGINT) IN (CAST(1 AS BIGINT), 2L))"
     assert fn.to_spark_sql(call("IS NULL", ColumnRef("x", INT))) == "(`x` IS NULL)"
