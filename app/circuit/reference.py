@@ -50,7 +50,7 @@ from app.circuit.ir import (
 )
 from app.circuit.scalar import evaluate_expr, is_true
 from app.circuit.waterline import Waterlines
-from app.circuit.windows import window_bounds
+from app.circuit.windows import sessions, window_bounds
 
 __all__ = [
     "DeadLetter",
@@ -506,6 +506,14 @@ class _ViewRuntime:
             else:
                 self.post.append(op)
         self.groups: dict[tuple[Any, ...], _Group] = {}
+        #: A SESSION window's (docs/semantics.md): per group of the window (the GROUP BY
+        #: keys other than its columns), the rows not yet in a closed session, as (time,
+        #: arrival, row after WHERE); a closed session's rows go to ``groups`` at once.
+        self.session = next(
+            (op for op in self.pre if isinstance(op, Window) and op.kind == "SESSION"), None
+        )
+        self.pending: dict[tuple[Any, ...], list[tuple[int, int, dict[str, Any]]]] = {}
+        self.session_source: _TimeSource | None = None  # its time column's waterline
         self.gate = (
             Waterlines([(vl.column, vl.amount) for vl in view.lateness]) if view.lateness else None
         )
@@ -562,8 +570,11 @@ class _ViewRuntime:
         return sources
 
     def state_rows(self) -> int:
-        """S11/S16: the groups, or a join's rows, held after the step."""
-        return self.join.rows_held() if self.join is not None else len(self.groups)
+        """S11/S16: the groups (and a SESSION window's rows not yet in a closed session),
+        or a join's rows, held after the step."""
+        if self.join is not None:
+            return self.join.rows_held()
+        return len(self.groups) + sum(len(rows) for rows in self.pending.values())
 
     def _analyse(
         self, operators: Sequence[Operator], input_sources: Mapping[str, _TimeSource]
@@ -573,6 +584,8 @@ class _ViewRuntime:
         for op in operators:
             if isinstance(op, Window):
                 base = sources.get(op.time_column)
+                if op.kind == "SESSION":
+                    self.session_source = base
                 if base is not None:
                     sources["window_start"] = _TimeSource(
                         base.owner, base.column, "window_start", op.size
@@ -580,6 +593,9 @@ class _ViewRuntime:
                     sources["window_end"] = _TimeSource(
                         base.owner, base.column, "window_end", op.size
                     )
+                    if op.kind == "SESSION":
+                        # A session open long ago may still close: its start is no bound.
+                        del sources["window_start"]
                 else:
                     sources.pop("window_start", None)
                     sources.pop("window_end", None)
@@ -605,6 +621,8 @@ class _ViewRuntime:
                 rows = [r for r in rows if is_true(evaluate_expr(op.predicate, r))]
             elif isinstance(op, Project):
                 rows = [{name: evaluate_expr(expr, r) for name, expr in op.outputs} for r in rows]
+            elif isinstance(op, Window) and op.kind == "SESSION":
+                continue  # a session is known only once closed (_closed_sessions)
             elif isinstance(op, Window):
                 expanded: list[dict[str, Any]] = []
                 for r in rows:
@@ -660,32 +678,87 @@ class _ViewRuntime:
                 for row in self._stateless(self.pre, dict(change.row))
             ]
             return out
-        return self._apply_aggregate(self.aggregate, delta, next_seq)
+        rows = [
+            (row, change.seq, change.weight)
+            for change in delta
+            for row in self._stateless(self.pre, dict(change.row))
+        ]
+        if self.session is not None:
+            assert waterlines is not None, "a SESSION window needs the step's waterlines"
+            rows = self._closed_sessions(self.session, self.aggregate, rows, waterlines)
+        return self._apply_aggregate(self.aggregate, rows, next_seq)
+
+    def _closed_sessions(
+        self,
+        window: Window,
+        aggregate: Aggregate,
+        rows: Sequence[tuple[dict[str, Any], int, int]],
+        waterlines: _AllWaterlines,
+    ) -> list[tuple[dict[str, Any], int, int]]:
+        """The rows of every session the waterline of the window's time column closes this
+        step (``w > last + gap``: a future row is at or above w, too far to join it), with
+        its ``window_start``/``window_end``; the others wait in ``pending``. The sessions of
+        a group are its rows' times split where two neighbours are more than ``gap`` apart."""
+        others = [expr for name, expr in aggregate.keys if name not in ("window_start",
+                                                                      "window_end")]
+        for row, seq, weight in rows:
+            if weight < 0:
+                raise ValueError(f"view {self.view.name}: a SESSION window reads insert-only rows")
+            group = tuple(evaluate_expr(expr, row) for expr in others)
+            self.pending.setdefault(group, []).append((row[window.time_column], seq, row))
+        source = self.session_source
+        waterline = None if source is None else waterlines.get(source.owner, source.column)
+        closed: list[tuple[dict[str, Any], int, int]] = []
+        if waterline is None:
+            return closed
+        for group in sorted(self.pending, key=_sort_key):
+            held = sorted(self.pending[group], key=lambda item: (item[0], item[1]))
+            kept: list[tuple[int, int, dict[str, Any]]] = []
+            index = 0
+            for start, end, count in sessions([t for t, _, _ in held], window.size):
+                members = held[index:index + count]
+                index += count
+                if waterline > end:
+                    closed.extend(
+                        ({**row, "window_start": start, "window_end": end}, seq, 1)
+                        for _, seq, row in sorted(members, key=lambda item: item[1])
+                    )
+                else:
+                    kept.extend(members)
+            if kept:
+                self.pending[group] = kept
+            else:
+                del self.pending[group]
+        return closed
 
     def _apply_aggregate(
-        self, aggregate: Aggregate, delta: Sequence[_Change], next_seq: _Sequence
+        self,
+        aggregate: Aggregate,
+        rows: Sequence[tuple[dict[str, Any], int, int]],
+        next_seq: _Sequence,
     ) -> list[_Change]:
+        """Apply the step's rows (each after the operators before the aggregate, with its
+        arrival and weight) to their groups; the groups' changes."""
         touched: set[tuple[Any, ...]] = set()
         if not self.started and not aggregate.keys:
             touched.add(())  # a global aggregate has its one row from the start (SQL)
         self.started = True
         before: dict[tuple[Any, ...], dict[str, Any] | None] = {}
-        for change in delta:
-            for row in self._stateless(self.pre, dict(change.row)):
-                key = tuple(evaluate_expr(expr, row) for _, expr in aggregate.keys)
-                group = self.groups.get(key)
-                if group is None:
-                    group = _Group(key, [accumulator_for(call) for _, call in aggregate.aggregates])
-                    self.groups[key] = group
-                if key not in before:
-                    before[key] = group.current
-                group.rows += change.weight
-                for (_, call), accumulator in zip(
-                    aggregate.aggregates, group.accumulators, strict=True
-                ):
-                    args = tuple(evaluate_expr(arg, row) for arg in call.args)
-                    accumulator.add(args, change.seq, change.weight)
-                touched.add(key)
+        for row, seq, weight in rows:
+            key = tuple(evaluate_expr(expr, row) for _, expr in aggregate.keys)
+            group = self.groups.get(key)
+            if group is None:
+                group = _Group(key, [accumulator_for(call) for _, call in aggregate.aggregates])
+                self.groups[key] = group
+            if key not in before:
+                before[key] = group.current
+            group.rows += weight
+            for (_, call), accumulator in zip(
+                aggregate.aggregates, group.accumulators, strict=True
+            ):
+                args = tuple(evaluate_expr(arg, row) for arg in call.args)
+                accumulator.add(args, seq, weight)
+            touched.add(key)
         out: list[_Change] = []
         for key in sorted(touched, key=_sort_key):
             group = self.groups.get(key)
@@ -735,7 +808,10 @@ class _ViewRuntime:
         return int(value) if source.kind == "window_end" else int(value) + int(source.size or 0)
 
     def complete(self, group: _Group, waterlines: _AllWaterlines) -> bool:
-        """S11: the group's window is closed once ``w(t) >= window_end``."""
+        """S11: the group's window is closed once ``w(t) >= window_end``; a SESSION
+        window's groups hold closed sessions only."""
+        if self.session is not None:
+            return True
         end = self.window_end(group)
         if end is None or self.completion is None:
             return False

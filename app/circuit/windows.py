@@ -1,5 +1,7 @@
 """Window assignment of SPEC S9, as pure functions shared by the oracle and the Spark runtime.
 
+A SESSION window is no function of one row: :func:`sessions` splits one group's times.
+
 TUMBLE and HOP are defined on integers in the time column's unit (epoch milliseconds for
 TIMESTAMP), so one definition serves TIMESTAMP, INT and BIGINT time columns. Floor division is
 used on purpose: a row before the epoch (or before ``offset``) still lands in the window that
@@ -9,7 +11,7 @@ truncation would not).
 
 from __future__ import annotations
 
-__all__ = ["hop_starts", "tumble_start", "window_bounds"]
+__all__ = ["hop_starts", "sessions", "tumble_start", "window_bounds"]
 
 
 def tumble_start(c: int, size: int, offset: int = 0) -> int:
@@ -58,3 +60,26 @@ def window_bounds(
     if kind == "HOP":
         return [(s, s + size) for s in hop_starts(c, size, slide, offset)]
     raise ValueError(f"unknown window kind {kind!r}")
+
+
+def sessions(times: list[int], gap: int) -> list[tuple[int, int, int]]:
+    """The sessions of one group's row times: ``(start, end, count)`` with ``end = last +
+    gap``, in time order; two rows are in one session when a chain of rows at most ``gap``
+    apart links them (a row at a session's end joins it: Flink's session windows merge
+    windows that touch, and Spark's ``session_window`` does too).
+
+    >>> sessions([1, 3, 10, 4, 16], 5)
+    [(1, 9, 3), (10, 15, 1), (16, 21, 1)]
+    >>> sessions([0, 5], 5)
+    [(0, 10, 2)]
+    """
+    if gap <= 0:
+        raise ValueError(f"session gap must be positive, got {gap}")
+    found: list[tuple[int, int, int]] = []
+    for t in sorted(times):
+        if found and t <= found[-1][1]:
+            start, _, count = found[-1]
+            found[-1] = (start, t + gap, count + 1)
+        else:
+            found.append((t, t + gap, 1))
+    return found

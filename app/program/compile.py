@@ -369,6 +369,12 @@ class _Compiler:
             raise CompileFailure(decl.emit.position, f"EMIT AFTER on view {decl.name}, which "
                                  "does not aggregate: its rows are final as they arrive",
                                  "remove the EMIT clause, or use EMIT STREAM")
+        if planned.window is not None and planned.window.kind == "SESSION" and not (
+                emit.after_watermark and emit.delay_ms is None and not emit.stream):
+            raise CompileFailure(decl.emit.position if decl.emit is not None else decl.position,
+                                 f"view {decl.name} aggregates SESSION windows, which are known "
+                                 "only once they close: its rows can only be final",
+                                 "end the view with EMIT AFTER WATERMARK")
         state = self._state(decl, planned, after_watermark)
         insert_only = not planned.aggregate or after_watermark
 
@@ -503,7 +509,11 @@ class _Compiler:
         if planned.window_key is not None:
             column, attr = planned.window_key
             where = f"{attr.table}.{attr.source_column}"
-            if attr.kind == "window_end":
+            if planned.window is not None and planned.window.kind == "SESSION":
+                text = (f"each row is held until its session closes (w({where}) >= its last "
+                        f"time + {_span(planned.window.size)}); a session's group is freed once "
+                        "written")
+            elif attr.kind == "window_end":
                 text = f"a group is freed once w({where}) >= {column}"
             else:
                 size = planned.window.size if planned.window is not None else None

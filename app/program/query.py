@@ -126,6 +126,8 @@ class _Tvf:
     position: Position
     start: int
     end: int
+    #: SESSION's ``PARTITION BY`` columns (name, position); empty without one.
+    partition: tuple[tuple[str, Position], ...] = ()
 
 
 def _matching(tokens: Sequence[Token], open_index: int) -> int:
@@ -147,9 +149,10 @@ def _find_tvf(source: SourceText, tokens: Sequence[Token]) -> _Tvf | None:
         word = token.text.upper()
         if word not in ("TUMBLE", "HOP", "SESSION", "CUMULATE"):
             continue
-        if word in ("SESSION", "CUMULATE"):
+        if word == "CUMULATE":
             raise CompileFailure(source.position(token.start),
-                                 f"unsupported: {word} windows (only TUMBLE and HOP for now)")
+                                 "unsupported: CUMULATE windows (TUMBLE, HOP and SESSION for "
+                                 "now)")
         close = _matching(tokens, i + 1)
         if close < 0:
             raise CompileFailure(source.position(token.start), f"unclosed {word}(")
@@ -184,13 +187,21 @@ def _split_args(tokens: Sequence[Token]) -> list[list[Token]]:
 def _tvf_args(source: SourceText, word: str, token: Token, args: list[list[Token]],
               start: int, end: int) -> _Tvf:
     position = source.position(token.start)
-    needed = 4 if word == "TUMBLE" else 5
-    usage = ("TABLE(TUMBLE(TABLE t, DESCRIPTOR(col), INTERVAL '1' MINUTE [, offset]))"
-             if word == "TUMBLE" else
-             "TABLE(HOP(TABLE t, DESCRIPTOR(col), slide, size [, offset]))")
-    if not (needed - 1 <= len(args) <= needed) or any(not a for a in args):
-        raise CompileFailure(position, f"{word} takes {needed - 1} or {needed} arguments",
-                             f"write {usage}")
+    needed = {"TUMBLE": 4, "HOP": 5, "SESSION": 3}[word]
+    usage = {
+        "TUMBLE": "TABLE(TUMBLE(TABLE t, DESCRIPTOR(col), INTERVAL '1' MINUTE [, offset]))",
+        "HOP": "TABLE(HOP(TABLE t, DESCRIPTOR(col), slide, size [, offset]))",
+        "SESSION": "TABLE(SESSION(TABLE t [PARTITION BY k], DESCRIPTOR(col), gap))",
+    }[word]
+    if word == "SESSION":
+        args, partition = _session_partition(source, args, usage)
+        if len(args) != 3 or any(not a for a in args):
+            raise CompileFailure(position, "SESSION takes 3 arguments", f"write {usage}")
+    else:
+        partition = ()
+        if not (needed - 1 <= len(args) <= needed) or any(not a for a in args):
+            raise CompileFailure(position, f"{word} takes {needed - 1} or {needed} arguments",
+                                 f"write {usage}")
     table_tokens = [t for t in args[0] if not t.is_punct("(", ")")]
     if len(table_tokens) != 2 or not table_tokens[0].is_word("TABLE") or table_tokens[1].kind \
             not in ("word", "qident"):
@@ -223,7 +234,42 @@ def _tvf_args(source: SourceText, word: str, token: Token, args: list[list[Token
     name = table_token.text if table_token.kind == "qident" else table_token.text.lower()
     column = desc[2].text if desc[2].kind == "qident" else desc[2].text.lower()
     return _Tvf(word, name, source.position(table_token.start), column,
-                source.position(desc[2].start), tuple(amounts), position, start, end)
+                source.position(desc[2].start), tuple(amounts), position, start, end,
+                partition)
+
+
+def _session_partition(source: SourceText, args: list[list[Token]], usage: str,
+                       ) -> tuple[list[list[Token]], tuple[tuple[str, Position], ...]]:
+    """SESSION's first argument ``TABLE t [PARTITION BY k | PARTITION BY (k, ...)]``: the
+    arguments with ``TABLE t`` alone first, and the partition columns. Without
+    parentheses the commas of ``PARTITION BY a, b`` split it into arguments: each
+    argument before the DESCRIPTOR is one more column."""
+    first = args[0]
+    at = next((i for i, t in enumerate(first) if t.is_word("PARTITION")), None)
+    if at is None:
+        return args, ()
+    if at + 1 >= len(first) or not first[at + 1].is_word("BY"):
+        raise CompileFailure(source.position(first[at].start), "PARTITION needs BY",
+                             f"write {usage}")
+    words = [first[at + 2:]]
+    rest = args[1:]
+    while rest and rest[0] and not rest[0][0].is_word("DESCRIPTOR"):
+        words.append(rest[0])
+        rest = rest[1:]
+    columns: list[tuple[str, Position]] = []
+    for tokens in words:
+        for t in tokens:
+            if t.is_punct("(", ")", ","):
+                continue
+            if t.kind not in ("word", "qident"):
+                raise CompileFailure(source.position(t.start), f"PARTITION BY names columns, "
+                                     f"not {t.text}", f"write {usage}")
+            columns.append((t.text if t.kind == "qident" else t.text.lower(),
+                            source.position(t.start)))
+    if not columns:
+        raise CompileFailure(source.position(first[at].start), "PARTITION BY names no column",
+                             f"write {usage}")
+    return [first[:at], *rest], tuple(columns)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -998,6 +1044,15 @@ def _window_columns(tvf: _Tvf, relation: Relation, source: SourceText,
                                  f"{column.type.name}", f"use {wanted}")
         del amount
     amounts = [a for a, _, _ in tvf.amounts]
+    if tvf.kind == "SESSION":
+        if amounts[0] <= 0:
+            raise CompileFailure(tvf.amounts[0][2], "SESSION gap must be positive")
+        for name, position in tvf.partition:
+            if not any(c.name == name for c in relation.columns):
+                raise CompileFailure(position, f"unknown column {name} in {relation.name}",
+                                     "PARTITION BY columns of the table the SESSION reads")
+        window = Window("SESSION", tvf.column, amounts[0], amounts[0])
+        return window, column.type.with_nullable(False), attr
     if tvf.kind == "TUMBLE":
         size, slide = amounts[0], amounts[0]
         offset = amounts[1] if len(amounts) > 1 else 0
@@ -1254,7 +1309,9 @@ def _plan_select(source: SourceText, tokens: Sequence[Token], relations: dict[st
                 raise CompileFailure(tvf.position, f"{relation.name} already has a column "
                                      f"{bound}", "rename it in an earlier view")
             columns[bound] = Column(bound, bound_type)
-            time_attrs[bound] = _derived(attr, bound, bound_kind)
+            if not (window.kind == "SESSION" and bound == "window_start"):
+                # A session open long ago can still close: its start is bounded by nothing.
+                time_attrs[bound] = _derived(attr, bound, bound_kind)
         operators.append(window)
     qualifiers = {relation.name, alias.lower() if alias else relation.name}
     if tvf is not None:
@@ -1307,6 +1364,12 @@ def _plan_select(source: SourceText, tokens: Sequence[Token], relations: dict[st
                                  f"condition, not {having_expr.type.name}")
 
     is_aggregate = group is not None or bool(aggregates)
+    if window is not None and window.kind == "SESSION" and not is_aggregate:
+        assert tvf is not None
+        raise CompileFailure(tvf.position, "a SESSION window is known only once it closes, so "
+                             "only an aggregate can read it",
+                             "GROUP BY window_start, window_end (and the keys the sessions "
+                             "are formed per) ... EMIT AFTER WATERMARK")
     if not is_aggregate:
         if having is not None:
             raise CompileFailure(having_translator.pos(having.this), "HAVING without GROUP BY "
@@ -1403,11 +1466,36 @@ def _plan_select(source: SourceText, tokens: Sequence[Token], relations: dict[st
     for key_name, attr in key_time.items():
         if time_key is None:
             time_key = (selected.get(key_name, key_name), attr)
+    if window is not None and window.kind == "SESSION":
+        assert tvf is not None
+        _check_session(tvf, keys, window_key, group_position)
     planned = PlannedQuery(relation.name, operators,
                            [Column(n, e.type) for n, e in outputs], view_key, out_attrs, True,
                            window, window_key, group_position, tuple(key_names), selected,
                            time_key, column_positions=tuple(positions))
     return planned
+
+
+def _check_session(tvf: _Tvf, keys: Sequence[tuple[str, Expr]],
+                   window_key: tuple[str, TimeAttribute] | None,
+                   group_position: Position | None) -> None:
+    """A SESSION aggregate groups by ``window_end`` (a session is final once the waterline
+    reaches it), and its sessions are formed per its other GROUP BY keys, which PARTITION
+    BY, if written, must name (Flink's and Spark's sessions are per those keys)."""
+    if window_key is None or window_key[1].kind != "window_end":
+        raise CompileFailure(group_position or tvf.position, "a SESSION aggregate must GROUP "
+                             "BY window_end (a session is final once the waterline reaches "
+                             "its end)", "GROUP BY window_start, window_end, ...")
+    others = {name for name, expr in keys if name not in ("window_start", "window_end")
+              and not (isinstance(expr, ColumnRef) and expr.name in ("window_start",
+                                                                      "window_end"))}
+    named = {name for name, _ in tvf.partition}
+    if tvf.partition and named != others:
+        raise CompileFailure(tvf.partition[0][1], f"SESSION PARTITION BY "
+                             f"{', '.join(sorted(named))} must name the GROUP BY keys besides "
+                             f"the window's ({', '.join(sorted(others)) or 'none'}): the "
+                             "sessions are formed per those keys",
+                             "PARTITION BY the other GROUP BY keys, or leave PARTITION BY out")
 
 
 def literal_value(expr: Expr) -> Any:
@@ -1616,6 +1704,11 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
         raise CompileFailure(position, "JOIN needs an ON condition",
                              "write JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts - INTERVAL '10' "
                              "MINUTE AND a.ts + INTERVAL '10' MINUTE")
+    if tvf is not None and tvf.kind == "SESSION":
+        raise CompileFailure(tvf.position, "a SESSION window is known only once it closes, so "
+                             "only an aggregate can read it",
+                             "aggregate the sessions in a view (GROUP BY window_start, "
+                             "window_end ... EMIT AFTER WATERMARK) and join that view")
     if tvf is not None:
         raise CompileFailure(tvf.position, "unsupported: a window function as a side of a "
                              "JOIN", "window each side in a LOCAL view (SELECT * FROM TABLE("

@@ -144,6 +144,8 @@ def _native_shape(circuit: Circuit, view: View) -> bool:
     # ARG_MAX/ARG_MIN break ties by arrival: a cascaded row carries no arrival, and the
     # arrival coordinates of a union's rows are per table.
     by_arrival = any(call.fn.upper() in ("ARG_MAX", "ARG_MIN") for _, call in aggregate.aggregates)
+    if windows[0].kind == "SESSION" and not any(t.name == view.source for t in circuit.tables):
+        return False  # Spark's session_window over a table's own rows only
     if any(t.name == view.source for t in circuit.tables):
         table = circuit.table(view.source)
         if not table.lateness or windows[0].time_column != table.lateness[0].column:
@@ -155,13 +157,17 @@ def _native_shape(circuit: Circuit, view: View) -> bool:
             return False
     else:
         source = circuit.view(view.source)
-        if by_arrival or not _native_shape(circuit, source):
+        if by_arrival or not _native_shape(circuit, source) or _sessions(source):
             return False
         if cascade_time_column(source) != windows[0].time_column:
             return False
     if _window_key(view, aggregate)[0] is None:
         return False
     return all(_native_call(call) for _, call in aggregate.aggregates)
+
+
+def _sessions(view: View) -> bool:
+    return any(isinstance(op, Window) and op.kind == "SESSION" for op in view.operators)
 
 
 #: Aggregates whose native result is the row value a reader sees, without the finisher.
@@ -474,7 +480,22 @@ def _windowed(df: DataFrame, op: Window, depth: int) -> DataFrame:
     (less ``depth`` microseconds, as each level's bounds are shifted): so the window starts
     ``depth`` microseconds early, which puts every row in the window S9 puts its end in, and
     :func:`_bound` adds them back. Spark evicts a window once its (shifted) end is ``<=`` the
-    watermark, a whole number of milliseconds: exactly when ``w >= window_end`` (S11)."""
+    watermark, a whole number of milliseconds: exactly when ``w >= window_end`` (S11).
+
+    A SESSION window is Spark's ``session_window`` per the other grouping keys, of the gap
+    plus 1 ms less 1 microsecond: with times in whole milliseconds, rows at most ``gap``
+    apart share a session (:func:`app.circuit.windows.sessions`), and Spark evicts (writes)
+    a session once the watermark, a whole number of milliseconds, reaches its end ``last +
+    gap + 1 ms - 1 us``: exactly when ``w > last + gap``, when no row can join it (S11).
+    Its ``window_end`` is ``last + gap``, the end less those 999 microseconds."""
+    if op.kind == "SESSION":
+        assert not depth, "a session window reads a table's rows"
+        gap = f"{op.size * 1000 + 999} microseconds"
+        return (
+            df.withColumn("_w", F.session_window(F.col(op.time_column), gap))
+            .withColumn("window_start", F.expr("`_w`.start"))
+            .withColumn("window_end", F.expr(_SESSION_END))
+        )
     offset = op.offset % op.slide
     if depth:
         time = F.window_time("_tw")
@@ -487,6 +508,10 @@ def _windowed(df: DataFrame, op: Window, depth: int) -> DataFrame:
         .withColumn("window_start", F.expr(_bound("start", depth)))
         .withColumn("window_end", F.expr(_bound("end", depth)))
     )
+
+
+#: Spark SQL of a session's ``window_end``, ``last + gap`` (:func:`_windowed`).
+_SESSION_END = "`_w`.end - INTERVAL 999 MICROSECOND"
 
 
 def _bound(field: str, depth: int) -> str:
@@ -507,13 +532,22 @@ def _groups(view: View, rows: DataFrame, depth: int) -> tuple[DataFrame, list[st
     # Window keys come from the grouped window; other keys are grouped as computed columns.
     grouping: list[Column] = [F.col("_w")]
     keys: list[str] = []
+    session = _sessions(view)
     for j, (_, expr) in enumerate(aggregate.keys):
         if isinstance(expr, ColumnRef) and expr.name in ("window_start", "window_end"):
-            keys.append(_bound("start" if expr.name == "window_start" else "end", depth))
+            if session:
+                keys.append("`_w`.start" if expr.name == "window_start" else _SESSION_END)
+            else:
+                keys.append(_bound("start" if expr.name == "window_start" else "end", depth))
             continue
         df = df.withColumn(f"_g{j}", F.expr(to_spark_sql(expr)))
         grouping.append(F.col(f"_g{j}"))
         keys.append(f"`_g{j}`")
+    if len(grouping) == 1 and session:
+        # Spark refuses a session window with no other grouping key (a constant one is
+        # folded away): every row's group is 0, computed from its window.
+        df = df.withColumn("_g_one", F.coalesce(F.col("_w").start.cast("long") * 0, F.lit(0)))
+        grouping.append(F.col("_g_one"))
     aggregates = [
         c for i, (_, call) in enumerate(aggregate.aggregates) for c in _spark_aggregate(i, call)
     ]

@@ -581,6 +581,16 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                 "declare LATENESS on the tables",
             )
         native = physical.placement(view.name).placement == "native"
+        sessions = any(isinstance(op, Window) and op.kind == "SESSION" for op in view.operators)
+        if sessions and not native:
+            reject(
+                view,
+                "this SESSION window aggregate",
+                "Spark's session_window runs a SESSION over a table's first LATENESS column "
+                "(a TIMESTAMP) with COUNT, SUM, MIN or MAX, its rows read by no other "
+                "view's window; the reference evaluator runs the others",
+            )
+            continue
         merged = union_time_tables(circuit, view) if native else None
         alone = (
             native

@@ -534,6 +534,40 @@ def _cascade_level(
     )
 
 
+#: Keys a generated SESSION aggregate forms its sessions per (its GROUP BY keys besides the
+#: window's), and whether it spells them in PARTITION BY.
+SESSION_KEYS = ((), ("k",), ("u",), ("k", "u"))
+
+
+def _session_cases(rng: random.Random, count: int, tables: list[str]) -> list[Case]:
+    """``count`` SESSION aggregates (SPEC L4, S9; Spark's own ``session_window``): a gap of
+    1-6 seconds, sessions per drawn keys (with or without PARTITION BY), exactly computable
+    aggregates, a drawn WHERE and HAVING, EMIT AFTER WATERMARK in every format."""
+    cases = []
+    for i in range(count):
+        table = tables[i % 2]
+        keys = rng.choice(SESSION_KEYS)
+        gap = rng.randint(1, 6)
+        partition = f" PARTITION BY ({', '.join(keys)})" if keys and rng.random() < 0.5 else ""
+        window = rng.choice((("window_start", "window_end"), ("window_end",)))
+        calls = rng.sample(NATIVE_AGGREGATES, rng.randint(2, 5))
+        where, having = rng.choice(WHERES), rng.choice(HAVINGS)
+        fmt = rng.choice(("append", "upsert", "changelog"))
+        group = [*keys, *window]
+        sql = (
+            f"CREATE VIEW se{i} WITH ('topic' = '{{topic}}', 'format' = '{fmt}') AS\n"
+            f"SELECT {', '.join([*group, *(f'{c} AS a{j}' for j, c in enumerate(calls))])}\n"
+            f"FROM TABLE(SESSION(TABLE {table}{partition}, DESCRIPTOR(ts), "
+            f"INTERVAL '{gap}' SECOND))\n"
+            + (f"WHERE {where}\n" if where else "")
+            + f"GROUP BY {', '.join(group)}"
+            + (f"\nHAVING {having}" if having else "")
+            + "\nEMIT AFTER WATERMARK;"
+        )
+        cases.append(Case(f"se{i}", table, sql, "EMIT AFTER WATERMARK", fmt))
+    return cases
+
+
 def _cascade_views(rng: random.Random, count: int, table: str) -> dict[str, str]:
     """``count`` cascades of windows over ``table`` (SPEC S18): a local EMIT AFTER WATERMARK
     aggregate by window and a key, an output view windowed on its window end (TUMBLE or HOP)
@@ -601,6 +635,7 @@ def generate(
     window_joins: int = 0,
     union_aggregates: int = 0,
     temporal_joins: int = 0,
+    sessions: int = 0,
 ) -> Scenario:
     """A scenario of ``cases`` generated views over two tables ``ev_a``/``ev_b``; ``native``:
     only windowed AFTER WATERMARK views with exactly computable aggregates (the views Spark's
@@ -619,8 +654,10 @@ def generate(
     ``regular_joins``: that many joins without a time bound (:func:`_regular_join_views`),
     ``window_joins``: that many window joins (:func:`_window_join_views`), and
     ``union_aggregates``: that many native aggregates over a UNION ALL of both tables
-    (:func:`_union_aggregate_views`), and ``temporal_joins``: that many temporal joins
-    (:func:`_temporal_join_views`, both tables keyed by ``u``), drawn the same way."""
+    (:func:`_union_aggregate_views`), ``temporal_joins``: that many temporal joins
+    (:func:`_temporal_join_views`, both tables keyed by ``u``), and ``sessions``: that many
+    SESSION aggregates (:func:`_session_cases`, cases after the drawn ones), drawn the same
+    way."""
     rng = random.Random(seed)
     lateness = {"ev_a": rng.choice((0, 2, 4)), "ev_b": rng.choice((3, 6, 10))}
     tables = list(lateness)
@@ -668,6 +705,8 @@ def generate(
         stateless.update(
             _cascade_views(random.Random(seed * 15485863 + cascades), cascades, "ev_a")
         )
+    if sessions:
+        generated += _session_cases(random.Random(seed * 179424673 + sessions), sessions, tables)
     scenario_steps = []
     now = {t: rng.randint(0, 10) for t in tables}
     top = {t: -(10**9) for t in tables}

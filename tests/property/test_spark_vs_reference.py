@@ -356,8 +356,10 @@ def test_spark_equals_reference_on_generated_views_s3_s14(
     _check(scenario, kafka, unique_topic, tmp_path)
 
 
-#: Cascades of windows (SPEC S18) beside the native views of CI's native run.
+#: Cascades of windows (SPEC S18) and SESSION aggregates (L4) beside the native views of
+#: CI's native run.
 CI_CASCADES = 3
+CI_SESSIONS = 8
 
 
 @pytest.mark.parametrize("seed", _seeds([20261122]))
@@ -367,8 +369,9 @@ def test_native_aggregation_equals_reference_s11_s12(
     """20 windowed AFTER WATERMARK views with exactly computable aggregates, the views Spark's
     own aggregation runs (app/runtime/native_aggregate.py): TUMBLE/HOP, offsets, WHERE/HAVING,
     every format, rows equal to the waterline and windows ending on it, record for record;
-    and 3 cascades of two or three such levels, each over the window end of the one below
-    (S18), in ``ev_a``'s query.
+    3 cascades of two or three such levels, each over the window end of the one below
+    (S18), in ``ev_a``'s query; and 8 SESSION aggregates (Spark's session_window), sessions
+    per drawn keys.
     Both tables' queries write their records themselves (ADR 0008), after a job over the
     step's slices (their queries read the source once per view): ``ev_a`` beside stateless
     views its source tasks compute (dead letters written with them), ``ev_b`` alone (dead
@@ -382,11 +385,14 @@ def test_native_aggregation_equals_reference_s11_s12(
         slice_views=True,
         bare=("ev_b",),
         cascades=CI_CASCADES,
+        sessions=CI_SESSIONS,
     )
     run = _check(scenario, kafka, unique_topic, tmp_path, single_partition_outputs=True)
     circuit = run.circuit
     cascaded = {n: sum(r.outputs.get(n, 0) for r in run.reports) for n in scenario.stateless}
     assert all(cascaded[f"cs{i}"] > 0 for i in range(CI_CASCADES)), cascaded
+    sessions = [sum(r.outputs.get(f"se{i}", 0) for r in run.reports) for i in range(CI_SESSIONS)]
+    assert sum(n > 0 for n in sessions) >= CI_SESSIONS // 2, sessions
     stages = {q.tables[0]: q.writing_stage for q in physical_plan(circuit).queries}
     assert stages == {"ev_a": "aggregate", "ev_b": "aggregate"}
     assert compare_step_headers(run, [c.name for c in scenario.cases]) == []
@@ -554,3 +560,21 @@ def test_cascades_equal_reference_long_run(
     every record as the oracle's (S11, S12, S18)."""
     scenario = generate(seed, cases=0, steps=6, rows_per_step=18, bare=("ev_b",), cascades=12)
     _check(scenario, kafka, unique_topic, tmp_path)
+
+
+LONG_SESSION_SEEDS = [
+    int(s)
+    for s in os.environ.get("DIFFERENTIAL_LONG_SESSION_SEEDS", "1,2,3,4,5,6,7,8,9,10").split(",")
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", _seeds(LONG_SESSION_SEEDS))
+def test_sessions_equal_reference_long_run(
+    seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """12 generated SESSION aggregates per seed (``DIFFERENTIAL_LONG_SESSION_SEEDS``), over 6
+    steps of out-of-order, late and punctuated rows: every record as the oracle's (L4, S9,
+    S11, S12)."""
+    scenario = generate(seed, cases=0, steps=6, rows_per_step=18, sessions=12)
+    _check(scenario, kafka, unique_topic, tmp_path, single_partition_outputs=True)
