@@ -390,18 +390,33 @@ def _operator_rows(
     circuit: Circuit, join: Join, frames: Mapping[str, DataFrame], sources: Mapping[str, DataFrame]
 ) -> DataFrame:
     """The rows of a join by Tidemark's operator (ADR 0017): each side's rows and its
-    table's probes, whose first LATENESS column holds the step's maximum (ADR 0001)."""
+    table's probes, whose column of the LATENESS column the join reads on that side holds
+    the step's maximum (ADR 0001)."""
     probes: dict[str, DataFrame] = {}
     lateness: list[int] = []
-    for side in (join.left, join.right):
-        table = circuit.root_table(side.source)
-        first = table.lateness[0]
+    # A temporal join's probe side may be a native aggregate's final rows (ADR 0017).
+    lags = any(v.name == join.left.source and not v.is_stateless for v in circuit.views)
+    if join.as_of is not None:
+        times = [
+            join_time_source(circuit, join.left.source, join.as_of.probe_column, lags),
+            join_time_source(circuit, join.right.source, join.as_of.version_column),
+        ]
+    else:
+        assert join.bound is not None, join
+        times = [
+            join_time_source(circuit, join.left.source, join.bound.left_column),
+            join_time_source(circuit, join.right.source, join.bound.right_column),
+        ]
+    for side, found in zip((join.left, join.right), times, strict=True):
+        assert found is not None, (side, "refused by check_supported")
+        table = circuit.table(found[0])
+        read = next(x for x in table.lateness if x.column == found[1])
         probes[side.source] = (
             sources[table.name].filter(F.col("_kind") == "probe").select(
-                F.expr(ms_sql(first.column)).alias("t")
+                F.expr(ms_sql(read.column)).alias("t")
             )
         )
-        lateness.append(first.amount)
+        lateness.append(read.amount)
     inputs = dict(frames)
     versioned = circuit.root_table(join.right.source)
     if join.as_of is not None and versioned.deletes_by_tombstone:
@@ -417,8 +432,6 @@ def _operator_rows(
             )
         )
     bound = (0, 0) if join.bound is None else (join.bound.lower, join.bound.upper)
-    # A temporal join's probe side may be a native aggregate's final rows (ADR 0017).
-    lags = any(v.name == join.left.source and not v.is_stateless for v in circuit.views)
     spec = JoinOperatorSpec(
         join.kind, join.form, *bound, lateness[0], lateness[1], probe_lags=lags
     )
@@ -703,14 +716,15 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
     first LATENESS column, a TIMESTAMP (whose watermark frees the join's state), an INNER
     window join of windows on those columns (bounded on ``window_end``), and an INNER join
     without a time bound (whose state is never freed); Tidemark's own operator runs such an
-    interval join as LEFT, RIGHT or FULL OUTER, and a temporal join AS OF the probe table's
-    first LATENESS column (:mod:`app.runtime.join_operator`)."""
+    interval join as LEFT, RIGHT or FULL OUTER, bounded on any LATENESS column of each
+    table, and a temporal join AS OF any LATENESS column of the probe table
+    (:mod:`app.runtime.join_operator`)."""
     join = next(op for op in view.operators if isinstance(op, Join))
     fix = (
-        "an INNER or OUTER interval join bounded on each table's first LATENESS column (an "
-        "OUTER one whose other conditions each read one side), an INNER window join, "
-        "an INNER join without a time bound, or a temporal join AS OF the probe table's "
-        "first LATENESS column runs on Spark; "
+        "an INNER interval join bounded on each table's first LATENESS column, an OUTER "
+        "one bounded on any of them (its other conditions each reading one side), an INNER "
+        "window join, an INNER join without a time bound, or a temporal join AS OF a "
+        "LATENESS column of the probe table runs on Spark; "
         "the reference evaluator runs the others (tidemark explain shows the plan)"
     )
     if join.as_of is not None:
@@ -730,7 +744,7 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
         found = join_time_source(
             circuit, join.left.source, join.as_of.probe_column, aggregate is not None
         )
-        probe = _on_first_lateness(circuit, found)
+        probe = _on_first_lateness(circuit, found, any_lateness=aggregate is None)
         versions = circuit.root_table(join.right.source)
         if probe is None:
             return (
@@ -784,7 +798,9 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
             aggregated = True
             continue
         table = _on_first_lateness(
-            circuit, join_time_source(circuit, side.source, column, join.form == "window")
+            circuit,
+            join_time_source(circuit, side.source, column, join.form == "window"),
+            any_lateness=by_join_operator(join),
         )
         if table is None:
             return f"a join bound on {side.qualified(column)}", fix
@@ -794,14 +810,18 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
     return None
 
 
-def _on_first_lateness(circuit: Circuit, found: tuple[str, str] | None) -> Table | None:
+def _on_first_lateness(
+    circuit: Circuit, found: tuple[str, str] | None, any_lateness: bool = False
+) -> Table | None:
     """The table of ``found`` (table, column) if the column is the table's first LATENESS
-    column and a TIMESTAMP: the waterline a join on Spark follows (Spark's watermark, or the
-    join operator's probes); else None."""
+    column (with ``any_lateness``, any of its LATENESS columns) and a TIMESTAMP: the
+    waterline a join on Spark follows (Spark's watermark follows the first; the join
+    operator reads any column's from the probes); else None."""
     if found is None:
         return None
     table = circuit.table(found[0])
-    if not table.lateness or table.lateness[0].column != found[1]:
+    columns = [x.column for x in table.lateness]
+    if found[1] not in (columns if any_lateness else columns[:1]):
         return None
     return table if table.column(found[1]).type.name == "TIMESTAMP" else None
 

@@ -259,3 +259,70 @@ def test_a_tombstone_on_the_compacted_rates_topic_ends_its_currencys_rate_s16(
     oracle = evaluate(circuit, inputs)
     for view in ("converted", "priced"):
         assert written(kafka, circuit, view, topics[view]) == oracle_written(oracle, view)
+
+
+BOOKED = """
+CREATE TABLE amounts (
+    booked   TIMESTAMP NOT NULL LATENESS INTERVAL '1' HOUR,
+    rowtime  TIMESTAMP NOT NULL LATENESS INTERVAL '0' SECOND,
+    currency VARCHAR   NOT NULL,
+    amount   INT       NOT NULL
+) WITH ('topic' = '{amounts}', 'dead_letter' = '{amounts_dlq}');
+
+CREATE TABLE rates (
+    rowtime  TIMESTAMP      NOT NULL LATENESS INTERVAL '0' SECOND,
+    currency VARCHAR        NOT NULL,
+    rate     DECIMAL(10, 2) NOT NULL,
+    PRIMARY KEY (currency) NOT ENFORCED
+) WITH ('topic' = '{rates}', 'dead_letter' = '{rates_dlq}');
+
+CREATE VIEW converted WITH ('topic' = '{converted}') AS
+SELECT a.rowtime, a.currency, a.amount, r.rate, a.amount * r.rate AS converted
+FROM amounts AS a
+LEFT JOIN rates FOR SYSTEM_TIME AS OF a.rowtime AS r
+  ON a.currency = r.currency;
+"""
+
+
+def test_a_temporal_join_as_of_the_probe_tables_second_lateness_column_s16(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """amounts' first LATENESS column is its booking time; the join is AS OF its second,
+    rowtime, whose waterline the operator reads from the same probes: the seed's steps
+    give the seed's rows in the seed's steps, and the reference evaluator's records."""
+    topics = {
+        name: unique_topic(name)
+        for name in ("amounts", "rates", "amounts_dlq", "rates_dlq", "converted")
+    }
+    for name in ("amounts", "rates"):
+        kafka.create_topic(topics[name], partitions=2)
+    program = tmp_path / "booked.sql"
+    program.write_text(BOOKED.format(**topics), encoding="utf-8")
+    circuit = compile_program(program)
+    assert refused_by_spark(circuit, physical_plan(circuit)) == ()
+
+    def booked(step: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        return {
+            table: [
+                {**row, "booked": row["rowtime"] - 60_000} if table == "amounts" else row
+                for row in rows
+            ]
+            for table, rows in step.items()
+        }
+
+    seen, new_rows = new_values_per_step(kafka, circuit, "converted", topics["converted"])
+    _, inputs = run_steps(
+        kafka, tmp_path, circuit, topics, [booked(s) for s in STEPS], after_step=new_rows
+    )
+    assert seen == [
+        Counter(),
+        Counter(),
+        Counter([_converted("9:30", "EUR", 100, "1.10"), _converted("9:45", "GBP", 20, "1.25")]),
+        Counter(),
+        Counter([_converted("10:15", "EUR", 50, "1.12")]),
+        Counter([_converted("10:40", "CHF", 7, None)]),
+    ]
+    oracle = evaluate(circuit, inputs)
+    assert written(kafka, circuit, "converted", topics["converted"]) == oracle_written(
+        oracle, "converted"
+    )
