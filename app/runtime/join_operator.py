@@ -1,5 +1,6 @@
-"""Joins by an operator of Tidemark's own (SPEC S16, ADR 0017): OUTER interval joins and
-temporal joins, the two whose rows Spark's stream-stream join would write at other times.
+"""Joins by an operator of Tidemark's own (SPEC S16, ADR 0017): OUTER interval and window
+joins and temporal joins, those whose rows Spark's stream-stream join would write at other
+times.
 
 Spark's join writes a row without a match when the query's one watermark (the minimum of its
 tables', ADR 0013) passes the row's bound, later than S16 while the row's own table is the
@@ -14,7 +15,9 @@ tables' waterlines w(t) itself, by the step sink's rule (S3, :func:`app.circuit.
 next_waterline`). A slot's call then, over the step's rows in arrival order (a table's rows
 by Kafka partition and offset, as the reference evaluator takes them):
 
-- OUTER interval join (:func:`_interval_step`): matches each row with the other side's rows
+- OUTER interval join (:func:`_interval_step`; a window join is one on ``window_end``
+  with a bound of 0, whose floor is one more than the waterline, S10): matches each row with
+  the other side's rows
   it holds of the same key within the bound, and writes each pair at once (insert-only, as
   the INNER join); holds the row (a NULL key matches nothing, and is held like any other
   until it is done), unless its time is NULL (within no bound: written padded at once on an
@@ -87,7 +90,7 @@ class JoinOperatorSpec:
     LATENESS (ms), by which its probes give w(t)."""
 
     kind: str  # inner | left | right | full
-    form: str  # interval | temporal
+    form: str  # interval | window | temporal
     lower: int
     upper: int
     left_lateness: int
@@ -183,6 +186,8 @@ def _interval_step(
         floor = doc["w"]["R" if side == "L" else "L"]
         if floor is None:
             continue
+        if spec.form == "window":
+            floor += 1  # a future row's window_end is above the waterline (S10)
         kept = []
         for mine in held[side]:
             edge = mine[1] + spec.upper if side == "L" else mine[1] - spec.lower

@@ -403,9 +403,11 @@ def _operator_rows(
         ]
     else:
         assert join.bound is not None, join
+        # A window join's rows are windows of their table's column (w(window_end) = w(c)).
+        ends = join.form == "window"
         times = [
-            join_time_source(circuit, join.left.source, join.bound.left_column),
-            join_time_source(circuit, join.right.source, join.bound.right_column),
+            join_time_source(circuit, join.left.source, join.bound.left_column, ends),
+            join_time_source(circuit, join.right.source, join.bound.right_column, ends),
         ]
     for side, found in zip((join.left, join.right), times, strict=True):
         assert found is not None, (side, "refused by check_supported")
@@ -716,14 +718,14 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
     first LATENESS column, a TIMESTAMP (whose watermark frees the join's state), an INNER
     window join of windows on those columns (bounded on ``window_end``), and an INNER join
     without a time bound (whose state is never freed); Tidemark's own operator runs such an
-    interval join as LEFT, RIGHT or FULL OUTER, bounded on any LATENESS column of each
-    table, and a temporal join AS OF any LATENESS column of the probe table
-    (:mod:`app.runtime.join_operator`)."""
+    interval or window join as LEFT, RIGHT or FULL OUTER, bounded on (or windowed on) any
+    LATENESS column of each table, and a temporal join AS OF any LATENESS column of the
+    probe table (:mod:`app.runtime.join_operator`)."""
     join = next(op for op in view.operators if isinstance(op, Join))
     fix = (
-        "an INNER interval join bounded on each table's first LATENESS column, an OUTER "
-        "one bounded on any of them (its other conditions each reading one side), an INNER "
-        "window join, an INNER join without a time bound, or a temporal join AS OF a "
+        "an INNER interval or window join on each table's first LATENESS column, an OUTER "
+        "one on any of them (its other conditions each reading one side), "
+        "an INNER join without a time bound, or a temporal join AS OF a "
         "LATENESS column of the probe table runs on Spark; "
         "the reference evaluator runs the others (tidemark explain shows the plan)"
     )
@@ -757,7 +759,7 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
         if probe.name == versions.name:
             return f"a temporal join of table {probe.name} with itself", fix
         return None
-    if join.kind != "inner" and join.form != "interval":
+    if join.kind != "inner" and join.form not in ("interval", "window"):
         return f"a {join.kind.upper()} OUTER {join.form} join", fix
     if join.kind != "inner" and join.residual is not None and any(
         len({name.split(".", 1)[0] for name in column_names(conjunct)}) > 1

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from table_steps import clock_ms, frozen, oracle_written, run_steps, written
+from table_steps import (
+    clock_ms,
+    frozen,
+    new_values_per_step,
+    oracle_written,
+    run_steps,
+    written,
+)
 
 from app.circuit.reference import evaluate
 from app.connectors.sink import format_time_value
@@ -123,3 +130,41 @@ def test_a_window_join_runs_on_spark_and_matches_within_the_minute_s16(
     assert last == {"clicks": {"ts": clock_ms("10:02:05")}, "orders": {"ts": clock_ms("10:01:45")}}
 
     assert matches == oracle_written(evaluate(circuit, inputs), "clicked_and_ordered")
+
+
+def test_a_full_outer_window_join_pads_a_window_once_the_other_side_passes_it_s16(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """The same steps as FULL OUTER JOIN, on Tidemark's join operator (ADR 0017): matches in
+    the same steps; cid's order of the 10:01 minute is written padded in step 3, when
+    w(clicks) = 10:02:05 passes that window's end (no click of it can come); cid's click of
+    10:02 waits for w(orders) to pass 10:03, which these steps do not reach."""
+    topics = {n: unique_topic(n) for n in ("clicks", "clicks_dlq", "orders", "orders_dlq", "out")}
+    for table in ("clicks", "orders"):
+        kafka.create_topic(topics[table], partitions=2)
+    path = tmp_path / "outer_window_join.sql"
+    path.write_text(
+        PROGRAM.format(**topics).replace("AS c JOIN", "AS c FULL OUTER JOIN"), encoding="utf-8"
+    )
+    circuit = compile_program(path)
+    plan = physical_plan(circuit)
+    assert refused_by_spark(circuit, plan) == ()
+    assert plan.placement("clicked_and_ordered").state == "join_operator"
+    seen, new_rows = new_values_per_step(kafka, circuit, "clicked_and_ordered", topics["out"])
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, STEPS, after_step=new_rows)
+
+    def value(minute: str | None, usr: str | None, page: str | None, amount: int) -> Any:
+        start = None if minute is None else clock_ms(minute)
+        return frozen({
+            "window_start": start, "window_end": None if start is None else start + 60_000,
+            "usr": usr, "page": page, "amount": amount,
+        })
+
+    assert seen == [
+        Counter([value("10:00", "ann", "home", 30)]),
+        Counter([value("10:00", "bob", "cart", 12)]),
+        Counter([value("10:01", "ann", "news", 5), value(None, None, None, 7)]),
+    ]
+    assert written(kafka, circuit, "clicked_and_ordered", topics["out"]) == oracle_written(
+        evaluate(circuit, inputs), "clicked_and_ordered"
+    )

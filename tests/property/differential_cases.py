@@ -362,9 +362,11 @@ def _temporal_join_views(rng: random.Random, count: int, tables: list[str]) -> d
 
 
 def _window_join_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, str]:
-    """``count`` INNER window joins of the two tables (SPEC S16): each side windowed in a
-    local view by the same TUMBLE or HOP (one side's WHERE and columns drawn), joined on
-    ``window_start``, ``window_end`` and drawn keys, with a drawn residual."""
+    """``count`` window joins of the two tables (SPEC S16): each side windowed in a local view
+    by the same TUMBLE or HOP (one side's WHERE and columns drawn), joined on
+    ``window_start``, ``window_end`` and drawn keys, with a drawn residual; INNER, or LEFT,
+    RIGHT or FULL OUTER (on Tidemark's join operator), whose residual conjuncts each read one
+    side."""
     views: dict[str, str] = {}
     for i in range(count):
         left, right = tables if rng.random() < 0.5 else tables[::-1]
@@ -377,6 +379,11 @@ def _window_join_views(rng: random.Random, count: int, tables: list[str]) -> dic
             window = f"TUMBLE(TABLE {{t}}, DESCRIPTOR(ts), INTERVAL '{size}' SECOND)"
         where = rng.choice((None, *SLICE_WHERES))
         residual = rng.choice(JOIN_RESIDUALS)
+        keys = rng.choice(JOIN_KEYS)
+        kind = rng.choice(JOIN_KINDS)
+        if kind:
+            # Conjuncts of one side each, over the columns the right view keeps.
+            residual = rng.choice((None, None, "r.x > 0", "l.k = 'a' AND r.u < 20", "l.x < 3"))
         # The local views' SQL goes with their reader's (an entry is one output view).
         views[f"jw{i}"] = (
             f"CREATE LOCAL VIEW wl{i} AS SELECT * FROM TABLE({window.format(t=left)});\n"
@@ -385,9 +392,9 @@ def _window_join_views(rng: random.Random, count: int, tables: list[str]) -> dic
             + ";\n"
             f"CREATE VIEW jw{i} WITH ('topic' = '{{topic}}', 'format' = 'append') AS\n"
             "SELECT l.window_start, l.window_end, l.ts, l.k, r.x AS rx\n"
-            f"FROM wl{i} AS l JOIN wr{i} AS r\n"
+            f"FROM wl{i} AS l {kind}JOIN wr{i} AS r\n"
             "  ON l.window_start = r.window_start AND l.window_end = r.window_end"
-            f" AND {rng.choice(JOIN_KEYS)}"
+            f" AND {keys}"
             + (f" AND {residual}" if residual else "")
             + ";"
         )

@@ -1,7 +1,7 @@
 """JOIN (SPEC S16) on Spark: an INNER interval join of two tables bounded on their first
 LATENESS columns (or of a table and a native aggregate bounded on its window's end), and an
 INNER window join of windows on those columns, run (Spark's stream-stream join, in one query
-of both tables); OUTER interval joins bounded on any LATENESS columns and temporal joins AS
+of both tables); OUTER interval and window joins on any LATENESS columns and temporal joins AS
 OF any LATENESS column of the probe table run on Tidemark's join operator (ADR 0017), which
 reads each column's waterline from the probes; every other join, and an
 aggregate over a join, is refused by name before Spark starts (L7: never mis-executed), with
@@ -39,10 +39,9 @@ EMIT AFTER WATERMARK;
 """
 
 FIX = (
-    "an INNER interval join bounded on each table's first LATENESS column, an OUTER one "
-    "bounded on any of them (its other conditions each reading one side), an INNER window "
-    "join, an INNER join without a time bound, or a temporal join AS OF a LATENESS column of "
-    "the probe table runs on Spark"
+    "an INNER interval or window join on each table's first LATENESS column, an OUTER one "
+    "on any of them (its other conditions each reading one side), an INNER join without a "
+    "time bound, or a temporal join AS OF a LATENESS column of the probe table runs on Spark"
 )
 
 WINDOWED = """
@@ -194,3 +193,13 @@ def test_s16_the_refusal_carries_its_position_and_fix() -> None:
     (diagnostic,) = info.value.diagnostics
     assert diagnostic.fix is not None and FIX in diagnostic.fix
     assert (diagnostic.position.line, diagnostic.position.column) == (7, 13)
+
+
+@pytest.mark.parametrize("kind", ["LEFT", "RIGHT", "FULL"])
+def test_s16_an_outer_window_join_runs_on_tidemarks_operator(kind: str) -> None:
+    text = WINDOWED.format(column="ts").replace("wa AS x JOIN", f"wa AS x {kind} JOIN")
+    assert f"{kind} JOIN" in text
+    circuit = compile_program("p.sql", TABLES + text)
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    assert plan.placement("pairs").state == "join_operator"

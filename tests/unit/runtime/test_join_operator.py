@@ -180,3 +180,15 @@ def test_a_deleted_key_is_freed_once_no_lookup_can_reach_it_s11() -> None:
     # Every lookup is at or above 950, where gbp is deleted: the key holds no state.
     assert "gbp" not in doc["versions"]
     assert [v[0] for v in doc["versions"]["eur"]] == [900]
+
+
+def test_a_window_join_pads_a_window_once_the_other_side_reaches_its_end_s10_s16() -> None:
+    """A window join is one on window_end with a bound of 0; a future row's window_end is
+    above the waterline (S10), so a window ending at 60 is done once the other side's w
+    reaches 60, not only once it passes it."""
+    window = JoinOperatorSpec("full", "window", 0, 0, 0, 0)
+    out, doc = step_slot(window, None, [_row("L", "a", 60, 1), _probe("L", 30), _probe("R", 59)])
+    assert out == []
+    out, doc = step_slot(window, doc, [_probe("R", 60)])
+    assert out == [("L1", None)]
+    assert doc["held"]["L"] == []
