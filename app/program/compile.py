@@ -42,7 +42,7 @@ from app.program.ddl import (
     parse_statement,
 )
 from app.program.lexer import CompileFailure, SourceText, Token, split_statements, tokenize
-from app.program.query import PlannedQuery, Relation, plan_query
+from app.program.query import PlannedQuery, Relation, plan_query, plan_window_side
 from app.program.subqueries import Derived, reserved_name, split_query
 
 __all__ = ["compile_program", "compile_text"]
@@ -359,7 +359,10 @@ class _Compiler:
         generated views: local views over ``scope`` (the relations and WITH names their query
         can see)."""
         options = self._options(decl.options, VIEW_OPTIONS, "view", decl.position)
-        planned = self._plan(decl.name, decl.query_tokens, scope)
+        if derived is not None and derived.kind == "window":
+            planned = plan_window_side(self.source, decl.query_tokens, scope, decl.name)
+        else:
+            planned = self._plan(decl.name, decl.query_tokens, scope)
         emit = _emit_policy(decl)
         if derived is not None:
             emit = self._derived_emit(derived, planned)
@@ -533,11 +536,14 @@ class _Compiler:
             message = (f"view {decl.name} keeps unbounded state: it groups by the time "
                        f"attribute {column} without a window, and such groups are never freed")
         else:
-            message = (f"view {decl.name} keeps unbounded state: no GROUP BY key is a time "
+            keys = "column of its SELECT DISTINCT" if planned.distinct else "GROUP BY key"
+            message = (f"view {decl.name} keeps unbounded state: no {keys} is a time "
                        "attribute, so its groups are never freed")
-        self.warnings.append(Diagnostic(
-            "warning", position, message,
-            "GROUP BY window_end of a TUMBLE or HOP on a LATENESS column to bound it"))
+        fix = ("GROUP BY window_end of a TUMBLE or HOP on a LATENESS column to bound it"
+               if not planned.distinct else "select window_start, window_end of a TUMBLE or "
+               "HOP on a LATENESS column to bound it: SELECT DISTINCT window_start, "
+               "window_end, ... FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(col), INTERVAL ...))")
+        self.warnings.append(Diagnostic("warning", position, message, fix))
         return StateBound("unbounded", None, "grows with the number of groups; never freed")
 
     def _view_lateness(self, decl: ViewDecl, planned: PlannedQuery,

@@ -371,6 +371,9 @@ def _small_int(cursor: _Cursor, what: str) -> int:
 
 def _column(cursor: _Cursor) -> ColumnDecl:
     name = cursor.name("a column name")
+    after = cursor.peek()
+    if after is not None and after.is_word("AS"):
+        raise _computed_column(cursor, name)
     sql_type = parse_type(cursor)
     nullable = True
     lateness: IntervalDecl | None = None
@@ -414,6 +417,43 @@ def _column(cursor: _Cursor) -> ColumnDecl:
                                  "[LATENESS INTERVAL 'n' unit]")
     return ColumnDecl(identifier(name), sql_type.with_nullable(nullable), lateness,
                       cursor.pos(name), lateness_position, metadata, metadata_position)
+
+
+#: Functions of the wall clock (processing time), which no column of a table can be yet.
+_PROCESSING_TIME = ("PROCTIME", "NOW", "CURRENT_TIMESTAMP", "LOCALTIMESTAMP",
+                    "CURRENT_ROW_TIMESTAMP", "CURRENT_TIME", "CURRENT_DATE", "LOCALTIME")
+
+
+def _computed_column(cursor: _Cursor, name: Token) -> CompileFailure:
+    """The error for Flink's computed column ``name AS expr`` (the cursor at AS): a table
+    holds the columns its records carry, and time is event time only (SPEC L1, S10, L7)."""
+    start = cursor.index + 1
+    end, depth = start, 0
+    while end < len(cursor.tokens):
+        token = cursor.tokens[end]
+        if token.is_punct("("):
+            depth += 1
+        elif token.is_punct(")"):
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and token.is_punct(","):
+            break
+        end += 1
+    column = identifier(name)
+    body = cursor.tokens[start:end]
+    written = (cursor.source.text[body[0].start:body[-1].end] if body else "")
+    shown = f"{column} AS {written}".strip()
+    if any(t.is_word(*_PROCESSING_TIME) for t in body):
+        return CompileFailure(cursor.pos(name), f"unsupported: processing-time column "
+                              f"{shown} (processing time is not supported yet)",
+                              "use an event-time column with LATENESS (ts TIMESTAMP NOT NULL "
+                              "LATENESS INTERVAL '5' SECOND), or the Kafka record's timestamp: "
+                              "ts TIMESTAMP NOT NULL METADATA FROM 'timestamp' LATENESS "
+                              "INTERVAL '0' SECOND")
+    fix = f"compute it in a view that reads the table: SELECT ..., {written} AS {column}"
+    return CompileFailure(cursor.pos(name), f"unsupported: computed column {shown} (a table "
+                          "has the columns its records carry)", fix + " FROM ...")
 
 
 def _lateness_amount(cursor: _Cursor) -> IntervalDecl:

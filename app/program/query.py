@@ -56,7 +56,7 @@ from app.circuit.ir import (
 from app.program.ddl import _Cursor, parse_interval_tokens
 from app.program.lexer import CompileFailure, SourceText, Token
 
-__all__ = ["PlannedQuery", "Relation", "plan_query"]
+__all__ = ["PlannedQuery", "Relation", "plan_query", "plan_window_side"]
 
 _PLACEHOLDER = "__tvf__"
 _BOOL = SqlType("BOOLEAN", nullable=False)
@@ -113,6 +113,8 @@ class PlannedQuery:
     join_position: Position | None = None
     join_state: str = ""
     join_unbounded: str = ""
+    #: A SELECT DISTINCT, planned as the GROUP BY of its columns (for messages only).
+    distinct: bool = False
 
 
 @dataclass(frozen=True)
@@ -995,8 +997,6 @@ def _unsupported_clauses(source: SourceText, tokens: Sequence[Token], select: ex
          "remove ORDER BY"),
         ("limit", "LIMIT", "unsupported: LIMIT", "remove LIMIT"),
         ("offset", "OFFSET", "unsupported: OFFSET", "remove OFFSET"),
-        ("distinct", "DISTINCT", "unsupported: SELECT DISTINCT",
-         "GROUP BY the selected columns instead"),
         ("qualify", "QUALIFY", "unsupported: QUALIFY", None),
         ("windows", "WINDOW", "unsupported: WINDOW clause", None),
         ("laterals", "LATERAL", "unsupported: LATERAL", None),
@@ -1259,6 +1259,30 @@ def _plan_select(source: SourceText, tokens: Sequence[Token], relations: dict[st
                              f"{first.text}")
     tvf = _find_tvf(source, tokens)
     select = _parse_select(source, tokens, tvf)
+    return _plan_parsed(source, tokens, select, tvf, relations, view_name)
+
+
+def plan_window_side(source: SourceText, tokens: Sequence[Token],
+                     relations: dict[str, Relation], view_name: str) -> PlannedQuery:
+    """The local view of a window function written as a side of a JOIN (``tokens`` are the
+    function's own, ``TABLE(TUMBLE(...))``): planned as ``SELECT * FROM`` it, every column of
+    its relation and ``window_start``/``window_end`` (SPEC L4, S16: Flink's window join
+    reads two windowed relations)."""
+    tvf = _find_tvf(source, tokens)
+    assert tvf is not None and tvf.start == tokens[0].start and tvf.end == tokens[-1].end
+    if tvf.kind == "SESSION":
+        raise CompileFailure(tvf.position, *_SESSION_JOINED)
+    select = exp.Select().select(exp.Star()).from_(exp.Table(this=exp.to_identifier(
+        _PLACEHOLDER)))
+    return _plan_parsed(source, tokens, select, tvf, relations, view_name)
+
+
+def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select,
+                 tvf: _Tvf | None, relations: dict[str, Relation],
+                 view_name: str) -> PlannedQuery:
+    """Plan one parsed SELECT (``tokens`` its query as written, ``tvf`` its window function
+    in FROM) over the relations defined before it."""
+    first = tokens[0]
     _unsupported_clauses(source, tokens, select)
     if select.args.get("joins"):
         return _plan_join(source, tokens, select, relations, view_name, tvf)
@@ -1362,6 +1386,12 @@ def _plan_select(source: SourceText, tokens: Sequence[Token], relations: dict[st
         if having_expr.type.name != "BOOLEAN":
             raise CompileFailure(having_translator.pos(having.this), "HAVING needs a BOOLEAN "
                                  f"condition, not {having_expr.type.name}")
+    distinct = _distinct(source, tokens, select, aggregates)
+    if distinct is not None:
+        # SELECT DISTINCT is a GROUP BY of every selected expression (as Flink and Feldera
+        # plan it): from here on one path plans both, so the circuits are the same.
+        group = exp.Group(expressions=[(i.this if isinstance(i, exp.Alias) else i).copy()
+                                       for i in items])
 
     is_aggregate = group is not None or bool(aggregates)
     if window is not None and window.kind == "SESSION" and not is_aggregate:
@@ -1391,6 +1421,8 @@ def _plan_select(source: SourceText, tokens: Sequence[Token], relations: dict[st
         token = next((t for t in tokens if t.is_word("GROUP")), None)
         if token is not None:
             group_position = source.position(token.start)
+    if distinct is not None:
+        group_position = distinct
     for i, item in enumerate(group_items):
         if isinstance(item, exp.Literal) and not item.is_string:
             raise CompileFailure(group_translator.pos(item), "unsupported: GROUP BY position",
@@ -1472,8 +1504,38 @@ def _plan_select(source: SourceText, tokens: Sequence[Token], relations: dict[st
     planned = PlannedQuery(relation.name, operators,
                            [Column(n, e.type) for n, e in outputs], view_key, out_attrs, True,
                            window, window_key, group_position, tuple(key_names), selected,
-                           time_key, column_positions=tuple(positions))
+                           time_key, column_positions=tuple(positions),
+                           distinct=distinct is not None)
     return planned
+
+
+def _distinct(source: SourceText, tokens: Sequence[Token], select: exp.Select,
+              aggregates: Sequence[tuple[str, AggCall]]) -> Position | None:
+    """Where ``SELECT DISTINCT`` is, or None without it. DISTINCT over a GROUP BY or
+    aggregates (Flink's: it would remove duplicates among the aggregate's updated rows) and
+    DISTINCT ON are refused; HAVING stays what it is without GROUP BY (SPEC L3, L7)."""
+    distinct = select.args.get("distinct")
+    if distinct is None:
+        return None
+    token = next((t for t in tokens if t.is_word("DISTINCT")), tokens[0])
+    position = source.position(token.start)
+    if distinct.args.get("on") is not None:
+        raise CompileFailure(position, "unsupported: SELECT DISTINCT ON",
+                             "SELECT DISTINCT the columns (one row per distinct row), or "
+                             "GROUP BY the ON columns and aggregate the others, e.g. "
+                             "ARG_MAX(x, ts)")
+    if select.args.get("group") is not None or aggregates:
+        raise CompileFailure(position, "unsupported: SELECT DISTINCT with GROUP BY or "
+                             "aggregates (it would remove duplicates among the aggregate's "
+                             "updated rows)",
+                             "remove DISTINCT: a GROUP BY writes one row per group; to count "
+                             "distinct values, use COUNT(DISTINCT x)")
+    having = select.args.get("having")
+    if having is not None:
+        word = next((t for t in tokens if t.is_word("HAVING")), token)
+        raise CompileFailure(source.position(word.start), "HAVING without GROUP BY or "
+                             "aggregates", "use WHERE")
+    return position
 
 
 def _check_session(tvf: _Tvf, keys: Sequence[tuple[str, Expr]],
@@ -1512,6 +1574,10 @@ _BOUND_HINT = ("bound it on a time attribute of each side, e.g. b.ts BETWEEN a.t
                "'10' MINUTE AND a.ts + INTERVAL '10' MINUTE, or join windowed views on "
                "a.window_end = b.window_end")
 _FLIPPED = {">=": "<=", "<=": ">=", ">": "<", "<": ">", "=": "="}
+#: The error (message, fix) of a SESSION window as a side of a join.
+_SESSION_JOINED = ("a SESSION window is known only once it closes, so only an aggregate can "
+                   "read it", "aggregate the sessions in a view (GROUP BY window_start, "
+                   "window_end ... EMIT AFTER WATERMARK) and join that view")
 
 
 @dataclass(frozen=True)
@@ -1705,10 +1771,7 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
                              "write JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts - INTERVAL '10' "
                              "MINUTE AND a.ts + INTERVAL '10' MINUTE")
     if tvf is not None and tvf.kind == "SESSION":
-        raise CompileFailure(tvf.position, "a SESSION window is known only once it closes, so "
-                             "only an aggregate can read it",
-                             "aggregate the sessions in a view (GROUP BY window_start, "
-                             "window_end ... EMIT AFTER WATERMARK) and join that view")
+        raise CompileFailure(tvf.position, *_SESSION_JOINED)
     if tvf is not None:
         raise CompileFailure(tvf.position, "unsupported: a window function as a side of a "
                              "JOIN", "window each side in a LOCAL view (SELECT * FROM TABLE("
@@ -1843,7 +1906,8 @@ def _join_view(source: SourceText, tokens: Sequence[Token], select: exp.Select,
     """The pipeline over the joined rows, ``Join [Filter(WHERE)] Project``, and the view's
     time attributes and state (S10, S16)."""
     # -- the pipeline over the joined rows ------------------------------------------------
-    for key, word, shown in (("group", "GROUP", "GROUP BY"), ("having", "HAVING", "HAVING")):
+    for key, word, shown in (("group", "GROUP", "GROUP BY"), ("having", "HAVING", "HAVING"),
+                             ("distinct", "DISTINCT", "SELECT DISTINCT")):
         if select.args.get(key) is not None:
             token = next((t for _, t in words if t.is_word(word)), tokens[0])
             raise CompileFailure(source.position(token.start), f"unsupported: {shown} in a "

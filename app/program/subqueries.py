@@ -4,8 +4,11 @@
 as a side of a JOIN and in a branch of a UNION ALL) are not planned in place: each one is
 the query of a local view that the compiler (:mod:`app.program.compile`) generates just
 before the view that reads it, so every later stage sees a view over views (S18) and nothing
-else. This module only splits the tokens: :func:`split_query` returns each WITH query's and
-subquery's own tokens, and the outer query with each subquery replaced by a placeholder
+else. So is a window function written as a side of a JOIN (Flink's window join,
+``FROM TABLE(TUMBLE(TABLE a, ...)) AS l JOIN TABLE(TUMBLE(TABLE b, ...)) AS r ON ...``): it
+is the subquery ``(SELECT * FROM TABLE(TUMBLE(...)))`` of the same name (S16). This module
+only splits the tokens: :func:`split_query` returns each WITH query's and subquery's own
+tokens, and the outer query with each subquery replaced by a placeholder
 name, in a copy of the text of the same length, so that every line and column reported for
 any part is the file's own (SPEC L7).
 """
@@ -28,6 +31,8 @@ _CLAUSE_WORDS = frozenset({
     "WINDOW", "QUALIFY", "USING", "LATERAL", "EMIT", "TABLESAMPLE",
 })
 _JOIN_WORDS = frozenset({"JOIN", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "NATURAL"})
+#: The window functions of FROM (SPEC L4).
+_WINDOW_FUNCTIONS = ("TUMBLE", "HOP", "SESSION", "CUMULATE")
 
 
 @dataclass(frozen=True)
@@ -36,10 +41,12 @@ class Derived:
 
     ``name`` is how the outer query names it (the WITH name, the subquery's alias; empty for
     a subquery without one); ``placeholder`` is the word the outer query's text shows in its
-    place (the WITH name itself, or ``__sq<i>`` over a subquery's parentheses).
+    place (the WITH name itself, or ``__sq<i>`` over a subquery's parentheses). A
+    ``window`` is a window function as a side of a JOIN: its ``tokens`` are the function's
+    own (``TABLE(TUMBLE(...))``), the query ``SELECT * FROM`` it.
     """
 
-    kind: Literal["with", "subquery"]
+    kind: Literal["with", "subquery", "window"]
     name: str
     position: Position
     tokens: tuple[Token, ...]
@@ -173,8 +180,9 @@ def _check_body(source: SourceText, open_: Token, body: tuple[Token, ...], what:
 
 def _subqueries(source: SourceText, tokens: tuple[Token, ...],
                 ) -> tuple[tuple[Derived, ...], SourceText, tuple[Token, ...]]:
-    """Each ``(SELECT ...)`` or ``(WITH ...)`` right after a top-level FROM or JOIN, and the
-    query with each one replaced by its placeholder (text and tokens)."""
+    """Each ``(SELECT ...)`` or ``(WITH ...)`` right after a top-level FROM or JOIN, each
+    window function as a side of a JOIN, and the query with each one replaced by its
+    placeholder (text and tokens)."""
     found: list[Derived] = []
     spans: list[tuple[int, int, str]] = []
     outer: list[Token] = []
@@ -205,6 +213,28 @@ def _subqueries(source: SourceText, tokens: tuple[Token, ...],
             outer.append(Token("word", placeholder, nxt.start, nxt.start + len(placeholder)))
             i = close + 1
             continue
+        last = _window_function_end(tokens, i + 1) if depth == 0 and token.is_word(
+            "FROM", "JOIN") else -1
+        if last >= 0:
+            alias, alias_end = _alias(source, tokens, last + 1, "window function")
+            following = tokens[alias_end] if alias_end < len(tokens) else None
+            if token.is_word("JOIN") or (following is not None
+                                         and following.is_word(*_JOIN_WORDS)):
+                start = tokens[i + 1]
+                if not alias:
+                    raise CompileFailure(source.position(start.start), "a window function "
+                                         "as a side of a JOIN needs a name",
+                                         "add an alias after it: JOIN TABLE(TUMBLE(TABLE t, "
+                                         "DESCRIPTOR(ts), INTERVAL '1' MINUTE)) AS r ON ...")
+                placeholder = f"__sq{len(found) + 1}"
+                found.append(Derived("window", alias, source.position(start.start),
+                                     tokens[i + 1:last + 1], placeholder))
+                spans.append((start.start, tokens[last].end, placeholder))
+                outer.append(token)
+                outer.append(Token("word", placeholder, start.start,
+                                   start.start + len(placeholder)))
+                i = last + 1
+                continue
         if token.is_punct("("):
             depth += 1
         elif token.is_punct(")"):
@@ -217,9 +247,29 @@ def _subqueries(source: SourceText, tokens: tuple[Token, ...],
     return tuple(found), masked, tuple(outer)
 
 
-def _alias(source: SourceText, tokens: tuple[Token, ...], index: int) -> tuple[str, int]:
-    """A subquery's alias (``AS s`` or ``s``) starting at ``index``, and the index after it;
-    ``""`` when there is none."""
+def _window_function_end(tokens: tuple[Token, ...], index: int) -> int:
+    """The index of the last token of the window function that starts at ``index``
+    (``TABLE(TUMBLE(...))``, or ``TUMBLE(...)`` without the outer TABLE), or -1."""
+    at = index + 2 if (index + 1 < len(tokens) and tokens[index].is_word("TABLE")
+                       and tokens[index + 1].is_punct("(")) else index
+    if not (at + 1 < len(tokens) and tokens[at].is_word(*_WINDOW_FUNCTIONS)
+            and tokens[at + 1].is_punct("(")):
+        return -1
+    depth = 0
+    for i in range(index, len(tokens)):
+        if tokens[i].is_punct("("):
+            depth += 1
+        elif tokens[i].is_punct(")"):
+            depth -= 1
+            if depth == 0 and i > at:
+                return i
+    return -1
+
+
+def _alias(source: SourceText, tokens: tuple[Token, ...], index: int,
+           what: str = "subquery") -> tuple[str, int]:
+    """A subquery's (or a window function's) alias (``AS s`` or ``s``) starting at
+    ``index``, and the index after it; ``""`` when there is none."""
     token = tokens[index] if index < len(tokens) else None
     if token is None:
         return "", index
@@ -227,8 +277,9 @@ def _alias(source: SourceText, tokens: tuple[Token, ...], index: int) -> tuple[s
         name = tokens[index + 1] if index + 1 < len(tokens) else None
         if name is None or name.kind not in ("word", "qident"):
             raise CompileFailure(source.position(token.end if name is None else name.start),
-                                 "expected the subquery's name after AS",
-                                 "write (SELECT ...) AS s")
+                                 f"expected the {what}'s name after AS",
+                                 "write (SELECT ...) AS s" if what == "subquery"
+                                 else "write TABLE(TUMBLE(...)) AS s")
         end = index + 2
     elif token.kind == "qident" or (token.kind == "word" and token.upper not in _CLAUSE_WORDS):
         name, end = token, index + 1
@@ -237,10 +288,12 @@ def _alias(source: SourceText, tokens: tuple[Token, ...], index: int) -> tuple[s
     alias = identifier(name)
     reserved = reserved_name(alias)
     if reserved is not None:
-        raise CompileFailure(source.position(name.start), reserved, "rename the subquery")
+        raise CompileFailure(source.position(name.start), reserved, f"rename the {what}")
     columns = tokens[end] if end < len(tokens) else None
     if columns is not None and columns.is_punct("("):
         raise CompileFailure(source.position(columns.start), f"unsupported: a column list "
-                             f"after subquery {alias}", "name the columns with AS in its own "
-                             "SELECT list (x AS a, y AS b)")
+                             f"after {what} {alias}", "name the columns with AS in its own "
+                             "SELECT list (x AS a, y AS b)" if what == "subquery" else
+                             "name the columns with AS in the SELECT list that reads them "
+                             "(l.x AS a, l.y AS b)")
     return alias, end

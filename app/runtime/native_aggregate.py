@@ -551,6 +551,9 @@ def _groups(view: View, rows: DataFrame, depth: int) -> tuple[DataFrame, list[st
     aggregates = [
         c for i, (_, call) in enumerate(aggregate.aggregates) for c in _spark_aggregate(i, call)
     ]
+    if not aggregates:
+        # A GROUP BY without aggregates (SELECT DISTINCT): Spark aggregates something.
+        aggregates = [F.count(F.lit(1)).alias("_rows")]
     return df.groupBy(*grouping).agg(*aggregates), keys
 
 
