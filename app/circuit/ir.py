@@ -59,6 +59,7 @@ __all__ = [
     "ViewLateness",
     "Window",
     "column_names",
+    "column_refs",
     "conjuncts",
 ]
 
@@ -173,15 +174,20 @@ Expr = ColumnRef | Literal_ | Call | Cast | Case
 
 def column_names(expr: Expr) -> list[str]:
     """The names of the columns ``expr`` reads, in order (repeated as often as read)."""
+    return [ref.name for ref in column_refs(expr)]
+
+
+def column_refs(expr: Expr) -> list[ColumnRef]:
+    """The column references of ``expr`` (with their types), in order."""
     if isinstance(expr, ColumnRef):
-        return [expr.name]
+        return [expr]
     if isinstance(expr, Call):
-        return [n for a in expr.args for n in column_names(a)]
+        return [r for a in expr.args for r in column_refs(a)]
     if isinstance(expr, Cast):
-        return column_names(expr.expr)
+        return column_refs(expr.expr)
     if isinstance(expr, Case):
-        names = [n for c, v in expr.whens for n in column_names(c) + column_names(v)]
-        return names + (column_names(expr.else_) if expr.else_ is not None else [])
+        refs = [r for c, v in expr.whens for r in column_refs(c) + column_refs(v)]
+        return refs + (column_refs(expr.else_) if expr.else_ is not None else [])
     return []
 
 

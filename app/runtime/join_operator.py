@@ -17,7 +17,9 @@ by Kafka partition and offset, as the reference evaluator takes them):
 
 - OUTER interval join (:func:`_interval_step`; a window join is one on ``window_end``
   with a bound of 0, whose floor is one more than the waterline, S10): matches each row with
-  the other side's rows
+  the other side's rows (each pair also passing the conditions that read both sides, which
+  the reference evaluator's own functions evaluate here over the pair's values, so both
+  agree by construction)
   it holds of the same key within the bound, and writes each pair at once (insert-only, as
   the INNER join); holds the row (a NULL key matches nothing, and is held like any other
   until it is done), unless its time is NULL (within no bound: written padded at once on an
@@ -44,10 +46,12 @@ step starts from the state the first run started from and writes the same rows (
 
 from __future__ import annotations
 
+import base64
 import json
 import operator
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from decimal import Decimal
 from functools import reduce
 from typing import Any
 
@@ -67,7 +71,17 @@ from pyspark.sql.types import (
 )
 
 from app.circuit.functions import to_spark_sql
-from app.circuit.ir import Join, JoinSide, column_names, conjuncts
+from app.circuit.ir import (
+    Call,
+    Expr,
+    Join,
+    JoinSide,
+    SqlType,
+    column_names,
+    column_refs,
+    conjuncts,
+)
+from app.circuit.scalar import evaluate_expr, is_true
 from app.circuit.waterline import next_waterline
 
 __all__ = ["SLOTS", "JoinOperatorSpec", "operator_joined", "step_slot"]
@@ -98,6 +112,11 @@ class JoinOperatorSpec:
     #: The probe side is a native aggregate's final rows, which Spark writes a step after
     #: the step whose waterline completes their window (its watermark lags one batch).
     probe_lags: bool = False
+    #: Of an OUTER interval or window join, the conditions that read both sides (None:
+    #: none), checked on each pair, and the SQL type of each column they read, by which a
+    #: row's values are decoded (:func:`_pair_values`).
+    pair: Expr | None = None
+    pair_types: tuple[tuple[str, str], ...] = ()
 
 
 class _Slot(StatefulProcessor):
@@ -131,7 +150,8 @@ def step_slot(
     step and the step's wire rows: ``side`` (L, R, or P for a probe), ``k`` (the keys as
     JSON, None if any is NULL), ``t`` (the bound or AS OF column in ms; a probe's: its
     table's step maximum), ``tbl`` (a probe's table: L or R), ``pt`` and ``of`` (arrival:
-    Kafka partition and offset) and ``row`` (the side's columns as JSON)."""
+    Kafka partition and offset), ``row`` (the side's columns as JSON) and ``vals`` (the
+    columns the pair conditions read, :func:`_pair_values`; None without any)."""
     doc = doc or {"w": {"L": None, "R": None}, "held": {"L": [], "R": []}, "versions": {}}
     started = doc["w"]["L"]
     lateness = {"L": spec.left_lateness, "R": spec.right_lateness}
@@ -140,7 +160,7 @@ def step_slot(
         if tops:
             doc["w"][side] = next_waterline(doc["w"][side], max(tops), lateness[side])
     arrivals = [
-        (r["side"], r["k"], int(r["t"]) if _set(r["t"]) else None, r["row"])
+        (r["side"], r["k"], int(r["t"]) if _set(r["t"]) else None, r["row"], r.get("vals"))
         for r in sorted(
             (r for r in rows if r["side"] != "P"),
             key=lambda r: (r["side"], int(r["pt"]), int(r["of"])),
@@ -154,11 +174,16 @@ def step_slot(
     return _temporal_step(spec, doc, arrivals, probe_floor), doc
 
 
+#: One arrival of a step: side, key, time, row and the pair conditions' values.
+Arrival = tuple[str, Any, Any, str, Any]
+
+
 def _interval_step(
-    spec: JoinOperatorSpec, doc: dict[str, Any], arrivals: list[tuple[str, Any, Any, str]]
+    spec: JoinOperatorSpec, doc: dict[str, Any], arrivals: list[Arrival]
 ) -> list[Pair]:
     """An OUTER interval join's step (module docstring); updates ``doc``."""
-    held: dict[str, list[list[Any]]] = doc["held"]  # side -> [key, time, row, matched]
+    # side -> [key, time, row, matched] (and, with pair conditions, the row's values)
+    held: dict[str, list[list[Any]]] = doc["held"]
     # Each side's held rows by key (the same lists: marking one matched marks it in both).
     by_key: dict[str, dict[str, list[list[Any]]]] = {"L": {}, "R": {}}
     for side in ("L", "R"):
@@ -166,9 +191,11 @@ def _interval_step(
             if mine[0] is not None:
                 by_key[side].setdefault(mine[0], []).append(mine)
     out: list[Pair] = []
-    for side, key, time, row in arrivals:
+    for side, key, time, row, vals in arrivals:
         other = "R" if side == "L" else "L"
         mine = [key, time, row, False]
+        if spec.pair is not None:
+            mine.append(vals)
         if time is None:
             # A NULL time is within no bound: nothing can ever match it.
             if _outer(spec, side):
@@ -176,7 +203,7 @@ def _interval_step(
             continue
         for candidate in by_key[other].get(key, []) if key is not None else []:
             x, y = (time, candidate[1]) if side == "L" else (candidate[1], time)
-            if x + spec.lower <= y <= x + spec.upper:
+            if x + spec.lower <= y <= x + spec.upper and _pair_passes(spec, mine, candidate):
                 out.append((row, candidate[2]) if side == "L" else (candidate[2], row))
                 mine[3] = candidate[3] = True
         held[side].append(mine)
@@ -203,7 +230,7 @@ def _interval_step(
 def _temporal_step(
     spec: JoinOperatorSpec,
     doc: dict[str, Any],
-    arrivals: list[tuple[str, Any, Any, str]],
+    arrivals: list[Arrival],
     probe_floor: int | None,
 ) -> list[Pair]:
     """A temporal join's step (module docstring; the reference evaluator's
@@ -212,7 +239,7 @@ def _temporal_step(
     held: list[list[Any]] = doc["held"]["L"]
     versions: dict[str, list[list[Any]]] = doc["versions"]
     out: list[Pair] = []
-    for side, key, time, row in arrivals:
+    for side, key, time, row, _ in arrivals:
         if side == "R":
             if key is not None and time is not None:
                 # A version with a NULL key or time can never be found.
@@ -252,6 +279,49 @@ def _temporal_step(
     return out
 
 
+def _pair_passes(spec: JoinOperatorSpec, mine: list[Any], candidate: list[Any]) -> bool:
+    """Whether two held entries pass the join's conditions of both sides (SQL truth)."""
+    if spec.pair is None:
+        return True
+    types = dict(spec.pair_types)
+    values = {**_pair_values(mine[4], types), **_pair_values(candidate[4], types)}
+    return is_true(evaluate_expr(spec.pair, values))
+
+
+def _pair_values(text: str | None, types: Mapping[str, str]) -> dict[str, Any]:
+    """A row's values of the pair conditions' columns, from :func:`_pair_sql`'s JSON, in
+    the reference evaluator's representation (app/circuit/scalar.py)."""
+    out: dict[str, Any] = {}
+    for name, value in (json.loads(text) if text else {}).items():
+        kind = types[name]
+        if value is None or kind in ("VARCHAR", "TIMESTAMP", "DATE", "INT", "BIGINT"):
+            out[name] = value
+        elif kind == "BOOLEAN":
+            out[name] = value == "true"
+        elif kind == "DECIMAL":
+            out[name] = Decimal(value)
+        elif kind in ("REAL", "DOUBLE"):
+            out[name] = float(value)
+        else:
+            out[name] = base64.b64decode(value)
+    return out
+
+
+def _pair_sql(column: str, kind: SqlType) -> Column:
+    """One column of a row's pair values: times as epoch ms or days, integers and text as
+    they are, every other type as text that :func:`_pair_values` reads back exactly."""
+    quoted = F.col(f"`{column}`")
+    if kind.name == "TIMESTAMP":
+        return F.expr(f"unix_millis(`{column}`)")
+    if kind.name == "DATE":
+        return F.expr(f"unix_date(`{column}`)")
+    if kind.name in ("INT", "BIGINT", "VARCHAR"):
+        return quoted
+    if kind.name == "VARBINARY":
+        return F.base64(quoted)
+    return quoted.cast("string")
+
+
 def _set(value: Any) -> bool:
     return value is not None and not pd.isna(value)
 
@@ -283,6 +353,13 @@ def operator_joined(
     sides = [_side(s, inputs[s.source]) for s in (join.left, join.right)]
     keys = _keys(join, sides)
     usable = _side_conditions(join)
+    pair = _pair_condition(join)
+    read: dict[str, SqlType] = {}
+    if pair is not None:
+        read = {ref.name: ref.type for ref in column_refs(pair)}
+        spec = replace(
+            spec, pair=pair, pair_types=tuple((n, t.name) for n, t in sorted(read.items()))
+        )
     wire = []
     for name, side, key, time_column, ok in zip(
         ("L", "R"), sides, keys, times, usable, strict=True
@@ -297,6 +374,12 @@ def operator_joined(
         row = F.to_json(F.struct(*[F.col(f"`{c}`") for c in _columns(spec_side)]))
         if "_deleted" in side.columns:
             row = F.when(~F.col("_deleted"), row)
+        mine = [c for c in _columns(spec_side) if c in read]
+        vals = (
+            F.to_json(F.struct(*[_pair_sql(c, read[c]).alias(c) for c in mine]))
+            if mine
+            else F.lit(None).cast("string")
+        )
         wire.append(
             side.select(
                 F.pmod(F.xxhash64(k), F.lit(SLOTS)).cast("int").alias("slot"),
@@ -307,6 +390,7 @@ def operator_joined(
                 F.col("_partition").cast("long").alias("pt"),
                 F.col("_offset").cast("long").alias("of"),
                 row.alias("row"),
+                vals.alias("vals"),
             )
         )
         wire.append(
@@ -319,6 +403,7 @@ def operator_joined(
                 F.lit(0).cast("long").alias("pt"),
                 F.lit(0).cast("long").alias("of"),
                 F.lit(None).cast("string").alias("row"),
+                F.lit(None).cast("string").alias("vals"),
             )
         )
     joined = reduce(DataFrame.unionByName, wire).groupBy("slot").transformWithStateInPandas(
@@ -351,17 +436,36 @@ def _side_conditions(join: Join) -> tuple[Column, Column]:
     """Of an OUTER interval join, each side's part of the residual: the conjuncts that read
     only its columns (a constant one goes with the left), which a pair must pass, so a row
     that fails them matches nothing; TRUE for a temporal join, whose residual is applied to
-    its joined rows. A conjunct that reads both sides is refused by plan.check_supported."""
+    its joined rows. A conjunct that reads both sides is the operator's
+    (:func:`_pair_condition`)."""
     parts: tuple[list[Column], list[Column]] = ([F.lit(True)], [F.lit(True)])
     if join.residual is None or join.as_of is not None:
         return F.lit(True), F.lit(True)
     right = set(_columns(join.right))
     for conjunct in conjuncts(join.residual):
         reads = set(column_names(conjunct))
-        assert not (reads & right and reads - right), "refused by plan.check_supported"
+        if reads & right and reads - right:
+            continue
         condition = F.coalesce(F.expr(to_spark_sql(conjunct)), F.lit(False))
         parts[1 if reads and reads <= right else 0].append(condition)
     return reduce(operator.and_, parts[0]), reduce(operator.and_, parts[1])
+
+
+def _pair_condition(join: Join) -> Expr | None:
+    """Of an OUTER interval or window join, the conjuncts of the residual that read both
+    sides, as one condition (their AND), checked on each pair by the operator; None when
+    there are none."""
+    if join.residual is None or join.as_of is not None:
+        return None
+    right = set(_columns(join.right))
+    both = [
+        c
+        for c in conjuncts(join.residual)
+        if set(column_names(c)) & right and set(column_names(c)) - right
+    ]
+    if not both:
+        return None
+    return reduce(lambda a, b: Call("AND", (a, b), SqlType("BOOLEAN")), both)
 
 
 def _columns(side: JoinSide) -> list[str]:

@@ -42,8 +42,6 @@ from app.circuit.ir import (
     TimeAttribute,
     View,
     Window,
-    column_names,
-    conjuncts,
 )
 from app.connectors.late_gate import ACCEPTED, SourceColumn, SourceSpec
 from app.connectors.sink.record import SINK_SCHEMA
@@ -724,8 +722,7 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
     join = next(op for op in view.operators if isinstance(op, Join))
     fix = (
         "an INNER interval or window join on each table's first LATENESS column, an OUTER "
-        "one on any of them (its other conditions each reading one side), "
-        "an INNER join without a time bound, or a temporal join AS OF a "
+        "one on any of them, an INNER join without a time bound, or a temporal join AS OF a "
         "LATENESS column of the probe table runs on Spark; "
         "the reference evaluator runs the others (tidemark explain shows the plan)"
     )
@@ -761,17 +758,6 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
         return None
     if join.kind != "inner" and join.form not in ("interval", "window"):
         return f"a {join.kind.upper()} OUTER {join.form} join", fix
-    if join.kind != "inner" and join.residual is not None and any(
-        len({name.split(".", 1)[0] for name in column_names(conjunct)}) > 1
-        for conjunct in conjuncts(join.residual)
-    ):
-        # A conjunct of one side's columns decides whether that side's row can match at
-        # all; one of both sides' would have to be evaluated on each pair in the operator.
-        return (
-            f"a {join.kind.upper()} OUTER JOIN with a condition on both sides besides the "
-            "keys and the time bound",
-            fix,
-        )
     if join.form == "regular":
         # Spark keeps every row of both sides, as S16 does (an L7 warning).
         try:

@@ -297,14 +297,22 @@ JOIN_RESIDUALS = (None, None, "l.x < r.x", "l.x + r.x > 4")
 JOIN_WHERES = (None, None, "r.x IS NOT NULL", "l.u < 30 OR r.k = 'a'")
 #: A generated interval join's kind: INNER, or an OUTER one (run by Tidemark's own operator).
 JOIN_KINDS = ("", "", "LEFT ", "RIGHT ", "FULL ")
-#: Conditions of an OUTER interval join besides keys and bound: each conjunct reads one side.
-OUTER_RESIDUALS = (None, None, "r.x > 0", "l.k = 'a' AND r.d IS NOT NULL", "l.x < 3")
+#: Conditions of an OUTER interval join besides keys and bound: conjuncts of one side
+#: (evaluated on each side's rows in Spark) and of both (on each pair, in the operator).
+OUTER_RESIDUALS = (
+    None,
+    "r.x > 0",
+    "l.k = 'a' AND r.d IS NOT NULL",
+    "l.x < 3",
+    "l.x < r.x",
+    "l.x + r.x > 4 AND r.d IS NOT NULL",
+)
 
 
 def _join_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, str]:
     """``count`` interval join output views of the two tables (SPEC S16), either side first:
     INNER or LEFT, RIGHT or FULL OUTER (whose unmatched rows wait for the other side's
-    waterline), with a drawn residual (of an OUTER one, conjuncts of one side each), drawn
+    waterline), with a drawn residual (of an OUTER one, conjuncts of one or both sides), drawn
     keys, bound (seconds before and after) and WHERE;
     every other one read by an output view with a filter."""
     views: dict[str, str] = {}
@@ -365,8 +373,7 @@ def _window_join_views(rng: random.Random, count: int, tables: list[str]) -> dic
     """``count`` window joins of the two tables (SPEC S16): each side windowed in a local view
     by the same TUMBLE or HOP (one side's WHERE and columns drawn), joined on
     ``window_start``, ``window_end`` and drawn keys, with a drawn residual; INNER, or LEFT,
-    RIGHT or FULL OUTER (on Tidemark's join operator), whose residual conjuncts each read one
-    side."""
+    RIGHT or FULL OUTER (on Tidemark's join operator)."""
     views: dict[str, str] = {}
     for i in range(count):
         left, right = tables if rng.random() < 0.5 else tables[::-1]
@@ -382,8 +389,8 @@ def _window_join_views(rng: random.Random, count: int, tables: list[str]) -> dic
         keys = rng.choice(JOIN_KEYS)
         kind = rng.choice(JOIN_KINDS)
         if kind:
-            # Conjuncts of one side each, over the columns the right view keeps.
-            residual = rng.choice((None, None, "r.x > 0", "l.k = 'a' AND r.u < 20", "l.x < 3"))
+            # Over the columns the right view keeps.
+            residual = rng.choice((None, "r.x > 0", "l.k = 'a' AND r.u < 20", "l.x < r.x"))
         # The local views' SQL goes with their reader's (an entry is one output view).
         views[f"jw{i}"] = (
             f"CREATE LOCAL VIEW wl{i} AS SELECT * FROM TABLE({window.format(t=left)});\n"

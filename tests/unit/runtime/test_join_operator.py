@@ -6,8 +6,10 @@ valid at its time, the versions no lookup can find freed."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from app.circuit.ir import Call, ColumnRef, SqlType
 from app.runtime.join_operator import JoinOperatorSpec, step_slot
 
 # r.t BETWEEN l.t - 2 AND l.t + 3 (ms), LATENESS 1 on the left table, 0 on the right.
@@ -192,3 +194,26 @@ def test_a_window_join_pads_a_window_once_the_other_side_reaches_its_end_s10_s16
     out, doc = step_slot(window, doc, [_probe("R", 60)])
     assert out == [("L1", None)]
     assert doc["held"]["L"] == []
+
+
+def test_a_pair_must_pass_the_conditions_of_both_sides_s16() -> None:
+    """``l.x < r.x`` (both sides) is checked on each pair with the reference evaluator's
+    functions: a pair that fails it is no match, so the row stays unmatched and is padded;
+    a NULL value makes it fail (SQL truth)."""
+    x = ColumnRef("l.x", SqlType("BIGINT")), ColumnRef("r.x", SqlType("BIGINT"))
+    spec = JoinOperatorSpec(
+        "left", "interval", -2, 3, 1, 0, pair=Call("<", x, SqlType("BOOLEAN")),
+        pair_types=(("l.x", "BIGINT"), ("r.x", "BIGINT")),
+    )
+
+    def row(side: str, t: int, offset: int, value: int | None) -> dict[str, Any]:
+        name = "l.x" if side == "L" else "r.x"
+        return {**_row(side, "a", t, offset), "vals": json.dumps({name: value})}
+
+    out, doc = step_slot(spec, None, [
+        row("L", 10, 1, 5), row("L", 10, 2, 9), row("L", 10, 3, None), row("R", 11, 4, 7),
+        _probe("L", 10), _probe("R", 11),
+    ])
+    assert out == [("L1", "R4")]
+    out, _ = step_slot(spec, doc, [_probe("R", 20)])
+    assert out == [("L2", None), ("L3", None)]
