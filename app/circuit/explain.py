@@ -162,6 +162,8 @@ def _operator_text(op: Operator, time_types: dict[str, SqlType]) -> str:
         t = time_types.get(op.time_column)
         sizes = (f"size {duration_text(op.size, t)}" if op.kind == "TUMBLE"
                  else f"gap {duration_text(op.size, t)}" if op.kind == "SESSION"
+                 else f"step {duration_text(op.slide, t)}, size {duration_text(op.size, t)}"
+                 if op.kind == "CUMULATE"
                  else f"slide {duration_text(op.slide, t)}, size {duration_text(op.size, t)}")
         offset = f", offset {duration_text(op.offset, t)}" if op.offset else ""
         return (f"{op.kind}({op.time_column}, {sizes}{offset}) "

@@ -218,14 +218,17 @@ class Project:
 
 @dataclass(frozen=True)
 class Window:
-    """TUMBLE, HOP or SESSION of SPEC L4/S9 on a time attribute; adds ``window_start``/
-    ``window_end`` (TIMESTAMP NOT NULL, or the column's integer type for INT/BIGINT time
-    columns). For TUMBLE, ``slide == size``. Sizes are in the time column's unit (ms for
-    TIMESTAMP). For SESSION, ``size == slide`` is the gap: a group's rows (its GROUP BY keys
-    other than the window's) whose times are less than the gap apart form one session
-    ``[first, last + gap)``, known only once the waterline reaches its end (docs/semantics.md)."""
+    """TUMBLE, HOP, CUMULATE or SESSION of SPEC L4/S9 on a time attribute; adds
+    ``window_start``/``window_end`` (TIMESTAMP NOT NULL, or the column's integer type for
+    INT/BIGINT time columns). For TUMBLE, ``slide == size``. Sizes are in the time column's
+    unit (ms for TIMESTAMP). For CUMULATE, ``slide`` is the step and ``size`` the max size (a
+    whole number of steps): windows ``[s, s + k * step)`` sharing the start ``s`` of a TUMBLE
+    of ``size``, so ``window_end`` alone tells them apart. For SESSION, ``size == slide`` is
+    the gap: a group's rows (its GROUP BY keys other than the window's) whose times are less
+    than the gap apart form one session ``[first, last + gap)``, known only once the waterline
+    reaches its end (docs/semantics.md)."""
 
-    kind: Literal["TUMBLE", "HOP", "SESSION"]
+    kind: Literal["TUMBLE", "HOP", "CUMULATE", "SESSION"]
     time_column: str
     size: int
     slide: int

@@ -602,11 +602,13 @@ class _ViewRuntime:
             elif isinstance(op, Project):
                 sources = _project_sources(sources, op.outputs)
             elif isinstance(op, Aggregate):
-                for index, (_, expr) in enumerate(op.keys):
-                    if isinstance(expr, ColumnRef) and expr.name in sources:
-                        found = sources[expr.name]
-                        if found.kind in ("window_start", "window_end") and self.completion is None:
-                            self.completion = (index, found)
+                # A window_end key first: a CUMULATE's windows of one start differ in it only.
+                for wanted in ("window_end", "window_start"):
+                    for index, (_, expr) in enumerate(op.keys):
+                        if isinstance(expr, ColumnRef) and expr.name in sources:
+                            found = sources[expr.name]
+                            if found.kind == wanted and self.completion is None:
+                                self.completion = (index, found)
                 sources = _project_sources(sources, op.keys)
         for vl in self.view.lateness:
             sources[vl.column] = _TimeSource(self.view.name, vl.column, "forwarded")

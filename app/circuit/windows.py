@@ -1,6 +1,7 @@
 """Window assignment of SPEC S9, as pure functions shared by the oracle and the Spark runtime.
 
 A SESSION window is no function of one row: :func:`sessions` splits one group's times.
+A CUMULATE window's rows share a start with a TUMBLE of its size: :func:`cumulate_bounds`.
 
 TUMBLE and HOP are defined on integers in the time column's unit (epoch milliseconds for
 TIMESTAMP), so one definition serves TIMESTAMP, INT and BIGINT time columns. Floor division is
@@ -11,7 +12,7 @@ truncation would not).
 
 from __future__ import annotations
 
-__all__ = ["hop_starts", "sessions", "tumble_start", "window_bounds"]
+__all__ = ["cumulate_bounds", "hop_starts", "sessions", "tumble_start", "window_bounds"]
 
 
 def tumble_start(c: int, size: int, offset: int = 0) -> int:
@@ -53,13 +54,35 @@ def hop_starts(c: int, size: int, slide: int, offset: int = 0) -> list[int]:
 def window_bounds(
     kind: str, c: int, size: int, slide: int, offset: int = 0
 ) -> list[tuple[int, int]]:
-    """``(window_start, window_end)`` pairs of a TUMBLE or HOP window for time value ``c``."""
+    """``(window_start, window_end)`` pairs of a TUMBLE, HOP or CUMULATE window (whose
+    ``slide`` is its step) for time value ``c``."""
     if kind == "TUMBLE":
         start = tumble_start(c, size, offset)
         return [(start, start + size)]
     if kind == "HOP":
         return [(s, s + size) for s in hop_starts(c, size, slide, offset)]
+    if kind == "CUMULATE":
+        return cumulate_bounds(c, size, slide, offset)
     raise ValueError(f"unknown window kind {kind!r}")
+
+
+def cumulate_bounds(c: int, size: int, step: int, offset: int = 0) -> list[tuple[int, int]]:
+    """Every CUMULATE window ``[s, s + k * step)`` (``k = 1 .. size / step``) holding ``c``,
+    Flink's definition: ``s = floor((c - offset) / size) * size + offset`` is the start of the
+    TUMBLE of ``size`` holding ``c``, and the row is in each window of that start whose end is
+    after ``c``. Ascending ends, so a row's copies come out in window order (SPEC S9).
+
+    >>> cumulate_bounds(7, 10, 2)
+    [(0, 8), (0, 10)]
+    >>> cumulate_bounds(-1, 10, 5), cumulate_bounds(12, 10, 5, 5)
+    ([(-10, 0)], [(5, 15)])
+    """
+    if size <= 0 or step <= 0 or size % step:
+        raise ValueError(f"CUMULATE size must be a positive multiple of its step, got {size} "
+                         f"and {step}")
+    start = tumble_start(c, size, offset)
+    first = (c - start) // step + 1  # the first k whose end start + k * step is after c
+    return [(start, start + k * step) for k in range(first, size // step + 1)]
 
 
 def sessions(times: list[int], gap: int) -> list[tuple[int, int, int]]:

@@ -151,10 +151,6 @@ def _find_tvf(source: SourceText, tokens: Sequence[Token]) -> _Tvf | None:
         word = token.text.upper()
         if word not in ("TUMBLE", "HOP", "SESSION", "CUMULATE"):
             continue
-        if word == "CUMULATE":
-            raise CompileFailure(source.position(token.start),
-                                 "unsupported: CUMULATE windows (TUMBLE, HOP and SESSION for "
-                                 "now)")
         close = _matching(tokens, i + 1)
         if close < 0:
             raise CompileFailure(source.position(token.start), f"unclosed {word}(")
@@ -189,10 +185,11 @@ def _split_args(tokens: Sequence[Token]) -> list[list[Token]]:
 def _tvf_args(source: SourceText, word: str, token: Token, args: list[list[Token]],
               start: int, end: int) -> _Tvf:
     position = source.position(token.start)
-    needed = {"TUMBLE": 4, "HOP": 5, "SESSION": 3}[word]
+    needed = {"TUMBLE": 4, "HOP": 5, "CUMULATE": 5, "SESSION": 3}[word]
     usage = {
         "TUMBLE": "TABLE(TUMBLE(TABLE t, DESCRIPTOR(col), INTERVAL '1' MINUTE [, offset]))",
         "HOP": "TABLE(HOP(TABLE t, DESCRIPTOR(col), slide, size [, offset]))",
+        "CUMULATE": "TABLE(CUMULATE(TABLE t, DESCRIPTOR(col), step, size [, offset]))",
         "SESSION": "TABLE(SESSION(TABLE t [PARTITION BY k], DESCRIPTOR(col), gap))",
     }[word]
     if word == "SESSION":
@@ -1059,6 +1056,10 @@ def _window_columns(tvf: _Tvf, relation: Relation, source: SourceText,
         size_position = tvf.amounts[0][2]
         if size <= 0:
             raise CompileFailure(size_position, "TUMBLE size must be positive")
+    elif tvf.kind == "CUMULATE":
+        slide, size = amounts[0], amounts[1]
+        offset = amounts[2] if len(amounts) > 2 else 0
+        _check_cumulate_sizes(tvf, slide, size, unit)
     else:
         slide, size = amounts[0], amounts[1]
         offset = amounts[2] if len(amounts) > 2 else 0
@@ -1073,12 +1074,29 @@ def _window_columns(tvf: _Tvf, relation: Relation, source: SourceText,
             raise CompileFailure(tvf.amounts[1][2], f"HOP size {_amount(size, unit)} is not a "
                                  f"multiple of its slide {_amount(slide, unit)}",
                                  "make the size a whole number of slides")
-    if not 0 <= offset < slide:
+    # A CUMULATE's starts are its max size apart, as a TUMBLE's.
+    if not 0 <= offset < (size if tvf.kind == "CUMULATE" else slide):
         raise CompileFailure(tvf.amounts[-1][2], f"{tvf.kind} offset must be at least 0 and "
-                             f"less than the {'size' if tvf.kind == 'TUMBLE' else 'slide'}")
+                             f"less than the {'slide' if tvf.kind == 'HOP' else 'size'}")
     window = Window(tvf.kind, tvf.column, size, slide, offset)  # type: ignore[arg-type]
     bound_type = column.type.with_nullable(False)
     return window, bound_type, attr
+
+
+def _check_cumulate_sizes(tvf: _Tvf, step: int, size: int, unit: str) -> None:
+    """Flink's rules for CUMULATE(..., step, size [, offset]): a positive step and a max size
+    that is a whole number of steps."""
+    if step <= 0 or size <= 0:
+        raise CompileFailure(tvf.amounts[0][2], "CUMULATE step and size must be positive")
+    if step > size:
+        raise CompileFailure(tvf.amounts[0][2], f"CUMULATE step {_amount(step, unit)} is larger "
+                             f"than its max size {_amount(size, unit)}",
+                             "use a step at most the size (argument order: CUMULATE(TABLE t, "
+                             "DESCRIPTOR(c), step, size))")
+    if size % step != 0:
+        raise CompileFailure(tvf.amounts[1][2], f"CUMULATE size {_amount(size, unit)} is not a "
+                             f"multiple of its step {_amount(step, unit)}",
+                             "make the max size a whole number of steps")
 
 
 def _amount(value: int, unit: str) -> str:
@@ -1501,6 +1519,13 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
     if window is not None and window.kind == "SESSION":
         assert tvf is not None
         _check_session(tvf, keys, window_key, group_position)
+    if window is not None and window.kind == "CUMULATE" and (
+            window_key is None or window_key[1].kind != "window_end"):
+        assert tvf is not None
+        # The windows of one start differ in their ends only.
+        raise CompileFailure(group_position or tvf.position, "a CUMULATE aggregate must GROUP "
+                             "BY window_end: its windows share their window_start and differ in "
+                             "their end", "GROUP BY window_start, window_end, ...")
     planned = PlannedQuery(relation.name, operators,
                            [Column(n, e.type) for n, e in outputs], view_key, out_attrs, True,
                            window, window_key, group_position, tuple(key_names), selected,

@@ -68,7 +68,7 @@ from app.connectors.sink.record import (
 )
 from app.runtime.encode import ViewEncoding, encode_record
 
-__all__ = ["aggregate_branch", "plan_of", "polls_every_step"]
+__all__ = ["aggregate_branch", "plan_of", "polls_every_step", "window_key_index"]
 
 _SEQ = ("_step", "_partition", "_offset")
 
@@ -419,11 +419,22 @@ def _sink_frame(plan: _Plan, rows: list[dict[str, Any]], ptime_ms: int) -> pd.Da
     )
 
 
+def window_key_index(view: View) -> int | None:
+    """The index of the GROUP BY key an aggregate view's group reads its window end from
+    (S11), or None: the operator then never completes a group."""
+    aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
+    return _window_key(view, aggregate)[0]
+
+
 def _window_key(view: View, aggregate: Aggregate) -> tuple[int | None, int, bool]:
+    """The key a group's window end is read from (S11): ``window_end`` if grouped by (a
+    CUMULATE's windows of one start differ in their ends only), else ``window_start``, whose
+    window ends ``size`` later."""
     size = next((op.size for op in view.operators if isinstance(op, Window)), 0)
-    for index, (_, expr) in enumerate(aggregate.keys):
-        if isinstance(expr, ColumnRef) and expr.name in ("window_end", "window_start") and size:
-            return index, size, expr.name == "window_start"
+    for wanted in ("window_end", "window_start"):
+        for index, (_, expr) in enumerate(aggregate.keys):
+            if isinstance(expr, ColumnRef) and expr.name == wanted and size:
+                return index, size, wanted == "window_start"
     return None, 0, False
 
 

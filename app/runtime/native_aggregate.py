@@ -144,6 +144,8 @@ def _native_shape(circuit: Circuit, view: View) -> bool:
     # ARG_MAX/ARG_MIN break ties by arrival: a cascaded row carries no arrival, and the
     # arrival coordinates of a union's rows are per table.
     by_arrival = any(call.fn.upper() in ("ARG_MAX", "ARG_MIN") for _, call in aggregate.aggregates)
+    if windows[0].kind == "CUMULATE":
+        return False  # Spark's window() has one size: the state operator runs CUMULATE
     if windows[0].kind == "SESSION" and not any(t.name == view.source for t in circuit.tables):
         return False  # Spark's session_window over a table's own rows only
     if any(t.name == view.source for t in circuit.tables):

@@ -46,7 +46,7 @@ from app.circuit.ir import (
 from app.connectors.late_gate import ACCEPTED, SourceColumn, SourceSpec
 from app.connectors.sink.record import SINK_SCHEMA
 from app.errors import ProgramError, TidemarkError
-from app.runtime.aggregate import aggregate_branch
+from app.runtime.aggregate import aggregate_branch, window_key_index
 from app.runtime.encode import ViewEncoding, encode_view_rows
 from app.runtime.join_operator import JoinOperatorSpec, operator_joined
 from app.runtime.native_aggregate import (
@@ -663,6 +663,15 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                     f"of the first LATENESS column of {owner})",
                     f"window on the first LATENESS column of {owner}",
                 )
+        if view.state.kind == "window" and window_key_index(view) is None:
+            # The state operator reads a group's window end from the view's own window.
+            reject(
+                view,
+                f"an aggregate by the window bounds of {view.source}'s rows (its window "
+                "computed in another view)",
+                "window in the aggregate's own query: FROM TABLE(TUMBLE(TABLE t, ...)), "
+                "HOP or CUMULATE, GROUP BY window_start, window_end",
+            )
     for query in physical.queries:
         # A native aggregate over a UNION ALL follows the query's watermark (checked above).
         owners = sorted(

@@ -128,6 +128,11 @@ def _window_entry(window: Window, unit_type: SqlType | None) -> dict[str, Any]:
     size = duration_text(window.size, unit_type)
     if window.kind == "TUMBLE":
         text = f"TUMBLE {size} on {window.time_column}"
+    elif window.kind == "CUMULATE":
+        step = duration_text(window.slide, unit_type)
+        text = f"CUMULATE {size} by {step} on {window.time_column}"
+    elif window.kind == "SESSION":
+        text = f"SESSION gap {size} on {window.time_column}"
     else:
         text = f"HOP {size} every {duration_text(window.slide, unit_type)} on {window.time_column}"
     if window.offset:

@@ -27,11 +27,27 @@ def ms_sql(column: str) -> str:
 
 
 def _window(df: DataFrame, op: Window) -> DataFrame:
-    """SPEC S9 on the time column: TUMBLE start = floor((c - offset)/size)*size + offset."""
+    """SPEC S9 on the time column: TUMBLE start = floor((c - offset)/size)*size + offset;
+    the windows of :func:`app.circuit.windows.window_bounds`, in its order."""
     # The input's own type: a view may decode a table column of the same name (L2).
     is_ts = dict(df.dtypes).get(op.time_column, "timestamp") == "timestamp"
     c = ms_sql(op.time_column) if is_ts else f"`{op.time_column}`"
     first = f"(floor(({c} - {op.offset}) / {op.slide}) * {op.slide} + {op.offset})"
+    if op.kind == "CUMULATE":
+        # cumulate_bounds: the start of the TUMBLE of the max size, every end s + k*step
+        # (k = 1 .. size/step) after c.
+        start = f"(floor(({c} - {op.offset}) / {op.size}) * {op.size} + {op.offset})"
+        df = df.withColumn("window_start", F.expr(start))
+        df = df.withColumn(
+            "window_end",
+            F.explode(
+                F.expr(
+                    f"filter(transform(sequence(1, {op.size // op.slide}), "
+                    f"k -> window_start + k * {op.slide}), e -> e > {c})"
+                )
+            ),
+        )
+        return _window_types(df, op, is_ts)
     if op.kind == "TUMBLE":
         starts = F.expr(first)
     else:
@@ -45,6 +61,11 @@ def _window(df: DataFrame, op: Window) -> DataFrame:
         )
     df = df.withColumn("window_start", starts)
     df = df.withColumn("window_end", F.col("window_start") + F.lit(op.size))
+    return _window_types(df, op, is_ts)
+
+
+def _window_types(df: DataFrame, op: Window, is_ts: bool) -> DataFrame:
+    """``window_start``/``window_end`` (epoch ms) as the time column's type."""
     if is_ts:
         # window_end is an event-time column with the time column's watermark (S10:
         # w(window_end) = w(c)), which frees a window join's state; window_start is not

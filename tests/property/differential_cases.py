@@ -582,6 +582,45 @@ def _session_cases(rng: random.Random, count: int, tables: list[str]) -> list[Ca
     return cases
 
 
+#: Keys of a generated CUMULATE aggregate besides its window's, and its window's keys (a
+#: CUMULATE's windows of one start differ in their ends: window_end is always one).
+CUMULATE_KEYS = ((), ("k",), ("u",), ("k", "u"))
+CUMULATE_WINDOW_KEYS = (("window_start", "window_end"), ("window_end",))
+
+
+def _cumulate_cases(rng: random.Random, count: int, tables: list[str]) -> list[Case]:
+    """``count`` CUMULATE aggregates (SPEC L4, S9; the state operator): a step of 1-3 seconds,
+    a max size of 1-4 steps, an offset or none, drawn keys besides ``window_end``, any
+    aggregate, a drawn WHERE and HAVING; case ``i`` takes the EMIT form and format
+    ``(i + r) % 9`` of :data:`WINDOWED_EMITS` (``r`` drawn), so 9 cases cover them all."""
+    forms = [(emit, fmt) for emit, formats in WINDOWED_EMITS for fmt in formats]
+    rotation = rng.randrange(len(forms))
+    cases = []
+    for i in range(count):
+        table = tables[i % 2]
+        step = rng.randint(1, 3)
+        size = step * rng.choice((1, 2, 3, 4, 4))
+        offset = rng.choice((0, 0, rng.randrange(size)))
+        keys = [*rng.choice(CUMULATE_KEYS), *rng.choice(CUMULATE_WINDOW_KEYS)]
+        calls = rng.sample(AGGREGATES, rng.randint(2, 5))
+        where, having = rng.choice(WHERES), rng.choice(HAVINGS)
+        emit, fmt = forms[(i + rotation) % len(forms)]
+        tvf = (f"CUMULATE(TABLE {table}, DESCRIPTOR(ts), INTERVAL '{step}' SECOND, "
+               f"INTERVAL '{size}' SECOND" + (f", INTERVAL '{offset}' SECOND)" if offset else ")"))
+        sql = (
+            f"CREATE VIEW cu{i} WITH ('topic' = '{{topic}}', 'format' = '{fmt}') AS\n"
+            f"SELECT {', '.join([*keys, *(f'{c} AS a{j}' for j, c in enumerate(calls))])}\n"
+            f"FROM TABLE({tvf})\n"
+            + (f"WHERE {where}\n" if where else "")
+            + f"GROUP BY {', '.join(keys)}"
+            + (f"\nHAVING {having}" if having else "")
+            + (f"\n{emit}" if emit else "")
+            + ";"
+        )
+        cases.append(Case(f"cu{i}", table, sql, emit or "default", fmt))
+    return cases
+
+
 def _cascade_views(rng: random.Random, count: int, table: str) -> dict[str, str]:
     """``count`` cascades of windows over ``table`` (SPEC S18): a local EMIT AFTER WATERMARK
     aggregate by window and a key, an output view windowed on its window end (TUMBLE or HOP)
@@ -650,6 +689,7 @@ def generate(
     union_aggregates: int = 0,
     temporal_joins: int = 0,
     sessions: int = 0,
+    cumulates: int = 0,
 ) -> Scenario:
     """A scenario of ``cases`` generated views over two tables ``ev_a``/``ev_b``; ``native``:
     only windowed AFTER WATERMARK views with exactly computable aggregates (the views Spark's
@@ -669,9 +709,10 @@ def generate(
     ``window_joins``: that many window joins (:func:`_window_join_views`), and
     ``union_aggregates``: that many native aggregates over a UNION ALL of both tables
     (:func:`_union_aggregate_views`), ``temporal_joins``: that many temporal joins
-    (:func:`_temporal_join_views`, both tables keyed by ``u``), and ``sessions``: that many
-    SESSION aggregates (:func:`_session_cases`, cases after the drawn ones), drawn the same
-    way."""
+    (:func:`_temporal_join_views`, both tables keyed by ``u``), ``sessions``: that many
+    SESSION aggregates (:func:`_session_cases`, cases after the drawn ones), and
+    ``cumulates``: that many CUMULATE aggregates (:func:`_cumulate_cases`, cases after those),
+    drawn the same way."""
     rng = random.Random(seed)
     lateness = {"ev_a": rng.choice((0, 2, 4)), "ev_b": rng.choice((3, 6, 10))}
     tables = list(lateness)
@@ -721,6 +762,10 @@ def generate(
         )
     if sessions:
         generated += _session_cases(random.Random(seed * 179424673 + sessions), sessions, tables)
+    if cumulates:
+        generated += _cumulate_cases(
+            random.Random(seed * 275604541 + cumulates), cumulates, tables
+        )
     scenario_steps = []
     now = {t: rng.randint(0, 10) for t in tables}
     top = {t: -(10**9) for t in tables}

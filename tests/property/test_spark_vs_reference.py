@@ -344,6 +344,8 @@ def _seeds(default: Sequence[int]) -> list[int]:
 
 
 CI_CASES = int(os.environ.get("DIFFERENTIAL_CASES", "52"))
+#: CUMULATE aggregates (L4, S9) beside CI's generated views: 6 of their 9 EMIT forms/formats.
+CI_CUMULATES = int(os.environ.get("DIFFERENTIAL_CUMULATES", "6"))
 
 
 @pytest.mark.parametrize("seed", _seeds([20261121]))
@@ -351,9 +353,12 @@ def test_spark_equals_reference_on_generated_views_s3_s14(
     seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
     """52 generated views over two tables in one Spark run of 4 steps: every record as the
-    oracle's, punctuations (S4) and malformed records (S7) included."""
-    scenario = generate(seed, cases=CI_CASES, steps=4, rows_per_step=18)
-    _check(scenario, kafka, unique_topic, tmp_path)
+    oracle's, punctuations (S4) and malformed records (S7) included; and 6 CUMULATE
+    aggregates on the state operator."""
+    scenario = generate(seed, cases=CI_CASES, steps=4, rows_per_step=18, cumulates=CI_CUMULATES)
+    run = _check(scenario, kafka, unique_topic, tmp_path)
+    cumulates = [sum(r.outputs.get(f"cu{i}", 0) for r in run.reports) for i in range(CI_CUMULATES)]
+    assert all(n > 0 for n in cumulates), cumulates
 
 
 #: Cascades of windows (SPEC S18) and SESSION aggregates (L4) beside the native views of
@@ -578,3 +583,21 @@ def test_sessions_equal_reference_long_run(
     S11, S12)."""
     scenario = generate(seed, cases=0, steps=6, rows_per_step=18, sessions=12)
     _check(scenario, kafka, unique_topic, tmp_path, single_partition_outputs=True)
+
+
+LONG_CUMULATE_SEEDS = [
+    int(s)
+    for s in os.environ.get("DIFFERENTIAL_LONG_CUMULATE_SEEDS", "1,2,3,4,5,6,7,8,9,10").split(",")
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", _seeds(LONG_CUMULATE_SEEDS))
+def test_cumulates_equal_reference_long_run(
+    seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """12 generated CUMULATE aggregates per seed (``DIFFERENTIAL_LONG_CUMULATE_SEEDS``), every
+    EMIT form and format the per-step run covers, over 6 steps of out-of-order, late and
+    punctuated rows: every record as the oracle's (L4, S9, S11, S12)."""
+    scenario = generate(seed, cases=0, steps=6, rows_per_step=18, cumulates=12)
+    _check(scenario, kafka, unique_topic, tmp_path)
