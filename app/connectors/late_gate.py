@@ -310,16 +310,24 @@ class LateGate:
                 row.update(self._metadata.row(record, headers))
             except MetadataError as exc:
                 return GateVerdict("invalid", None, str(exc))
-        for name in self._required:
+        missing = self._missing(row, self._required, "record")
+        return missing if missing is not None else self._timed("ok", row)
+
+    def _missing(
+        self, row: Mapping[str, Any], required: Sequence[str], what: str
+    ) -> GateVerdict | None:
+        """``invalid`` for the first of ``required`` that ``row`` has no value of (a NOT NULL
+        column), naming what the record lacks; None when it has them all."""
+        for name in required:
             if row.get(name) is None:
                 lacks = self._metadata.missing(name)
                 return GateVerdict(
                     "invalid",
                     None,
-                    f"column {name} is NOT NULL but the record has "
+                    f"column {name} is NOT NULL but the {what} has "
                     + (lacks if lacks is not None else "null"),
                 )
-        return self._timed("ok", row)
+        return None
 
     def _deletion(
         self, headers: Sequence[tuple[str, bytes | None]] | None, record: RecordMeta | None
@@ -342,16 +350,9 @@ class LateGate:
                     "'timestamp' (the record's timestamp), or send a row instead",
                 )
         keys = [c.name for c in self.spec.columns if c.metadata == "key"]
-        for name in [*keys, *(c for c, _ in self.spec.lateness)]:
-            if row.get(name) is None:
-                lacks = self._metadata.missing(name)
-                return GateVerdict(
-                    "invalid",
-                    None,
-                    f"column {name} is NOT NULL but the tombstone has "
-                    + (lacks if lacks is not None else "null"),
-                )
-        return self._timed("delete", row)
+        required = [*keys, *(c for c, _ in self.spec.lateness)]
+        missing = self._missing(row, required, "tombstone")
+        return missing if missing is not None else self._timed("delete", row)
 
     def _timed(self, kind: str, row: dict[str, Any]) -> GateVerdict:
         """The verdict on a decoded row or deletion: ``kind``, unless a value is out of its

@@ -8,12 +8,21 @@ file blanked out, so that sqlglot's own line/column numbers are those of the fil
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from app.circuit.ir import Position
 
-__all__ = ["CompileFailure", "SourceText", "Statement", "Token", "split_statements", "tokenize"]
+__all__ = [
+    "CompileFailure",
+    "SourceText",
+    "Statement",
+    "Token",
+    "matching_paren",
+    "split_statements",
+    "tokenize",
+]
 
 TokenKind = Literal["word", "qident", "string", "number", "punct"]
 
@@ -164,6 +173,19 @@ class Statement:
     @property
     def end(self) -> int:
         return self.tokens[-1].end
+
+
+def matching_paren(tokens: Sequence[Token], open_index: int) -> int:
+    """The index of the ``)`` that closes the ``(`` at ``open_index``; -1 if none does."""
+    depth = 0
+    for i in range(open_index, len(tokens)):
+        if tokens[i].is_punct("("):
+            depth += 1
+        elif tokens[i].is_punct(")"):
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
 
 
 def split_statements(tokens: list[Token]) -> list[Statement]:

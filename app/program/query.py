@@ -54,7 +54,7 @@ from app.circuit.ir import (
     conjuncts,
 )
 from app.program.ddl import _Cursor, parse_interval_tokens
-from app.program.lexer import CompileFailure, SourceText, Token
+from app.program.lexer import CompileFailure, SourceText, Token, matching_paren
 
 __all__ = ["PlannedQuery", "Relation", "plan_query", "plan_window_side"]
 
@@ -132,18 +132,6 @@ class _Tvf:
     partition: tuple[tuple[str, Position], ...] = ()
 
 
-def _matching(tokens: Sequence[Token], open_index: int) -> int:
-    depth = 0
-    for i in range(open_index, len(tokens)):
-        if tokens[i].is_punct("("):
-            depth += 1
-        elif tokens[i].is_punct(")"):
-            depth -= 1
-            if depth == 0:
-                return i
-    return -1
-
-
 def _find_tvf(source: SourceText, tokens: Sequence[Token]) -> _Tvf | None:
     for i, token in enumerate(tokens):
         if not (token.kind == "word" and i + 1 < len(tokens) and tokens[i + 1].is_punct("(")):
@@ -151,12 +139,12 @@ def _find_tvf(source: SourceText, tokens: Sequence[Token]) -> _Tvf | None:
         word = token.text.upper()
         if word not in ("TUMBLE", "HOP", "SESSION", "CUMULATE"):
             continue
-        close = _matching(tokens, i + 1)
+        close = matching_paren(tokens, i + 1)
         if close < 0:
             raise CompileFailure(source.position(token.start), f"unclosed {word}(")
         start_index, end_index = i, close
         if i >= 2 and tokens[i - 1].is_punct("(") and tokens[i - 2].is_word("TABLE"):
-            outer = _matching(tokens, i - 1)
+            outer = matching_paren(tokens, i - 1)
             if outer < 0:
                 raise CompileFailure(source.position(tokens[i - 2].start), "unclosed TABLE(")
             start_index, end_index = i - 2, outer

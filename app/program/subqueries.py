@@ -20,7 +20,7 @@ from typing import Literal
 
 from app.circuit.ir import Position
 from app.program.ddl import _Cursor, identifier
-from app.program.lexer import CompileFailure, SourceText, Token
+from app.program.lexer import CompileFailure, SourceText, Token, matching_paren
 
 __all__ = ["Derived", "QueryParts", "reserved_name", "split_query"]
 
@@ -143,16 +143,11 @@ def _with_list(source: SourceText,
 
 
 def _close(source: SourceText, tokens: tuple[Token, ...], open_index: int) -> int:
-    depth = 0
-    for i in range(open_index, len(tokens)):
-        if tokens[i].is_punct("("):
-            depth += 1
-        elif tokens[i].is_punct(")"):
-            depth -= 1
-            if depth == 0:
-                return i
-    raise CompileFailure(source.position(tokens[open_index].start), "unclosed (",
-                         "close it with )")
+    close = matching_paren(tokens, open_index)
+    if close < 0:
+        raise CompileFailure(source.position(tokens[open_index].start), "unclosed (",
+                             "close it with )")
+    return close
 
 
 def _check_body(source: SourceText, open_: Token, body: tuple[Token, ...], what: str) -> None:
@@ -255,15 +250,8 @@ def _window_function_end(tokens: tuple[Token, ...], index: int) -> int:
     if not (at + 1 < len(tokens) and tokens[at].is_word(*_WINDOW_FUNCTIONS)
             and tokens[at + 1].is_punct("(")):
         return -1
-    depth = 0
-    for i in range(index, len(tokens)):
-        if tokens[i].is_punct("("):
-            depth += 1
-        elif tokens[i].is_punct(")"):
-            depth -= 1
-            if depth == 0 and i > at:
-                return i
-    return -1
+    # The ( after TABLE, or after the function's name: both at index + 1.
+    return matching_paren(tokens, index + 1)
 
 
 def _alias(source: SourceText, tokens: tuple[Token, ...], index: int,

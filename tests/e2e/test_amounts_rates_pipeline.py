@@ -168,6 +168,15 @@ def _day27(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "rowtime": row["rowtime"] + 86_400_000}
 
 
+#: The LEFT temporal join of the programs below (topics by name).
+CONVERTED = """
+CREATE VIEW converted WITH ('topic' = '{converted}') AS
+SELECT a.rowtime, a.currency, a.amount, r.rate, a.amount * r.rate AS converted
+FROM amounts AS a
+LEFT JOIN rates FOR SYSTEM_TIME AS OF a.rowtime AS r
+  ON a.currency = r.currency;
+"""
+
 KEYED = """
 CREATE TABLE amounts (
     rowtime  TIMESTAMP NOT NULL LATENESS INTERVAL '0' SECOND,
@@ -181,12 +190,6 @@ CREATE TABLE rates (
     rate     DECIMAL(10, 2) NOT NULL,
     PRIMARY KEY (currency) NOT ENFORCED
 ) WITH ('topic' = '{rates}', 'dead_letter' = '{rates_dlq}');
-
-CREATE VIEW converted WITH ('topic' = '{converted}') AS
-SELECT a.rowtime, a.currency, a.amount, r.rate, a.amount * r.rate AS converted
-FROM amounts AS a
-LEFT JOIN rates FOR SYSTEM_TIME AS OF a.rowtime AS r
-  ON a.currency = r.currency;
 
 CREATE VIEW priced WITH ('topic' = '{priced}') AS
 SELECT a.rowtime, a.currency, a.amount, r.rate
@@ -217,7 +220,7 @@ def test_a_tombstone_on_the_compacted_rates_topic_ends_its_currencys_rate_s16(
     kafka.create_topic(topics["amounts"], partitions=2)
     kafka.create_topic(topics["rates"], partitions=2, config={"cleanup.policy": "compact"})
     program = tmp_path / "keyed_rates.sql"
-    program.write_text(KEYED.format(**topics), encoding="utf-8")
+    program.write_text((KEYED + CONVERTED).format(**topics), encoding="utf-8")
     circuit = compile_program(program)
     assert circuit.table("rates").deletes_by_tombstone
     assert refused_by_spark(circuit, physical_plan(circuit)) == ()
@@ -275,12 +278,6 @@ CREATE TABLE rates (
     rate     DECIMAL(10, 2) NOT NULL,
     PRIMARY KEY (currency) NOT ENFORCED
 ) WITH ('topic' = '{rates}', 'dead_letter' = '{rates_dlq}');
-
-CREATE VIEW converted WITH ('topic' = '{converted}') AS
-SELECT a.rowtime, a.currency, a.amount, r.rate, a.amount * r.rate AS converted
-FROM amounts AS a
-LEFT JOIN rates FOR SYSTEM_TIME AS OF a.rowtime AS r
-  ON a.currency = r.currency;
 """
 
 
@@ -297,7 +294,7 @@ def test_a_temporal_join_as_of_the_probe_tables_second_lateness_column_s16(
     for name in ("amounts", "rates"):
         kafka.create_topic(topics[name], partitions=2)
     program = tmp_path / "booked.sql"
-    program.write_text(BOOKED.format(**topics), encoding="utf-8")
+    program.write_text((BOOKED + CONVERTED).format(**topics), encoding="utf-8")
     circuit = compile_program(program)
     assert refused_by_spark(circuit, physical_plan(circuit)) == ()
 
