@@ -344,8 +344,8 @@ def _seeds(default: Sequence[int]) -> list[int]:
 
 
 CI_CASES = int(os.environ.get("DIFFERENTIAL_CASES", "52"))
-#: CUMULATE aggregates (L4, S9) beside CI's generated views: 6 of their 9 EMIT forms/formats.
-CI_CUMULATES = int(os.environ.get("DIFFERENTIAL_CUMULATES", "6"))
+#: CUMULATE aggregates (L4, S9) beside CI's generated views: each of their 9 EMIT forms/formats.
+CI_CUMULATES = int(os.environ.get("DIFFERENTIAL_CUMULATES", "9"))
 
 
 @pytest.mark.parametrize("seed", _seeds([20261121]))
@@ -353,7 +353,7 @@ def test_spark_equals_reference_on_generated_views_s3_s14(
     seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
     """52 generated views over two tables in one Spark run of 4 steps: every record as the
-    oracle's, punctuations (S4) and malformed records (S7) included; and 6 CUMULATE
+    oracle's, punctuations (S4) and malformed records (S7) included; and 9 CUMULATE
     aggregates on the state operator."""
     scenario = generate(seed, cases=CI_CASES, steps=4, rows_per_step=18, cumulates=CI_CUMULATES)
     run = _check(scenario, kafka, unique_topic, tmp_path)
@@ -364,7 +364,7 @@ def test_spark_equals_reference_on_generated_views_s3_s14(
 #: Cascades of windows (SPEC S18) and SESSION aggregates (L4) beside the native views of
 #: CI's native run.
 CI_CASCADES = 3
-CI_SESSIONS = 8
+CI_SESSIONS = 11
 
 
 @pytest.mark.parametrize("seed", _seeds([20261122]))
@@ -375,7 +375,7 @@ def test_native_aggregation_equals_reference_s11_s12(
     own aggregation runs (app/runtime/native_aggregate.py): TUMBLE/HOP, offsets, WHERE/HAVING,
     every format, rows equal to the waterline and windows ending on it, record for record;
     3 cascades of two or three such levels, each over the window end of the one below
-    (S18), in ``ev_a``'s query; and 8 SESSION aggregates (Spark's session_window), sessions
+    (S18), in ``ev_a``'s query; and 11 SESSION aggregates (Spark's session_window), sessions
     per drawn keys.
     Both tables' queries write their records themselves (ADR 0008), after a job over the
     step's slices (their queries read the source once per view): ``ev_a`` beside stateless
