@@ -870,7 +870,17 @@ _register("NULLIF", 2, 2, _nullif_type, _nullif, _nullif_spark, strict=False)
 
 def _numeric_arg(name: str, t: SqlType) -> None:
     if not is_numeric(t):
-        raise FunctionTypeError(f"{name} needs a numeric argument, not {t.name}")
+        raise FunctionTypeError(f"{name} needs a numeric argument, not {t.name}",
+                                _numeric_fix(name, t))
+
+
+def _numeric_fix(name: str, t: SqlType) -> str:
+    """How to give ``name`` a number instead of a value of type ``t``."""
+    if t.name in ("TIMESTAMP", "DATE"):
+        return f"give {name} a number: UNIX_MILLIS(ts) is a TIMESTAMP's epoch milliseconds"
+    if t.name == "VARCHAR":
+        return f"give {name} a number: CAST(s AS DECIMAL(10, 2)) reads one from text"
+    return f"give {name} a numeric column (INT, BIGINT, DECIMAL, REAL or DOUBLE)"
 
 
 def _abs_type(types: Sequence[SqlType]) -> SqlType:
@@ -1873,14 +1883,16 @@ def aggregate_type(fn: str, arg_types: Sequence[SqlType], distinct: bool = False
             raise FunctionTypeError(f"{fn} cannot order by {arg_types[1].name}")
         return arg_types[0].with_nullable(True)
     if len(arg_types) != 1:
-        raise FunctionTypeError(f"{fn} takes 1 argument, not {len(arg_types)}")
+        raise FunctionTypeError(f"{fn} takes 1 argument, not {len(arg_types)}",
+                                f"write {fn}(x)")
     t = arg_types[0]
     if fn in ("MIN", "MAX"):
         if t.name in ("VARBINARY",):
             raise FunctionTypeError(f"{fn} cannot order {t.name} values")
         return t.with_nullable(True)
     if not is_numeric(t):
-        raise FunctionTypeError(f"{fn} needs a numeric argument, not {t.name}")
+        raise FunctionTypeError(f"{fn} needs a numeric argument, not {t.name}",
+                                _numeric_fix(fn, t) + "; COUNT(x) counts values of any type")
     if fn == "SUM":
         if _is_integer(t):
             return _t("BIGINT")
@@ -1912,7 +1924,9 @@ def result_type(fn: str, arg_types: Sequence[SqlType]) -> SqlType:
                     else f"{entry.min_args} or more" if entry.max_args is None
                     else f"{entry.min_args} to {entry.max_args}")
         plural = "" if expected == "1" else "s"
-        raise FunctionTypeError(f"{fn} takes {expected} argument{plural}, not {n}")
+        raise FunctionTypeError(f"{fn} takes {expected} argument{plural}, not {n}",
+                                f"call {fn} with {expected} argument{plural} (docs/language.md, "
+                                "Expressions and functions)")
     return entry.type_rule(arg_types)
 
 

@@ -618,7 +618,9 @@ class _Compiler:
         topic = self._string(topic_option)
         if topic in {t.topic for t in self.tables} | {t.dead_letter_topic for t in self.tables}:
             raise CompileFailure(topic_option.value_position, f"view {decl.name} writes to "
-                                 f"topic {topic}, which is an input or dead-letter topic")
+                                 f"topic {topic}, which is an input or dead-letter topic",
+                                 f"give the view a topic of its own: WITH ('topic' = "
+                                 f"'{decl.name}')")
         for other in self.views:
             if other.output is not None and other.output.topic == topic:
                 raise CompileFailure(topic_option.value_position, f"topic {topic} is already "

@@ -621,7 +621,15 @@ class _Translator:
         if id(inner) in self._intervals:
             raise self.fail(node, "cannot CAST an INTERVAL")
         if not fn.can_cast(inner.type, target):
-            raise self.fail(node, f"cannot CAST {inner.type.name} to {target.name}")
+            times = ("TIMESTAMP", "DATE")
+            fix = (
+                "UNIX_MILLIS(ts) is a TIMESTAMP's epoch milliseconds"
+                if inner.type.name in times and fn.is_numeric(target)
+                else "TIMESTAMP_MILLIS(ms) is the TIMESTAMP of epoch milliseconds"
+                if fn.is_numeric(inner.type) and target.name in times
+                else "see the CASTs allowed in docs/language.md (Expressions and functions)"
+            )
+            raise self.fail(node, f"cannot CAST {inner.type.name} to {target.name}", fix)
         target = target.with_nullable(True) if (
             inner.type.nullable or inner.type.name != target.name) else target
         if target.name in ("INT", "BIGINT", "DECIMAL", "REAL", "DOUBLE", "VARCHAR", "BOOLEAN") \
@@ -711,7 +719,9 @@ class _Translator:
                                  f"allowed in {self.clause}",
                                  "filter groups with HAVING" if self.clause == "WHERE" else None)
         if self._in_aggregate:
-            raise CompileFailure(self.func_pos(node), "aggregate functions cannot be nested")
+            raise CompileFailure(self.func_pos(node), "aggregate functions cannot be nested",
+                                 "aggregate in a LOCAL view, then aggregate its rows in a view "
+                                 "that reads it")
         self._in_aggregate = True
         try:
             distinct = False
@@ -952,12 +962,15 @@ def _parse_select(source: SourceText, tokens: Sequence[Token], tvf: _Tvf | None)
         description = str(info.get("description") or "syntax error")
         missing = re.match(r"Required keyword: '(\w+)' missing for <class '[\w.]*\.(\w+)'>",
                            description)
+        fix = "check the SQL at this position against the forms in docs/language.md"
         if missing:
             description = (f"{missing[2].upper()} is missing its {missing[1]} argument "
                            "(wrong number of arguments)")
+            fix = (f"give {missing[2].upper()} all its arguments (docs/language.md, Expressions "
+                   "and functions)")
         found = f" near '{highlight}'" if highlight else ""
         raise CompileFailure(source.position(offset), f"syntax error{found}: {description}",
-                             None) from exc
+                             fix) from exc
     except TokenError as exc:
         raise CompileFailure(source.position(start), f"syntax error: {exc}") from exc
     if isinstance(parsed, (exp.Union, exp.Intersect, exp.Except)):
@@ -1018,8 +1031,9 @@ def _window_columns(tvf: _Tvf, relation: Relation, source: SourceText,
     attr = relation.time_attribute(tvf.column)
     if attr is None:
         raise CompileFailure(tvf.column_position,
-                             f"column {tvf.column} is not a time attribute: add LATENESS to "
-                             f"{relation.name}.{tvf.column} or window on a column that has it")
+                             f"column {tvf.column} is not a time attribute",
+                             f"add LATENESS to {relation.name}.{tvf.column}, or window on a "
+                             "column that has it")
     unit = "interval" if column.type.name == "TIMESTAMP" else "integer"
     for amount, kind, position in tvf.amounts:
         if kind != unit:

@@ -1,7 +1,8 @@
 """SPEC L7: every golden rejected program fails with its message at its line and column.
 
 Each file under tests/fixtures/programs/rejected/ starts with
-``-- expect: <line>:<column> <message substring>`` and ``-- fix: <fix substring or ->``.
+``-- expect: <line>:<column> <message substring>`` and ``-- fix: <fix substring>``: every
+refusal says how to fix the program.
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ REJECTED = Path(__file__).resolve().parents[2] / "fixtures" / "programs" / "reje
 FILES = sorted(REJECTED.glob("*.sql"))
 
 
-def _expectation(path: Path) -> tuple[int, int, str, str | None]:
+def _expectation(path: Path) -> tuple[int, int, str, str]:
     lines = path.read_text(encoding="utf-8").splitlines()
     match = re.fullmatch(r"-- expect: (\d+):(\d+) (.+)", lines[0])
     assert match, f"{path.name}: first line must be '-- expect: L:C message'"
     fix_match = re.fullmatch(r"-- fix: (.+)", lines[1])
-    assert fix_match, f"{path.name}: second line must be '-- fix: text' or '-- fix: -'"
-    fix = None if fix_match[1] == "-" else fix_match[1]
-    return int(match[1]), int(match[2]), match[3], fix
+    assert fix_match, f"{path.name}: second line must be '-- fix: text'"
+    return int(match[1]), int(match[2]), match[3], fix_match[1]
 
 
 def test_l7_there_are_at_least_25_rejected_programs() -> None:
@@ -42,8 +42,7 @@ def test_l7_rejected_program_names_position_message_and_fix(path: Path) -> None:
     assert first.position.file == str(path)
     assert (first.position.line, first.position.column) == (line, column), str(first)
     assert message in first.message
-    if fix is not None:
-        assert first.fix is not None and fix in first.fix
+    assert first.fix is not None and fix in first.fix
     assert f"{path}:{line}:{column}: error:" in str(info.value)
 
 
