@@ -324,8 +324,9 @@ def explain_text(circuit: Circuit) -> str:
                      f"{', future' if table.max_future_ms is not None else ''} records)")
         lines.append("  columns:      " + ", ".join(_table_column(c) for c in table.columns))
         if table.primary_key:
+            deletes = (", a tombstone deletes its key" if table.deletes_by_tombstone else "")
             lines.append(f"  primary key:  {', '.join(table.primary_key)} (NOT ENFORCED: each "
-                         "row is one more version of its key)")
+                         f"row is one more version of its key{deletes})")
         if table.lateness:
             for lateness in table.lateness:
                 t = table.column(lateness.column).type

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from circuit_builders import at
 
+from app.circuit.explain import explain_text
 from app.circuit.ir import Circuit
 from app.circuit.reference import Deletion, Punctuation, StepInput, StepResult, evaluate
 from app.program.compile import compile_program
@@ -313,6 +314,8 @@ def gone(clock: str, currency: str | None) -> Deletion:
 def test_s16_only_a_table_keyed_by_its_kafka_key_deletes_by_tombstone() -> None:
     assert keyed().table("rates").deletes_by_tombstone
     assert not converted().table("rates").deletes_by_tombstone
+    assert "a tombstone deletes its key" in explain_text(keyed())
+    assert "tombstone" not in explain_text(converted())
     with pytest.raises(ValueError, match="PRIMARY KEY is not its Kafka key"):
         evaluate(converted(), [StepInput({"rates": [gone("9:00", "EUR")]})])
 
