@@ -281,6 +281,7 @@ CREATE TABLE rates (
 """
 
 
+@pytest.mark.slow  # CI's budget; the planner's side is a unit test (test_runtime_support_join)
 def test_a_temporal_join_as_of_the_probe_tables_second_lateness_column_s16(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
