@@ -62,6 +62,7 @@ __all__ = [
     "joined_on_window_end",
     "native_branch",
     "native_rows",
+    "session_windowed",
     "union_time_tables",
 ]
 
@@ -159,7 +160,7 @@ def _native_shape(circuit: Circuit, view: View) -> bool:
             return False
     else:
         source = circuit.view(view.source)
-        if by_arrival or not _native_shape(circuit, source) or _sessions(source):
+        if by_arrival or not _native_shape(circuit, source) or session_windowed(source):
             return False
         if cascade_time_column(source) != windows[0].time_column:
             return False
@@ -168,7 +169,8 @@ def _native_shape(circuit: Circuit, view: View) -> bool:
     return all(_native_call(call) for _, call in aggregate.aggregates)
 
 
-def _sessions(view: View) -> bool:
+def session_windowed(view: View) -> bool:
+    """The view aggregates SESSION windows (known only once closed, SPEC L4)."""
     return any(isinstance(op, Window) and op.kind == "SESSION" for op in view.operators)
 
 
@@ -534,7 +536,7 @@ def _groups(view: View, rows: DataFrame, depth: int) -> tuple[DataFrame, list[st
     # Window keys come from the grouped window; other keys are grouped as computed columns.
     grouping: list[Column] = [F.col("_w")]
     keys: list[str] = []
-    session = _sessions(view)
+    session = session_windowed(view)
     for j, (_, expr) in enumerate(aggregate.keys):
         if isinstance(expr, ColumnRef) and expr.name in ("window_start", "window_end"):
             if session:

@@ -55,6 +55,7 @@ from app.runtime.native_aggregate import (
     joined_on_window_end,
     native_branch,
     native_rows,
+    session_windowed,
     union_time_tables,
 )
 from app.runtime.physical import PhysicalPlan, QueryPlan, by_join_operator, first_lateness
@@ -594,8 +595,7 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                 "declare LATENESS on the tables",
             )
         native = physical.placement(view.name).placement == "native"
-        sessions = any(isinstance(op, Window) and op.kind == "SESSION" for op in view.operators)
-        if sessions and not native:
+        if session_windowed(view) and not native:
             reject(
                 view,
                 "this SESSION window aggregate",

@@ -32,12 +32,11 @@ def _window(df: DataFrame, op: Window) -> DataFrame:
     # The input's own type: a view may decode a table column of the same name (L2).
     is_ts = dict(df.dtypes).get(op.time_column, "timestamp") == "timestamp"
     c = ms_sql(op.time_column) if is_ts else f"`{op.time_column}`"
-    first = f"(floor(({c} - {op.offset}) / {op.slide}) * {op.slide} + {op.offset})"
+    first = _last_start(c, op.offset, op.slide)
     if op.kind == "CUMULATE":
         # cumulate_bounds: the start of the TUMBLE of the max size, every end s + k*step
         # (k = 1 .. size/step) after c.
-        start = f"(floor(({c} - {op.offset}) / {op.size}) * {op.size} + {op.offset})"
-        df = df.withColumn("window_start", F.expr(start))
+        df = df.withColumn("window_start", F.expr(_last_start(c, op.offset, op.size)))
         df = df.withColumn(
             "window_end",
             F.explode(
@@ -62,6 +61,11 @@ def _window(df: DataFrame, op: Window) -> DataFrame:
     df = df.withColumn("window_start", starts)
     df = df.withColumn("window_end", F.col("window_start") + F.lit(op.size))
     return _window_types(df, op, is_ts)
+
+
+def _last_start(c: str, offset: int, every: int) -> str:
+    """Spark SQL of the last start ``k * every + offset`` at or before ``c`` (S9's floor)."""
+    return f"(floor(({c} - {offset}) / {every}) * {every} + {offset})"
 
 
 def _window_types(df: DataFrame, op: Window, is_ts: bool) -> DataFrame:
