@@ -108,10 +108,11 @@ class TableInputs:
             if column.type.nullable and lateness is None and r.random() < NULL_SHARE:
                 row[column.name] = None
             else:
-                row[column.name] = self._value(column, event)
+                row[column.name] = self.value(column, event)
         return row
 
-    def _value(self, column: Column, event_ms: int) -> Any:
+    def value(self, column: Column, event_ms: int) -> Any:
+        """A value of ``column``'s type for an event at ``event_ms`` (see the module doc)."""
         r, kind = self.random, column.type
         if kind.name == "TIMESTAMP":
             return event_ms
