@@ -53,6 +53,7 @@ from app.circuit.ir import (
     column_names,
     conjuncts,
 )
+from app.program.as_of_subquery import as_of_join
 from app.program.ddl import _Cursor, parse_interval_tokens
 from app.program.lexer import CompileFailure, SourceText, Token, matching_paren
 
@@ -1744,21 +1745,26 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
     words = _top_level_words(tokens)
     from_index = next((i for i, t in words if t.is_word("FROM")), 0)
     join_token = next((t for i, t in words if i > from_index and t.is_word("JOIN")), None)
-    comma = next((t for i, t in words if i > from_index and t.is_punct(",")), None)
-    if comma is not None and (join_token is None or comma.start < join_token.start):
-        raise CompileFailure(source.position(comma.start), "unsupported: several relations "
-                             "in FROM separated by commas", "join them: FROM a JOIN b ON "
-                             "a.k = b.k (with a time bound, see docs/language.md, JOIN)")
+    commas = [t for i, t in words if i > from_index and t.is_punct(",")
+              and not _after_clause_word(words, i, from_index)]
+    if commas and (join_token is None or commas[0].start < join_token.start):
+        select, position = _comma_join(source, select, commas, join_token)
+        join_token = commas[0]
+        clause = "WHERE"  # the condition as written
+    else:
+        assert join_token is not None
+        # The join clause starts at its first word: LEFT/RIGHT/FULL/INNER/... JOIN.
+        leading = [t for i, t in words if i > from_index and t.start <= join_token.start]
+        start = join_token
+        for token in reversed(leading[:-1]):
+            if not token.is_word("LEFT", "RIGHT", "FULL", "INNER", "OUTER", "CROSS",
+                                 "NATURAL"):
+                break
+            start = token
+        position = source.position(start.start)
+        clause = "ON"
+    select = as_of_join(source, select)
     joins = select.args["joins"]
-    assert join_token is not None
-    # The join clause starts at its first word: LEFT/RIGHT/FULL/INNER/... JOIN.
-    clause = [t for i, t in words if i > from_index and t.start <= join_token.start]
-    start = join_token
-    for token in reversed(clause[:-1]):
-        if not token.is_word("LEFT", "RIGHT", "FULL", "INNER", "OUTER", "CROSS", "NATURAL"):
-            break
-        start = token
-    position = source.position(start.start)
     if len(joins) > 1:
         later = [t for i, t in words if i > from_index and t.is_word("JOIN")]
         raise CompileFailure(source.position(later[1].start) if len(later) > 1 else position,
@@ -1828,7 +1834,7 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
     if version is not None:
         assert isinstance(version, exp.Version)
         temporal = _temporal_join(source, version, for_position, kind, left, right, on,
-                                  on_scope, fallback)
+                                  on_scope, fallback, clause)
         return _join_view(source, tokens, select, words, view_name, fallback, position,
                           temporal, left, right, sides, post_columns, "")
 
@@ -1836,7 +1842,7 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
     windows: list[tuple[str, str, Expr]] = []
     others: list[tuple[Expr, Position]] = []
     for node in _conjuncts(on):
-        translator = _Translator(source, on_scope, fallback, None, "ON")
+        translator = _Translator(source, on_scope, fallback, None, clause)
         inner = node.unnest() if isinstance(node, exp.Paren) else node
         condition: Expr
         if isinstance(inner, exp.EQ):
@@ -1869,7 +1875,7 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
         else:
             condition = translator.translate(node)
         if condition.type.name != "BOOLEAN":
-            raise CompileFailure(translator.pos(node), f"ON needs a BOOLEAN condition, not "
+            raise CompileFailure(translator.pos(node), f"{clause} needs a BOOLEAN condition, not "
                                  f"{condition.type.name}", "compare columns: ON a.k = b.k")
         others.extend((c, translator.pos(node)) for c in conjuncts(condition))
 
@@ -1923,6 +1929,38 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
     join_op = Join(kind, form, left.side(), right.side(), tuple(keys), residual, bound)
     return _join_view(source, tokens, select, words, view_name, fallback, position, join_op,
                       left, right, sides, post_columns, unbounded_why)
+
+
+def _after_clause_word(words: list[tuple[int, Token]], index: int, from_index: int) -> bool:
+    """Whether the top-level token at ``index`` comes after a clause that follows FROM
+    (``WHERE``, ``GROUP BY``, ...): a comma there separates no relations."""
+    return any(from_index < i < index and t.is_word("WHERE", "GROUP", "HAVING", "WINDOW",
+                                                        "QUALIFY", "ORDER", "LIMIT", "EMIT")
+               for i, t in words)
+
+
+def _comma_join(source: SourceText, select: exp.Select, commas: Sequence[Token],
+                join_token: Token | None) -> tuple[exp.Select, Position]:
+    """``FROM a, b WHERE c``, the paper's NEXMark Q7 form (listing 2): the INNER join of
+    ``a`` and ``b`` ON ``c``. For an inner join a condition in WHERE and one in ON select
+    the same pairs, so WHERE is read as the ON condition, split into keys, time bound and
+    residual like any other (S16)."""
+    position = source.position(commas[0].start)
+    if len(commas) > 1 or join_token is not None:
+        raise CompileFailure(source.position(commas[-1].start) if len(commas) > 1 else
+                             position, "unsupported: a join of more than two relations",
+                             "join two relations in a LOCAL view and join that view in the "
+                             "next one")
+    where = select.args.get("where")
+    if where is None:
+        raise CompileFailure(position, "two relations in FROM need their join condition in "
+                             "WHERE (without one, every pair of rows is kept forever)",
+                             "add WHERE a.k = b.k AND b.ts BETWEEN a.ts - INTERVAL '10' "
+                             "MINUTE AND a.ts + INTERVAL '10' MINUTE, or write JOIN ... ON")
+    joined = select.copy()
+    joined.set("where", None)
+    joined.args["joins"][0].set("on", where.this.copy())
+    return joined, position
 
 
 def _join_view(source: SourceText, tokens: Sequence[Token], select: exp.Select,
@@ -2004,7 +2042,7 @@ def _join_view(source: SourceText, tokens: Sequence[Token], select: exp.Select,
 
 def _temporal_join(source: SourceText, version: exp.Version, for_position: Position,
                    kind: _JoinKind, left: _JoinInput, right: _JoinInput, on: exp.Expression,
-                   on_scope: _Scope, fallback: Position) -> Join:
+                   on_scope: _Scope, fallback: Position, clause: str = "ON") -> Join:
     """SPEC S16: ``a [LEFT] JOIN b FOR SYSTEM_TIME AS OF a.t [AS y] ON ...`` (Flink's
     event-time temporal join): ``b`` is a table with a PRIMARY KEY and a LATENESS column
     (its versions and their times), ``a.t`` a time attribute of ``a`` (S10), and ON has an
@@ -2054,7 +2092,7 @@ def _temporal_join(source: SourceText, version: exp.Version, for_position: Posit
     found: dict[str, tuple[Expr, Expr]] = {}
     others: list[Expr] = []
     for node in _conjuncts(on):
-        on_translator = _Translator(source, on_scope, fallback, None, "ON")
+        on_translator = _Translator(source, on_scope, fallback, None, clause)
         inner = node.unnest() if isinstance(node, exp.Paren) else node
         if isinstance(inner, exp.EQ):
             first = on_translator.translate(inner.this)
@@ -2076,8 +2114,9 @@ def _temporal_join(source: SourceText, version: exp.Version, for_position: Posit
                 continue
         condition = on_translator.translate(node)
         if condition.type.name != "BOOLEAN":
-            raise CompileFailure(on_translator.pos(node), f"ON needs a BOOLEAN condition, not "
-                                 f"{condition.type.name}", "compare columns: ON a.k = b.k")
+            raise CompileFailure(on_translator.pos(node), f"{clause} needs a BOOLEAN "
+                                 f"condition, not {condition.type.name}",
+                                 "compare columns: ON a.k = b.k")
         others.extend(conjuncts(condition))
     missing = [q for q in key_columns if q not in found]
     if missing:

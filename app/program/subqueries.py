@@ -182,12 +182,18 @@ def _subqueries(source: SourceText, tokens: tuple[Token, ...],
     spans: list[tuple[int, int, str]] = []
     outer: list[Token] = []
     depth = 0
+    in_from = False  # between a top-level FROM and the clause after it
     i = 0
     while i < len(tokens):
         token = tokens[i]
         nxt = tokens[i + 1] if i + 1 < len(tokens) else None
         after = tokens[i + 2] if i + 2 < len(tokens) else None
-        if (depth == 0 and token.is_word("FROM", "JOIN") and nxt is not None
+        if depth == 0 and token.kind == "word":
+            in_from = token.is_word("FROM") or (in_from and token.upper not in _CLAUSE_WORDS)
+        # A relation follows FROM, JOIN, or a comma of FROM's list (``FROM a, b``).
+        starts = depth == 0 and (token.is_word("FROM", "JOIN")
+                                 or (in_from and token.is_punct(",")))
+        if (starts and nxt is not None
                 and nxt.is_punct("(") and after is not None and after.is_word("SELECT", "WITH")):
             outer.append(token)
             close = _close(source, tokens, i + 1)
@@ -196,8 +202,7 @@ def _subqueries(source: SourceText, tokens: tuple[Token, ...],
             _check_body(source, nxt, body, "a subquery")
             alias, alias_end = _alias(source, tokens, close + 1)
             following = tokens[alias_end] if alias_end < len(tokens) else None
-            in_join = token.is_word("JOIN") or (following is not None
-                                                and following.is_word(*_JOIN_WORDS))
+            in_join = _joined(token, following)
             if not alias and in_join:
                 raise CompileFailure(source.position(nxt.start), "a subquery as a side of a "
                                      "JOIN needs a name",
@@ -208,13 +213,11 @@ def _subqueries(source: SourceText, tokens: tuple[Token, ...],
             outer.append(Token("word", placeholder, nxt.start, nxt.start + len(placeholder)))
             i = close + 1
             continue
-        last = _window_function_end(tokens, i + 1) if depth == 0 and token.is_word(
-            "FROM", "JOIN") else -1
+        last = _window_function_end(tokens, i + 1) if starts else -1
         if last >= 0:
             alias, alias_end = _alias(source, tokens, last + 1, "window function")
             following = tokens[alias_end] if alias_end < len(tokens) else None
-            if token.is_word("JOIN") or (following is not None
-                                         and following.is_word(*_JOIN_WORDS)):
+            if _joined(token, following):
                 start = tokens[i + 1]
                 if not alias:
                     raise CompileFailure(source.position(start.start), "a window function "
@@ -240,6 +243,15 @@ def _subqueries(source: SourceText, tokens: tuple[Token, ...],
         return (), source, tokens
     masked = SourceText(source.path, source.blank_except(0, len(source.text), tuple(spans)))
     return tuple(found), masked, tuple(outer)
+
+
+def _joined(token: Token, following: Token | None) -> bool:
+    """Whether the relation after ``token`` (FROM, JOIN or a comma of FROM's list) is a side
+    of a join: written after JOIN or a comma, or followed by one."""
+    if token.is_word("JOIN") or token.is_punct(","):
+        return True
+    return following is not None and (following.is_word(*_JOIN_WORDS)
+                                      or following.is_punct(","))
 
 
 def _window_function_end(tokens: tuple[Token, ...], index: int) -> int:

@@ -24,6 +24,7 @@ from circuit_builders import (
 
 from app.circuit.ir import Circuit, SqlType
 from app.circuit.reference import Punctuation, Reference, StepInput, StepResult, evaluate
+from app.errors import ProgramError
 from app.program.compile import compile_program
 
 PROGRAMS = Path(__file__).resolve().parents[3] / "pipelines"
@@ -121,6 +122,50 @@ def test_s16_sql_listing2_q7_as_a_join_writes_listing3_when_each_window_is_final
     assert [[r.value for r in res.outputs["q7"]] for res in results] == [
         [r.value for r in res.outputs["q7"]] for res in arg_max
     ]
+
+
+#: Listing 2 as the paper writes it: the bids and a subquery of each window's maximum in one
+#: FROM list, joined by WHERE (Tidemark's spelling of the window function and its columns).
+Q7_LISTING2 = """
+CREATE VIEW q7 WITH ('topic' = 'q7', 'format' = 'append') AS
+SELECT MaxBid.wstart, MaxBid.wend, Bid.bidtime, Bid.price, Bid.item
+FROM
+  bid AS Bid,
+  (SELECT MAX(price) AS maxPrice, window_start AS wstart, window_end AS wend
+   FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(bidtime), INTERVAL '10' MINUTE))
+   GROUP BY window_start, window_end) AS MaxBid
+WHERE
+  Bid.price = MaxBid.maxPrice AND
+  Bid.bidtime >= MaxBid.wend - INTERVAL '10' MINUTE AND
+  Bid.bidtime < MaxBid.wend;
+"""
+
+
+def test_s16_sql_listing2_as_written_is_the_inner_join_of_its_from_list() -> None:
+    """``FROM a, (SELECT ...) AS b WHERE ...`` is the INNER join ON the WHERE condition: the
+    same keys and time bound as the JOIN form, and listing 3's rows in the same steps."""
+    circuit = compile_sql(BID + Q7_LISTING2)
+    join = circuit.view("q7").join
+    assert join is not None and (join.kind, join.form) == ("inner", "interval")
+    assert join.bound is not None and (join.bound.lower, join.bound.upper) == (1, 600_000)
+    results = evaluate(circuit, paper_steps())
+    emitted_at = [(ptime, [r.value for r in res.outputs["q7"]])
+                  for (ptime, _), res in zip(DATA_SET, results, strict=True) if res.outputs["q7"]]
+    assert emitted_at == [("8:16", [D]), ("8:21", [F])]
+
+
+@pytest.mark.parametrize(("from_list", "expected"), [
+    ("bid AS a, bid AS b", "two relations in FROM need their join condition in WHERE"),
+    ("bid AS a, bid AS b, bid AS c", "unsupported: a join of more than two relations"),
+])
+def test_l7_a_from_list_without_where_or_of_three_relations_is_refused(
+        from_list: str, expected: str) -> None:
+    where = "" if "c" not in from_list else " WHERE a.price = b.price"
+    text = BID + (f"CREATE VIEW v WITH ('topic' = 'v', 'format' = 'append') AS "
+                  f"SELECT a.item FROM {from_list}{where};")
+    with pytest.raises(ProgramError) as raised:
+        compile_sql(text)
+    assert expected in str(raised.value)
 
 
 def test_s16_sql_q7_as_a_join_writes_every_bid_that_ties_for_the_top_price() -> None:

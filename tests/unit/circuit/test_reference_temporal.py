@@ -23,6 +23,7 @@ from circuit_builders import at
 from app.circuit.explain import explain_text
 from app.circuit.ir import Circuit
 from app.circuit.reference import Deletion, Punctuation, StepInput, StepResult, evaluate
+from app.errors import ProgramError
 from app.program.compile import compile_program
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -126,6 +127,44 @@ def test_s16_seed_004_each_amount_gets_the_rate_valid_at_its_time() -> None:
     assert all(record.key is None for r in results for record in r.outputs["converted"])
     # docs/semantics.md's table: held amounts plus the versions kept.
     assert [r.state_rows["converted"] for r in results] == [2, 4, 3, 3, 2]
+
+
+# Seed 004's first query as the seed writes it: a FROM list and a correlated MAX subquery.
+CONVERTED_BY_SUBQUERY = """
+CREATE VIEW converted WITH ('topic' = 'converted') AS
+SELECT a.rowtime, a.currency, a.amount, r.rate, a.amount * r.rate AS converted
+FROM amounts AS a, rates AS r
+WHERE a.currency = r.currency
+  AND r.rowtime = (
+    SELECT MAX(r2.rowtime)
+    FROM rates AS r2
+    WHERE r2.currency = a.currency
+    AND r2.rowtime <= a.rowtime);
+"""
+
+
+def test_s16_seed_004_correlated_max_subquery_is_the_temporal_join() -> None:
+    """The subquery picks, per amount, the rate row of its currency with the greatest time at
+    or below the amount's: the version valid at its time. It compiles to the same join as
+    FOR SYSTEM_TIME AS OF and writes the same rows in the same steps."""
+    by_subquery = compile_sql(CONVERTED_BY_SUBQUERY)
+    assert by_subquery.view("converted").join == converted().view("converted").join
+    assert [values(r) for r in evaluate(by_subquery, SEED_STEPS)] == [
+        values(r) for r in evaluate(converted(), SEED_STEPS)]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ("SELECT MAX(r2.rowtime)", "SELECT MIN(r2.rowtime)"),
+    ("r2.rowtime <= a.rowtime", "r2.rowtime < a.rowtime"),
+    ("WHERE a.currency = r.currency\n  AND", "WHERE"),
+])
+def test_l7_a_subquery_that_states_no_temporal_join_is_refused(change: str,
+                                                                message: str) -> None:
+    text = CONVERTED_BY_SUBQUERY.replace(change.replace("\\n", "\n"), message)
+    assert text != CONVERTED_BY_SUBQUERY
+    with pytest.raises(ProgramError) as raised:
+        compile_sql(text)
+    assert raised.value.diagnostics[0].fix
 
 
 def test_s16_s14_output_waterline_is_held_back_by_the_rates() -> None:
