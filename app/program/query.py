@@ -1181,7 +1181,9 @@ def _union_branches(source: SourceText, tokens: Sequence[Token]) -> list[Sequenc
                          and following.is_word("DISTINCT") else "UNION")
                 raise CompileFailure(source.position(token.start), f"unsupported: {shown} "
                                      "without ALL (removing duplicates needs every row kept)",
-                                     "use UNION ALL; duplicates are not removed in a stream")
+                                     "use UNION ALL in a LOCAL view and SELECT DISTINCT "
+                                     "from it in the next one (with window_start, "
+                                     "window_end among its columns, so its state is freed)")
             if i == start or i + 2 >= len(tokens):
                 raise CompileFailure(source.position(token.start), "UNION ALL needs a SELECT "
                                      "on each side", "write SELECT ... FROM a UNION ALL "
