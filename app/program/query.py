@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
@@ -25,6 +25,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from app.circuit import functions as fn
+from app.circuit.derived_time import monotone_steps
 from app.circuit.explain import expr_text
 from app.circuit.ir import (
     AggCall,
@@ -34,6 +35,7 @@ from app.circuit.ir import (
     Cast,
     Column,
     ColumnRef,
+    Derivation,
     Expr,
     Filter,
     Join,
@@ -777,10 +779,8 @@ class _Translator:
                                      "EXTRACT YEAR, MONTH, DAY, HOUR, MINUTE or SECOND")
             return self._call(unit, [self.translate(node.expression)], node, position)
         if isinstance(node, (exp.Floor, exp.Ceil)) and node.args.get("to") is not None:
-            if isinstance(node, exp.Ceil):
-                raise CompileFailure(position, "unsupported: CEIL(ts TO unit)",
-                                     "use FLOOR(ts TO unit) + INTERVAL")
-            return self._trunc(node.args["to"].name, node.this, node, position)
+            return self._trunc(node.args["to"].name, node.this, node, position,
+                               "DATE_CEIL" if isinstance(node, exp.Ceil) else "DATE_TRUNC")
         if isinstance(node, (exp.DateTrunc, exp.TimestampTrunc)):
             unit = node.args.get("unit")
             unit_name = unit.name if unit is not None else ""
@@ -877,7 +877,7 @@ class _Translator:
                                             *times], node, position)
 
     def _trunc(self, unit: str, value_node: exp.Expression, node: exp.Expression,
-               position: Position) -> Expr:
+               position: Position, function: str = "DATE_TRUNC") -> Expr:
         upper = unit.upper().strip("'")
         if upper.endswith("S") and upper[:-1] in ("SECOND", "MINUTE", "HOUR", "DAY", "MONTH",
                                                   "YEAR"):
@@ -886,8 +886,8 @@ class _Translator:
             raise CompileFailure(position, f"unsupported truncation unit {unit}",
                                  "use SECOND, MINUTE, HOUR, DAY, MONTH or YEAR")
         value = self.translate(value_node)
-        return self._call("DATE_TRUNC", [Literal_(upper, SqlType("VARCHAR", nullable=False)),
-                                         value], node, position)
+        return self._call(function, [Literal_(upper, SqlType("VARCHAR", nullable=False)),
+                                     value], node, position)
 
     def _round(self, value: Expr, digits: int, node: exp.Expression,
                position: Position) -> Expr:
@@ -1110,7 +1110,7 @@ def _amount(value: int, unit: str) -> str:
     return f"{value} ms"
 
 
-_AttrKind = Literal["forwarded", "window_start", "window_end", "view_lateness"]
+_AttrKind = Literal["forwarded", "window_start", "window_end", "view_lateness", "derived"]
 
 
 def _ident(node: Any) -> str:
@@ -1123,7 +1123,24 @@ def _derived(attr: TimeAttribute, column: str, kind: _AttrKind | None = None) ->
     """The time attribute of a column that carries ``attr``'s waterline under a new name."""
     new_kind = kind or ("forwarded" if attr.kind == "view_lateness" else attr.kind)
     return TimeAttribute(column, attr.table, attr.source_column, new_kind, attr.merged,
-                         attr.join)
+                         attr.join, attr.derivation)
+
+
+def _expression_time(expr: Expr, time_attrs: Mapping[str, TimeAttribute],
+                     column: str) -> TimeAttribute | None:
+    """The time attribute of output ``column`` computed by ``expr`` (S10): the input's, under
+    a new name, for a column read verbatim; a ``derived`` one for a monotone expression of one
+    time attribute (:func:`app.circuit.derived_time.monotone_steps`); None for any other."""
+    found = monotone_steps(expr)
+    if found is None or found[0].name not in time_attrs:
+        return None
+    ref, steps = found
+    attr = time_attrs[ref.name]
+    if not steps:
+        return _derived(attr, column)
+    derivation = Derivation(attr, (*attr.steps, *steps))
+    return TimeAttribute(column, attr.table, attr.source_column, "derived", attr.merged,
+                         attr.join, derivation)
 
 
 def _output_name(item: exp.Expression, index: int, translator: _Translator) -> str:
@@ -1426,8 +1443,8 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
                                  "or aggregates", "use WHERE")
         outputs = tuple(zip(names, exprs, strict=True))
         operators.append(Project(outputs))
-        out_attrs = tuple(_derived(time_attrs[e.name], n) for n, e in outputs
-                          if isinstance(e, ColumnRef) and e.name in time_attrs)
+        out_attrs = tuple(a for n, e in outputs
+                          if (a := _expression_time(e, time_attrs, n)) is not None)
         return PlannedQuery(relation.name, operators,
                             [Column(n, e.type) for n, e in outputs], (), out_attrs, False,
                             window, None, None, column_positions=tuple(positions))
@@ -1500,8 +1517,9 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
 
     key_time: dict[str, TimeAttribute] = {}
     for key_name, key_expr in keys:
-        if isinstance(key_expr, ColumnRef) and key_expr.name in time_attrs:
-            key_time[key_name] = time_attrs[key_expr.name]
+        key_attr = _expression_time(key_expr, time_attrs, key_name)
+        if key_attr is not None:
+            key_time[key_name] = key_attr
     selected: dict[str, str] = {}
     for out_name, expr in outputs:
         if isinstance(expr, ColumnRef) and expr.name in key_names and expr.name not in selected:
