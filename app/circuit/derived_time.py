@@ -18,9 +18,32 @@ bound).
 
 from __future__ import annotations
 
-from app.circuit.ir import Call, ColumnRef, Expr, Literal_, TimeStep
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
-__all__ = ["monotone_steps"]
+from app.circuit.ir import (
+    Aggregate,
+    Call,
+    Circuit,
+    ColumnRef,
+    Derivation,
+    Expr,
+    Literal_,
+    Project,
+    TimeAttribute,
+    TimeStep,
+    View,
+    Window,
+)
+from app.circuit.waterline import completion_threshold
+
+__all__ = [
+    "GroupCompletion",
+    "expression_time",
+    "group_completion",
+    "input_attributes",
+    "monotone_steps",
+]
 
 _TIME_TYPES = ("TIMESTAMP", "INT", "BIGINT")
 _INTEGER_CONSTANTS = ("INT", "BIGINT")
@@ -64,4 +87,83 @@ def monotone_steps(expr: Expr) -> tuple[ColumnRef, tuple[TimeStep, ...]] | None:
         column, steps = found
         step = TimeStep("floor" if expr.fn == "DATE_TRUNC" else "ceil", unit=unit.value.upper())
         return column, (*steps, step)
+    return None
+
+
+def expression_time(expr: Expr, attributes: Mapping[str, TimeAttribute],
+                    column: str) -> TimeAttribute | None:
+    """The time attribute of output ``column`` computed by ``expr`` over columns with
+    ``attributes`` (S10): the input's, renamed, for a column read verbatim; a ``derived`` one
+    for a monotone expression of one time attribute; None for any other expression."""
+    found = monotone_steps(expr)
+    if found is None or found[0].name not in attributes:
+        return None
+    ref, steps = found
+    attr = attributes[ref.name]
+    if not steps:
+        kind = "forwarded" if attr.kind == "view_lateness" else attr.kind
+        return replace(attr, column=column, kind=kind)
+    return replace(attr, column=column, kind="derived",
+                   derivation=Derivation(attr, (*attr.steps, *steps)))
+
+
+@dataclass(frozen=True)
+class GroupCompletion:
+    """S11 for an aggregate view's groups: the group whose key ``key_index`` has value ``v``
+    is complete once the waterline of ``attribute`` (that key's time attribute) reaches
+    ``v + offset``: ``offset`` 0 for a ``window_end``, the window's size for a
+    ``window_start``, 1 for any other time attribute (complete once ``w > v``)."""
+
+    key_index: int
+    offset: int
+    attribute: TimeAttribute
+
+    def threshold(self, value: int) -> int:
+        """The waterline of ``attribute.table``.``attribute.source_column`` at which the
+        group of key value ``value`` is complete."""
+        return completion_threshold(self.attribute.steps, value + self.offset)
+
+
+def input_attributes(circuit: Circuit, relation: str) -> dict[str, TimeAttribute]:
+    """The time attributes of a table or view, by column (S10)."""
+    if any(t.name == relation for t in circuit.tables):
+        return {lt.column: TimeAttribute(lt.column, relation, lt.column, "forwarded")
+                for lt in circuit.table(relation).lateness}
+    return {a.column: a for a in circuit.view(relation).time_attributes}
+
+
+def group_completion(circuit: Circuit, view: View) -> GroupCompletion | None:
+    """The key whose time attribute completes ``view``'s groups (S11), as the compiler and
+    the reference evaluator pick it: a ``window_end`` key first (a CUMULATE's windows of one
+    start differ in it only), then ``window_start``, then any other time attribute key. None
+    for a view of several inputs, without an aggregate or without such a key."""
+    if len(view.sources) != 1 or view.join is not None or view.union is not None:
+        return None
+    attributes = input_attributes(circuit, view.source)
+    size = 0
+    for op in view.operators:
+        if isinstance(op, Window):
+            base = attributes.get(op.time_column)
+            size = op.size
+            attributes = dict(attributes)
+            attributes.pop("window_start", None)
+            attributes.pop("window_end", None)
+            if base is not None:
+                attributes["window_end"] = replace(base, column="window_end", kind="window_end")
+                if op.kind != "SESSION":  # a session's start bounds nothing
+                    attributes["window_start"] = replace(base, column="window_start",
+                                                         kind="window_start")
+        elif isinstance(op, Project):
+            attributes = {name: attr for name, expr in op.outputs
+                          if (attr := expression_time(expr, attributes, name)) is not None}
+        elif isinstance(op, Aggregate):
+            keyed = [(i, attr) for i, (name, expr) in enumerate(op.keys)
+                     if (attr := expression_time(expr, attributes, name)) is not None]
+            for wanted, offset in (("window_end", 0), ("window_start", size)):
+                for index, attr in keyed:
+                    if attr.kind == wanted:
+                        return GroupCompletion(index, offset, attr)
+            for index, attr in keyed:
+                return GroupCompletion(index, 1, attr)
+            return None
     return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
@@ -25,7 +25,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from app.circuit import functions as fn
-from app.circuit.derived_time import monotone_steps
+from app.circuit.derived_time import expression_time
 from app.circuit.explain import expr_text
 from app.circuit.ir import (
     AggCall,
@@ -35,7 +35,6 @@ from app.circuit.ir import (
     Cast,
     Column,
     ColumnRef,
-    Derivation,
     Expr,
     Filter,
     Join,
@@ -1126,23 +1125,6 @@ def _derived(attr: TimeAttribute, column: str, kind: _AttrKind | None = None) ->
                          attr.join, attr.derivation)
 
 
-def _expression_time(expr: Expr, time_attrs: Mapping[str, TimeAttribute],
-                     column: str) -> TimeAttribute | None:
-    """The time attribute of output ``column`` computed by ``expr`` (S10): the input's, under
-    a new name, for a column read verbatim; a ``derived`` one for a monotone expression of one
-    time attribute (:func:`app.circuit.derived_time.monotone_steps`); None for any other."""
-    found = monotone_steps(expr)
-    if found is None or found[0].name not in time_attrs:
-        return None
-    ref, steps = found
-    attr = time_attrs[ref.name]
-    if not steps:
-        return _derived(attr, column)
-    derivation = Derivation(attr, (*attr.steps, *steps))
-    return TimeAttribute(column, attr.table, attr.source_column, "derived", attr.merged,
-                         attr.join, derivation)
-
-
 def _output_name(item: exp.Expression, index: int, translator: _Translator) -> str:
     if isinstance(item, exp.Alias):
         return _ident(item.args["alias"])
@@ -1444,7 +1426,7 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
         outputs = tuple(zip(names, exprs, strict=True))
         operators.append(Project(outputs))
         out_attrs = tuple(a for n, e in outputs
-                          if (a := _expression_time(e, time_attrs, n)) is not None)
+                          if (a := expression_time(e, time_attrs, n)) is not None)
         return PlannedQuery(relation.name, operators,
                             [Column(n, e.type) for n, e in outputs], (), out_attrs, False,
                             window, None, None, column_positions=tuple(positions))
@@ -1517,7 +1499,7 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
 
     key_time: dict[str, TimeAttribute] = {}
     for key_name, key_expr in keys:
-        key_attr = _expression_time(key_expr, time_attrs, key_name)
+        key_attr = expression_time(key_expr, time_attrs, key_name)
         if key_attr is not None:
             key_time[key_name] = key_attr
     selected: dict[str, str] = {}
