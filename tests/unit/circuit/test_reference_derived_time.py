@@ -12,6 +12,7 @@ by hand.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -280,3 +281,49 @@ def test_s11_language_doc_derived_time_examples_run() -> None:
         day_row("EUR", 7, "2024-01-02 00:00:00"), day_row("USD", 5, "2024-01-02 00:00:00")]
     circuit = compile_program("doc.sql", text=TABLE + shifted)
     assert outputs(circuit, "hourly") == outputs(compile_sql(SHIFTED), "hourly")
+
+
+RATES = """
+CREATE TABLE rates (
+    rowtime  TIMESTAMP      NOT NULL LATENESS INTERVAL '0' SECOND,
+    currency VARCHAR        NOT NULL,
+    rate     DECIMAL(10, 2) NOT NULL,
+    PRIMARY KEY (currency) NOT ENFORCED
+) WITH ('topic' = 'rates');
+
+CREATE LOCAL VIEW daily AS
+SELECT currency, SUM(amount) AS amount_sum, CEIL(rowtime TO DAY) AS day
+FROM amounts GROUP BY currency, CEIL(rowtime TO DAY)
+EMIT AFTER WATERMARK;
+
+CREATE VIEW daily_converted WITH ('topic' = 'daily_converted', 'format' = 'append') AS
+SELECT d.day, d.currency, d.amount_sum, r.rate AS closing_rate
+FROM daily AS d
+JOIN rates FOR SYSTEM_TIME AS OF d.day AS r
+  ON d.currency = r.currency;
+"""
+
+
+def test_s16_seed_004_daily_sums_by_ceil_join_the_closing_rate() -> None:
+    """Seed 004's original form: each day's sum (a derived time attribute) AS OF the day's
+    end, the version of its currency's rate valid at midnight: EUR's of Jan 1 20:00 (1.20),
+    not Jan 2 09:00's (1.30). The days of Jan 2 are final in step 3, and rates' waterline
+    (Jan 2 09:00) has passed their time, so both are written in step 3."""
+    def rate(when: str, currency: str, value: str) -> dict[str, Any]:
+        return {"rowtime": ts(when), "currency": currency, "rate": Decimal(value)}
+
+    steps = [
+        StepInput({**STEPS[0].rows, "rates": [rate("2024-01-01 00:00:00", "EUR", "1.10"),
+                                              rate("2024-01-01 00:00:00", "USD", "1.00"),
+                                              rate("2024-01-01 20:00:00", "EUR", "1.20")]}),
+        STEPS[1],
+        StepInput({**STEPS[2].rows, "rates": [rate("2024-01-02 09:00:00", "EUR", "1.30")]}),
+    ]
+    results = evaluate(compile_sql(RATES), steps)
+    assert [[r.value for r in x.outputs["daily_converted"]] for x in results] == [
+        [], [],
+        [{"day": ts("2024-01-02 00:00:00"), "currency": "EUR", "amount_sum": 7,
+          "closing_rate": Decimal("1.20")},
+         {"day": ts("2024-01-02 00:00:00"), "currency": "USD", "amount_sum": 5,
+          "closing_rate": Decimal("1.00")}],
+    ]
