@@ -1032,7 +1032,8 @@ def _window_columns(tvf: _Tvf, relation: Relation, source: SourceText,
         raise CompileFailure(tvf.column_position,
                              f"column {tvf.column} is not a time attribute",
                              f"add LATENESS to {relation.name}.{tvf.column}, or window on a "
-                             "column that has it")
+                             "column that has it, or on a monotone expression of one (c + "
+                             "INTERVAL, FLOOR(c TO unit), CEIL(c TO unit))")
     unit = "interval" if column.type.name == "TIMESTAMP" else "integer"
     for amount, kind, position in tvf.amounts:
         if kind != unit:
