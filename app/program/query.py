@@ -26,7 +26,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from app.circuit import functions as fn
 from app.circuit.derived_time import expression_time
-from app.circuit.explain import expr_text
+from app.circuit.explain import expr_text, waterline_text
 from app.circuit.ir import (
     AggCall,
     Aggregate,
@@ -1726,6 +1726,8 @@ def _offset_text(column: str, amount: int, unit: str) -> str:
 
 
 def _join_waterline(attr: TimeAttribute) -> str:
+    if attr.steps:
+        return waterline_text(attr)
     if attr.merged:
         return "min(" + ", ".join(_join_waterline(m) for m in attr.merged) + ")"
     return f"w({attr.table}.{attr.source_column})"

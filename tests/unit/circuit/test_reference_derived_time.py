@@ -327,3 +327,30 @@ def test_s16_seed_004_daily_sums_by_ceil_join_the_closing_rate() -> None:
          {"day": ts("2024-01-02 00:00:00"), "currency": "USD", "amount_sum": 5,
           "closing_rate": Decimal("1.00")}],
     ]
+
+
+def test_s16_an_interval_join_bounds_on_a_derived_column() -> None:
+    """x.t2 = a.ts + 1 minute bounds the join: a row of b is held until w(x.t2) = w(a.ts) +
+    1 minute is past its time + 10 s, a row of x until w(b.ts) is past its t2 (S16)."""
+    circuit = compile_program("j.sql", text="""
+CREATE TABLE a (ts TIMESTAMP NOT NULL LATENESS INTERVAL '0' SECOND, k BIGINT NOT NULL)
+WITH ('topic' = 'a');
+CREATE TABLE b (ts TIMESTAMP NOT NULL LATENESS INTERVAL '0' SECOND, k BIGINT NOT NULL)
+WITH ('topic' = 'b');
+CREATE LOCAL VIEW sa AS SELECT ts + INTERVAL '1' MINUTE AS t2, k FROM a;
+CREATE VIEW j WITH ('topic' = 'j') AS SELECT x.t2, x.k, y.ts FROM sa AS x JOIN b AS y
+ON x.k = y.k AND y.ts BETWEEN x.t2 - INTERVAL '10' SECOND AND x.t2;
+""")
+    assert circuit.view("j").state.description == (
+        "rows of x are freed once w(b.ts) > x.t2; rows of y once (w(a.ts) + 1 minute) > "
+        "y.ts + 10 seconds")
+    results = evaluate(circuit, [
+        StepInput({"a": [{"ts": 0, "k": 1}], "b": [{"ts": 55_000, "k": 1},
+                                                   {"ts": 61_000, "k": 1}]}),
+        StepInput({"a": [{"ts": 200_000, "k": 1}], "b": [{"ts": 200_000, "k": 1}]}),
+    ])
+    assert [[r.value for r in x.outputs["j"]] for x in results] == [
+        [{"t2": 60_000, "k": 1, "ts": 55_000}], []]
+    # Step 1: x's row is freed (w(b) = 61 s > 60 s), b's two are held (w(x.t2) = 60 s);
+    # step 2: w(x.t2) = 260 s frees b's rows, x's new row waits for w(b) > 260 s.
+    assert [x.state_rows["j"] for x in results] == [2, 1]
