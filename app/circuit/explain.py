@@ -35,7 +35,9 @@ from app.circuit.ir import (
     Window,
 )
 
-__all__ = ["duration_text", "emit_clause", "explain_json", "explain_text", "expr_text"]
+__all__ = [
+    "duration_text", "emit_clause", "explain_json", "explain_text", "expr_text", "waterline_text",
+]
 
 _INFIX = {"+", "-", "*", "/", "%", "=", "<>", "<", "<=", ">", ">=", "AND", "OR", "LIKE"}
 
@@ -94,6 +96,8 @@ def _call_text(call: Call) -> str:
         return f"({args[0]} IN ({', '.join(args[1:])}))"
     if call.fn == "DATE_TRUNC":
         return f"DATE_TRUNC({args[0]}, {args[1]})"
+    if call.fn == "DATE_CEIL":
+        return f"CEIL({args[1]} TO {args[0].strip(chr(39))})"
     return f"{call.fn}({', '.join(args)})"
 
 
@@ -294,17 +298,28 @@ def _input_text(view: View) -> str:
     return f"{join.left.source} {kind} {join.right.source}"
 
 
+def waterline_text(attr: TimeAttribute, t: SqlType | None = None) -> str:
+    """S10/S16/S17: the waterline a time attribute carries, through its derivation's steps
+    (``t``: the column's type, for the unit of a join's lag or a shift)."""
+    text = _waterline_text(attr, t)
+    for step in attr.steps:
+        if step.op == "shift":
+            sign = "+" if step.amount >= 0 else "-"
+            text = f"({text} {sign} {duration_text(abs(step.amount), t)})"
+        else:
+            text = f"{step.op.upper()}({text} TO {step.unit})"
+    return text
+
+
 def _waterline_text(attr: TimeAttribute, t: SqlType | None = None) -> str:
-    """S10/S16/S17: the waterline a time attribute carries (``t``: the column's type, for
-    the unit of a join's lag)."""
     if attr.join is not None:
         held = attr.join
-        other = _waterline_text(held.other)
+        other = waterline_text(held.other)
         lag = f" - {duration_text(held.lag, t)}" if held.lag > 0 else (
             f" + {duration_text(-held.lag, t)}" if held.lag < 0 else "")
-        return f"min({_waterline_text(held.own)}, {other}{lag})"
+        return f"min({waterline_text(held.own)}, {other}{lag})"
     if attr.merged:
-        return "min(" + ", ".join(_waterline_text(m) for m in attr.merged) + ")"
+        return "min(" + ", ".join(waterline_text(m) for m in attr.merged) + ")"
     return f"w({attr.table}.{attr.source_column})"
 
 
@@ -353,8 +368,13 @@ def explain_text(circuit: Circuit) -> str:
                 origin = f"{attr.table}.{attr.source_column}"
                 how = {"forwarded": f"w = w({origin})",
                        "window_start": f"window start over {origin}",
-                       "window_end": f"w = w({origin})",
-                       "view_lateness": "own LATENESS"}[attr.kind]
+                       "window_end": f"w = {waterline_text(attr, view_types.get(attr.column))}"
+                                     if attr.steps else f"w = w({origin})",
+                       "view_lateness": "own LATENESS",
+                       "derived": f"w = {waterline_text(attr, view_types.get(attr.column))}, "
+                                  "a monotone function of "
+                                  f"{attr.derivation.source.column if attr.derivation else ''}",
+                       }[attr.kind]
                 if attr.merged and attr.table == view.name:
                     how = f"UNION ALL: w = {_waterline_text(attr)}"
                 if attr.join is not None and attr.table == view.name:
@@ -414,7 +434,7 @@ def explain_json(circuit: Circuit) -> dict[str, Any]:
             "key": list(v.key),
             "time_attributes": [{"column": a.column, "table": a.table,
                                  "source_column": a.source_column, "kind": a.kind,
-                                 "waterline": _waterline_text(
+                                 "waterline": waterline_text(
                                      a, next((c.type for c in v.columns if c.name == a.column),
                                              None))}
                                 for a in v.time_attributes],

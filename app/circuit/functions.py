@@ -82,6 +82,8 @@ __all__ = [
     "ScalarFunction",
     "TIMESTAMPDIFF_UNITS",
     "TIME_UNITS_MS",
+    "timestamp_ceil",
+    "timestamp_floor",
     "aggregate_type",
     "apply",
     "can_cast",
@@ -1117,6 +1119,60 @@ def _trunc(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> An
 _register("DATE_TRUNC", 2, 2, _trunc_type, _trunc,
           lambda a, t, r: f"date_trunc({a[0]}, {a[1]})",
           doc=f"DATE_TRUNC('unit', ts) and FLOOR(ts TO unit); units {', '.join(_TRUNC_UNITS)}")
+
+
+def _ceil_type(types: Sequence[SqlType]) -> SqlType:
+    unit, t = types
+    if unit.name != "VARCHAR" or t.name != "TIMESTAMP":
+        raise FunctionTypeError(f"CEIL(ts TO unit) needs a TIMESTAMP, not {t.name}")
+    return _t("TIMESTAMP", t.nullable)
+
+
+def _ceil(args: Sequence[Any], types: Sequence[SqlType], result: SqlType) -> Any:
+    """The least instant at or after ``ts`` on a ``unit`` boundary (Calcite's CEIL(ts TO
+    unit)): ``ts`` itself when already on one, else the next boundary."""
+    unit = str(args[0]).upper()
+    ms: int = args[1]
+    floor: int = _trunc(args, types, result)
+    if floor == ms:
+        return ms
+    if unit in TIME_UNITS_MS:
+        following_ms = floor + TIME_UNITS_MS[unit]
+        return following_ms if following_ms <= _MAX_TIMESTAMP_MS else None
+    stamp = _ts_datetime(floor)
+    if stamp.year == 9999 and (unit == "YEAR" or stamp.month == 12):
+        return None  # past the TIMESTAMP range
+    if unit == "YEAR":
+        following = stamp.replace(year=stamp.year + 1)
+    else:
+        following = stamp.replace(year=stamp.year + stamp.month // 12,
+                                  month=stamp.month % 12 + 1)
+    delta = following - _EPOCH
+    return delta.days * _MS_PER_DAY + delta.seconds * 1000
+
+
+def _ceil_spark(args: Sequence[str], types: Sequence[SqlType], result: SqlType) -> str:
+    unit, ts = args
+    word = unit.strip("'").upper()
+    following = f"date_trunc({unit}, {ts}) + INTERVAL 1 {word}"
+    return (f"(CASE WHEN date_trunc({unit}, {ts}) = {ts} THEN {ts} "
+            f"WHEN {following} <= TIMESTAMP_MILLIS({_MAX_TIMESTAMP_MS}L) THEN {following} END)")
+
+
+def timestamp_floor(ms: int, unit: str) -> int:
+    """FLOOR(ts TO unit) of epoch milliseconds (DATE_TRUNC's implementation)."""
+    result: int = _trunc((unit, ms), (), _t("TIMESTAMP"))
+    return result
+
+
+def timestamp_ceil(ms: int, unit: str) -> int | None:
+    """CEIL(ts TO unit) of epoch milliseconds; None past the TIMESTAMP range."""
+    result: int | None = _ceil((unit, ms), (), _t("TIMESTAMP"))
+    return result
+
+
+_register("DATE_CEIL", 2, 2, _ceil_type, _ceil, _ceil_spark,
+          doc=f"CEIL(ts TO unit); units {', '.join(_TRUNC_UNITS)}")
 
 
 def _ts_millis_type(types: Sequence[SqlType]) -> SqlType:

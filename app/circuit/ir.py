@@ -33,6 +33,7 @@ __all__ = [
     "Circuit",
     "Column",
     "ColumnRef",
+    "Derivation",
     "Diagnostic",
     "EmitPolicy",
     "Expr",
@@ -53,6 +54,7 @@ __all__ = [
     "StateBound",
     "Table",
     "TimeAttribute",
+    "TimeStep",
     "UnionAll",
     "UnionBranch",
     "View",
@@ -362,15 +364,44 @@ class ViewLateness:
 
 
 @dataclass(frozen=True)
+class TimeStep:
+    """One monotone non-decreasing step of a derived time attribute (docs/semantics.md):
+    ``shift`` adds ``amount`` (in the column's unit: ``c + INTERVAL``, ``c - INTERVAL``,
+    ``c + 5`` on an integer column); ``floor`` and ``ceil`` round a TIMESTAMP down or up to
+    a ``unit`` boundary (``FLOOR(c TO unit)``, ``DATE_TRUNC(unit, c)``, ``CEIL(c TO unit)``).
+    A row at or above a waterline ``w`` maps to a value at or above the step of ``w``, so the
+    step of a waterline is the waterline of the stepped column."""
+
+    op: Literal["shift", "floor", "ceil"]
+    amount: int = 0
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """How a derived time attribute's waterline follows another's: ``steps`` applied in order
+    to the waterline of the attribute's ``table``.``source_column`` (the whole composition,
+    ``source``'s own steps first); ``source`` is the attribute of the column the expression
+    reads, for explain."""
+
+    source: TimeAttribute
+    steps: tuple[TimeStep, ...]
+
+
+@dataclass(frozen=True)
 class TimeAttribute:
     """A view column that carries a waterline (SPEC S10) and where that waterline comes from:
     ``table``.``source_column`` (a table LATENESS column) or, for ``kind == 'view_lateness'``,
-    the view column's own LATENESS. For window columns ``w(window_end) = w(c)``."""
+    the view column's own LATENESS. For window columns ``w(window_end) = w(c)``. A
+    ``derived`` column (a monotone expression of one time attribute, :class:`TimeStep`) and
+    the window columns of a window on one carry the :attr:`derivation` that turns the waterline
+    of ``table``.``source_column`` into their own
+    (:func:`app.circuit.waterline.attribute_waterline`)."""
 
     column: str
     table: str
     source_column: str
-    kind: Literal["forwarded", "window_start", "window_end", "view_lateness"]
+    kind: Literal["forwarded", "window_start", "window_end", "view_lateness", "derived"]
     #: Of a UNION ALL column (then ``table`` is the union view, ``source_column`` the
     #: column): each branch's time attribute at that position; the waterline is their
     #: minimum (S17, SQLstream's merge). Empty for every other column.
@@ -378,6 +409,12 @@ class TimeAttribute:
     #: Of a JOIN output column (then ``table`` is the join view, ``source_column`` the
     #: column): its own side's time attribute, held back by the other side's (S16).
     join: JoinTime | None = None
+    derivation: Derivation | None = field(default=None, metadata=OMIT_DEFAULT)
+
+    @property
+    def steps(self) -> tuple[TimeStep, ...]:
+        """The steps from the waterline of ``table``.``source_column`` to this column's."""
+        return self.derivation.steps if self.derivation is not None else ()
 
 
 @dataclass(frozen=True)

@@ -35,21 +35,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.circuit.aggregates import Accumulator, accumulator_for
+from app.circuit.derived_time import monotone_steps
 from app.circuit.ir import (
     Aggregate,
     Circuit,
-    ColumnRef,
     Filter,
     Join,
     Operator,
     Project,
     Table,
+    TimeStep,
     UnionAll,
     View,
     Window,
 )
 from app.circuit.scalar import evaluate_expr, is_true
-from app.circuit.waterline import Waterlines
+from app.circuit.waterline import Waterlines, attribute_waterline, derived_waterline
 from app.circuit.windows import sessions, window_bounds
 
 __all__ = [
@@ -161,18 +162,31 @@ class _TimeSource:
 
     owner: str
     column: str
-    kind: str  # 'forwarded' | 'window_start' | 'window_end'
+    kind: str  # 'forwarded' | 'window_start' | 'window_end' | 'derived'
     size: int | None = None
+    #: Of a derived column, or a window on one: the steps from ``owner.column``'s waterline
+    #: to this column's (:func:`app.circuit.waterline.derived_waterline`).
+    steps: tuple[TimeStep, ...] = ()
 
 
 def _project_sources(
     sources: Mapping[str, _TimeSource], outputs: Iterable[tuple[str, Any]]
 ) -> dict[str, _TimeSource]:
-    return {
-        name: sources[expr.name]
-        for name, expr in outputs
-        if isinstance(expr, ColumnRef) and expr.name in sources
-    }
+    """S10: the time sources of a projection's outputs: a column read verbatim keeps its
+    source; a monotone expression of one time column is a derived one (app/circuit/
+    derived_time.py); any other expression has none."""
+    projected: dict[str, _TimeSource] = {}
+    for name, expr in outputs:
+        found = monotone_steps(expr)
+        if found is None or found[0].name not in sources:
+            continue
+        source = sources[found[0].name]
+        if found[1]:
+            source = _TimeSource(
+                source.owner, source.column, "derived", None, (*source.steps, *found[1])
+            )
+        projected[name] = source
+    return projected
 
 
 @dataclass
@@ -469,7 +483,7 @@ def _source_floor(source: _TimeSource | None, waterlines: _AllWaterlines) -> int
     its waterline, or one more for a ``window_end`` (S5, S10)."""
     if source is None:
         return None
-    waterline = waterlines.get(source.owner, source.column)
+    waterline = waterlines.of(source)
     if waterline is None:
         return None
     return waterline + 1 if source.kind == "window_end" else waterline
@@ -588,10 +602,10 @@ class _ViewRuntime:
                     self.session_source = base
                 if base is not None:
                     sources["window_start"] = _TimeSource(
-                        base.owner, base.column, "window_start", op.size
+                        base.owner, base.column, "window_start", op.size, base.steps
                     )
                     sources["window_end"] = _TimeSource(
-                        base.owner, base.column, "window_end", op.size
+                        base.owner, base.column, "window_end", op.size, base.steps
                     )
                     if op.kind == "SESSION":
                         # A session open long ago may still close: its start is no bound.
@@ -602,14 +616,19 @@ class _ViewRuntime:
             elif isinstance(op, Project):
                 sources = _project_sources(sources, op.outputs)
             elif isinstance(op, Aggregate):
-                # A window_end key first: a CUMULATE's windows of one start differ in it only.
-                for wanted in ("window_end", "window_start"):
-                    for index, (_, expr) in enumerate(op.keys):
-                        if isinstance(expr, ColumnRef) and expr.name in sources:
-                            found = sources[expr.name]
-                            if found.kind == wanted and self.completion is None:
-                                self.completion = (index, found)
-                sources = _project_sources(sources, op.keys)
+                keyed = _project_sources(sources, op.keys)
+                # A window_end key first: a CUMULATE's windows of one start differ in it
+                # only; then window_start; then any other time attribute key (S11).
+                for wanted in ("window_end", "window_start", None):
+                    for index, (name, _) in enumerate(op.keys):
+                        found = keyed.get(name)
+                        if found is None or self.completion is not None:
+                            continue
+                        if found.kind == wanted or (
+                            wanted is None and found.kind not in ("window_end", "window_start")
+                        ):
+                            self.completion = (index, found)
+                sources = keyed
         for vl in self.view.lateness:
             sources[vl.column] = _TimeSource(self.view.name, vl.column, "forwarded")
         return sources
@@ -709,7 +728,7 @@ class _ViewRuntime:
             group = tuple(evaluate_expr(expr, row) for expr in others)
             self.pending.setdefault(group, []).append((row[window.time_column], seq, row))
         source = self.session_source
-        waterline = None if source is None else waterlines.get(source.owner, source.column)
+        waterline = None if source is None else waterlines.of(source)
         closed: list[tuple[dict[str, Any], int, int]] = []
         if waterline is None:
             return closed
@@ -801,13 +820,21 @@ class _ViewRuntime:
     # -- completeness and emission (S11-S13) --------------------------------------------------
 
     def window_end(self, group: _Group) -> int | None:
+        """S11: the group is complete once its key column's waterline reaches this: its
+        ``window_end``, its ``window_start`` + size, or, for any other time attribute key of
+        value ``d``, ``d + 1`` (no accepted row is below the waterline, so none has ``d``
+        once ``w > d``)."""
         if self.completion is None:
             return None
         index, source = self.completion
         value = group.key[index]
         if value is None:
             return None
-        return int(value) if source.kind == "window_end" else int(value) + int(source.size or 0)
+        if source.kind == "window_end":
+            return int(value)
+        if source.kind == "window_start":
+            return int(value) + int(source.size or 0)
+        return int(value) + 1
 
     def complete(self, group: _Group, waterlines: _AllWaterlines) -> bool:
         """S11: the group's window is closed once ``w(t) >= window_end``; a SESSION
@@ -817,8 +844,7 @@ class _ViewRuntime:
         end = self.window_end(group)
         if end is None or self.completion is None:
             return False
-        source = self.completion[1]
-        waterline = waterlines.get(source.owner, source.column)
+        waterline = waterlines.of(self.completion[1])
         return waterline is not None and waterline >= end
 
     def released(self, waterlines: _AllWaterlines, next_seq: _Sequence) -> list[_Change]:
@@ -972,16 +998,21 @@ class _AllWaterlines:
         if held is not None:
             # S16: min(w(own), w(other) - lag); -infinity while either is.
             own_source, other_source, lag = held
-            own = self.get(own_source.owner, own_source.column)
-            other = self.get(other_source.owner, other_source.column)
+            own = self.of(own_source)
+            other = self.of(other_source)
             return None if own is None or other is None else min(own, other - lag)
         inputs = self.merged.get((owner, column))
         if inputs is not None:
-            values = [self.get(source.owner, source.column) for source in inputs]
+            values = [self.of(source) for source in inputs]
             present = [value for value in values if value is not None]
             return min(present) if present and len(present) == len(values) else None
         gate = self.gates.get(owner)
         return None if gate is None else gate.values.get(column)
+
+    def of(self, source: _TimeSource) -> int | None:
+        """The waterline of the column ``source`` describes: its owner column's, through the
+        steps of a derived column (S10)."""
+        return derived_waterline(source.steps, self.get(source.owner, source.column))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1174,8 +1205,10 @@ class Reference:
         attribute = runtime.view.time_attributes[0]
         source = runtime.sources.get(attribute.column)
         if source is not None:
-            return self.waterlines.get(source.owner, source.column)
-        return self.waterlines.get(attribute.table, attribute.source_column)
+            return self.waterlines.of(source)
+        return attribute_waterline(
+            attribute, self.waterlines.get(attribute.table, attribute.source_column)
+        )
 
 
 def evaluate(circuit: Circuit, steps: Sequence[StepInput]) -> list[StepResult]:

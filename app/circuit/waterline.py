@@ -28,7 +28,20 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Waterlines", "advance", "is_late", "late_mask", "merged_waterline", "next_waterline"]
+from app.circuit.functions import timestamp_ceil, timestamp_floor
+from app.circuit.ir import TimeAttribute, TimeStep
+
+__all__ = [
+    "Waterlines",
+    "advance",
+    "attribute_waterline",
+    "completion_threshold",
+    "derived_waterline",
+    "is_late",
+    "late_mask",
+    "merged_waterline",
+    "next_waterline",
+]
 
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -55,6 +68,57 @@ def merged_waterline(inputs: Iterable[int | None]) -> int | None:
     if not values or any(value is None for value in values):
         return None
     return min(value for value in values if value is not None)
+
+
+def _step(step: TimeStep, value: int) -> int:
+    if step.op == "shift":
+        return value + step.amount
+    if step.op == "floor":
+        return timestamp_floor(value, step.unit)
+    # Past the TIMESTAMP range no row can be: the value stands.
+    ceiling = timestamp_ceil(value, step.unit)
+    return value if ceiling is None else ceiling
+
+
+def derived_waterline(steps: Sequence[TimeStep], waterline: int | None) -> int | None:
+    """S10, derived time attributes: ``w(f(c)) = f(w(c))`` for a monotone non-decreasing
+    ``f`` (the ``steps``, in order). An accepted row has ``c >= w(c)`` (S5), so its
+    ``f(c) >= f(w(c))``: no accepted row is below the stepped waterline. -inf stays -inf."""
+    if waterline is None:
+        return None
+    for step in steps:
+        waterline = _step(step, waterline)
+    return waterline
+
+
+def attribute_waterline(attribute: TimeAttribute, source: int | None) -> int | None:
+    """The waterline of a time attribute from ``source``, the waterline of its
+    ``table``.``source_column`` (its table's, a view's own LATENESS, or a UNION ALL or JOIN
+    column's, each computed where it is kept): every consumer (the reference evaluator, the
+    S14 headers, the state operator) turns one into the other here."""
+    return derived_waterline(attribute.steps, source)
+
+
+def _first_reaching(step: TimeStep, bound: int) -> int:
+    """The least ``x`` whose step is ``>= bound``."""
+    if step.op == "shift":
+        return bound - step.amount
+    if step.op == "floor":
+        # floor(x) >= bound iff x reaches the first boundary at or after bound.
+        ceiling = timestamp_ceil(bound, step.unit)
+        return bound if ceiling is None else ceiling
+    # ceil(x) >= bound iff x is above the last boundary below bound.
+    return timestamp_floor(bound - 1, step.unit) + 1
+
+
+def completion_threshold(steps: Sequence[TimeStep], bound: int) -> int:
+    """The least source waterline ``w`` with ``derived_waterline(steps, w) >= bound``: a
+    group that is complete once its attribute's waterline reaches ``bound`` (S11) is complete
+    once the waterline of the attribute's source column reaches this. Without steps it is
+    ``bound`` itself (``f`` non-decreasing, so the inverse images are intervals)."""
+    for step in reversed(steps):
+        bound = _first_reaching(step, bound)
+    return bound
 
 
 def is_late(value: int | None, waterline: int | None) -> bool:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from app.circuit.explain import waterline_text
 from app.circuit.ir import (
     Circuit,
     Column,
@@ -511,34 +512,38 @@ class _Compiler:
             return StateBound("none", None, "stateless: holds no state")
         if planned.window_key is not None:
             column, attr = planned.window_key
-            where = f"{attr.table}.{attr.source_column}"
+            waterline = (waterline_text(attr) if attr.steps
+                         else f"w({attr.table}.{attr.source_column})")
             if planned.window is not None and planned.window.kind == "SESSION":
-                text = (f"each row is held until its session closes (w({where}) >= its last "
+                text = (f"each row is held until its session closes ({waterline} >= its last "
                         f"time + {_span(planned.window.size)}); a session's group is freed once "
                         "written")
             elif attr.kind == "window_end":
-                text = f"a group is freed once w({where}) >= {column}"
+                text = f"a group is freed once {waterline} >= {column}"
             else:
                 size = planned.window.size if planned.window is not None else None
                 bound = f"{column} + {_span(size)}" if size is not None else f"the end of {column}"
-                text = f"a group is freed once w({where}) >= {bound}"
+                text = f"a group is freed once {waterline} >= {bound}"
             return StateBound("window", column, text)
+        if planned.time_key is not None:
+            # S11: no accepted row is below the attribute's waterline, so the group of value
+            # d gets no row once w > d (docs/semantics.md, derived time attributes).
+            column, attr = planned.time_key
+            how = f"w({column}) = {waterline_text(attr)}"
+            return StateBound("window", column,
+                              f"a group is freed once w({column}) > {column} ({how})")
         if after_watermark:
             assert decl.emit is not None
             raise CompileFailure(decl.emit.position, f"EMIT AFTER WATERMARK on view "
                                  f"{decl.name} needs a GROUP BY key that is window_end or "
-                                 "window_start of a TUMBLE/HOP on a time attribute",
+                                 "window_start of a TUMBLE/HOP on a time attribute, or another "
+                                 "time attribute (e.g. CEIL(ts TO DAY) of a LATENESS column)",
                                  "GROUP BY window_start, window_end of "
                                  "TABLE(TUMBLE(TABLE t, DESCRIPTOR(col), INTERVAL ...))")
         position = planned.group_position or decl.position
-        if planned.time_key is not None:
-            column, _ = planned.time_key
-            message = (f"view {decl.name} keeps unbounded state: it groups by the time "
-                       f"attribute {column} without a window, and such groups are never freed")
-        else:
-            keys = "column of its SELECT DISTINCT" if planned.distinct else "GROUP BY key"
-            message = (f"view {decl.name} keeps unbounded state: no {keys} is a time "
-                       "attribute, so its groups are never freed")
+        keys = "column of its SELECT DISTINCT" if planned.distinct else "GROUP BY key"
+        message = (f"view {decl.name} keeps unbounded state: no {keys} is a time "
+                   "attribute, so its groups are never freed")
         fix = ("GROUP BY window_end of a TUMBLE or HOP on a LATENESS column to bound it"
                if not planned.distinct else "select window_start, window_end of a TUMBLE or "
                "HOP on a LATENESS column to bound it: SELECT DISTINCT window_start, "

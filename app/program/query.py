@@ -25,7 +25,8 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from app.circuit import functions as fn
-from app.circuit.explain import expr_text
+from app.circuit.derived_time import expression_time
+from app.circuit.explain import expr_text, waterline_text
 from app.circuit.ir import (
     AggCall,
     Aggregate,
@@ -778,10 +779,8 @@ class _Translator:
                                      "EXTRACT YEAR, MONTH, DAY, HOUR, MINUTE or SECOND")
             return self._call(unit, [self.translate(node.expression)], node, position)
         if isinstance(node, (exp.Floor, exp.Ceil)) and node.args.get("to") is not None:
-            if isinstance(node, exp.Ceil):
-                raise CompileFailure(position, "unsupported: CEIL(ts TO unit)",
-                                     "use FLOOR(ts TO unit) + INTERVAL")
-            return self._trunc(node.args["to"].name, node.this, node, position)
+            return self._trunc(node.args["to"].name, node.this, node, position,
+                               "DATE_CEIL" if isinstance(node, exp.Ceil) else "DATE_TRUNC")
         if isinstance(node, (exp.DateTrunc, exp.TimestampTrunc)):
             unit = node.args.get("unit")
             unit_name = unit.name if unit is not None else ""
@@ -878,7 +877,7 @@ class _Translator:
                                             *times], node, position)
 
     def _trunc(self, unit: str, value_node: exp.Expression, node: exp.Expression,
-               position: Position) -> Expr:
+               position: Position, function: str = "DATE_TRUNC") -> Expr:
         upper = unit.upper().strip("'")
         if upper.endswith("S") and upper[:-1] in ("SECOND", "MINUTE", "HOUR", "DAY", "MONTH",
                                                   "YEAR"):
@@ -887,8 +886,8 @@ class _Translator:
             raise CompileFailure(position, f"unsupported truncation unit {unit}",
                                  "use SECOND, MINUTE, HOUR, DAY, MONTH or YEAR")
         value = self.translate(value_node)
-        return self._call("DATE_TRUNC", [Literal_(upper, SqlType("VARCHAR", nullable=False)),
-                                         value], node, position)
+        return self._call(function, [Literal_(upper, SqlType("VARCHAR", nullable=False)),
+                                     value], node, position)
 
     def _round(self, value: Expr, digits: int, node: exp.Expression,
                position: Position) -> Expr:
@@ -1034,7 +1033,8 @@ def _window_columns(tvf: _Tvf, relation: Relation, source: SourceText,
         raise CompileFailure(tvf.column_position,
                              f"column {tvf.column} is not a time attribute",
                              f"add LATENESS to {relation.name}.{tvf.column}, or window on a "
-                             "column that has it")
+                             "column that has it, or on a monotone expression of one (c + "
+                             "INTERVAL, FLOOR(c TO unit), CEIL(c TO unit))")
     unit = "interval" if column.type.name == "TIMESTAMP" else "integer"
     for amount, kind, position in tvf.amounts:
         if kind != unit:
@@ -1111,7 +1111,7 @@ def _amount(value: int, unit: str) -> str:
     return f"{value} ms"
 
 
-_AttrKind = Literal["forwarded", "window_start", "window_end", "view_lateness"]
+_AttrKind = Literal["forwarded", "window_start", "window_end", "view_lateness", "derived"]
 
 
 def _ident(node: Any) -> str:
@@ -1124,7 +1124,7 @@ def _derived(attr: TimeAttribute, column: str, kind: _AttrKind | None = None) ->
     """The time attribute of a column that carries ``attr``'s waterline under a new name."""
     new_kind = kind or ("forwarded" if attr.kind == "view_lateness" else attr.kind)
     return TimeAttribute(column, attr.table, attr.source_column, new_kind, attr.merged,
-                         attr.join)
+                         attr.join, attr.derivation)
 
 
 def _output_name(item: exp.Expression, index: int, translator: _Translator) -> str:
@@ -1429,8 +1429,8 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
                                  "or aggregates", "use WHERE")
         outputs = tuple(zip(names, exprs, strict=True))
         operators.append(Project(outputs))
-        out_attrs = tuple(_derived(time_attrs[e.name], n) for n, e in outputs
-                          if isinstance(e, ColumnRef) and e.name in time_attrs)
+        out_attrs = tuple(a for n, e in outputs
+                          if (a := expression_time(e, time_attrs, n)) is not None)
         return PlannedQuery(relation.name, operators,
                             [Column(n, e.type) for n, e in outputs], (), out_attrs, False,
                             window, None, None, column_positions=tuple(positions))
@@ -1503,8 +1503,9 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
 
     key_time: dict[str, TimeAttribute] = {}
     for key_name, key_expr in keys:
-        if isinstance(key_expr, ColumnRef) and key_expr.name in time_attrs:
-            key_time[key_name] = time_attrs[key_expr.name]
+        key_attr = expression_time(key_expr, time_attrs, key_name)
+        if key_attr is not None:
+            key_time[key_name] = key_attr
     selected: dict[str, str] = {}
     for out_name, expr in outputs:
         if isinstance(expr, ColumnRef) and expr.name in key_names and expr.name not in selected:
@@ -1728,6 +1729,8 @@ def _offset_text(column: str, amount: int, unit: str) -> str:
 
 
 def _join_waterline(attr: TimeAttribute) -> str:
+    if attr.steps:
+        return waterline_text(attr)
     if attr.merged:
         return "min(" + ", ".join(_join_waterline(m) for m in attr.merged) + ")"
     return f"w({attr.table}.{attr.source_column})"

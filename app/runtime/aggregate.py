@@ -33,7 +33,7 @@ from __future__ import annotations
 import base64
 import json
 import pickle
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -45,6 +45,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from app.circuit.aggregates import average_result, sum_result
+from app.circuit.derived_time import GroupCompletion
 from app.circuit.functions import arg_type, evaluate, to_spark_sql
 from app.circuit.ir import (
     AggCall,
@@ -54,9 +55,11 @@ from app.circuit.ir import (
     Operator,
     Project,
     SqlType,
+    TimeStep,
     View,
     Window,
 )
+from app.circuit.waterline import completion_threshold
 from app.connectors.sink.record import (
     KEY,
     KIND,
@@ -67,6 +70,7 @@ from app.connectors.sink.record import (
     VALUE,
 )
 from app.runtime.encode import ViewEncoding, encode_record
+from app.runtime.view_frame import hidden_watermark
 
 __all__ = ["aggregate_branch", "plan_of", "polls_every_step", "window_key_index"]
 
@@ -183,21 +187,33 @@ class _Plan:
     post: tuple[Operator, ...]
     key_kinds: tuple[str, ...]
     arg_kinds: tuple[tuple[str, ...], ...]
-    window_key: int | None  # index of the window_start/window_end key
-    window_size: int  # added to window_start keys to get the end
-    key_is_start: bool
+    #: The key whose value completes a group (S11), or None: the group is complete once the
+    #: watermark (its table's first LATENESS column's waterline) reaches
+    #: ``completion_threshold(steps, value + key_offset)``: a window_end's value itself, a
+    #: window_start's plus the size, any other time attribute's plus 1, each through the
+    #: steps of a derived time attribute.
+    window_key: int | None
+    key_offset: int
+    steps: tuple[TimeStep, ...]
     encoding: ViewEncoding
 
     def output_columns(self) -> list[str]:
         return [c.name for c in self.view.columns]
 
 
-def plan_of(view: View) -> _Plan:
+def plan_of(view: View, completion: GroupCompletion | None = None) -> _Plan:
     """What finishing and encoding a group of an aggregate output view needs (both the shared
-    operator and Spark's native aggregation, :mod:`app.runtime.native_aggregate`, use it)."""
+    operator and Spark's native aggregation, :mod:`app.runtime.native_aggregate`, use it).
+    ``completion``: the view's (:func:`app.circuit.derived_time.group_completion`); without
+    it, a key of the view's own window."""
     aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
     position = view.operators.index(aggregate)
     window_key, size, key_is_start = _window_key(view, aggregate)
+    offset = size if key_is_start else 0
+    steps: tuple[TimeStep, ...] = ()
+    if completion is not None:
+        window_key, offset = completion.key_index, completion.offset
+        steps = completion.attribute.steps
     return _Plan(
         view,
         aggregate,
@@ -205,8 +221,8 @@ def plan_of(view: View) -> _Plan:
         tuple(_type_of(e).name for _, e in aggregate.keys),
         tuple(tuple(_type_of(a).name for a in call.args) for _, call in aggregate.aggregates),
         window_key,
-        size,
-        key_is_start,
+        offset,
+        steps,
         ViewEncoding.for_view(view),
     )
 
@@ -303,8 +319,8 @@ def _load_group(plan: _Plan, group_key: tuple[Any, ...], state: GroupState) -> _
         return pickle.loads(state.get[0])  # type: ignore[no-any-return]  # noqa: S301 - ours
     group = _Group([_Acc(call) for _, call in plan.aggregate.aggregates])
     if plan.window_key is not None and group_key[plan.window_key] is not None:
-        bound = int(group_key[plan.window_key])
-        group.window_end = bound + plan.window_size if plan.key_is_start else bound
+        bound = int(group_key[plan.window_key]) + plan.key_offset
+        group.window_end = completion_threshold(plan.steps, bound)
     return group
 
 
@@ -460,15 +476,21 @@ def _json_of(exprs: Sequence[Any]) -> str:
     return f"to_json(named_struct({fields}))" if fields else "'{}'"
 
 
-def aggregate_branch(inputs: Sequence[tuple[View, DataFrame]], event_time: str) -> DataFrame:
+def aggregate_branch(
+    inputs: Sequence[tuple[View, DataFrame]],
+    event_time: str,
+    completions: Mapping[str, GroupCompletion | None],
+) -> DataFrame:
     """The Kafka records (sink records) of every aggregate output view of one table.
 
     ``event_time`` is the table column carrying Spark's watermark: it stays in the projection
-    because Spark's event-time timeout needs the watermarked column in its input."""
+    (or rides along hidden, app/runtime/view_frame.py) because Spark's event-time timeout
+    needs the watermarked column in its input. ``completions``: per view, the key that
+    completes its groups."""
     plans: list[_Plan] = []
     projected: DataFrame | None = None
     for index, (view, df) in enumerate(inputs):
-        plan = plan_of(view)
+        plan = plan_of(view, completions.get(view.name))
         aggregate = plan.aggregate
         plans.append(plan)
         nested = [
@@ -524,10 +546,13 @@ def _event_time_column(df: DataFrame, event_time: str) -> Any:
     the waterline, so the operator must drop nothing: shifting the column by 1 ms (keeping its
     watermark metadata, which the timeout needs) turns Spark's ``<=`` into S5's ``<``. Timeouts
     use the query's watermark, not this column, so S11 is unchanged."""
-    field = df.schema[event_time]
+    hidden = hidden_watermark(event_time)
+    # A view that computes a derived time attribute from it carries it under another name.
+    source = hidden if hidden in df.columns else event_time
+    field = df.schema[source]
     if field.dataType.typeName() != "timestamp":
-        return F.col(event_time)
-    shifted = F.col(event_time) + F.expr("INTERVAL 1 MILLISECOND")
+        return F.col(f"`{source}`").alias(event_time, metadata=dict(field.metadata))
+    shifted = F.col(f"`{source}`") + F.expr("INTERVAL 1 MILLISECOND")
     return shifted.alias(event_time, metadata=dict(field.metadata))
 
 

@@ -31,6 +31,7 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from app.circuit.derived_time import group_completion, input_attributes
 from app.circuit.ir import (
     Circuit,
     Column,
@@ -40,6 +41,7 @@ from app.circuit.ir import (
     SqlType,
     Table,
     TimeAttribute,
+    TimeStep,
     View,
     Window,
 )
@@ -72,6 +74,7 @@ from app.runtime.view_gate import (
     waterline_key,
     with_watermark,
 )
+from app.runtime.view_waterlines import DerivedInput, MergedInput
 
 __all__ = [
     "TablePlan",
@@ -103,7 +106,7 @@ def _kind(t: SqlType) -> str:
 TimeUnit = Literal["ms", "integer"]
 #: A waterline the S14 waterline of a view follows: a key of the query's waterline map and
 #: how far below it (``w - lag``, in the column's unit).
-WaterlineInput = tuple[str, int]
+WaterlineInput = MergedInput
 
 
 def time_unit(t: SqlType) -> TimeUnit:
@@ -159,6 +162,9 @@ class TablePlan:
     #: A UNION ALL or JOIN time attribute's key -> the keys (and lags) whose minimum is its
     #: waterline (S16, S17).
     merged: Mapping[str, tuple[WaterlineInput, ...]] = field(default_factory=dict)
+    #: A derived time attribute's key (``"<view>.<column>"``) -> the key whose waterline its
+    #: steps turn into its own (S10).
+    derived: Mapping[str, DerivedInput] = field(default_factory=dict)
 
     @property
     def table(self) -> Table:
@@ -271,6 +277,7 @@ def plan_query(
     branches: list[DataFrame] = []
     time_source: dict[str, str | None] = {}
     merged: dict[str, tuple[WaterlineInput, ...]] = {}
+    derived: dict[str, DerivedInput] = {}
     aggregates: list[tuple[View, DataFrame]] = []
     event_time = table.lateness[0].column if table.lateness else None
     produce = (
@@ -324,6 +331,12 @@ def plan_query(
                 time_source[view.name] = keys[0][0] if keys else None
         else:
             time_source[view.name] = _time_key(circuit, view, table)
+        steps = _first_time_steps(circuit, view, table, several)
+        base = time_source[view.name]
+        if steps and base is not None:
+            key = f"{view.name}.{view.time_attributes[0].column}"
+            derived[key] = (base, steps)
+            time_source[view.name] = key
         if view.name in computed_per_step:
             continue
         if placement[view.name] == "native":
@@ -344,7 +357,8 @@ def plan_query(
         )
     if aggregates:
         assert event_time is not None
-        branches.append(aggregate_branch(aggregates, event_time))
+        completions = {v.name: group_completion(circuit, v) for v, _ in aggregates}
+        branches.append(aggregate_branch(aggregates, event_time, completions))
     assert (slice_views or query.batch == "reread") == (not branches), (query.name, query.shape)
     assert query.scans_once == (in_query and len(branches) == 1), (query.name, query.shape)
     if in_query:
@@ -382,6 +396,7 @@ def plan_query(
         tuple(specs),
         query,
         merged,
+        derived,
     )
 
 
@@ -529,13 +544,32 @@ def sink_table(table: Table, gated_views: list[View]) -> Table:
 def _time_key(circuit: Circuit, view: View, table: Table) -> str | None:
     """S14: the waterline key of the view's first time attribute (a table LATENESS column, or
     ``"<view>.<column>"`` for a view's own LATENESS), as the reference evaluator picks it."""
+    found = _time_attribute_key(circuit, view, table)
+    return None if found is None else found[0]
+
+
+def _time_attribute_key(
+    circuit: Circuit, view: View, table: Table
+) -> tuple[str, TimeAttribute] | None:
+    """:func:`_time_key` and the time attribute it is the key of."""
     for attr in view.time_attributes:
         if attr.table == table.name:
-            return attr.source_column
+            return attr.source_column, attr
         owner = circuit.view(attr.table) if attr.table in {v.name for v in circuit.views} else None
         if owner is not None and any(x.column == attr.source_column for x in owner.lateness):
-            return waterline_key(owner.name, attr.source_column)
+            return waterline_key(owner.name, attr.source_column), attr
     return None
+
+
+def _first_time_steps(
+    circuit: Circuit, view: View, table: Table, several: bool
+) -> tuple[TimeStep, ...]:
+    """The steps of the time attribute whose waterline is the view's S14 waterline (the one
+    :func:`_time_key` or :func:`waterline_inputs` picks); empty when it is not derived."""
+    if several or circuit.union_upstream(view.name) is not None:
+        return view.time_attributes[0].steps if view.time_attributes else ()
+    found = _time_attribute_key(circuit, view, table)
+    return () if found is None else found[1].steps
 
 
 def check_supported(circuit: Circuit, physical: PhysicalPlan) -> None:
@@ -576,6 +610,16 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                 )
             )
     for view in circuit.views:
+        nested = next((a for a in view.time_attributes if _derived_inside(a)), None)
+        if nested is not None:
+            # The step sink merges table waterlines less lags (S16, S17), not their steps.
+            reject(
+                view,
+                f"the time attribute {nested.column}, a UNION ALL or JOIN of derived time "
+                "attributes",
+                "derive the time attribute after the UNION ALL or JOIN; the reference "
+                "evaluator runs it (tidemark explain shows the plan)",
+            )
         join = circuit.join_upstream(view.name)
         if join == view.name:
             problem = _join_problem(circuit, view)
@@ -655,15 +699,38 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
         owner = physical.placement(view.name).state_owner
         assert owner is not None, view.name
         first = first_lateness(circuit, owner)
+        inputs = input_attributes(circuit, view.source)
         for op in view.operators:
-            if isinstance(op, Window) and op.time_column != first:
+            if not isinstance(op, Window) or op.time_column == first:
+                continue
+            attr = inputs.get(op.time_column)
+            if attr is None or not attr.steps or not _follows(attr, owner, first):
                 reject(
                     view,
                     f"a window on {op.time_column} (state is freed by the waterline "
                     f"of the first LATENESS column of {owner})",
-                    f"window on the first LATENESS column of {owner}",
+                    f"window on the first LATENESS column of {owner}, or on a derived "
+                    "time attribute of it (e.g. its + INTERVAL)",
                 )
-        if view.state.kind == "window" and window_key_index(view) is None:
+        completion = group_completion(circuit, view)
+        # A derived key, or any time attribute key without a window: the state operator
+        # completes its groups by the threshold on the watermark (ADR 0021).
+        by_threshold = completion is not None and (
+            bool(completion.attribute.steps)
+            or completion.attribute.kind not in ("window_start", "window_end")
+        )
+        if by_threshold and completion is not None and not _follows(
+            completion.attribute, owner, first
+        ):
+            reject(
+                view,
+                f"a GROUP BY on a time attribute of {completion.attribute.table}."
+                f"{completion.attribute.source_column} (state is freed by the waterline of "
+                f"the first LATENESS column of {owner})",
+                f"group by the first LATENESS column of {owner}, or a derived time "
+                "attribute of it (e.g. CEIL(c TO DAY))",
+            )
+        if view.state.kind == "window" and not by_threshold and window_key_index(view) is None:
             # The state operator reads a group's window end from the view's own window.
             reject(
                 view,
@@ -691,6 +758,24 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                 "aggregate over one time source per table",
             )
     return problems
+
+
+def _derived_inside(attribute: TimeAttribute) -> bool:
+    """Whether a UNION ALL or JOIN time attribute has a derived input (at any depth)."""
+    inputs = list(attribute.merged)
+    if attribute.join is not None:
+        inputs += [attribute.join.own, attribute.join.other]
+    return any(bool(a.steps) or _derived_inside(a) for a in inputs)
+
+
+def _follows(attribute: TimeAttribute, owner: str, first: str | None) -> bool:
+    """Whether ``attribute``'s waterline is (a function of) ``owner``'s first LATENESS
+    column's, the one Spark's watermark follows: not a UNION ALL's or a JOIN's."""
+    return (
+        (attribute.table, attribute.source_column) == (owner, first)
+        and not attribute.merged
+        and attribute.join is None
+    )
 
 
 def _over_union(circuit: Circuit, view: str) -> bool:

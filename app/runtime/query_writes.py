@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ from app.errors import TidemarkError
 from app.runtime.sink_rows import arrow_dead_letters, arrow_probes
 from app.runtime.step_files import write_atomically
 from app.runtime.step_orders import STEP_OUTPUT, StepOrder
+from app.runtime.view_waterlines import DerivedInput, MergedInput, view_waterlines
 
 __all__ = [
     "DEAD_LETTER_TASK",
@@ -176,13 +177,18 @@ class ProbeRendezvous:
     lateness: tuple[tuple[str, int], ...]
     units: Mapping[str, str]
     time_source: Mapping[str, str | None]
+    merged: Mapping[str, tuple[MergedInput, ...]] = field(default_factory=dict)
+    derived: Mapping[str, DerivedInput] = field(default_factory=dict)
 
     def summaries(self) -> list[Any]:
         return read_step_summaries(self.directory, self.step, self.partitions)
 
     def headers(self) -> dict[str, list[tuple[str, bytes]]]:
-        waterlines = waterline_after(self.previous, self.summaries(), self.lateness)
-        return view_headers(waterlines, self.time_source, self.units)
+        """S14 headers, from the waterline map the driver computes too
+        (:func:`app.runtime.view_waterlines.view_waterlines`)."""
+        tables = waterline_after(self.previous, self.summaries(), self.lateness)
+        waterlines, units = view_waterlines(tables, self.units, self.merged, self.derived)
+        return view_headers(waterlines, self.time_source, units)
 
     def dead_letters(self) -> Iterator[pa.RecordBatch]:
         """The dead letters the step's source tasks left (:class:`SourceSide`), as records

@@ -137,4 +137,6 @@ def query_digest(plan: TablePlan) -> str:
         "view_time_source": plain_value(dict(plan.view_time_source)),
         "merged": plain_value(dict(plan.merged)),
     }
+    if plan.derived:  # absent where no view has one: earlier queries keep their digest
+        parts["derived"] = plain_value(dict(plan.derived))
     return hashlib.sha256(canonical_json(parts).encode()).hexdigest()

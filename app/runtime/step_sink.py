@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial, reduce
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import pyarrow as pa
 import structlog
@@ -49,7 +49,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from app.circuit.ir import Table
-from app.circuit.waterline import merged_waterline
 from app.connectors.kafka_source import KafkaPartitionSlice
 from app.connectors.sink import (
     SUMMARY_SCHEMA,
@@ -87,6 +86,7 @@ from app.runtime.step_files import (
 from app.runtime.step_inputs import plan_digest, spark_checkpoint, step_input_ranges
 from app.runtime.step_orders import SliceWriter, StepOrder, collect_with_order, write_slices
 from app.runtime.step_views import produce_step_views
+from app.runtime.view_waterlines import view_waterlines
 
 __all__ = ["StepReport", "StepSink", "sink_identity"]
 
@@ -428,12 +428,10 @@ class StepSink:
                 for column, unit in self._units_of[table.name].items():
                     waterlines[f"{table.name}.{column}"] = values.get(column)
                     units[f"{table.name}.{column}"] = unit
-        for key, inputs in self.plan.merged.items():
-            waterlines[key] = merged_waterline(
-                None if (w := waterlines.get(k)) is None else w - lag for k, lag in inputs
-            )
-            units[key] = units[inputs[0][0]]
-        return waterlines, units
+        completed, completed_units = view_waterlines(
+            waterlines, units, self.plan.merged, self.plan.derived
+        )
+        return completed, cast(dict[str, TimeUnit], completed_units)
 
     def _headers(self, steps: Mapping[str, TableStep]) -> dict[str, Any]:
         """S14 headers from the query's waterline map."""
@@ -532,6 +530,8 @@ class StepSink:
                 self._lateness,
                 self._units,
                 self._time_sources,
+                self.plan.merged,
+                self.plan.derived,
             )
             # The dead letters go with the step views' records when there are any, else with
             # the records of the query's first writing task.

@@ -16,9 +16,19 @@ from app.circuit.functions import to_spark_sql
 from app.circuit.ir import Aggregate, Filter, Join, Operator, Project, View, Window
 from app.runtime.view_gate import ORIGIN_COLUMNS
 
-__all__ = ["batch_time", "ms_sql", "view_frame"]
+__all__ = ["batch_time", "hidden_watermark", "ms_sql", "view_frame"]
 
 _CARRIED = (*ORIGIN_COLUMNS, "_ptime")
+#: Spark's column metadata key of a column with a watermark (``withWatermark``).
+_WATERMARK_KEY = "spark.watermarkDelayMs"
+_HIDDEN = "_watermarked_"
+
+
+def hidden_watermark(column: str) -> str:
+    """The name a watermarked column rides along under through a view that does not select
+    it (a derived time attribute computed from it, S10): the state operator's event-time
+    timeout needs the watermarked column in its input (app/runtime/aggregate.py)."""
+    return column if column.startswith(_HIDDEN) else f"{_HIDDEN}{column}"
 
 
 def ms_sql(column: str) -> str:
@@ -98,7 +108,7 @@ def view_frame(
     if isinstance(first, Join):
         rows = _joined(first, inputs) if joined is None else joined
         return _pipeline(rows, view.operators[1:])
-    return _pipeline(inputs[view.source], view.operators)
+    return _pipeline(inputs[view.source], view.operators, hide_watermarks=True)
 
 
 #: How far a join's time columns are shifted while Spark's join operator sees them.
@@ -164,7 +174,11 @@ def _interval(ms: int) -> str:
     return f"INTERVAL '{sign}{abs(ms) // 1000}.{abs(ms) % 1000:03d}' SECOND"
 
 
-def _pipeline(df: DataFrame, operators: Iterable[Operator]) -> DataFrame:
+def _pipeline(
+    df: DataFrame, operators: Iterable[Operator], hide_watermarks: bool = False
+) -> DataFrame:
+    """The operators over ``df``; with ``hide_watermarks`` (a view of one input), a
+    watermarked column a Project does not select rides along (:func:`hidden_watermark`)."""
     for op in operators:
         if isinstance(op, Filter):
             df = df.filter(F.expr(to_spark_sql(op.predicate)))
@@ -172,7 +186,15 @@ def _pipeline(df: DataFrame, operators: Iterable[Operator]) -> DataFrame:
             names = {n for n, _ in op.outputs}
             # Arrival coordinates (ARG ties), the original record (view gate) and the step's
             # batch time (views the step sink computes) ride along.
-            carried = [c for c in _CARRIED if c in df.columns and c not in names]
+            carried = [F.col(c) for c in _CARRIED if c in df.columns and c not in names]
+            carried += [
+                F.col(f"`{c}`").alias(hidden_watermark(c))
+                for c in df.columns
+                if hide_watermarks
+                and c not in names
+                and (c.startswith(_HIDDEN) or _WATERMARK_KEY in df.schema[c].metadata)
+                and c not in ("window_start", "window_end")
+            ]
             df = df.select(*[F.expr(to_spark_sql(e)).alias(n) for n, e in op.outputs], *carried)
         elif isinstance(op, Window):
             df = _window(df, op)

@@ -201,6 +201,9 @@ def _cases() -> dict[str, list[Expr]]:  # noqa: C901 - one list per catalog func
     cases["DATE_TRUNC"] = [call("DATE_TRUNC", text(unit), col(c))
                            for unit in ("SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "YEAR")
                            for c in ("ts", "tt")]
+    cases["DATE_CEIL"] = [call("DATE_CEIL", text(unit), col(c))
+                          for unit in ("SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "YEAR")
+                          for c in ("ts", "tt")]
     cases["TIMESTAMP_MILLIS"] = [call("TIMESTAMP_MILLIS", col("b")),
                                  call("TIMESTAMP_MILLIS", col("i"))]
     cases["UNIX_MILLIS"] = [call("UNIX_MILLIS", col("ts")), call("UNIX_MILLIS", col("tt"))]

@@ -346,6 +346,9 @@ def _seeds(default: Sequence[int]) -> list[int]:
 CI_CASES = int(os.environ.get("DIFFERENTIAL_CASES", "52"))
 #: CUMULATE aggregates (L4, S9) beside CI's generated views: each of their 9 EMIT forms/formats.
 CI_CUMULATES = int(os.environ.get("DIFFERENTIAL_CUMULATES", "9"))
+#: Aggregates by a derived time attribute (S10, S11) beside them: 3 by a derived key, 3 by a
+#: window on a derived column of a local view.
+CI_DERIVED = int(os.environ.get("DIFFERENTIAL_DERIVED", "6"))
 
 
 @pytest.mark.parametrize("seed", _seeds([20261121]))
@@ -353,12 +356,15 @@ def test_spark_equals_reference_on_generated_views_s3_s14(
     seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
     """52 generated views over two tables in one Spark run of 4 steps: every record as the
-    oracle's, punctuations (S4) and malformed records (S7) included; and 9 CUMULATE
-    aggregates on the state operator."""
-    scenario = generate(seed, cases=CI_CASES, steps=4, rows_per_step=18, cumulates=CI_CUMULATES)
+    oracle's, punctuations (S4) and malformed records (S7) included; 9 CUMULATE aggregates
+    and 6 aggregates by derived time attributes on the state operator."""
+    scenario = generate(seed, cases=CI_CASES, steps=4, rows_per_step=18, cumulates=CI_CUMULATES,
+                        derived=CI_DERIVED)
     run = _check(scenario, kafka, unique_topic, tmp_path)
     cumulates = [sum(r.outputs.get(f"cu{i}", 0) for r in run.reports) for i in range(CI_CUMULATES)]
     assert all(n > 0 for n in cumulates), cumulates
+    derived = [sum(r.outputs.get(f"dv{i}", 0) for r in run.reports) for i in range(CI_DERIVED)]
+    assert all(n > 0 for n in derived), derived
 
 
 #: Cascades of windows (SPEC S18) and SESSION aggregates (L4) beside the native views of
@@ -600,4 +606,24 @@ def test_cumulates_equal_reference_long_run(
     EMIT form and format the per-step run covers, over 6 steps of out-of-order, late and
     punctuated rows: every record as the oracle's (L4, S9, S11, S12)."""
     scenario = generate(seed, cases=0, steps=6, rows_per_step=18, cumulates=12)
+    _check(scenario, kafka, unique_topic, tmp_path)
+
+
+LONG_DERIVED_SEEDS = [
+    int(s)
+    for s in os.environ.get("DIFFERENTIAL_LONG_DERIVED_SEEDS", "1,2,3,4,5,6,7,8,9,10").split(",")
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", _seeds(LONG_DERIVED_SEEDS))
+def test_derived_time_attributes_equal_reference_long_run(
+    seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """12 generated aggregates by derived time attributes per seed
+    (``DIFFERENTIAL_LONG_DERIVED_SEEDS``): keys ``ts +/- INTERVAL``, CEIL/FLOOR/DATE_TRUNC of a
+    shifted ts, and windows on such a column of a local view, every EMIT form and format,
+    over 6 steps of out-of-order, late and punctuated rows: every record as the oracle's
+    (S10, S11, S12, S14)."""
+    scenario = generate(seed, cases=0, steps=6, rows_per_step=18, derived=12)
     _check(scenario, kafka, unique_topic, tmp_path)

@@ -142,8 +142,8 @@ def test_s17_union_of_one_table_twice_has_each_row_twice() -> None:
 
 def test_s10_a_branch_without_time_attribute_makes_the_column_plain() -> None:
     text = MERGE.split("CREATE VIEW activity")[0] + """
-        CREATE LOCAL VIEW shifted AS SELECT rowtime + INTERVAL '1' MINUTE AS rowtime, ticker
-        FROM orders;
+        CREATE LOCAL VIEW shifted AS SELECT CASE WHEN ticker = 'x' THEN rowtime
+        - INTERVAL '1' DAY ELSE rowtime END AS rowtime, ticker FROM orders;
         CREATE LOCAL VIEW mixed AS
         SELECT rowtime, ticker FROM shifted UNION ALL SELECT rowtime, ticker FROM trades;
         CREATE VIEW bad WITH ('topic' = 'bad') AS SELECT window_end, COUNT(*) AS n

@@ -42,7 +42,7 @@ GROUP BY window_start, k, window_end {emit};
     check_supported(circuit, plan)
     assert plan.placement("v").placement == "state_operator"
     operator = plan_of(circuit.view("v"))
-    assert (operator.window_key, operator.key_is_start) == (2, False)
+    assert (operator.window_key, operator.key_offset) == (2, 0)
 
 
 def test_l7_an_aggregate_by_the_windows_of_another_view_is_refused_by_name() -> None:

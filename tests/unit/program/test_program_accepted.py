@@ -271,7 +271,9 @@ def test_l3_expressions_translate_to_catalog_calls() -> None:
     assert outputs["h"].type == SqlType("BIGINT", nullable=False)
     assert isinstance(outputs["n"], Call) and outputs["n"].fn == "CONCAT"
     assert outputs["size"].type == SqlType("VARCHAR")
-    assert view.time_attributes == ()  # date_time is not forwarded verbatim (S10)
+    # Monotone functions of date_time keep the property (S10, derived); EXTRACT does not.
+    assert [(a.column, a.kind) for a in view.time_attributes] == [
+        ("later", "derived"), ("hour", "derived")]
     where = view.operators[0]
     assert isinstance(where, Filter) and isinstance(where.predicate, Call)
 
@@ -288,7 +290,9 @@ def test_l3_select_star_and_group_by_alias() -> None:
     assert isinstance(aggregate, Aggregate)
     assert aggregate.keys[0][0] == "hour"
     assert by_hour.key == ("hour",)
-    assert by_hour.state.kind == "unbounded"
+    # FLOOR(date_time TO HOUR) is a time attribute: an hour's group is complete once
+    # w(hour) = FLOOR(w(date_time) TO HOUR) passes it (S11).
+    assert by_hour.state.kind == "window"
 
 
 def test_schema_path_resolves_against_the_programs_parent(

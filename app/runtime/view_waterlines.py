@@ -1,0 +1,44 @@
+"""The S14 waterline of every output view, from its query's table waterlines, in one place.
+
+A query's waterline map holds its tables' LATENESS columns (``"<column>"`` for a query of one
+table, ``"<table>.<column>"`` for several) and its views' own LATENESS columns. An output
+view's waterline is one of those, or a key of its own: a UNION ALL's or JOIN's column, the
+minimum of its inputs each less its lag (S16, S17, ``merged``), or a derived time attribute,
+the steps of its base key's waterline (S10, ``derived``). The step sink's driver (headers and
+metrics) and the writing tasks of a one-job step (ADR 0008) both complete the map here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from app.circuit.ir import TimeStep
+from app.circuit.waterline import derived_waterline, merged_waterline
+
+__all__ = ["DerivedInput", "MergedInput", "view_waterlines"]
+
+#: A key of the map and how far below it a merged waterline follows it (``w - lag``).
+MergedInput = tuple[str, int]
+#: A key of the map and the steps of a derived time attribute over its waterline.
+DerivedInput = tuple[str, tuple[TimeStep, ...]]
+
+
+def view_waterlines(
+    waterlines: Mapping[str, int | None],
+    units: Mapping[str, str],
+    merged: Mapping[str, tuple[MergedInput, ...]],
+    derived: Mapping[str, DerivedInput],
+) -> tuple[dict[str, int | None], dict[str, str]]:
+    """The map with every ``merged`` key (their inputs are keys of ``waterlines``), then
+    every ``derived`` key (whose base may be a merged key), and each key's unit."""
+    out = dict(waterlines)
+    out_units = dict(units)
+    for key, inputs in merged.items():
+        out[key] = merged_waterline(
+            None if (w := out.get(k)) is None else w - lag for k, lag in inputs
+        )
+        out_units[key] = out_units[inputs[0][0]]
+    for key, (base, steps) in derived.items():
+        out[key] = derived_waterline(steps, out.get(base))
+        out_units[key] = out_units[base]
+    return out, out_units
