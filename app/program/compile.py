@@ -169,7 +169,8 @@ class _Compiler:
                 raise CompileFailure(col.position, f"duplicate column {col.name} in table "
                                      f"{decl.name}", "rename one of them")
             seen.add(col.name)
-            columns.append(Column(col.name, col.type, _metadata_key(decl.name, col)))
+            columns.append(Column(col.name, col.type, _metadata_key(decl.name, col),
+                                  processing_time=col.processing_time))
             if col.lateness is not None:
                 assert col.lateness_position is not None
                 lateness.append(Lateness(col.name, _lateness_amount(
@@ -203,8 +204,9 @@ class _Compiler:
                                      "with LATENESS", "add LATENESS to the event-time column")
             max_future_ms = option.value.amount
         registry = self._registry_url(options.get("schema-registry.url"), fmt, "table")
-        # Metadata columns come from the Kafka record, not its value: no schema field.
-        value_columns = [c for c in columns if c.metadata is None]
+        # Metadata columns come from the Kafka record, not its value, and a processing-time
+        # column from the step: no schema field.
+        value_columns = [c for c in columns if c.metadata is None and not c.processing_time]
         schema: dict[str, Any]
         if "schema" in options:
             schema = self._schema_file(options["schema"], value_columns, decl.name)
@@ -217,7 +219,8 @@ class _Compiler:
         self.tables.append(table)
         self.relations[decl.name] = Relation(
             decl.name, tuple(Column(c.name, c.type) for c in table.columns),
-            tuple(TimeAttribute(lt.column, decl.name, lt.column, "forwarded") for lt in lateness),
+            tuple(TimeAttribute(name, decl.name, name, "forwarded") for name in
+                  [lt.column for lt in lateness] + [c.name for c in columns if c.processing_time]),
             True, "table", table.primary_key)
 
     def _startup(self, options: dict[str, OptionDecl],

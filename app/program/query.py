@@ -53,6 +53,7 @@ from app.circuit.ir import (
     column_names,
     conjuncts,
 )
+from app.circuit.processing_time import now
 from app.program.ddl import _Cursor, parse_interval_tokens
 from app.program.lexer import CompileFailure, SourceText, Token, matching_paren
 
@@ -762,12 +763,20 @@ class _Translator:
 
     def _function(self, node: exp.Expression) -> Expr:
         written, position = self.written_function(node)
+        if isinstance(node, _BATCH_TIME) or (
+                isinstance(node, exp.Anonymous) and written in _BATCH_TIME_NAMES):
+            precision = node.this if isinstance(node, exp.CurrentTimestamp) else None
+            if isinstance(node, exp.Anonymous) and node.expressions or (
+                    precision is not None and precision.name != "3"):
+                raise CompileFailure(position, f"{written} takes no arguments",
+                                     f"write {written}() (millisecond precision)")
+            return now()
         if isinstance(node, _PROCESSING_TIME) or (
                 isinstance(node, exp.Anonymous) and written in _PROCESSING_TIME_NAMES):
             raise CompileFailure(position, f"unsupported function {written}: processing time "
-                                 "(CURRENT_TIMESTAMP, NOW(), PROCTIME()) is not supported",
-                                 "use an event-time column of the row, e.g. its TIMESTAMP "
-                                 "column with LATENESS, as windows and joins do")
+                                 "is the step's batch time, a TIMESTAMP",
+                                 "use NOW() (or CURRENT_TIMESTAMP), e.g. CAST(NOW() AS DATE) "
+                                 "for the date")
         if isinstance(node, exp.TimestampDiff):
             return self._timestampdiff(node, written, position)
         if isinstance(node, exp.Extract):
@@ -938,11 +947,12 @@ _ARGUMENT_KEYS: dict[type, tuple[str, ...]] = {
 #: Flags sqlglot sets on a node that change nothing here.
 _IGNORED_KEYS = {"ignore_nulls"}
 
-#: Processing time (the wall clock), not supported yet: only event time is.
-_PROCESSING_TIME = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.CurrentDatetime,
-                    exp.Localtimestamp, exp.Localtime)
-_PROCESSING_TIME_NAMES = {"NOW", "PROCTIME", "CURRENT_ROW_TIMESTAMP", "LOCALTIMESTAMP",
-                          "CURRENT_TIMESTAMP"}
+#: Processing time in an expression: the evaluating step's batch time (processing_time.now).
+_BATCH_TIME = (exp.CurrentTimestamp, exp.Localtimestamp)
+_BATCH_TIME_NAMES = {"NOW", "PROCTIME", "LOCALTIMESTAMP", "CURRENT_TIMESTAMP"}
+#: The other clock functions: a date or time of day, or Flink's per-row wall clock.
+_PROCESSING_TIME = (exp.CurrentDate, exp.CurrentTime, exp.CurrentDatetime, exp.Localtime)
+_PROCESSING_TIME_NAMES = {"CURRENT_ROW_TIMESTAMP", "CURRENT_DATE", "CURRENT_TIME", "LOCALTIME"}
 
 
 # ---------------------------------------------------------------------------------------------
