@@ -236,6 +236,9 @@ class Window:
     size: int
     slide: int
     offset: int = 0
+    #: The time column is a processing-time attribute (``AS PROCTIME()``, forwarded): the
+    #: window is complete in the first step whose batch time reaches its end.
+    processing_time: bool = field(default=False, metadata=OMIT_DEFAULT)
 
 
 @dataclass(frozen=True)

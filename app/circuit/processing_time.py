@@ -18,7 +18,8 @@ deterministic across replays of a step only, not across runs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from app.circuit.ir import (
     Aggregate,
@@ -35,13 +36,17 @@ from app.circuit.ir import (
     Table,
     TimeAttribute,
     UnionAll,
+    UnionBranch,
     View,
+    Window,
 )
 
 __all__ = [
     "BATCH_TIME_COLUMN",
     "NOW",
     "attribute_is_processing_time",
+    "column_is_processing_time",
+    "mark_processing_windows",
     "now",
     "processing_time_columns",
     "reads_now",
@@ -118,3 +123,46 @@ def attribute_is_processing_time(circuit: Circuit, attribute: TimeAttribute) -> 
     if upstream is None or upstream == attribute:
         return False
     return attribute_is_processing_time(circuit, upstream)
+
+
+def column_is_processing_time(circuit: Circuit, relation: str, column: str) -> bool:
+    """``relation.column`` is a processing-time attribute (a table's ``AS PROCTIME()``
+    column, or a view's time attribute that forwards or windows one)."""
+    if any(t.name == relation for t in circuit.tables):
+        table = circuit.table(relation)
+        return any(c.name == column and c.processing_time for c in table.columns)
+    attribute = next(
+        (a for a in circuit.view(relation).time_attributes if a.column == column), None
+    )
+    return attribute is not None and attribute_is_processing_time(circuit, attribute)
+
+
+def _marked(circuit: Circuit, source: str, operators: Sequence[Operator]) -> tuple[Operator, ...]:
+    out: list[Operator] = []
+    for op in operators:
+        if isinstance(op, Window) and column_is_processing_time(circuit, source, op.time_column):
+            op = replace(op, processing_time=True)
+        out.append(op)
+    return tuple(out)
+
+
+def mark_processing_windows(circuit: Circuit) -> Circuit:
+    """The circuit with every window on a processing-time attribute marked
+    (:attr:`~app.circuit.ir.Window.processing_time`), views in order (a view's input is
+    marked before it is read)."""
+    views: list[View] = []
+    for view in circuit.views:
+        known = replace(circuit, views=tuple(views))
+        union = view.union
+        if union is not None:
+            branches = tuple(
+                UnionBranch(b.source, _marked(known, b.source, b.operators))
+                for b in union.branches
+            )
+            operators: tuple[Operator, ...] = (UnionAll(branches),)
+        elif view.join is not None:
+            operators = view.operators
+        else:
+            operators = _marked(known, view.source, view.operators)
+        views.append(replace(view, operators=operators))
+    return replace(circuit, views=tuple(views))

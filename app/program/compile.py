@@ -30,6 +30,7 @@ from app.circuit.ir import (
     ViewLateness,
 )
 from app.circuit.metadata import HEADER_PREFIX, METADATA_TYPES, metadata_types
+from app.circuit.processing_time import mark_processing_windows
 from app.errors import ProgramError
 from app.program.avro_schema import CHANGELOG_FIELDS, record_schema, schema_mismatches
 from app.program.ddl import (
@@ -142,8 +143,8 @@ class _Compiler:
         if self.errors:
             raise ProgramError(sorted(self.errors, key=lambda d: (d.position.line,
                                                                  d.position.column)))
-        return Circuit(self.source.path, tuple(self.tables), tuple(self.views),
-                       tuple(self.warnings))
+        return mark_processing_windows(Circuit(self.source.path, tuple(self.tables),
+                                               tuple(self.views), tuple(self.warnings)))
 
     # -- names ------------------------------------------------------------------------------
 

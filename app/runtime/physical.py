@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from app.circuit.ir import Circuit, Join, View
+from app.circuit.processing_time import processing_time_columns
 from app.runtime.arrow_views import slice_computable
 from app.runtime.native_aggregate import is_native, union_time_tables
 from app.runtime.step_views import per_step_views
@@ -388,7 +389,8 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
 
 
 def choose_step_shape(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
-    """Which of the two step shapes each query takes (ADR 0011). With no view gate and step
+    """Which of the two step shapes each query takes (ADR 0011). With no view gate, no
+    ``AS PROCTIME()`` column (the source's tasks know no batch time) and step
     views the source's tasks can all compute over Arrow
     (:func:`~app.runtime.arrow_views.slice_computable`), the query writes its own records
     (``query_writes``): from the aggregate's last stage when its outputs are native
@@ -403,7 +405,14 @@ def choose_step_shape(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
         outputs = [v for v in query.views if v.output]
         gates = any(v.gate for v in query.views)
         step_views = [circuit.view(v.view) for v in query.views if v.placement == "step_sink"]
-        in_source = not gates and (not step_views or slice_computable(step_views))
+        # The source's tasks know no batch time: a table's AS PROCTIME() column is taken
+        # inside the query (view_frame.table_columns).
+        proctime = any(
+            processing_time_columns(circuit.table(t)) for t in query.tables
+        )
+        in_source = (
+            not gates and not proctime and (not step_views or slice_computable(step_views))
+        )
         native = any(v.placement == "native" for v in outputs)
         branches = (
             int(gates)

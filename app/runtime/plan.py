@@ -32,16 +32,24 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from app.circuit.ir import (
+    Aggregate,
     Circuit,
     Column,
     Diagnostic,
+    Filter,
     Join,
     Lateness,
+    Project,
     SqlType,
     Table,
     TimeAttribute,
     View,
     Window,
+)
+from app.circuit.processing_time import (
+    attribute_is_processing_time,
+    reads_now,
+    view_reads_now,
 )
 from app.connectors.late_gate import ACCEPTED, SourceColumn, SourceSpec
 from app.connectors.sink.record import SINK_SCHEMA
@@ -64,7 +72,13 @@ from app.runtime.sink_rows import TABLE_GATE, gate_rows
 from app.runtime.source_reader import KafkaSource, log_start_position
 from app.runtime.step_orders import SLICE_SUMMARY
 from app.runtime.step_views import carried_columns
-from app.runtime.view_frame import batch_time, ms_sql, view_frame
+from app.runtime.view_frame import (
+    batch_time,
+    ms_sql,
+    table_columns,
+    view_frame,
+    with_batch_time,
+)
 from app.runtime.view_gate import (
     ORIGIN_COLUMNS,
     ViewGateSpec,
@@ -116,7 +130,9 @@ def source_spec(table: Table, ok_payload: bool = True) -> SourceSpec:
         table=table.name,
         topic=table.topic,
         columns=tuple(
-            SourceColumn(c.name, _kind(c.type), c.type.nullable, c.metadata) for c in table.columns
+            SourceColumn(c.name, _kind(c.type), c.type.nullable, c.metadata)
+            for c in table.columns
+            if not c.processing_time  # the query adds it: the source knows no batch time
         ),
         avro_schema=table.avro_schema,
         lateness=tuple((x.column, x.amount) for x in table.lateness),
@@ -265,8 +281,9 @@ def plan_query(
                     "_event_time",
                     first.amount,
                 )
-        columns = [c.name for c in table.columns]
-        frames[table.name] = accepted.filter(F.col("_kind") == "ok").select(*columns, *carried)
+        frames[table.name] = accepted.filter(F.col("_kind") == "ok").select(
+            *table_columns(table), *carried
+        )
     table = tables[0]
     branches: list[DataFrame] = []
     time_source: dict[str, str | None] = {}
@@ -295,7 +312,11 @@ def plan_query(
             joined = None
             if join is not None and by_join_operator(join):
                 joined = _operator_rows(circuit, join, frames, sources)
-            frames[view.name] = view_frame(view, frames, joined)
+            inputs = frames
+            if view_reads_now(view):
+                # NOW() reads the step's batch time from its rows (processing_time.py).
+                inputs = {**frames, **{s: with_batch_time(frames[s]) for s in view.sources}}
+            frames[view.name] = view_frame(view, inputs, joined)
         if view.lateness:
             assert not several, view.name  # refused by check_supported
             gate = gated_view(
@@ -426,7 +447,7 @@ def _operator_rows(
             sources[versioned.name]
             .filter(F.col("_kind").isin(*ACCEPTED))
             .select(
-                *[c.name for c in versioned.columns],
+                *table_columns(versioned),
                 "_partition",
                 "_offset",
                 (F.col("_kind") == "delete").alias("_deleted"),
@@ -530,6 +551,8 @@ def _time_key(circuit: Circuit, view: View, table: Table) -> str | None:
     """S14: the waterline key of the view's first time attribute (a table LATENESS column, or
     ``"<view>.<column>"`` for a view's own LATENESS), as the reference evaluator picks it."""
     for attr in view.time_attributes:
+        if attribute_is_processing_time(circuit, attr):
+            continue  # S14: a processing-time attribute publishes no waterline
         if attr.table == table.name:
             return attr.source_column
         owner = circuit.view(attr.table) if attr.table in {v.name for v in circuit.views} else None
@@ -576,6 +599,10 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                 )
             )
     for view in circuit.views:
+        problem = _processing_time_problem(circuit, view)
+        if problem is not None:
+            reject(view, *problem)
+            continue
         join = circuit.join_upstream(view.name)
         if join == view.name:
             problem = _join_problem(circuit, view)
@@ -656,7 +683,7 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
         assert owner is not None, view.name
         first = first_lateness(circuit, owner)
         for op in view.operators:
-            if isinstance(op, Window) and op.time_column != first:
+            if isinstance(op, Window) and op.time_column != first and not op.processing_time:
                 reject(
                     view,
                     f"a window on {op.time_column} (state is freed by the waterline "
@@ -691,6 +718,49 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                 "aggregate over one time source per table",
             )
     return problems
+
+
+def _processing_time_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
+    """What keeps a view that uses processing time off Spark, as (what, fix), or None."""
+    aggregate = next((op for op in view.operators if isinstance(op, Aggregate)), None)
+    if aggregate is not None:
+        after = view.operators[view.operators.index(aggregate) + 1 :]
+        if any(reads_now(e) for op in after for e in _operator_expressions(op)):
+            return (
+                "NOW() in HAVING or the SELECT list of an aggregate (its value would be the "
+                "step in which Spark next calls the group)",
+                "select NOW() in a view that reads this view, or use a PROCTIME() column",
+            )
+    several = view.join is not None or view.union is not None
+    attributes = [a for a in view.time_attributes if attribute_is_processing_time(circuit, a)]
+    if several and (attributes or view_reads_now(view)):
+        what = "a JOIN" if view.join is not None else "a UNION ALL"
+        return (
+            f"processing time (a PROCTIME() column or NOW()) in {what}",
+            "forward event-time columns through the join or union and use processing time "
+            "in a view that reads it; the reference evaluator runs it",
+        )
+    windowed = any(isinstance(op, Window) and op.processing_time for op in view.operators)
+    if windowed and not view.is_stateless:
+        try:
+            table = circuit.root_table(view.name)
+        except ValueError:
+            return None  # over a UNION ALL: refused with the union
+        if not table.lateness:
+            return (
+                f"a processing-time window of table {table.name}, which has no LATENESS "
+                "column (its query runs Spark's watermark on one)",
+                f"add LATENESS to an event-time column of {table.name}",
+            )
+    return None
+
+
+def _operator_expressions(op: Any) -> list[Any]:
+    if isinstance(op, Filter):
+        return [op.predicate]
+    if isinstance(op, Project):
+        return [e for _, e in op.outputs]
+    return []
 
 
 def _over_union(circuit: Circuit, view: str) -> bool:
