@@ -98,7 +98,8 @@ class StepInput:
     """One step (S1): per table, the decoded rows (and :class:`Deletion` records) in arrival
     order, plus the step's clocks.
 
-    ``batch_time_ms`` is the step's recorded batch time (changelog ``ptime``, AFTER DELAY);
+    ``batch_time_ms`` is the step's recorded batch time (changelog ``ptime``, AFTER DELAY,
+    processing time: ``AS PROCTIME()`` columns, NOW() and windows on them);
     ``wall_clock_ms`` feeds the ``max_future`` guard of S7 (None: the guard is not applied).
     """
 
