@@ -48,6 +48,7 @@ __all__ = [
     "column_is_processing_time",
     "mark_processing_windows",
     "now",
+    "operator_expressions",
     "processing_time_columns",
     "reads_now",
     "view_reads_now",
@@ -76,7 +77,8 @@ def reads_now(expr: Expr) -> bool:
     return False
 
 
-def _expressions(op: Operator) -> Iterator[Expr]:
+def operator_expressions(op: Operator) -> Iterator[Expr]:
+    """The scalar expressions an operator evaluates (a UNION ALL's branches' included)."""
     if isinstance(op, Filter):
         yield op.predicate
     elif isinstance(op, Project):
@@ -87,7 +89,7 @@ def _expressions(op: Operator) -> Iterator[Expr]:
     elif isinstance(op, UnionAll):
         for branch in op.branches:
             for inner in branch.operators:
-                yield from _expressions(inner)
+                yield from operator_expressions(inner)
     elif isinstance(op, Join):
         yield from (e for pair in op.keys for e in pair)
         if op.residual is not None:
@@ -96,7 +98,7 @@ def _expressions(op: Operator) -> Iterator[Expr]:
 
 def view_reads_now(view: View) -> bool:
     """Some expression of ``view`` reads processing time."""
-    return any(reads_now(e) for op in view.operators for e in _expressions(op))
+    return any(reads_now(e) for op in view.operators for e in operator_expressions(op))
 
 
 def processing_time_columns(table: Table) -> tuple[str, ...]:

@@ -36,10 +36,8 @@ from app.circuit.ir import (
     Circuit,
     Column,
     Diagnostic,
-    Filter,
     Join,
     Lateness,
-    Project,
     SqlType,
     Table,
     TimeAttribute,
@@ -48,6 +46,7 @@ from app.circuit.ir import (
 )
 from app.circuit.processing_time import (
     attribute_is_processing_time,
+    operator_expressions,
     reads_now,
     view_reads_now,
 )
@@ -302,20 +301,20 @@ def plan_query(
     computed_per_step = {v.name for v in step_views}
     read = {source for view in views for source in view.sources}
     for view in views:
+        inputs = frames
+        if view_reads_now(view):
+            # NOW() reads the step's batch time from its rows (processing_time.py).
+            inputs = {**frames, **{s: with_batch_time(frames[s]) for s in view.sources}}
         if placement[view.name] == "native" and view.name in read:
             # S18: its readers see its final rows (a cascade of native aggregations).
             frames[view.name] = native_rows(
-                view, frames[view.source], cascade_depth(circuit, view)
+                view, inputs[view.source], cascade_depth(circuit, view)
             )
         else:
             join = view.join
             joined = None
             if join is not None and by_join_operator(join):
                 joined = _operator_rows(circuit, join, frames, sources)
-            inputs = frames
-            if view_reads_now(view):
-                # NOW() reads the step's batch time from its rows (processing_time.py).
-                inputs = {**frames, **{s: with_batch_time(frames[s]) for s in view.sources}}
             frames[view.name] = view_frame(view, inputs, joined)
         if view.lateness:
             assert not several, view.name  # refused by check_supported
@@ -350,7 +349,7 @@ def plan_query(
         if placement[view.name] == "native":
             branches.append(
                 native_branch(
-                    view, frames[view.source], produce, cascade_depth(circuit, view)
+                    view, inputs[view.source], produce, cascade_depth(circuit, view)
                 )
             )
             continue
@@ -725,7 +724,7 @@ def _processing_time_problem(circuit: Circuit, view: View) -> tuple[str, str] | 
     aggregate = next((op for op in view.operators if isinstance(op, Aggregate)), None)
     if aggregate is not None:
         after = view.operators[view.operators.index(aggregate) + 1 :]
-        if any(reads_now(e) for op in after for e in _operator_expressions(op)):
+        if any(reads_now(e) for op in after for e in operator_expressions(op)):
             return (
                 "NOW() in HAVING or the SELECT list of an aggregate (its value would be the "
                 "step in which Spark next calls the group)",
@@ -753,14 +752,6 @@ def _processing_time_problem(circuit: Circuit, view: View) -> tuple[str, str] | 
                 f"add LATENESS to an event-time column of {table.name}",
             )
     return None
-
-
-def _operator_expressions(op: Any) -> list[Any]:
-    if isinstance(op, Filter):
-        return [op.predicate]
-    if isinstance(op, Project):
-        return [e for _, e in op.outputs]
-    return []
 
 
 def _over_union(circuit: Circuit, view: str) -> bool:
