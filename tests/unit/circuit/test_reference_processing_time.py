@@ -196,3 +196,19 @@ def test_language_doc_processing_time_example_runs() -> None:
         [window("8:01", "8:02", 1)], []]
     assert [[r.value for r in x.outputs["stamped"]] for x in results][1] == [
         {"usr": "ann", "ts": at("8:00:40"), "seen_at": at("8:00:50")}]
+
+
+def test_l4_cumulate_on_proctime_writes_each_window_once_batch_time_reaches_its_end() -> None:
+    written = values(
+        "CREATE VIEW running WITH ('topic' = 'running', 'format' = 'append') AS "
+        "SELECT window_start, window_end, COUNT(*) AS clicks "
+        "FROM TABLE(CUMULATE(TABLE clicks, DESCRIPTOR(pt), INTERVAL '30' SECOND, "
+        "INTERVAL '1' MINUTE)) GROUP BY window_start, window_end EMIT AFTER WATERMARK;",
+        "running")
+    assert written == [
+        [],
+        [window("8:00", "8:00:30", 2)],  # 8:00:50 >= 8:00:30; ann of step 2 is after it
+        [window("8:00", "8:01", 3)],
+        [],  # cat at 8:01:30 is in [8:01, 8:02) only: [8:01, 8:01:30) holds no row
+        [window("8:01", "8:02", 1)],
+    ]

@@ -44,6 +44,21 @@ GROUP BY window_start, window_end, k {emit};
     assert polls_every_step([circuit.view("v")])
 
 
+@pytest.mark.parametrize("tvf", [
+    "HOP(TABLE t, DESCRIPTOR(pt), INTERVAL '30' SECOND, INTERVAL '1' MINUTE)",
+    "CUMULATE(TABLE t, DESCRIPTOR(pt), INTERVAL '30' SECOND, INTERVAL '1' MINUTE)",
+])
+def test_s11_hop_and_cumulate_on_proctime_run_on_the_polled_state_operator(tvf: str) -> None:
+    circuit = compile_program("p.sql", TABLE + f"""
+CREATE VIEW v WITH ('topic' = 'out') AS
+SELECT window_end, COUNT(*) AS n FROM TABLE({tvf}) GROUP BY window_end EMIT AFTER WATERMARK;
+""")
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    assert plan.placement("v").placement == "state_operator"
+    assert plan_of(circuit.view("v")).processing_time
+
+
 def test_s13_proctime_column_is_no_source_column_and_its_views_leave_the_source_tasks() -> None:
     circuit = compile_program("p.sql", TABLE + """
 CREATE VIEW v WITH ('topic' = 'out') AS SELECT k, pt FROM t WHERE k > 1;
