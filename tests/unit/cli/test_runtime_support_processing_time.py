@@ -10,7 +10,7 @@ import pytest
 from app.errors import ProgramError
 from app.program.compile import compile_program
 from app.runtime.aggregate import plan_of, polls_every_step
-from app.runtime.physical import physical_plan
+from app.runtime.physical import FREED_BY_BATCH_TIME, physical_plan
 from app.runtime.plan import check_supported, source_spec
 
 TABLE = """
@@ -40,6 +40,7 @@ GROUP BY window_start, window_end, k {emit};
     plan = physical_plan(circuit)
     check_supported(circuit, plan)
     assert plan.placement("v").placement == "state_operator"
+    assert plan.placement("v").state_freed_by == FREED_BY_BATCH_TIME
     assert plan_of(circuit.view("v")).processing_time
     assert polls_every_step([circuit.view("v")])
 
