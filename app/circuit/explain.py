@@ -325,6 +325,8 @@ def _waterline_text(attr: TimeAttribute, t: SqlType | None = None) -> str:
 
 def _table_column(column: Column) -> str:
     """A table column as declared; a metadata column names where in the record it is read."""
+    if column.processing_time:
+        return f"{column.name} AS PROCTIME()"
     text = f"{column.name} {column.type}"
     return text if column.metadata is None else f"{text} METADATA FROM '{column.metadata}'"
 
@@ -351,6 +353,11 @@ def explain_text(circuit: Circuit) -> str:
                          "the previous step (S5)")
         else:
             lines.append("  LATENESS:     none (no waterline; no row is late)")
+        for column in table.columns:
+            if column.processing_time:
+                lines.append(f"  PROCTIME {column.name}: the batch time of the step its row "
+                             f"arrives in; w({table.name}.{column.name})(t) = batch time of "
+                             "step t (never late)")
         if table.max_future_ms is not None:
             lines.append(f"  max_future:   {duration_text(table.max_future_ms, None)} ahead of the "
                          "wall clock")

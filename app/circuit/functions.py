@@ -74,6 +74,7 @@ from decimal import ROUND_FLOOR, ROUND_HALF_UP, Context, Decimal, InvalidOperati
 from typing import Any
 
 from app.circuit.ir import Call, Case, Cast, ColumnRef, Expr, Literal_, SqlType
+from app.circuit.processing_time import BATCH_TIME_COLUMN, NOW
 
 __all__ = [
     "FUNCTIONS",
@@ -2014,6 +2015,8 @@ def evaluate(expr: Expr, row: Mapping[str, Any]) -> Any:
         if expr.else_ is None:
             return None
         return _coerce(evaluate(expr.else_, row), expr.else_.type, expr.type)
+    if expr.fn == NOW:
+        return row[BATCH_TIME_COLUMN]  # processing time: the evaluating step's batch time
     if expr.fn == "AND":
         # Short-circuit is safe: every function here is total (errors become NULL).
         return _and([evaluate(a, row) for a in expr.args], [], expr.type)
@@ -2095,6 +2098,10 @@ def to_spark_sql(expr: Expr) -> str:
             parts.append(f"ELSE {_spark_coerce(expr.else_, expr.type)}")
         parts.append("END")
         return "(" + " ".join(parts) + ")"
+    if expr.fn == NOW:
+        # The batch time the row carries: inside the streaming query and in the step sink
+        # alike, never Spark's current_timestamp() of a job outside the query.
+        return _quote_ident(BATCH_TIME_COLUMN)
     entry = FUNCTIONS[expr.fn]
     args = [to_spark_sql(a) for a in expr.args]
     if entry.spark_call is not None:

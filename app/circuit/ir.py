@@ -126,6 +126,9 @@ class Column:
     #: ``offset``, ``key`` or ``headers.<name>``). None for a value column and for every view
     #: column. A metadata column is no field of the table's value schema.
     metadata: str | None = None
+    #: ``name AS PROCTIME()`` (app/circuit/processing_time.py): a table column whose value is
+    #: the batch time of the step its row arrives in; no field of the value schema either.
+    processing_time: bool = field(default=False, metadata=OMIT_DEFAULT)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,6 +238,9 @@ class Window:
     size: int
     slide: int
     offset: int = 0
+    #: The time column is a processing-time attribute (``AS PROCTIME()``, forwarded): the
+    #: window is complete in the first step whose batch time reaches its end.
+    processing_time: bool = field(default=False, metadata=OMIT_DEFAULT)
 
 
 @dataclass(frozen=True)

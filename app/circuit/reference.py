@@ -49,6 +49,12 @@ from app.circuit.ir import (
     View,
     Window,
 )
+from app.circuit.processing_time import (
+    BATCH_TIME_COLUMN,
+    attribute_is_processing_time,
+    processing_time_columns,
+    view_reads_now,
+)
 from app.circuit.scalar import evaluate_expr, is_true
 from app.circuit.waterline import Waterlines, attribute_waterline, derived_waterline
 from app.circuit.windows import sessions, window_bounds
@@ -93,7 +99,8 @@ class StepInput:
     """One step (S1): per table, the decoded rows (and :class:`Deletion` records) in arrival
     order, plus the step's clocks.
 
-    ``batch_time_ms`` is the step's recorded batch time (changelog ``ptime``, AFTER DELAY);
+    ``batch_time_ms`` is the step's recorded batch time (changelog ``ptime``, AFTER DELAY,
+    processing time: ``AS PROCTIME()`` columns, NOW() and windows on them);
     ``wall_clock_ms`` feeds the ``max_future`` guard of S7 (None: the guard is not applied).
     """
 
@@ -533,6 +540,10 @@ class _ViewRuntime:
         )
         self.started = False
         self.completion: tuple[int, _TimeSource] | None = None  # (key index, window source)
+        #: Processing time (NOW()): the batch time of the step being evaluated, which the
+        #: view's expressions read from the row's batch-time column.
+        self.reads_now = view_reads_now(view)
+        self.batch_time_ms = 0
         if self.union is not None:
             self.sources = self._analyse_union(self.union, relation_sources)
         elif join is not None:
@@ -635,13 +646,22 @@ class _ViewRuntime:
 
     # -- rows --------------------------------------------------------------------------------
 
+    def _scope(self, row: Mapping[str, Any]) -> Mapping[str, Any]:
+        """What the view's expressions read of ``row``: with NOW() in the view, the row and
+        the step's batch time."""
+        return {**row, BATCH_TIME_COLUMN: self.batch_time_ms} if self.reads_now else row
+
     def _stateless(self, ops: Sequence[Operator], row: dict[str, Any]) -> list[dict[str, Any]]:
         rows = [row]
         for op in ops:
             if isinstance(op, Filter):
-                rows = [r for r in rows if is_true(evaluate_expr(op.predicate, r))]
+                rows = [r for r in rows if is_true(evaluate_expr(op.predicate, self._scope(r)))]
             elif isinstance(op, Project):
-                rows = [{name: evaluate_expr(expr, r) for name, expr in op.outputs} for r in rows]
+                rows = [
+                    {name: evaluate_expr(expr, scope) for name, expr in op.outputs}
+                    for r in rows
+                    for scope in (self._scope(r),)
+                ]
             elif isinstance(op, Window) and op.kind == "SESSION":
                 continue  # a session is known only once closed (_closed_sessions)
             elif isinstance(op, Window):
@@ -766,6 +786,7 @@ class _ViewRuntime:
         self.started = True
         before: dict[tuple[Any, ...], dict[str, Any] | None] = {}
         for row, seq, weight in rows:
+            row = dict(self._scope(row))
             key = tuple(evaluate_expr(expr, row) for _, expr in aggregate.keys)
             group = self.groups.get(key)
             if group is None:
@@ -992,8 +1013,14 @@ class _AllWaterlines:
         self.gates = gates
         self.merged: dict[tuple[str, str], list[_TimeSource]] = {}
         self.held: dict[tuple[str, str], tuple[_TimeSource, _TimeSource, int]] = {}
+        #: The tables' ``AS PROCTIME()`` columns, whose waterline is the current step's
+        #: batch time (every later row has a larger one); None before the first step.
+        self.processing: set[tuple[str, str]] = set()
+        self.batch_time_ms: int | None = None
 
     def get(self, owner: str, column: str) -> int | None:
+        if (owner, column) in self.processing:
+            return self.batch_time_ms
         held = self.held.get((owner, column))
         if held is not None:
             # S16: min(w(own), w(other) - lag); -infinity while either is.
@@ -1035,9 +1062,16 @@ class Reference:
         self.waterlines = _AllWaterlines(self.gates)
         self.next_seq = _Sequence()
         sources: dict[str, dict[str, _TimeSource]] = {
-            t.name: {lt.column: _TimeSource(t.name, lt.column, "forwarded") for lt in t.lateness}
+            t.name: {
+                name: _TimeSource(t.name, name, "forwarded")
+                for name in [*(lt.column for lt in t.lateness), *processing_time_columns(t)]
+            }
             for t in circuit.tables
         }
+        for table in circuit.tables:
+            self.waterlines.processing.update(
+                (table.name, name) for name in processing_time_columns(table)
+            )
         self.views: dict[str, _ViewRuntime] = {}
         for view in circuit.views:
             runtime = _ViewRuntime(view, sources)
@@ -1053,6 +1087,9 @@ class Reference:
     def step(self, step: StepInput) -> StepResult:
         """Run one step (S1): gate every table, update every view, emit, free state."""
         self._check(step)
+        self.waterlines.batch_time_ms = step.batch_time_ms
+        for runtime in self.views.values():
+            runtime.batch_time_ms = step.batch_time_ms
         dead: list[DeadLetter] = []
         deltas: dict[str, list[_Change]] = {}
         deletions: dict[str, list[_Change]] = {}
@@ -1124,7 +1161,10 @@ class Reference:
                 raise ValueError(
                     f"a deletion of table {table.name}, whose PRIMARY KEY is not its Kafka key"
                 )
-            row: dict[str, Any] = {col.name: original.get(col.name) for col in table.columns}
+            row: dict[str, Any] = {
+                col.name: step.batch_time_ms if col.processing_time else original.get(col.name)
+                for col in table.columns
+            }
             required = (
                 deletion_required
                 if deleted
@@ -1199,10 +1239,16 @@ class Reference:
         return accepted
 
     def _view_waterline(self, runtime: _ViewRuntime) -> int | None:
-        """S14: the waterline of the view's first time attribute's source column."""
-        if not runtime.view.time_attributes:
+        """S14: the waterline of the view's first event-time attribute's source column (a
+        processing-time attribute publishes none: docs/semantics.md)."""
+        attributes = [
+            a
+            for a in runtime.view.time_attributes
+            if not attribute_is_processing_time(self.circuit, a)
+        ]
+        if not attributes:
             return None
-        attribute = runtime.view.time_attributes[0]
+        attribute = attributes[0]
         source = runtime.sources.get(attribute.column)
         if source is not None:
             return self.waterlines.of(source)

@@ -31,6 +31,7 @@ from app.circuit.ir import (
     ViewLateness,
 )
 from app.circuit.metadata import HEADER_PREFIX, METADATA_TYPES, metadata_types
+from app.circuit.processing_time import mark_processing_windows
 from app.errors import ProgramError
 from app.program.avro_schema import CHANGELOG_FIELDS, record_schema, schema_mismatches
 from app.program.ddl import (
@@ -143,8 +144,8 @@ class _Compiler:
         if self.errors:
             raise ProgramError(sorted(self.errors, key=lambda d: (d.position.line,
                                                                  d.position.column)))
-        return Circuit(self.source.path, tuple(self.tables), tuple(self.views),
-                       tuple(self.warnings))
+        return mark_processing_windows(Circuit(self.source.path, tuple(self.tables),
+                                               tuple(self.views), tuple(self.warnings)))
 
     # -- names ------------------------------------------------------------------------------
 
@@ -170,7 +171,8 @@ class _Compiler:
                 raise CompileFailure(col.position, f"duplicate column {col.name} in table "
                                      f"{decl.name}", "rename one of them")
             seen.add(col.name)
-            columns.append(Column(col.name, col.type, _metadata_key(decl.name, col)))
+            columns.append(Column(col.name, col.type, _metadata_key(decl.name, col),
+                                  processing_time=col.processing_time))
             if col.lateness is not None:
                 assert col.lateness_position is not None
                 lateness.append(Lateness(col.name, _lateness_amount(
@@ -204,8 +206,9 @@ class _Compiler:
                                      "with LATENESS", "add LATENESS to the event-time column")
             max_future_ms = option.value.amount
         registry = self._registry_url(options.get("schema-registry.url"), fmt, "table")
-        # Metadata columns come from the Kafka record, not its value: no schema field.
-        value_columns = [c for c in columns if c.metadata is None]
+        # Metadata columns come from the Kafka record, not its value, and a processing-time
+        # column from the step: no schema field.
+        value_columns = [c for c in columns if c.metadata is None and not c.processing_time]
         schema: dict[str, Any]
         if "schema" in options:
             schema = self._schema_file(options["schema"], value_columns, decl.name)
@@ -218,8 +221,10 @@ class _Compiler:
         self.tables.append(table)
         self.relations[decl.name] = Relation(
             decl.name, tuple(Column(c.name, c.type) for c in table.columns),
-            tuple(TimeAttribute(lt.column, decl.name, lt.column, "forwarded") for lt in lateness),
-            True, "table", table.primary_key)
+            tuple(TimeAttribute(name, decl.name, name, "forwarded") for name in
+                  [lt.column for lt in lateness] + [c.name for c in columns if c.processing_time]),
+            True, "table", table.primary_key,
+            tuple(c.name for c in columns if c.processing_time))
 
     def _startup(self, options: dict[str, OptionDecl],
                  ) -> tuple[Literal["earliest-offset", "latest-offset", "timestamp"], int | None]:

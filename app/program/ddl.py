@@ -72,6 +72,9 @@ class ColumnDecl:
     #: own name for ``METADATA`` alone; None for a value column.
     metadata: str | None = None
     metadata_position: Position | None = None
+    #: ``name AS PROCTIME()``: a processing-time attribute (TIMESTAMP NOT NULL), no field of
+    #: the record: its value is the batch time of the step its row arrives in.
+    processing_time: bool = False
 
 
 @dataclass(frozen=True)
@@ -373,6 +376,8 @@ def _column(cursor: _Cursor) -> ColumnDecl:
     name = cursor.name("a column name")
     after = cursor.peek()
     if after is not None and after.is_word("AS"):
+        if _proctime_follows(cursor):
+            return _proctime_column(cursor, name)
         raise _computed_column(cursor, name)
     sql_type = parse_type(cursor)
     nullable = True
@@ -419,9 +424,37 @@ def _column(cursor: _Cursor) -> ColumnDecl:
                       cursor.pos(name), lateness_position, metadata, metadata_position)
 
 
-#: Functions of the wall clock (processing time), which no column of a table can be yet.
+#: Functions of processing time: of them, only ``PROCTIME()`` declares a table column.
 _PROCESSING_TIME = ("PROCTIME", "NOW", "CURRENT_TIMESTAMP", "LOCALTIMESTAMP",
                     "CURRENT_ROW_TIMESTAMP", "CURRENT_TIME", "CURRENT_DATE", "LOCALTIME")
+
+
+def _proctime_follows(cursor: _Cursor) -> bool:
+    """The cursor is at ``AS PROCTIME ( )`` (Flink's processing-time attribute)."""
+    tokens = cursor.tokens[cursor.index + 1:cursor.index + 4]
+    return (len(tokens) == 3 and tokens[0].is_word("PROCTIME") and tokens[1].is_punct("(")
+            and tokens[2].is_punct(")"))
+
+
+def _proctime_column(cursor: _Cursor, name: Token) -> ColumnDecl:
+    """``name AS PROCTIME()``: a TIMESTAMP NOT NULL processing-time attribute (seed 004). Its
+    values only grow, step by step, so it is never late: LATENESS on it is refused (L7)."""
+    cursor.index += 4
+    token = cursor.peek()
+    if token is not None and token.is_word("LATENESS"):
+        column = identifier(name)
+        raise CompileFailure(cursor.pos(token), f"LATENESS on processing-time column "
+                             f"{column} AS PROCTIME(): its value is the batch time of the "
+                             "step its row arrives in, never late",
+                             f"write {column} AS PROCTIME() without LATENESS, and put "
+                             "LATENESS on an event-time column (ts TIMESTAMP NOT NULL "
+                             "LATENESS INTERVAL '5' SECOND)")
+    if token is not None and not token.is_punct(",", ")"):
+        raise CompileFailure(cursor.pos(token), f"unexpected {_show(token)} after "
+                             f"{identifier(name)} AS PROCTIME()",
+                             "a processing-time column is: name AS PROCTIME()")
+    return ColumnDecl(identifier(name), SqlType("TIMESTAMP", False), None, cursor.pos(name),
+                      processing_time=True)
 
 
 def _computed_column(cursor: _Cursor, name: Token) -> CompileFailure:
@@ -446,11 +479,10 @@ def _computed_column(cursor: _Cursor, name: Token) -> CompileFailure:
     shown = f"{column} AS {written}".strip()
     if any(t.is_word(*_PROCESSING_TIME) for t in body):
         return CompileFailure(cursor.pos(name), f"unsupported: processing-time column "
-                              f"{shown} (processing time is not supported yet)",
-                              "use an event-time column with LATENESS (ts TIMESTAMP NOT NULL "
-                              "LATENESS INTERVAL '5' SECOND), or the Kafka record's timestamp: "
-                              "ts TIMESTAMP NOT NULL METADATA FROM 'timestamp' LATENESS "
-                              "INTERVAL '0' SECOND")
+                              f"{shown} (a table's processing-time column is exactly "
+                              f"{column} AS PROCTIME())",
+                              f"write {column} AS PROCTIME(), or compute {written} in a "
+                              "view that reads the table")
     fix = f"compute it in a view that reads the table: SELECT ..., {written} AS {column}"
     return CompileFailure(cursor.pos(name), f"unsupported: computed column {shown} (a table "
                           "has the columns its records carry)", fix + " FROM ...")

@@ -54,6 +54,7 @@ from app.circuit.ir import (
     column_names,
     conjuncts,
 )
+from app.circuit.processing_time import now
 from app.program.as_of_subquery import as_of_join
 from app.program.ddl import _Cursor, parse_interval_tokens
 from app.program.lexer import CompileFailure, SourceText, Token, matching_paren
@@ -84,11 +85,37 @@ class Relation:
     #: for a table without one and for every view.
     primary_key: tuple[str, ...] = ()
 
+    #: A table's ``AS PROCTIME()`` columns (processing-time attributes); empty for a view.
+    processing_time: tuple[str, ...] = ()
+
     def time_attribute(self, column: str) -> TimeAttribute | None:
         for attr in self.time_attributes:
             if attr.column == column:
                 return attr
         return None
+
+
+def _processing_time(attr: TimeAttribute, relations: dict[str, Relation]) -> bool:
+    """Whether ``attr`` follows a table's PROCTIME column (through forwarding views), as
+    :func:`app.circuit.processing_time.attribute_is_processing_time` does over a circuit."""
+    relation = relations.get(attr.table)
+    if relation is None:
+        return False
+    if relation.kind == "table":
+        return attr.source_column in relation.processing_time
+    upstream = relation.time_attribute(attr.source_column)
+    return upstream is not None and upstream != attr and _processing_time(upstream, relations)
+
+
+def _expression_time(expr: Expr, attributes: dict[str, TimeAttribute], column: str,
+                     relations: dict[str, Relation]) -> TimeAttribute | None:
+    """:func:`expression_time`, except that only event time derives (S10, docs/semantics.md):
+    an expression of a processing-time attribute is a plain value."""
+    attr = expression_time(expr, attributes, column)
+    if attr is not None and attr.kind == "derived" and attr.derivation is not None and (
+            _processing_time(attr.derivation.source, relations)):
+        return None
+    return attr
 
 
 @dataclass
@@ -764,12 +791,20 @@ class _Translator:
 
     def _function(self, node: exp.Expression) -> Expr:
         written, position = self.written_function(node)
+        if isinstance(node, _BATCH_TIME) or (
+                isinstance(node, exp.Anonymous) and written in _BATCH_TIME_NAMES):
+            precision = node.this if isinstance(node, exp.CurrentTimestamp) else None
+            if isinstance(node, exp.Anonymous) and node.expressions or (
+                    precision is not None and precision.name != "3"):
+                raise CompileFailure(position, f"{written} takes no arguments",
+                                     f"write {written}() (millisecond precision)")
+            return now()
         if isinstance(node, _PROCESSING_TIME) or (
                 isinstance(node, exp.Anonymous) and written in _PROCESSING_TIME_NAMES):
             raise CompileFailure(position, f"unsupported function {written}: processing time "
-                                 "(CURRENT_TIMESTAMP, NOW(), PROCTIME()) is not supported",
-                                 "use an event-time column of the row, e.g. its TIMESTAMP "
-                                 "column with LATENESS, as windows and joins do")
+                                 "is the step's batch time, a TIMESTAMP",
+                                 "use NOW() (or CURRENT_TIMESTAMP), e.g. CAST(NOW() AS DATE) "
+                                 "for the date")
         if isinstance(node, exp.TimestampDiff):
             return self._timestampdiff(node, written, position)
         if isinstance(node, exp.Extract):
@@ -938,11 +973,12 @@ _ARGUMENT_KEYS: dict[type, tuple[str, ...]] = {
 #: Flags sqlglot sets on a node that change nothing here.
 _IGNORED_KEYS = {"ignore_nulls"}
 
-#: Processing time (the wall clock), not supported yet: only event time is.
-_PROCESSING_TIME = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.CurrentDatetime,
-                    exp.Localtimestamp, exp.Localtime)
-_PROCESSING_TIME_NAMES = {"NOW", "PROCTIME", "CURRENT_ROW_TIMESTAMP", "LOCALTIMESTAMP",
-                          "CURRENT_TIMESTAMP"}
+#: Processing time in an expression: the evaluating step's batch time (processing_time.now).
+_BATCH_TIME = (exp.CurrentTimestamp, exp.Localtimestamp)
+_BATCH_TIME_NAMES = {"NOW", "PROCTIME", "LOCALTIMESTAMP", "CURRENT_TIMESTAMP"}
+#: The other clock functions: a date or time of day, or Flink's per-row wall clock.
+_PROCESSING_TIME = (exp.CurrentDate, exp.CurrentTime, exp.CurrentDatetime, exp.Localtime)
+_PROCESSING_TIME_NAMES = {"CURRENT_ROW_TIMESTAMP", "CURRENT_DATE", "CURRENT_TIME", "LOCALTIME"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1430,7 +1466,7 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
         outputs = tuple(zip(names, exprs, strict=True))
         operators.append(Project(outputs))
         out_attrs = tuple(a for n, e in outputs
-                          if (a := expression_time(e, time_attrs, n)) is not None)
+                          if (a := _expression_time(e, time_attrs, n, relations)) is not None)
         return PlannedQuery(relation.name, operators,
                             [Column(n, e.type) for n, e in outputs], (), out_attrs, False,
                             window, None, None, column_positions=tuple(positions))
@@ -1503,7 +1539,7 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
 
     key_time: dict[str, TimeAttribute] = {}
     for key_name, key_expr in keys:
-        key_attr = expression_time(key_expr, time_attrs, key_name)
+        key_attr = _expression_time(key_expr, time_attrs, key_name, relations)
         if key_attr is not None:
             key_time[key_name] = key_attr
     selected: dict[str, str] = {}

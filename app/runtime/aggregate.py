@@ -21,7 +21,9 @@ batch time is ``>=`` the change's batch time + d (S12), and windowed groups of e
 that table, which have no event-time timer in this mode, are called again every step and read
 Spark's watermark until their window is complete (S11). That costs one Python call per live
 windowed group per step, only on such tables; and Spark then runs a step every trigger interval
-even without input (the no-data steps that write held changes when no input comes).
+even without input (the no-data steps that write held changes when no input comes). A window
+on a processing-time attribute (``AS PROCTIME()``) runs the same way: its group times out in
+the first step whose batch time reaches the window's end, input or not, and is complete then.
 
 HAVING and the SELECT list after the aggregate are evaluated with the same scalar functions as
 the reference evaluator (:mod:`app.circuit.functions`), and SUM/AVG go through the same result
@@ -72,7 +74,13 @@ from app.connectors.sink.record import (
 from app.runtime.encode import ViewEncoding, encode_record
 from app.runtime.view_frame import hidden_watermark
 
-__all__ = ["aggregate_branch", "plan_of", "polls_every_step", "window_key_index"]
+__all__ = [
+    "aggregate_branch",
+    "plan_of",
+    "polls_every_step",
+    "processing_window",
+    "window_key_index",
+]
 
 _SEQ = ("_step", "_partition", "_offset")
 
@@ -196,6 +204,9 @@ class _Plan:
     key_offset: int
     steps: tuple[TimeStep, ...]
     encoding: ViewEncoding
+    #: The window is on a processing-time attribute: complete once the step's batch time,
+    #: not Spark's watermark, reaches its end.
+    processing_time: bool = False
 
     def output_columns(self) -> list[str]:
         return [c.name for c in self.view.columns]
@@ -224,6 +235,7 @@ def plan_of(view: View, completion: GroupCompletion | None = None) -> _Plan:
         offset,
         steps,
         ViewEncoding.for_view(view),
+        processing_window(view),
     )
 
 
@@ -358,7 +370,9 @@ def _process_polled(
     group = _load_group(plan, group_key, state)
     if not state.hasTimedOut:
         _fold(plan, group, frames)
-    complete = group.window_end is not None and state.getCurrentWatermarkMs() >= group.window_end
+    # S11: a processing-time window's waterline is the step's batch time.
+    waterline = now if plan.processing_time else state.getCurrentWatermarkMs()
+    complete = group.window_end is not None and waterline >= group.window_end
     rows = _polled_rows(plan, group, _finish(plan, group_key, group), complete, now)
     if complete and group.pending_since is None:
         state.remove()  # S11: complete and nothing left to write
@@ -407,7 +421,9 @@ def _next_call(plan: _Plan, group: _Group, complete: bool, now: int) -> int | No
         assert plan.view.emit.delay_ms is not None
         wanted.append(group.pending_since + plan.view.emit.delay_ms)
     if group.window_end is not None and not complete:
-        wanted.append(now + 1)  # poll the watermark in the next step (S11)
+        # A processing-time window is complete in the first step whose batch time reaches its
+        # end, which Spark runs without input (no-data steps); poll the watermark otherwise.
+        wanted.append(group.window_end if plan.processing_time else now + 1)
     if not wanted:
         return None
     return max(min(wanted) - 1, now + 1)
@@ -532,9 +548,19 @@ def aggregate_branch(
 
 def polls_every_step(views: Sequence[View]) -> bool:
     """Whether the aggregate operator over ``views`` runs on processing-time timeouts: some
-    view has EMIT ... AFTER DELAY. Spark then runs a step every trigger interval, with or
-    without input (the service's ``--once`` waits for one such step, see its ``_caught_up``)."""
-    return any(v.emit.delay_ms is not None and not v.is_stateless for v in views)
+    view has EMIT ... AFTER DELAY, or a window on a processing-time attribute. Spark then runs
+    a step every trigger interval, with or without input (the service's ``--once`` waits for
+    one such step, see its ``_caught_up``), which writes held changes and closes
+    processing-time windows when no input comes."""
+    return any(
+        (v.emit.delay_ms is not None or processing_window(v)) and not v.is_stateless
+        for v in views
+    )
+
+
+def processing_window(view: View) -> bool:
+    """The view windows a processing-time attribute (``AS PROCTIME()``)."""
+    return any(isinstance(op, Window) and op.processing_time for op in view.operators)
 
 
 def _event_time_column(df: DataFrame, event_time: str) -> Any:

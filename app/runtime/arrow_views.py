@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.circuit.ir import Call, ColumnRef, Expr, Filter, Literal_, Project, SqlType, View
+from app.circuit.processing_time import view_reads_now
 
 __all__ = ["arrow_evaluable", "evaluate", "slice_computable", "view_rows"]
 
@@ -99,10 +100,12 @@ def arrow_evaluable(view: View) -> bool:
 
 
 def slice_computable(views: Sequence[View]) -> bool:
-    """Every one of a table's step views is :func:`arrow_evaluable` and none writes the
-    step's batch time (``changelog``: ``ptime`` is Spark's, recorded in its offset log)."""
+    """Every one of a table's step views is :func:`arrow_evaluable` and none writes or reads
+    the step's batch time (``changelog``, NOW(): it is Spark's, recorded in its offset log)."""
     return all(
-        arrow_evaluable(v) and (v.output is None or v.output.format != "changelog")
+        arrow_evaluable(v)
+        and (v.output is None or v.output.format != "changelog")
+        and not view_reads_now(v)
         for v in views
     )
 

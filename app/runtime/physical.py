@@ -29,6 +29,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from app.circuit.ir import Circuit, Join, View
+from app.circuit.processing_time import processing_time_columns
+from app.runtime.aggregate import processing_window
 from app.runtime.arrow_views import slice_computable
 from app.runtime.native_aggregate import is_native, union_time_tables
 from app.runtime.step_views import per_step_views
@@ -323,6 +325,10 @@ def first_lateness(circuit: Circuit, relation: str) -> str | None:
     return lateness[0].column if lateness else None
 
 
+#: ``state_freed_by`` of a window on a processing-time attribute.
+FREED_BY_BATCH_TIME = "batch time"
+
+
 def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
     """The waterline that frees each stateful view's state, and the query's watermark."""
     queries = []
@@ -370,6 +376,8 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
             else:
                 owners.append(freed)
             kind = circuit.view(entry.view).state.kind
+            if processing_window(view):
+                freed = FREED_BY_BATCH_TIME  # a processing-time window (ADR 0022)
             placed.append(
                 replace(
                     entry,
@@ -388,7 +396,8 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
 
 
 def choose_step_shape(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
-    """Which of the two step shapes each query takes (ADR 0011). With no view gate and step
+    """Which of the two step shapes each query takes (ADR 0011). With no view gate, no
+    ``AS PROCTIME()`` column (the source's tasks know no batch time) and step
     views the source's tasks can all compute over Arrow
     (:func:`~app.runtime.arrow_views.slice_computable`), the query writes its own records
     (``query_writes``): from the aggregate's last stage when its outputs are native
@@ -403,7 +412,14 @@ def choose_step_shape(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
         outputs = [v for v in query.views if v.output]
         gates = any(v.gate for v in query.views)
         step_views = [circuit.view(v.view) for v in query.views if v.placement == "step_sink"]
-        in_source = not gates and (not step_views or slice_computable(step_views))
+        # The source's tasks know no batch time: a table's AS PROCTIME() column is taken
+        # inside the query (view_frame.table_columns).
+        proctime = any(
+            processing_time_columns(circuit.table(t)) for t in query.tables
+        )
+        in_source = (
+            not gates and not proctime and (not step_views or slice_computable(step_views))
+        )
         native = any(v.placement == "native" for v in outputs)
         branches = (
             int(gates)
@@ -518,9 +534,14 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
                 computed = "in the streaming query, Tidemark's join operator (ADR 0017)"
             lines.append(f"    computed:   {computed}")
             if v.state == "window":
+                freed = (
+                    "the step's batch time"
+                    if v.state_freed_by == FREED_BY_BATCH_TIME
+                    else f"w({v.state_freed_by})"
+                )
                 lines.append(
-                    f"    state:      a window's groups, freed once "
-                    f"w({v.state_freed_by}) passes the window's end"
+                    f"    state:      a window's groups, freed once {freed} passes the "
+                    "window's end"
                 )
             elif v.state == "join_operator" and " FOR SYSTEM_TIME AS OF " in v.source:
                 lines.append(

@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 
 from app.circuit.derived_time import group_completion, input_attributes
 from app.circuit.ir import (
+    Aggregate,
     Circuit,
     Column,
     Diagnostic,
@@ -44,6 +45,12 @@ from app.circuit.ir import (
     TimeStep,
     View,
     Window,
+)
+from app.circuit.processing_time import (
+    attribute_is_processing_time,
+    operator_expressions,
+    reads_now,
+    view_reads_now,
 )
 from app.connectors.late_gate import ACCEPTED, SourceColumn, SourceSpec
 from app.connectors.sink.record import SINK_SCHEMA
@@ -66,7 +73,13 @@ from app.runtime.sink_rows import TABLE_GATE, gate_rows
 from app.runtime.source_reader import KafkaSource, log_start_position
 from app.runtime.step_orders import SLICE_SUMMARY
 from app.runtime.step_views import carried_columns
-from app.runtime.view_frame import batch_time, ms_sql, view_frame
+from app.runtime.view_frame import (
+    batch_time,
+    ms_sql,
+    table_columns,
+    view_frame,
+    with_batch_time,
+)
 from app.runtime.view_gate import (
     ORIGIN_COLUMNS,
     ViewGateSpec,
@@ -119,7 +132,9 @@ def source_spec(table: Table, ok_payload: bool = True) -> SourceSpec:
         table=table.name,
         topic=table.topic,
         columns=tuple(
-            SourceColumn(c.name, _kind(c.type), c.type.nullable, c.metadata) for c in table.columns
+            SourceColumn(c.name, _kind(c.type), c.type.nullable, c.metadata)
+            for c in table.columns
+            if not c.processing_time  # the query adds it: the source knows no batch time
         ),
         avro_schema=table.avro_schema,
         lateness=tuple((x.column, x.amount) for x in table.lateness),
@@ -271,8 +286,9 @@ def plan_query(
                     "_event_time",
                     first.amount,
                 )
-        columns = [c.name for c in table.columns]
-        frames[table.name] = accepted.filter(F.col("_kind") == "ok").select(*columns, *carried)
+        frames[table.name] = accepted.filter(F.col("_kind") == "ok").select(
+            *table_columns(table), *carried
+        )
     table = tables[0]
     branches: list[DataFrame] = []
     time_source: dict[str, str | None] = {}
@@ -292,17 +308,21 @@ def plan_query(
     computed_per_step = {v.name for v in step_views}
     read = {source for view in views for source in view.sources}
     for view in views:
+        inputs = frames
+        if view_reads_now(view):
+            # NOW() reads the step's batch time from its rows (processing_time.py).
+            inputs = {**frames, **{s: with_batch_time(frames[s]) for s in view.sources}}
         if placement[view.name] == "native" and view.name in read:
             # S18: its readers see its final rows (a cascade of native aggregations).
             frames[view.name] = native_rows(
-                view, frames[view.source], cascade_depth(circuit, view)
+                view, inputs[view.source], cascade_depth(circuit, view)
             )
         else:
             join = view.join
             joined = None
             if join is not None and by_join_operator(join):
                 joined = _operator_rows(circuit, join, frames, sources)
-            frames[view.name] = view_frame(view, frames, joined)
+            frames[view.name] = view_frame(view, inputs, joined)
         if view.lateness:
             assert not several, view.name  # refused by check_supported
             gate = gated_view(
@@ -342,7 +362,7 @@ def plan_query(
         if placement[view.name] == "native":
             branches.append(
                 native_branch(
-                    view, frames[view.source], produce, cascade_depth(circuit, view)
+                    view, inputs[view.source], produce, cascade_depth(circuit, view)
                 )
             )
             continue
@@ -441,7 +461,7 @@ def _operator_rows(
             sources[versioned.name]
             .filter(F.col("_kind").isin(*ACCEPTED))
             .select(
-                *[c.name for c in versioned.columns],
+                *table_columns(versioned),
                 "_partition",
                 "_offset",
                 (F.col("_kind") == "delete").alias("_deleted"),
@@ -553,6 +573,8 @@ def _time_attribute_key(
 ) -> tuple[str, TimeAttribute] | None:
     """:func:`_time_key` and the time attribute it is the key of."""
     for attr in view.time_attributes:
+        if attribute_is_processing_time(circuit, attr):
+            continue  # S14: a processing-time attribute publishes no waterline
         if attr.table == table.name:
             return attr.source_column, attr
         owner = circuit.view(attr.table) if attr.table in {v.name for v in circuit.views} else None
@@ -620,6 +642,10 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                 "derive the time attribute after the UNION ALL or JOIN; the reference "
                 "evaluator runs it (tidemark explain shows the plan)",
             )
+        problem = _processing_time_problem(circuit, view)
+        if problem is not None:
+            reject(view, *problem)
+            continue
         join = circuit.join_upstream(view.name)
         if join == view.name:
             problem = _join_problem(circuit, view)
@@ -701,7 +727,7 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
         first = first_lateness(circuit, owner)
         inputs = input_attributes(circuit, view.source)
         for op in view.operators:
-            if not isinstance(op, Window) or op.time_column == first:
+            if not isinstance(op, Window) or op.time_column == first or op.processing_time:
                 continue
             attr = inputs.get(op.time_column)
             if attr is None or not attr.steps or not _follows(attr, owner, first):
@@ -776,6 +802,41 @@ def _follows(attribute: TimeAttribute, owner: str, first: str | None) -> bool:
         and not attribute.merged
         and attribute.join is None
     )
+
+
+def _processing_time_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
+    """What keeps a view that uses processing time off Spark, as (what, fix), or None."""
+    aggregate = next((op for op in view.operators if isinstance(op, Aggregate)), None)
+    if aggregate is not None:
+        after = view.operators[view.operators.index(aggregate) + 1 :]
+        if any(reads_now(e) for op in after for e in operator_expressions(op)):
+            return (
+                "NOW() in HAVING or the SELECT list of an aggregate (its value would be the "
+                "step in which Spark next calls the group)",
+                "select NOW() in a view that reads this view, or use a PROCTIME() column",
+            )
+    several = view.join is not None or view.union is not None
+    attributes = [a for a in view.time_attributes if attribute_is_processing_time(circuit, a)]
+    if several and (attributes or view_reads_now(view)):
+        what = "a JOIN" if view.join is not None else "a UNION ALL"
+        return (
+            f"processing time (a PROCTIME() column or NOW()) in {what}",
+            "forward event-time columns through the join or union and use processing time "
+            "in a view that reads it; the reference evaluator runs it",
+        )
+    windowed = any(isinstance(op, Window) and op.processing_time for op in view.operators)
+    if windowed and not view.is_stateless:
+        try:
+            table = circuit.root_table(view.name)
+        except ValueError:
+            return None  # over a UNION ALL: refused with the union
+        if not table.lateness:
+            return (
+                f"a processing-time window of table {table.name}, which has no LATENESS "
+                "column (its query runs Spark's watermark on one)",
+                f"add LATENESS to an event-time column of {table.name}",
+            )
+    return None
 
 
 def _over_union(circuit: Circuit, view: str) -> bool:

@@ -24,9 +24,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from app.circuit.ir import Circuit, Table, View
+from app.circuit.processing_time import view_reads_now
 from app.connectors.sink import SUMMARY_SCHEMA
 from app.runtime.encode import ViewEncoding, encode_view_rows
-from app.runtime.view_frame import batch_time, view_frame
+from app.runtime.view_frame import batch_time, table_columns, view_frame
 
 __all__ = ["carried_columns", "per_step_views", "produce_step_views"]
 
@@ -52,11 +53,13 @@ def per_step_views(circuit: Circuit, views: Sequence[View]) -> tuple[View, ...]:
 
 
 def carried_columns(table: Table, views: Sequence[View]) -> list[Column]:
-    """What an accepted row carries to the step sink for ``views``: the table's columns and
-    the step's batch time where a changelog writes it (Spark fixes it per micro-batch in its
-    offset log)."""
+    """What an accepted row carries to the step sink for ``views``: the table's columns
+    (``AS PROCTIME()`` ones taken in the query) and the step's batch time where a changelog
+    writes it or a view reads it (NOW()): Spark fixes it per micro-batch in its offset log,
+    and a job of the step sink, outside the query, has only the wall clock."""
     formats = [v.output.format for v in views if v.output is not None]
-    return [*(F.col(c.name) for c in table.columns), batch_time(formats)]
+    reads = any(view_reads_now(v) for v in views)
+    return [*table_columns(table), batch_time(formats, processing_time=reads)]
 
 
 def produce_step_views(

@@ -13,12 +13,20 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from app.circuit.functions import to_spark_sql
-from app.circuit.ir import Aggregate, Filter, Join, Operator, Project, View, Window
+from app.circuit.ir import Aggregate, Filter, Join, Operator, Project, Table, View, Window
+from app.circuit.processing_time import BATCH_TIME_COLUMN
 from app.runtime.view_gate import ORIGIN_COLUMNS
 
-__all__ = ["batch_time", "hidden_watermark", "ms_sql", "view_frame"]
+__all__ = [
+    "batch_time",
+    "hidden_watermark",
+    "ms_sql",
+    "table_columns",
+    "view_frame",
+    "with_batch_time",
+]
 
-_CARRIED = (*ORIGIN_COLUMNS, "_ptime")
+_CARRIED = (*ORIGIN_COLUMNS, BATCH_TIME_COLUMN)
 #: Spark's column metadata key of a column with a watermark (``withWatermark``).
 _WATERMARK_KEY = "spark.watermarkDelayMs"
 _HIDDEN = "_watermarked_"
@@ -203,15 +211,35 @@ def _pipeline(
     return df
 
 
-def batch_time(formats: Iterable[str]) -> Column:
+def table_columns(table: Table) -> list[Column]:
+    """A table's columns as its rows carry them in the streaming query: each ``AS PROCTIME()``
+    column is the step's recorded batch time (Spark's ``current_timestamp()`` inside the
+    query), the others are read from the source."""
+    return [
+        F.current_timestamp().alias(c.name) if c.processing_time else F.col(c.name)
+        for c in table.columns
+    ]
+
+
+def with_batch_time(df: DataFrame) -> DataFrame:
+    """``df`` with ``_ptime``, the step's batch time that NOW() reads (app/circuit/
+    processing_time.py), unless it carries it already; only inside the streaming query, where
+    ``current_timestamp()`` is the batch time."""
+    if BATCH_TIME_COLUMN in df.columns:
+        return df
+    return df.withColumn(BATCH_TIME_COLUMN, F.current_timestamp())
+
+
+def batch_time(formats: Iterable[str], processing_time: bool = False) -> Column:
     """``_ptime``, the step's recorded batch time, for encodings that write it (``changelog``,
-    SPEC S13), else a constant 0 that nothing reads.
+    SPEC S13) and for views that read it (NOW(), ``processing_time``), else a constant 0 that
+    nothing reads.
 
     Spark writes ``current_timestamp()`` into the generated code of each step as a literal, so
     a plan holding it compiles new classes every step, which the JVM runs interpreted until it
     compiles them again: the JIT compiler took 0.4-0.8 of the two cores in steady state
     (per-thread CPU, workload (a)), and a plan without it compiles nothing after
     its first step (Spark's CodegenMetrics)."""
-    if "changelog" in formats:
+    if "changelog" in formats or processing_time:
         return F.current_timestamp().alias("_ptime")
     return F.lit(0).cast("timestamp").alias("_ptime")

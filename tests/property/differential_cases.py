@@ -147,6 +147,8 @@ class Scenario:
     stateless: dict[str, str]
     #: Each table declares ``PRIMARY KEY (u)`` (the versioned side of a temporal join).
     keyed: bool = False
+    #: Tables that declare ``pt AS PROCTIME()`` (:func:`_proctime_views`).
+    proctime: tuple[str, ...] = ()
 
     def program(self, topics: dict[str, str]) -> str:
         """The program text; ``topics`` maps table names, ``<table>.dlq`` and view names."""
@@ -156,6 +158,7 @@ class Scenario:
                 f"CREATE TABLE {table} (\n"
                 f"    ts TIMESTAMP NOT NULL LATENESS INTERVAL '{lateness}' SECOND,\n"
                 f"    k  VARCHAR,\n    u  BIGINT NOT NULL,\n    x  BIGINT,\n    d  DOUBLE"
+                + (",\n    pt AS PROCTIME()" if table in self.proctime else "")
                 + (",\n    PRIMARY KEY (u) NOT ENFORCED\n" if self.keyed else "\n")
                 + f") WITH ('topic' = '{topics[table]}', "
                 f"'dead_letter' = '{topics[table + '.dlq']}');"
@@ -688,6 +691,90 @@ def _derived_cases(rng: random.Random, count: int, tables: list[str]) -> list[Ca
     return cases
 
 
+#: The table of the processing-time views (:func:`_proctime_views`): a query of its own, so
+#: its views are compared with a reference fed that query's steps and batch times.
+PROCTIME_TABLE = "ev_p"
+
+
+def _proctime_views(rng: random.Random, count: int) -> tuple[dict[str, str], list[Case]]:
+    """Processing time over :data:`PROCTIME_TABLE` (seed 004): two stateless views reading
+    ``pt`` and NOW() (append, and changelog, whose ``ptime`` is the same batch time), and
+    ``count`` aggregates windowed on ``pt`` (TUMBLE or HOP of 1-3 seconds, so windows close
+    between steps by batch time alone), drawn keys, aggregates, WHERE and HAVING; case ``i``
+    takes the EMIT form and format ``(i + r) % 9`` of :data:`WINDOWED_EMITS` (``r`` drawn)."""
+    table = PROCTIME_TABLE
+    stateless = {
+        "pp_rows": (
+            "CREATE VIEW pp_rows WITH ('topic' = '{topic}', 'format' = 'append') AS\n"
+            f"SELECT ts, k, u, pt, NOW() AS seen FROM {table} WHERE x > 2;"
+        ),
+        "pp_log": (
+            "CREATE VIEW pp_log WITH ('topic' = '{topic}', 'format' = 'changelog') AS\n"
+            f"SELECT k, x, CURRENT_TIMESTAMP AS seen FROM {table} WHERE ts <= NOW();"
+        ),
+    }
+    forms = [(emit, fmt) for emit, formats in WINDOWED_EMITS for fmt in formats]
+    rotation = rng.randrange(len(forms))
+    cases = []
+    for i in range(count):
+        if rng.random() < 0.5:
+            tvf = f"TUMBLE(TABLE {table}, DESCRIPTOR(pt), INTERVAL '{rng.randint(1, 3)}' SECOND)"
+        else:
+            slide = rng.randint(1, 2)
+            tvf = (f"HOP(TABLE {table}, DESCRIPTOR(pt), INTERVAL '{slide}' SECOND, "
+                   f"INTERVAL '{slide * rng.choice((1, 2))}' SECOND)")
+        keys = rng.choice(WINDOWED_KEYS)
+        calls = rng.sample(AGGREGATES, rng.randint(2, 5))
+        where, having = rng.choice(WHERES), rng.choice(HAVINGS)
+        emit, fmt = forms[(i + rotation) % len(forms)]
+        sql = (
+            f"CREATE VIEW pp{i} WITH ('topic' = '{{topic}}', 'format' = '{fmt}') AS\n"
+            f"SELECT {', '.join([*keys, *(f'{c} AS a{j}' for j, c in enumerate(calls))])}\n"
+            f"FROM TABLE({tvf})\n"
+            + (f"WHERE {where}\n" if where else "")
+            + f"GROUP BY {', '.join(keys)}"
+            + (f"\nHAVING {having}" if having else "")
+            + (f"\n{emit}" if emit else "")
+            + ";"
+        )
+        cases.append(Case(f"pp{i}", table, sql, emit or "default", fmt))
+    return stateless, cases
+
+
+def _table_step(
+    rng: random.Random,
+    lateness: int,
+    now: int,
+    top: int,
+    rows_per_step: int,
+    punctuations: bool,
+) -> tuple[list[tuple[int, str, Any]], int, int]:
+    """One table's records of one step, and its ``now`` and ``top`` after it (seconds)."""
+    now += rng.randint(1, 9)
+    records: list[tuple[int, str, Any]] = []
+    for _ in range(rng.randint(rows_per_step // 2, rows_per_step)):
+        roll = rng.random()
+        if roll < 0.1 and top > -(10**9):
+            # exactly the waterline the step starts with (on time, S5) or just below
+            ts = top - lateness - rng.choice((0, 0, 1))
+        elif roll < 0.25:
+            ts = now - rng.randint(lateness + 1, lateness + 15)  # likely late
+        else:
+            ts = now + rng.randint(-4, 3)  # out of order around "now"
+        records.append((rng.randrange(2), "row", _row(rng, ts)))
+    if rng.random() < 0.3:
+        records.insert(rng.randrange(len(records) + 1), (rng.randrange(2), "malformed", MALFORMED))
+    if rng.random() < 0.3 and punctuations:
+        bound = BASE_MS + (now + rng.randint(0, 6)) * S
+        records.insert(rng.randrange(len(records) + 1), (rng.randrange(2), "punctuation", bound))
+    for _, kind, payload in records:
+        if kind == "row":
+            top = max(top, (payload["ts"] - BASE_MS) // S)
+        elif kind == "punctuation":
+            top = max(top, (payload - BASE_MS) // S)
+    return records, now, top
+
+
 def _cascade_views(rng: random.Random, count: int, table: str) -> dict[str, str]:
     """``count`` cascades of windows over ``table`` (SPEC S18): a local EMIT AFTER WATERMARK
     aggregate by window and a key, an output view windowed on its window end (TUMBLE or HOP)
@@ -758,6 +845,7 @@ def generate(
     sessions: int = 0,
     cumulates: int = 0,
     derived: int = 0,
+    proctimes: int = 0,
 ) -> Scenario:
     """A scenario of ``cases`` generated views over two tables ``ev_a``/``ev_b``; ``native``:
     only windowed AFTER WATERMARK views with exactly computable aggregates (the views Spark's
@@ -780,8 +868,10 @@ def generate(
     (:func:`_temporal_join_views`, both tables keyed by ``u``), ``sessions``: that many
     SESSION aggregates (:func:`_session_cases`, cases after the drawn ones), and
     ``cumulates``: that many CUMULATE aggregates (:func:`_cumulate_cases`, cases after those),
-    and ``derived``: that many aggregates by a derived time attribute
-    (:func:`_derived_cases`, cases after those), drawn the same way."""
+    ``derived``: that many aggregates by a derived time attribute (:func:`_derived_cases`,
+    cases after those), and ``proctimes``: a third table :data:`PROCTIME_TABLE` with ``pt AS
+    PROCTIME()``, its rows and two stateless views, and that many aggregates windowed on ``pt``
+    (:func:`_proctime_views`, cases after those), drawn the same way."""
     rng = random.Random(seed)
     lateness = {"ev_a": rng.choice((0, 2, 4)), "ev_b": rng.choice((3, 6, 10))}
     tables = list(lateness)
@@ -843,34 +933,27 @@ def generate(
     for _ in range(steps):
         step = Step()
         for t in tables:
-            now[t] += rng.randint(1, 9)
-            records: list[tuple[int, str, Any]] = []
-            for _ in range(rng.randint(rows_per_step // 2, rows_per_step)):
-                roll = rng.random()
-                if roll < 0.1 and top[t] > -(10**9):
-                    # exactly the waterline the step starts with (on time, S5) or just below
-                    ts = top[t] - lateness[t] - rng.choice((0, 0, 1))
-                elif roll < 0.25:
-                    ts = now[t] - rng.randint(lateness[t] + 1, lateness[t] + 15)  # likely late
-                else:
-                    ts = now[t] + rng.randint(-4, 3)  # out of order around "now"
-                records.append((rng.randrange(2), "row", _row(rng, ts)))
-            if rng.random() < 0.3:
-                records.insert(
-                    rng.randrange(len(records) + 1), (rng.randrange(2), "malformed", MALFORMED)
-                )
-            if rng.random() < 0.3 and punctuations:
-                bound = BASE_MS + (now[t] + rng.randint(0, 6)) * S
-                records.insert(
-                    rng.randrange(len(records) + 1), (rng.randrange(2), "punctuation", bound)
-                )
-            step.records[t] = records
-            for _, kind, payload in records:
-                if kind == "row":
-                    top[t] = max(top[t], (payload["ts"] - BASE_MS) // S)
-                elif kind == "punctuation":
-                    top[t] = max(top[t], (payload - BASE_MS) // S)
+            step.records[t], now[t], top[t] = _table_step(
+                rng, lateness[t], now[t], top[t], rows_per_step, punctuations
+            )
         scenario_steps.append(step)
+    if proctimes:
+        prng = random.Random(seed * 373587883 + proctimes)
+        views, cases_p = _proctime_views(prng, proctimes)
+        stateless.update(views)
+        generated += cases_p
+        lateness[PROCTIME_TABLE] = prng.choice((0, 2, 4))
+        now_p, top_p = prng.randint(0, 10), -(10**9)
+        for step in scenario_steps:
+            step.records[PROCTIME_TABLE], now_p, top_p = _table_step(
+                prng, lateness[PROCTIME_TABLE], now_p, top_p, rows_per_step, punctuations
+            )
     return Scenario(
-        seed, lateness, generated, scenario_steps, stateless, keyed=temporal_joins > 0
+        seed,
+        lateness,
+        generated,
+        scenario_steps,
+        stateless,
+        keyed=temporal_joins > 0,
+        proctime=(PROCTIME_TABLE,) if proctimes else (),
     )

@@ -33,8 +33,10 @@ from typing import Any
 
 import pytest
 from differential_cases import Case, Scenario, generate
+from spark_offset_log import spark_batches
 
 from app.circuit.ir import Circuit
+from app.circuit.processing_time import attribute_is_processing_time
 from app.circuit.reference import Punctuation, Reference, StepInput, StepResult
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.sink import format_time_value
@@ -112,6 +114,7 @@ class Run:
         self.oracle: list[StepResult] = []
         self.placed: list[dict[str, list[tuple[int, int, str, Any]]]] = []
         self.reports: list[StepReport] = []
+        self.checkpoint: Path | None = None
 
 
 def run_scenario(
@@ -135,6 +138,7 @@ def run_scenario(
     program.write_text(scenario.program(topics))
     circuit = compile_program(program)
     run = Run(scenario, circuit, topics, kafka.conf())
+    run.checkpoint = tmp_path / "ck"
     codecs = {t.name: AvroCodec(t.avro_schema) for t in circuit.tables}
     from confluent_kafka import Producer
 
@@ -175,6 +179,26 @@ def compare_step_headers(run: Run, views: Sequence[str]) -> Mismatches:
         if position != len(messages):
             problems.append(f"{name}: {len(messages)} records, the steps reported {position}")
     return problems
+
+
+def processing_oracle(run: Run, table: str) -> Run:
+    """The oracle of the views over a table with ``pt AS PROCTIME()``, whose values are batch
+    times: a reference fed the steps that table's query ran (rows and punctuations by offset
+    range, Spark's batch time from its offset log, steps without input included), as a
+    :class:`Run` of the same records. The table's query is its own (views read one table)."""
+    assert run.checkpoint is not None
+    records = sorted(r for placed in run.placed for r in placed.get(table, ()))
+    reference = Reference(run.circuit)
+    oracle = Run(run.scenario, run.circuit, run.topics, run.kafka_conf)
+    previous: dict[int, int] = {}
+    for batch in spark_batches(run.checkpoint / table / "spark", written=set()):
+        step = [r for r in records if previous.get(r[0], 0) <= r[1] < batch.ends.get(r[0], 0)]
+        rows = [{**payload, "_p": p, "_o": o} for p, o, kind, payload in step if kind == "row"]
+        marks = [Punctuation(payload) for _, _, kind, payload in step if kind == "punctuation"]
+        oracle.oracle.append(reference.step(StepInput(
+            rows={table: rows}, punctuations={table: marks}, batch_time_ms=batch.time_ms)))
+        previous = batch.ends
+    return oracle
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -237,14 +261,17 @@ def compare_view(run: Run, case: Case) -> Mismatches:
     assert out is not None
     value_codec = AvroCodec(out.value_schema)
     after_watermark = view.emit.after_watermark
+    event_time = [
+        a for a in view.time_attributes if not attribute_is_processing_time(run.circuit, a)
+    ]
     # Oracle records: (key, value without ptime, allowed waterline headers), in step order.
     oracle: list[tuple[Any, Any, set[str]]] = []
     for index, result in enumerate(run.oracle):
         later = run.oracle[index + 1].view_waterlines[case.name] if index + 1 < len(
             run.oracle) else result.view_waterlines[case.name]
         for record in result.outputs[case.name]:
-            # S14: a view without a time attribute has no waterline, so no header.
-            allowed = ({format_time_value(record.waterline, "ms")} if view.time_attributes
+            # S14: a view without an event-time attribute has no waterline, so no header.
+            allowed = ({format_time_value(record.waterline, "ms")} if event_time
                        else {NO_HEADER})
             if after_watermark:
                 allowed.add(format_time_value(later, "ms"))
@@ -267,7 +294,9 @@ def compare_view(run: Run, case: Case) -> Mismatches:
             return tuple(value[c] for c in out.key_columns)
         return _hashable(key)
 
-    if out.format == "append":
+    # A stateless changelog view without a key has no groups: its records of a step come in
+    # partition order, so they compare as a multiset, as append records do.
+    if out.format == "append" or (view.is_stateless and not out.key_columns):
         want = sorted((v for _, v, _ in oracle), key=_sortable)
         got = sorted((v for _, v, _ in spark), key=_sortable)
         if not _same(want, got):
@@ -309,13 +338,19 @@ def compare(run: Run) -> dict[str, Mismatches]:
     dead = compare_dead_letters(run)
     if dead:
         found["<tables>"] = dead
+    # Views over a PROCTIME table: the oracle fed that table's query's steps and batch times.
+    oracles = {table: processing_oracle(run, table) for table in run.scenario.proctime}
+
+    def oracle_of(name: str) -> Run:
+        return oracles.get(run.circuit.root_table(name).name, run)
+
     for name in run.scenario.stateless:
         fake = Case(name, "", "", "stateless", "append")
-        problems = compare_view(run, fake)
+        problems = compare_view(oracle_of(name), fake)
         if problems:
             found[name] = problems
     for case in run.scenario.cases:
-        problems = compare_view(run, case)
+        problems = compare_view(oracle_of(case.name), case)
         if problems:
             found[case.name] = problems
     return found
@@ -349,6 +384,8 @@ CI_CUMULATES = int(os.environ.get("DIFFERENTIAL_CUMULATES", "9"))
 #: Aggregates by a derived time attribute (S10, S11) beside them: 3 by a derived key, 3 by a
 #: window on a derived column of a local view.
 CI_DERIVED = int(os.environ.get("DIFFERENTIAL_DERIVED", "6"))
+#: Aggregates windowed on a PROCTIME column (seed 004), with two stateless views reading NOW().
+CI_PROCTIMES = int(os.environ.get("DIFFERENTIAL_PROCTIMES", "3"))
 
 
 @pytest.mark.parametrize("seed", _seeds([20261121]))
@@ -357,14 +394,18 @@ def test_spark_equals_reference_on_generated_views_s3_s14(
 ) -> None:
     """52 generated views over two tables in one Spark run of 4 steps: every record as the
     oracle's, punctuations (S4) and malformed records (S7) included; 9 CUMULATE aggregates
-    and 6 aggregates by derived time attributes on the state operator."""
+    and 6 aggregates by derived time attributes on the state operator; and a third table with
+    ``pt AS PROCTIME()``: 3 aggregates windowed on it and two views of NOW(), as the oracle fed
+    that table's steps and batch times."""
     scenario = generate(seed, cases=CI_CASES, steps=4, rows_per_step=18, cumulates=CI_CUMULATES,
-                        derived=CI_DERIVED)
+                        derived=CI_DERIVED, proctimes=CI_PROCTIMES)
     run = _check(scenario, kafka, unique_topic, tmp_path)
     cumulates = [sum(r.outputs.get(f"cu{i}", 0) for r in run.reports) for i in range(CI_CUMULATES)]
     assert all(n > 0 for n in cumulates), cumulates
     derived = [sum(r.outputs.get(f"dv{i}", 0) for r in run.reports) for i in range(CI_DERIVED)]
     assert all(n > 0 for n in derived), derived
+    proctimes = [sum(r.outputs.get(f"pp{i}", 0) for r in run.reports) for i in range(CI_PROCTIMES)]
+    assert all(n > 0 for n in proctimes), proctimes
 
 
 #: Cascades of windows (SPEC S18) and SESSION aggregates (L4) beside the native views of
@@ -626,4 +667,24 @@ def test_derived_time_attributes_equal_reference_long_run(
     over 6 steps of out-of-order, late and punctuated rows: every record as the oracle's
     (S10, S11, S12, S14)."""
     scenario = generate(seed, cases=0, steps=6, rows_per_step=18, derived=12)
+    _check(scenario, kafka, unique_topic, tmp_path)
+
+
+LONG_PROCTIME_SEEDS = [
+    int(s)
+    for s in os.environ.get("DIFFERENTIAL_LONG_PROCTIME_SEEDS", "1,2,3,4,5,6,7,8,9,10").split(",")
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", _seeds(LONG_PROCTIME_SEEDS))
+def test_proctimes_equal_reference_long_run(
+    seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """12 generated aggregates windowed on a PROCTIME column and two views of NOW() per seed
+    (``DIFFERENTIAL_LONG_PROCTIME_SEEDS``), every EMIT form and format, over 6 steps of
+    out-of-order, late and punctuated rows: every record as the oracle's fed the steps and
+    batch times the table's query ran (seed 004; S11, S12, S13)."""
+    scenario = generate(seed, cases=0, steps=6, rows_per_step=18, proctimes=12,
+                        bare=("ev_a", "ev_b"))
     _check(scenario, kafka, unique_topic, tmp_path)

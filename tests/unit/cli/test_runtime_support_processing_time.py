@@ -1,0 +1,108 @@
+"""Processing time on the Spark runtime (seed 004; SPEC S10, S11, L7): windows on a PROCTIME
+column run on the Python state operator's processing-time timeouts, in every EMIT form, never
+Spark's own aggregation; the source's tasks never compute a view of such a table (they know
+no batch time); what Spark cannot run is refused by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.errors import ProgramError
+from app.program.compile import compile_program
+from app.runtime.aggregate import plan_of, polls_every_step
+from app.runtime.physical import FREED_BY_BATCH_TIME, physical_plan
+from app.runtime.plan import check_supported, source_spec
+
+TABLE = """
+CREATE TABLE t (
+    ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE,
+    k  BIGINT NOT NULL,
+    pt AS PROCTIME()
+) WITH ('topic' = 'in');
+"""
+
+TUMBLE = "TABLE(TUMBLE(TABLE t, DESCRIPTOR(pt), INTERVAL '1' MINUTE))"
+
+
+@pytest.mark.parametrize("emit", [
+    "",
+    "EMIT STREAM",
+    "EMIT AFTER WATERMARK",
+    "EMIT STREAM AFTER WATERMARK",
+    "EMIT AFTER DELAY INTERVAL '2' SECOND",
+])
+def test_s11_proctime_windows_run_on_the_polled_state_operator(emit: str) -> None:
+    circuit = compile_program("p.sql", TABLE + f"""
+CREATE VIEW v WITH ('topic' = 'out') AS
+SELECT window_start, window_end, k, COUNT(*) AS n FROM {TUMBLE}
+GROUP BY window_start, window_end, k {emit};
+""")
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    assert plan.placement("v").placement == "state_operator"
+    assert plan.placement("v").state_freed_by == FREED_BY_BATCH_TIME
+    assert plan_of(circuit.view("v")).processing_time
+    assert polls_every_step([circuit.view("v")])
+
+
+@pytest.mark.parametrize("tvf", [
+    "HOP(TABLE t, DESCRIPTOR(pt), INTERVAL '30' SECOND, INTERVAL '1' MINUTE)",
+    "CUMULATE(TABLE t, DESCRIPTOR(pt), INTERVAL '30' SECOND, INTERVAL '1' MINUTE)",
+])
+def test_s11_hop_and_cumulate_on_proctime_run_on_the_polled_state_operator(tvf: str) -> None:
+    circuit = compile_program("p.sql", TABLE + f"""
+CREATE VIEW v WITH ('topic' = 'out') AS
+SELECT window_end, COUNT(*) AS n FROM TABLE({tvf}) GROUP BY window_end EMIT AFTER WATERMARK;
+""")
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    assert plan.placement("v").placement == "state_operator"
+    assert plan_of(circuit.view("v")).processing_time
+
+
+def test_s13_proctime_column_is_no_source_column_and_its_views_leave_the_source_tasks() -> None:
+    circuit = compile_program("p.sql", TABLE + """
+CREATE VIEW v WITH ('topic' = 'out') AS SELECT k, pt FROM t WHERE k > 1;
+""")
+    assert [c.name for c in source_spec(circuit.table("t")).columns] == ["ts", "k"]
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    assert plan.placement("v").placement == "step_sink"
+    assert plan.queries[0].shape == "step_sink"
+
+
+@pytest.mark.parametrize(("views", "message", "fix"), [
+    ("CREATE VIEW v WITH ('topic' = 'out') AS SELECT window_end, COUNT(*) AS n, "
+     f"NOW() AS at_ FROM {TUMBLE} GROUP BY window_end;",
+     "view v: NOW() in HAVING or the SELECT list of an aggregate",
+     "select NOW() in a view that reads this view"),
+    ("CREATE VIEW v WITH ('topic' = 'out') AS SELECT k, pt FROM t UNION ALL "
+     "SELECT k, pt FROM t;",
+     "view v: processing time (a PROCTIME() column or NOW()) in a UNION ALL",
+     "use processing time in a view that reads it"),
+    ("CREATE VIEW v WITH ('topic' = 'out') AS SELECT k, window_end, COUNT(*) AS n "
+     "FROM TABLE(SESSION(TABLE t PARTITION BY k, DESCRIPTOR(pt), INTERVAL '1' MINUTE)) "
+     "GROUP BY k, window_end EMIT AFTER WATERMARK;",
+     "view v: this SESSION window aggregate", "Spark's session_window"),
+])
+def test_l7_processing_time_forms_spark_cannot_run_are_refused_by_name(
+        views: str, message: str, fix: str) -> None:
+    circuit = compile_program("p.sql", TABLE + views)
+    with pytest.raises(ProgramError) as info:
+        check_supported(circuit, physical_plan(circuit))
+    problem = info.value.diagnostics[0]
+    assert message in problem.message
+    assert problem.fix is not None and fix in problem.fix
+
+
+def test_l7_proctime_window_of_a_table_without_lateness_is_refused_with_the_fix() -> None:
+    circuit = compile_program("p.sql", """
+CREATE TABLE u (k BIGINT NOT NULL, pt AS PROCTIME()) WITH ('topic' = 'in');
+CREATE VIEW v WITH ('topic' = 'out') AS SELECT window_end, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE u, DESCRIPTOR(pt), INTERVAL '1' MINUTE)) GROUP BY window_end;
+""")
+    with pytest.raises(ProgramError) as info:
+        check_supported(circuit, physical_plan(circuit))
+    (problem,) = info.value.diagnostics
+    assert "a processing-time window of table u, which has no LATENESS column" in problem.message
+    assert problem.fix == "add LATENESS to an event-time column of u"
