@@ -576,6 +576,13 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                 )
             )
     for view in circuit.views:
+        if view.top_n is not None:
+            reject(
+                view,
+                f"the window Top-N ({view.top_n.function}() OVER ... <= {view.top_n.limit})",
+                "the reference evaluator runs it (tidemark explain shows the plan)",
+            )
+            continue
         join = circuit.join_upstream(view.name)
         if join == view.name:
             problem = _join_problem(circuit, view)
