@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import cmp_to_key
-from typing import Any
+from typing import Any, TypeVar
 
 from app.circuit.ir import TopN
 from app.circuit.scalar import evaluate_expr
 
-__all__ = ["ranked"]
+__all__ = ["rank_keyed", "ranked"]
 
 
 def _compare(a: Any, b: Any, descending: bool) -> int:
@@ -31,19 +31,32 @@ def _compare(a: Any, b: Any, descending: bool) -> int:
     return -order if descending else order
 
 
-def _keys(top_n: TopN, row: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(evaluate_expr(key.expr, row) for key in top_n.order)
-
-
 def ranked(top_n: TopN, rows: Sequence[Mapping[str, Any]]) -> list[tuple[int, Mapping[str, Any]]]:
     """The rows of one partition whose rank is at most ``top_n.limit``, first to last, each
     with its rank (ROW_NUMBER or RANK)."""
-    last = top_n.order[-1].descending if top_n.order else False
-    keyed = [(_keys(top_n, row), tuple(row.values()), row) for row in rows]
+    keyed = [
+        (tuple(evaluate_expr(key.expr, row) for key in top_n.order), tuple(row.values()), row)
+        for row in rows
+    ]
+    return rank_keyed(top_n.function, [k.descending for k in top_n.order], top_n.limit, keyed)
+
+
+Row = TypeVar("Row")
+
+
+def rank_keyed(
+    function: str,
+    descending: Sequence[bool],
+    limit: int,
+    keyed: Sequence[tuple[tuple[Any, ...], tuple[Any, ...], Row]],
+) -> list[tuple[int, Row]]:
+    """:func:`ranked` over rows given as (ORDER BY key values, every column's value in
+    column order, row), for a runtime that computes the keys itself."""
+    last = descending[-1] if descending else False
 
     def by_keys(a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
-        for key, x, y in zip(top_n.order, a, b, strict=True):
-            found = _compare(x, y, key.descending)
+        for down, x, y in zip(descending, a, b, strict=True):
+            found = _compare(x, y, down)
             if found:
                 return found
         return 0
@@ -58,16 +71,16 @@ def ranked(top_n: TopN, rows: Sequence[Mapping[str, Any]]) -> list[tuple[int, Ma
                 return found
         return 0
 
-    keyed.sort(key=cmp_to_key(by_row))
-    out: list[tuple[int, Mapping[str, Any]]] = []
-    for index, (keys, _, row) in enumerate(keyed):
-        if top_n.function == "ROW_NUMBER":
+    ordered = sorted(keyed, key=cmp_to_key(by_row))
+    out: list[tuple[int, Row]] = []
+    for index, (keys, _, row) in enumerate(ordered):
+        if function == "ROW_NUMBER":
             rank = index + 1
-        elif index and by_keys(keyed[index - 1][0], keys) == 0:
+        elif index and by_keys(ordered[index - 1][0], keys) == 0:
             rank = out[-1][0]
         else:
             rank = index + 1
-        if rank > top_n.limit:
+        if rank > limit:
             break
         out.append((rank, row))
     return out
