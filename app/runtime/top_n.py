@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from app.circuit.functions import to_spark_sql
-from app.circuit.ir import Circuit, ColumnRef, Filter, TopN, View, Window
+from app.circuit.ir import Circuit, ColumnRef, Filter, Operator, TopN, View, Window
 from app.circuit.ranking import rank_keyed
 from app.runtime.native_aggregate import _native_shape, _windowed, cascade_time_column
 from app.runtime.view_frame import _pipeline
@@ -41,7 +41,7 @@ __all__ = ["spark_problem", "spark_shape", "top_n_rows"]
 Shape = Literal["per_step", "held"]
 
 
-def _split(view: View) -> tuple[list[object], TopN, list[object]]:
+def _split(view: View) -> tuple[list[Operator], TopN, list[Operator]]:
     top_n = view.top_n
     assert top_n is not None, view.name
     index = view.operators.index(top_n)
@@ -96,11 +96,11 @@ def top_n_rows(circuit: Circuit, view: View, rows: DataFrame) -> DataFrame:
         ranked = _held(circuit, view, top_n, rows, pre)
     else:
         ranked = _per_step(circuit, view, top_n, rows.drop("_tw"), pre)
-    return _pipeline(ranked, post)  # type: ignore[arg-type]
+    return _pipeline(ranked, post)
 
 
 def _held(circuit: Circuit, view: View, top_n: TopN, rows: DataFrame,
-          pre: list[object]) -> DataFrame:
+          pre: list[Operator]) -> DataFrame:
     """Per window and PARTITION BY values, the best ``limit`` rows in Spark's state store."""
     table = circuit.table(view.source)
     columns = [c.name for c in table.columns]
@@ -137,10 +137,10 @@ def _held(circuit: Circuit, view: View, top_n: TopN, rows: DataFrame,
 
 
 def _per_step(circuit: Circuit, view: View, top_n: TopN, rows: DataFrame,
-              pre: list[object]) -> DataFrame:
+              pre: list[Operator]) -> DataFrame:
     """A step's final rows of the aggregate, ranked per PARTITION BY values in the step."""
     columns = [c.name for c in circuit.view(view.source).columns]
-    df = _pipeline(rows, pre)  # type: ignore[arg-type]
+    df = _pipeline(rows, pre)
     df = df.select(
         *columns,
         *[F.expr(to_spark_sql(e)).alias(f"_p{j}") for j, e in enumerate(top_n.partition)],
