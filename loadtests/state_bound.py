@@ -37,12 +37,21 @@ So each user's clicks form sessions that end, and the users seen keep growing. E
 ``--sample-seconds`` the script reads the ``tidemark_state_rows{view="visits"}`` gauge, the
 users seen so far and ``tidemark_output_records_total{view="visits"}`` (sessions written).
 
+``--program topn``: one table, the aggregate program's events, and one window Top-N view:
+per 10-second TUMBLE window and ``sid``, the 3 events with the largest ``n`` (``ROW_NUMBER()
+OVER (PARTITION BY window_start, window_end, sid ORDER BY n DESC)``, ``rownum <= 3``),
+held in Spark's state as the best 3 rows per window and ``sid`` (ADR 0020) and written when
+the window closes. The session ids keep coming, so the partitions seen keep growing; every
+``--sample-seconds`` the script reads the ``tidemark_state_rows{view="top_events"}`` gauge,
+the session ids seen and ``tidemark_output_records_total{view="top_events"}``.
+
 All programs also record each step's duration (``durationMs.triggerExecution`` of the
 progress events) for the summary printed at the end.
 
     .venv/bin/python loadtests/state_bound.py --minutes 10
     .venv/bin/python loadtests/state_bound.py --program join --minutes 10
     .venv/bin/python loadtests/state_bound.py --program session --minutes 10
+    .venv/bin/python loadtests/state_bound.py --program topn --minutes 10
 
 Uses ``KAFKA_BOOTSTRAP_SERVERS`` when set, else starts the local broker.
 """
@@ -110,6 +119,19 @@ SELECT sid, window_start, window_end, COUNT(*) AS clicks, MAX(ts) AS last_click
 FROM TABLE(SESSION(TABLE clicks PARTITION BY sid, DESCRIPTOR(ts), INTERVAL '10' SECOND))
 GROUP BY sid, window_start, window_end
 EMIT AFTER WATERMARK;
+"""
+)
+
+#: ``--program topn``: the 3 largest ``n`` per 10-second window and session id (ADR 0020).
+TOP_N_PROGRAM = (
+    TABLE.format(name="events", topic="{events}")
+    + """
+CREATE VIEW top_events WITH ('topic' = '{out}') AS
+SELECT window_end, sid, n, ts, rownum FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, sid
+                               ORDER BY n DESC) AS rownum
+  FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND)))
+WHERE rownum <= 3;
 """
 )
 
@@ -438,6 +460,28 @@ def plot_session(samples: list[dict[str, Any]], path: Path, minutes: float, rate
          legend_loc="upper left")
 
 
+def plot_top_n(samples: list[dict[str, Any]], path: Path, minutes: float, rate: int) -> None:
+    """State rows on the left axis; session ids seen and rows written, which keep growing,
+    on the right one."""
+    fig, ax = figure()
+    t = [s["seconds"] / 60 for s in samples]
+    ax.plot(t, [s["state"] for s in samples], color="C0",
+            label="state rows of the Top-N view (left axis)")
+    ax.set_xlabel(f"minutes since the service started (input {rate} events/s)")
+    ax.set_ylabel("state rows (tidemark_state_rows)")
+    ax.set_ylim(0, 1.6 * max((s["state"] for s in samples), default=1))  # room for the legend
+    right = ax.twinx()
+    right.plot(t, [s["sids"] for s in samples], color="C1", linestyle="--",
+               label="session ids seen (right axis)")
+    right.plot(t, [s["written"] for s in samples], color="C2", linestyle="-.",
+               label="Top-N rows written (right axis)")
+    right.set_ylabel("session ids, rows")
+    right.set_ylim(bottom=0)
+    save(fig, ax, path,
+         f"Window Top-N state (best 3 per 10 s window and sid) over {minutes:g} minutes",
+         legend_loc="upper left")
+
+
 def run_aggregate(args: argparse.Namespace, conf: dict[str, str], bootstrap: str) -> None:
     """``--program aggregate``: the TUMBLE view and the unwindowed one, each its own query."""
     run = Run(args, conf, bootstrap, "state", PROGRAM, ("tw", "tg"), ("out_w", "out_g"))
@@ -523,10 +567,37 @@ def run_session(args: argparse.Namespace, conf: dict[str, str], bootstrap: str) 
     )
 
 
+def run_top_n(args: argparse.Namespace, conf: dict[str, str], bootstrap: str) -> None:
+    """``--program topn``: a window Top-N per session id, whose ids keep coming."""
+    run = Run(args, conf, bootstrap, "state-topn", TOP_N_PROGRAM, ("events",), ("out",))
+    run.run(
+        events([run.topics["events"]], args.session_events),
+        lambda: {
+            "state": run.gauge("tidemark_state_rows", view="top_events"),
+            "sids": run.sent[0] // args.session_events + 1,
+            "written": run.gauge("tidemark_output_records_total", view="top_events",
+                                 topic=run.topics["out"]),
+        },
+    )
+    samples = [s for s in run.samples if s["state"] is not None]
+    plot_top_n(samples, args.out_png, args.minutes, args.rate)
+    half = [s for s in samples if s["seconds"] >= args.minutes * 30]
+    run.summary(
+        at=at(samples, args.minutes),
+        state_final=samples[-1]["state"],
+        state_max=max(s["state"] for s in samples),
+        state_second_half_min=min(s["state"] for s in half),
+        state_second_half_max=max(s["state"] for s in half),
+        sids_seen=samples[-1]["sids"],
+        rows_written=samples[-1]["written"],
+    )
+
+
 PROGRAMS: dict[str, tuple[Callable[[argparse.Namespace, dict[str, str], str], None], str, int]] = {
     "aggregate": (run_aggregate, "state-bound", 200),
     "join": (run_join, "join-state-bound", 150),
     "session": (run_session, "session-state-bound", 150),
+    "topn": (run_top_n, "topn-state-bound", 150),
 }
 """Per ``--program``: how it runs, the stem of its output files, its default rate."""
 
@@ -534,18 +605,18 @@ PROGRAMS: dict[str, tuple[Callable[[argparse.Namespace, dict[str, str], str], No
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--program", choices=tuple(PROGRAMS), default="aggregate",
-                        help="the TUMBLE/unwindowed pair, workload (d)'s interval join, or "
-                        "a SESSION aggregate per user")
+                        help="the TUMBLE/unwindowed pair, workload (d)'s interval join, "
+                        "a SESSION aggregate per user, or a window Top-N per session id")
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--rate", type=int, default=None,
-                        help="events per second (default: 200 aggregate, 150 join and session)")
+                        help="events per second (default: 200 aggregate, 150 the others)")
     parser.add_argument("--session-events", type=int, default=50)
     parser.add_argument("--step-ms", type=int, default=20,
                         help="join: event-time advance per event (ms)")
     parser.add_argument("--sample-seconds", type=float, default=10)
     # Outside the tracked tree by default (var/ is git-ignored); docs/state-bound.md's plots
     # are regenerated with --out-png docs/img/state-bound.png (join-state-bound.png,
-    # session-state-bound.png).
+    # session-state-bound.png, topn-state-bound.png).
     parser.add_argument("--out-png", type=Path, default=None)
     parser.add_argument("--out-json", type=Path, default=None)
     args = parser.parse_args()

@@ -30,6 +30,7 @@ from app.circuit.ir import (
     SqlType,
     Table,
     TimeAttribute,
+    TopN,
     UnionAll,
     View,
     Window,
@@ -179,6 +180,13 @@ def _operator_text(op: Operator, time_types: dict[str, SqlType]) -> str:
                          for k, e in op.keys) or "(no keys: one group)"
         aggs = ", ".join(f"{n} = {_agg_text(a)}" for n, a in op.aggregates)
         return f"Aggregate by {keys}" + (f": {aggs}" if aggs else "")
+    if isinstance(op, TopN):
+        partition = ", ".join(expr_text(e) for e in op.partition)
+        order = ", ".join(expr_text(k.expr) + (" DESC" if k.descending else "")
+                          for k in op.order)
+        return (f"TopN {op.rank_column} = {op.function}() OVER (PARTITION BY {partition} "
+                f"ORDER BY {order}) <= {op.limit}: written once w({op.window_end}) >= "
+                f"{op.window_end}")
     assert isinstance(op, Project)
     return "Project " + ", ".join(n if expr_text(e) == n else f"{n} = {expr_text(e)}"
                                   for n, e in op.outputs)
@@ -211,6 +219,8 @@ def _emit_text(view: View) -> str:
     if join is not None and join.as_of is not None:
         return (f"default: each row after the step whose w({join.right.source}."
                 f"{join.as_of.version_column}) passes its time")
+    if view.top_n is not None:
+        return "default: a window's ranked rows once, final, in the step that completes it"
     if view.is_stateless:
         return "default: each row after the step that accepted it"
     return "default: after each step, each changed group's new value"

@@ -15,6 +15,7 @@ INT/BIGINT), so the waterline formula of SPEC S3 is one subtraction for every ty
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -50,11 +51,13 @@ __all__ = [
     "Output",
     "Position",
     "Project",
+    "SortKey",
     "SqlType",
     "StateBound",
     "Table",
     "TimeAttribute",
     "TimeStep",
+    "TopN",
     "UnionAll",
     "UnionBranch",
     "View",
@@ -63,6 +66,7 @@ __all__ = [
     "column_names",
     "column_refs",
     "conjuncts",
+    "substitute",
 ]
 
 
@@ -194,6 +198,24 @@ def column_refs(expr: Expr) -> list[ColumnRef]:
         refs = [r for c, v in expr.whens for r in column_refs(c) + column_refs(v)]
         return refs + (column_refs(expr.else_) if expr.else_ is not None else [])
     return []
+
+
+def substitute(expr: Expr, mapping: Callable[[Expr], Expr | None]) -> Expr:
+    """``expr`` with every subexpression for which ``mapping`` gives an expression replaced
+    by it (outermost first)."""
+    replaced = mapping(expr)
+    if replaced is not None:
+        return replaced
+    if isinstance(expr, Call):
+        return Call(expr.fn, tuple(substitute(a, mapping) for a in expr.args), expr.type)
+    if isinstance(expr, Cast):
+        return Cast(substitute(expr.expr, mapping), expr.type)
+    if isinstance(expr, Case):
+        return Case(tuple((substitute(c, mapping), substitute(v, mapping))
+                          for c, v in expr.whens),
+                    substitute(expr.else_, mapping) if expr.else_ is not None else None,
+                    expr.type)
+    return expr
 
 
 def conjuncts(expr: Expr) -> list[Expr]:
@@ -344,7 +366,39 @@ class Join:
     as_of: JoinAsOf | None = field(default=None, metadata=OMIT_DEFAULT)
 
 
-Operator = Filter | Project | Window | Aggregate | UnionAll | Join
+@dataclass(frozen=True)
+class SortKey:
+    """One ORDER BY key of a :class:`TopN`. NULL is the smallest value (Spark's order):
+    first ascending, last descending."""
+
+    expr: Expr
+    descending: bool
+
+
+@dataclass(frozen=True)
+class TopN:
+    """Window Top-N (Flink's ``ROW_NUMBER()``/``RANK() OVER (PARTITION BY window_start,
+    window_end ... ORDER BY ...)`` read with ``WHERE rownum <= limit``): per partition of the
+    input rows, the rows ranked ``<= limit``, each with its rank as column ``rank_column``
+    (after the input's columns). ``partition`` includes ``window_end``, the input column
+    that is a window end (a time attribute): a partition is complete, written and freed once
+    ``w(window_end) >= window_end`` (S11, S12), as an EMIT AFTER WATERMARK group.
+
+    ``function``: ROW_NUMBER numbers a partition's rows 1, 2, ...; RANK gives tied rows one
+    rank (1, 1, 3, ...), so more than ``limit`` rows can pass. Rows equal on every ORDER BY
+    key are ordered by all their columns, in column order, in the direction of the last
+    ORDER BY key (:mod:`app.circuit.ranking`): ROW_NUMBER's tie rule, independent of
+    arrival order."""
+
+    function: Literal["ROW_NUMBER", "RANK"]
+    partition: tuple[Expr, ...]
+    order: tuple[SortKey, ...]
+    limit: int
+    rank_column: str
+    window_end: str
+
+
+Operator = Filter | Project | Window | Aggregate | UnionAll | Join | TopN
 
 
 # ---------------------------------------------------------------------------------------------
@@ -574,8 +628,13 @@ class View:
         return next((op for op in self.operators if isinstance(op, UnionAll)), None)
 
     @property
+    def top_n(self) -> TopN | None:
+        """The view's window Top-N, or None."""
+        return next((op for op in self.operators if isinstance(op, TopN)), None)
+
+    @property
     def is_stateless(self) -> bool:
-        return not any(isinstance(op, Aggregate) for op in self.operators)
+        return not any(isinstance(op, Aggregate | TopN) for op in self.operators)
 
 
 @dataclass(frozen=True)

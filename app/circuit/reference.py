@@ -45,6 +45,7 @@ from app.circuit.ir import (
     Project,
     Table,
     TimeStep,
+    TopN,
     UnionAll,
     View,
     Window,
@@ -55,6 +56,7 @@ from app.circuit.processing_time import (
     processing_time_columns,
     view_reads_now,
 )
+from app.circuit.ranking import ranked
 from app.circuit.scalar import evaluate_expr, is_true
 from app.circuit.waterline import Waterlines, attribute_waterline, derived_waterline
 from app.circuit.windows import sessions, window_bounds
@@ -507,6 +509,11 @@ class _ViewRuntime:
         #: Of a UNION ALL: union column -> each branch's time source at it (S17).
         self.merged: dict[str, list[_TimeSource]] = {}
         self.aggregate: Aggregate | None = None
+        self.top_n: TopN | None = None
+        #: Of a window Top-N: per partition, its best rows so far (at most ``limit``, or
+        #: ``limit`` and the rows tied with the last for RANK), until its window completes.
+        self.partitions: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        self.top_n_source: _TimeSource | None = None  # its window end's waterline
         self.pre: list[Operator] = []
         self.post: list[Operator] = []
         join = view.join
@@ -522,7 +529,9 @@ class _ViewRuntime:
                 continue
             if isinstance(op, Aggregate):
                 self.aggregate = op
-            elif self.aggregate is None:
+            elif isinstance(op, TopN):
+                self.top_n = op
+            elif self.aggregate is None and self.top_n is None:
                 self.pre.append(op)
             else:
                 self.post.append(op)
@@ -599,6 +608,8 @@ class _ViewRuntime:
         or a join's rows, held after the step."""
         if self.join is not None:
             return self.join.rows_held()
+        if self.top_n is not None:
+            return sum(len(rows) for rows in self.partitions.values())
         return len(self.groups) + sum(len(rows) for rows in self.pending.values())
 
     def _analyse(
@@ -640,6 +651,15 @@ class _ViewRuntime:
                         ):
                             self.completion = (index, found)
                 sources = keyed
+            elif isinstance(op, TopN):
+                # Rows are written once their window is complete: only the window columns
+                # keep a waterline (a row time of a written row may be below it).
+                self.top_n_source = sources.get(op.window_end)
+                sources = {
+                    name: found
+                    for name, found in sources.items()
+                    if found.kind in ("window_start", "window_end")
+                }
         for vl in self.view.lateness:
             sources[vl.column] = _TimeSource(self.view.name, vl.column, "forwarded")
         return sources
@@ -712,6 +732,9 @@ class _ViewRuntime:
             ]
             return sorted(merged, key=lambda change: change.seq)
         delta = deltas.get(self.view.source, ())
+        if self.top_n is not None:
+            assert waterlines is not None, "a window Top-N needs the step's waterlines"
+            return self._apply_top_n(self.top_n, delta, waterlines, next_seq)
         if self.aggregate is None:
             out = [
                 _Change(self._shape(row), change.weight, change.seq, change.origin)
@@ -728,6 +751,40 @@ class _ViewRuntime:
             assert waterlines is not None, "a SESSION window needs the step's waterlines"
             rows = self._closed_sessions(self.session, self.aggregate, rows, waterlines)
         return self._apply_aggregate(self.aggregate, rows, next_seq)
+
+    def _apply_top_n(
+        self,
+        top_n: TopN,
+        delta: Sequence[_Change],
+        waterlines: _AllWaterlines,
+        next_seq: _Sequence,
+    ) -> list[_Change]:
+        """Hold each partition's best rows; write the ranked rows of every partition whose
+        window this step completes (``w(window_end) >= window_end``, S11), partitions in
+        key order, each best first, and free them (S12: once, final)."""
+        for change in delta:
+            if change.weight < 0:
+                raise ValueError("a retraction reached a window Top-N; the compiler only "
+                                 "ranks insert-only relations")
+            for row in self._stateless(self.pre, dict(change.row)):
+                key = tuple(evaluate_expr(expr, row) for expr in top_n.partition)
+                held = self.partitions.setdefault(key, [])
+                held.append(row)
+                held[:] = [dict(kept) for _, kept in ranked(top_n, held)]
+        source = self.top_n_source
+        waterline = None if source is None else waterlines.get(source.owner, source.column)
+        out: list[_Change] = []
+        for key in sorted(self.partitions, key=_sort_key):
+            rows = self.partitions[key]
+            end = rows[0].get(top_n.window_end) if rows else None
+            if waterline is None or end is None or waterline < end:
+                continue
+            del self.partitions[key]
+            for rank, best in ranked(top_n, rows):
+                numbered = {**best, top_n.rank_column: rank}
+                for result in self._stateless(self.post, numbered):
+                    out.append(_Change(self._shape(result), 1, next_seq()))
+        return out
 
     def _closed_sessions(
         self,

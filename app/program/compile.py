@@ -46,6 +46,7 @@ from app.program.ddl import (
 from app.program.lexer import CompileFailure, SourceText, Token, split_statements, tokenize
 from app.program.query import PlannedQuery, Relation, plan_query, plan_window_side
 from app.program.subqueries import Derived, reserved_name, split_query
+from app.program.top_n import LIMIT_FIX as _LIMIT_FIX
 
 __all__ = ["compile_program", "compile_text"]
 
@@ -224,7 +225,7 @@ class _Compiler:
             tuple(TimeAttribute(name, decl.name, name, "forwarded") for name in
                   [lt.column for lt in lateness] + [c.name for c in columns if c.processing_time]),
             True, "table", table.primary_key,
-            tuple(c.name for c in columns if c.processing_time))
+            processing_time=tuple(c.name for c in columns if c.processing_time))
 
     def _startup(self, options: dict[str, OptionDecl],
                  ) -> tuple[Literal["earliest-offset", "latest-offset", "timestamp"], int | None]:
@@ -372,6 +373,12 @@ class _Compiler:
         emit = _emit_policy(decl)
         if derived is not None:
             emit = self._derived_emit(derived, planned)
+        if planned.ranking is not None:
+            return self._ranking(decl, derived, planned)
+        if planned.top_n is not None and decl.emit is not None:
+            raise CompileFailure(decl.emit.position, f"EMIT on view {decl.name}, a window "
+                                 "Top-N", "remove it: a window Top-N writes each window's rows "
+                                 "once, final, when the window is complete")
         after_watermark = emit.after_watermark
         if (emit.after_watermark or emit.delay_ms is not None) and not planned.aggregate:
             assert decl.emit is not None
@@ -396,6 +403,23 @@ class _Compiler:
         self.views.append(view)
         return Relation(decl.name, view.columns, time_attributes, insert_only, "view")
 
+    def _ranking(self, decl: ViewDecl, derived: Derived | None,
+                 planned: PlannedQuery) -> Relation:
+        """A query ranking a window's rows (ROW_NUMBER/RANK): no view of its own, a relation
+        whose reader limits the rank and becomes the window Top-N (app/program/top_n.py)."""
+        ranking = planned.ranking
+        assert ranking is not None
+        if derived is None and not decl.local:
+            raise CompileFailure(ranking.position, f"view {decl.name} ranks rows with "
+                                 f"{ranking.function}() but no SELECT limits the rank "
+                                 "(Flink's window Top-N)", _LIMIT_FIX)
+        if decl.emit is not None:
+            raise CompileFailure(decl.emit.position, f"EMIT on view {decl.name}, which ranks "
+                                 "rows", "remove it: the view that limits the rank writes each "
+                                 "window's rows once, final")
+        return Relation(decl.name, tuple(planned.columns), planned.time_attributes, True,
+                        "view", ranking=ranking)
+
     # -- WITH queries and subqueries in FROM (SPEC L3, S18; docs/language.md) -----------------
 
     def _plan(self, name: str, tokens: Sequence[Token],
@@ -408,7 +432,7 @@ class _Compiler:
         what is read."""
         parts = split_query(self.source, tuple(tokens))
         if not parts.withs and not parts.subqueries:
-            return plan_query(self.source, tokens, scope, name)
+            return _unranked(plan_query(self.source, tokens, scope, name), scope, name)
         start = len(self.views)
         local = dict(scope)
         made: list[tuple[Derived, str, int, int]] = []
@@ -424,7 +448,7 @@ class _Compiler:
         reads = dict(local)
         for number, item in enumerate(parts.subqueries, start=1):
             reads[item.placeholder] = self._derived_view(name, item, local, number, ())
-        planned = plan_query(parts.source, parts.tokens, reads, name)
+        planned = _unranked(plan_query(parts.source, parts.tokens, reads, name), reads, name)
         self._drop_unread(name, planned, start, made)
         return planned
 
@@ -482,7 +506,7 @@ class _Compiler:
         directly or through another, with their warnings (each WITH query's range of
         ``self.warnings``), and warn about each unread WITH query instead."""
         generated = {v.name: v for v in self.views[start:]}
-        read: set[str] = set()
+        read: set[str] = {planned.ranked} if planned.ranked else set()
         pending = list(planned.sources or (planned.source,))
         while pending:
             relation = pending.pop()
@@ -513,6 +537,17 @@ class _Compiler:
                 "'10' MINUTE AND a.ts + INTERVAL '10' MINUTE, or join windowed views on "
                 "a.window_end = b.window_end"))
             return StateBound("unbounded", None, "every row of both sides is kept; never freed")
+        if planned.top_n is not None:
+            top_n = planned.top_n.top_n
+            attr = next((a for a in planned.time_attributes if a.kind == "window_end"), None)
+            ranking = next(v for k, v in [("ROW_NUMBER", f"best {top_n.limit} rows"),
+                                          ("RANK", f"rows ranked <= {top_n.limit}")]
+                           if k == top_n.function)
+            window = planned.top_n.window
+            return StateBound("window", attr.column if attr is not None else None,
+                              f"a window partition's {ranking} are held until "
+                              f"w({window.table}.{window.source_column}) >= its window_end, "
+                              "then written and freed")
         if not planned.aggregate:
             return StateBound("none", None, "stateless: holds no state")
         if planned.window_key is not None:
@@ -738,6 +773,18 @@ class _Compiler:
             raise CompileFailure(option.value_position, f"'{option.key}' '{text}' is not a "
                                  "positive integer", f"write e.g. '{option.key}' = '3'")
         return int(text)
+
+
+def _unranked(planned: PlannedQuery, reads: dict[str, Relation], name: str) -> PlannedQuery:
+    """``planned``, unless it reads a ranking other than as the one SELECT limiting its rank
+    (a JOIN or UNION ALL side): a ranking's rows mean nothing before the limit."""
+    for source in planned.sources or (planned.source,):
+        relation = reads.get(source)
+        if relation is not None and relation.ranking is not None:
+            raise CompileFailure(relation.ranking.position, f"the ranked rows of {source} are "
+                                 f"read by view {name} other than by one SELECT that limits "
+                                 "the rank", _LIMIT_FIX)
+    return planned
 
 
 def _span(size: int) -> str:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import sqlglot
 from sqlglot import exp
@@ -54,10 +54,12 @@ from app.circuit.ir import (
     column_names,
     conjuncts,
 )
+from app.circuit.ir import substitute as _replace
 from app.circuit.processing_time import now
 from app.program.as_of_subquery import as_of_join
 from app.program.ddl import _Cursor, parse_interval_tokens
 from app.program.lexer import CompileFailure, SourceText, Token, matching_paren
+from app.program.top_n import Ranking, TopNPlan, plan_ranking, plan_top_n, ranking_item
 
 __all__ = ["PlannedQuery", "Relation", "plan_query", "plan_window_side"]
 
@@ -84,6 +86,9 @@ class Relation:
     #: A table's PRIMARY KEY columns (S16: a versioned table of a temporal join); empty
     #: for a table without one and for every view.
     primary_key: tuple[str, ...] = ()
+    #: A SELECT ranking a window's rows (ROW_NUMBER/RANK), which only a reader limiting
+    #: its rank makes a view of (app/program/top_n.py); None for any other relation.
+    ranking: Ranking | None = None
 
     #: A table's ``AS PROCTIME()`` columns (processing-time attributes); empty for a view.
     processing_time: tuple[str, ...] = ()
@@ -144,6 +149,11 @@ class PlannedQuery:
     join_unbounded: str = ""
     #: A SELECT DISTINCT, planned as the GROUP BY of its columns (for messages only).
     distinct: bool = False
+    #: A SELECT that ranks a window's rows, for its reader to limit (no view of its own).
+    ranking: Ranking | None = None
+    #: A window Top-N (the reader of a ranking) and the ranking relation it read.
+    top_n: TopNPlan | None = None
+    ranked: str = ""
 
 
 @dataclass(frozen=True)
@@ -1172,19 +1182,6 @@ def _output_name(item: exp.Expression, index: int, translator: _Translator) -> s
                          "name", f"add AS <name>, e.g. {item.sql()} AS c{index}")
 
 
-def _replace(expr: Expr, mapping: Callable[[Expr], Expr | None]) -> Expr:
-    replaced = mapping(expr)
-    if replaced is not None:
-        return replaced
-    if isinstance(expr, Call):
-        return Call(expr.fn, tuple(_replace(a, mapping) for a in expr.args), expr.type)
-    if isinstance(expr, Cast):
-        return Cast(_replace(expr.expr, mapping), expr.type)
-    if isinstance(expr, Case):
-        return Case(tuple((_replace(c, mapping), _replace(v, mapping)) for c, v in expr.whens),
-                    _replace(expr.else_, mapping) if expr.else_ is not None else None,
-                    expr.type)
-    return expr
 
 
 def plan_query(source: SourceText, tokens: Sequence[Token], relations: dict[str, Relation],
@@ -1379,6 +1376,12 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
                              "EMIT AFTER WATERMARK)",
                              f"add EMIT AFTER WATERMARK to {relation.name}, or read its input "
                              "directly")
+    if relation.ranking is not None:
+        if tvf is not None:
+            raise CompileFailure(tvf.position, f"unsupported: {tvf.kind} over the ranked rows "
+                                 f"of {relation.name}", "window the rows before ranking them")
+        return _plan_top_n(source, tokens, select, relation, relation.ranking, alias,
+                           table, fallback, view_name)
 
     columns: dict[str, Column] = {c.name: c for c in relation.columns}
     time_attrs: dict[str, TimeAttribute] = {a.column: a for a in relation.time_attributes}
@@ -1417,6 +1420,11 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
              for i in select.expressions]  # t.* is * (there is one relation)
     if len(items) == 1 and isinstance(items[0], exp.Star):
         items = [exp.Column(this=exp.Identifier(this=c, quoted=True)) for c in columns]
+    elif any(ranking_item(i) is not None for i in items):
+        # Flink's ``SELECT *, ROW_NUMBER() OVER (...) AS rownum``: * is every input column.
+        items = [expanded for i in items for expanded in (
+            [exp.Column(this=exp.Identifier(this=c, quoted=True)) for c in columns]
+            if isinstance(i, exp.Star) else [i])]
     elif any(isinstance(i, exp.Star) for i in items):
         star = next(i for i in items if isinstance(i, exp.Star))
         raise CompileFailure(_Translator(source, scope, fallback).pos(star) if star.meta
@@ -1424,6 +1432,9 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
                              "list the columns")
     group = select.args.get("group")
     having = select.args.get("having")
+    if any(ranking_item(item) is not None for item in items):
+        return _plan_ranking(source, tokens, select, items, relation, window, tvf, operators,
+                             scope, time_attrs, fallback)
     aggregates: list[tuple[str, AggCall]] = []
     select_translator = _Translator(source, scope, fallback, aggregates, "SELECT")
     names: list[str] = []
@@ -1574,6 +1585,115 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
                            time_key, column_positions=tuple(positions),
                            distinct=distinct is not None)
     return planned
+
+
+def _plan_ranking(source: SourceText, tokens: Sequence[Token], select: exp.Select,
+                  items: Sequence[exp.Expression], relation: Relation, window: Window | None,
+                  tvf: _Tvf | None, operators: Sequence[Operator], scope: _Scope,
+                  time_attrs: dict[str, TimeAttribute], fallback: Position) -> PlannedQuery:
+    """A SELECT with ``ROW_NUMBER()``/``RANK() OVER (...)``: a :class:`Ranking` of its
+    input's rows (app/program/top_n.py), which its reader limits."""
+    translator = _Translator(source, scope, fallback, None, "SELECT")
+    found = [(index, node) for index, item in enumerate(items)
+             if (node := ranking_item(item)) is not None]
+    index, window_node = found[0]
+    position = translator.func_pos(window_node.this) if window_node.this.meta else (
+        translator.pos(items[index]))
+    word = next((t for t in tokens if t.is_word("ROW_NUMBER", "RANK")), None)
+    if word is not None:
+        position = source.position(word.start)
+    if len(found) > 1:
+        raise CompileFailure(translator.pos(items[found[1][0]]), "unsupported: two ranking "
+                             "functions in one SELECT", "rank once per SELECT")
+    clauses = [("group", "GROUP"), ("having", "HAVING"), ("distinct", "DISTINCT")]
+    for key, written in clauses:
+        if select.args.get(key) is not None:
+            token = next((t for t in tokens if t.is_word(written)), tokens[0])
+            raise CompileFailure(source.position(token.start), f"unsupported: {written} in "
+                                 "the SELECT that ranks rows with ROW_NUMBER()/RANK()",
+                                 "aggregate in a subquery (GROUP BY window_start, window_end, "
+                                 "...) and rank its rows in the SELECT that reads it")
+    if window is not None and window.kind == "SESSION":
+        assert tvf is not None
+        raise CompileFailure(tvf.position, "a SESSION window is known only once it closes, so "
+                             "only an aggregate can read it",
+                             "aggregate the sessions in a subquery and rank its rows")
+    names: list[str] = []
+    exprs: list[Expr] = []
+    for number, item in enumerate(items):
+        name = _output_name(item, number, translator)
+        if name in names:
+            raise CompileFailure(translator.pos(item), f"duplicate column name {name}",
+                                 "give each column its own name with AS")
+        names.append(name)
+        if number == index:
+            exprs.append(ColumnRef(name, SqlType("BIGINT", nullable=False)))
+        else:
+            exprs.append(translator.translate(item.this if isinstance(item, exp.Alias)
+                                              else item))
+    outputs = tuple(zip(names, exprs, strict=True))
+    ranking = plan_ranking(window_node, names[index], position, relation.name, operators,
+                           time_attrs, translator.translate, outputs, list(scope.columns))
+    attrs = tuple(_derived(time_attrs[e.name], n) for n, e in outputs
+                  if isinstance(e, ColumnRef) and e.name in time_attrs
+                  and time_attrs[e.name].kind in ("window_start", "window_end"))
+    return PlannedQuery(relation.name, [*operators, Project(outputs)],
+                        [Column(n, e.type) for n, e in outputs], (), attrs, False, window,
+                        None, None, ranking=ranking)
+
+
+def _plan_top_n(source: SourceText, tokens: Sequence[Token], select: exp.Select,
+                relation: Relation, ranking: Ranking, alias: str | None, table: exp.Table,
+                fallback: Position, view_name: str) -> PlannedQuery:
+    """The SELECT reading a ranking: a window Top-N view over the ranking's input."""
+    for key, written in [("group", "GROUP"), ("having", "HAVING"), ("distinct", "DISTINCT")]:
+        if select.args.get(key) is not None:
+            token = next((t for t in tokens if t.is_word(written)), tokens[0])
+            raise CompileFailure(source.position(token.start), f"unsupported: {written} in "
+                                 f"the SELECT that limits the rank of {relation.name}",
+                                 f"aggregate the Top-N rows in a view that reads view "
+                                 f"{view_name}")
+    qualifiers = {relation.name, alias.lower() if alias else relation.name}
+    if table.alias:
+        qualifiers = {table.alias if table.args["alias"].this.quoted else table.alias.lower()}
+    columns = {c.name: c for c in relation.columns}
+    scope = _Scope(columns, qualifiers)
+    translator = _Translator(source, scope, fallback, None, "SELECT")
+    aggregate = select.find(exp.AggFunc)
+    if isinstance(aggregate, exp.Expression):
+        raise CompileFailure(translator.pos(cast(exp.Expression, aggregate)),
+                             f"unsupported: an aggregate in the SELECT that limits the rank "
+                             f"of {relation.name}",
+                             f"aggregate the Top-N rows in a view that reads view {view_name}")
+    items = [exp.Star() if isinstance(i, exp.Column) and isinstance(i.this, exp.Star) else i
+             for i in select.expressions]
+    if len(items) == 1 and isinstance(items[0], exp.Star):
+        items = [exp.Column(this=exp.Identifier(this=c, quoted=True)) for c in columns]
+    names: list[str] = []
+    exprs: list[Expr] = []
+    positions: list[Position] = []
+    for index, item in enumerate(items):
+        if isinstance(item, exp.Star):
+            raise CompileFailure(fallback, "* must be alone in the SELECT list",
+                                 "list the columns")
+        name = _output_name(item, index, translator)
+        if name in names:
+            raise CompileFailure(translator.pos(item), f"duplicate column name {name} in view "
+                                 f"{view_name}", "give each column its own name with AS")
+        names.append(name)
+        positions.append(translator.pos(item))
+        exprs.append(translator.translate(item.this if isinstance(item, exp.Alias) else item))
+    where = select.args.get("where")
+    word = next((t for t in tokens if t.is_word("WHERE")), None)
+    where_position = source.position(word.start) if word is not None else fallback
+    where_translator = _Translator(source, scope, fallback, None, "WHERE")
+    attrs = {a.column: a for a in relation.time_attributes}
+    plan = plan_top_n(ranking, relation.name, where.this if where is not None else None,
+                      where_position, where_translator.translate,
+                      tuple(zip(names, exprs, strict=True)), attrs)
+    return PlannedQuery(ranking.source, list(plan.operators), list(plan.columns), (),
+                        plan.time_attributes, False, None, None, None,
+                        column_positions=tuple(positions), top_n=plan, ranked=relation.name)
 
 
 def _distinct(source: SourceText, tokens: Sequence[Token], select: exp.Select,

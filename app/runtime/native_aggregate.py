@@ -96,8 +96,10 @@ def is_native(circuit: Circuit, view: View) -> bool:
     if view.output is not None:
         return True
     readers = [v for v in circuit.views if view.name in v.sources]
+    # A window Top-N ranks its final rows in the step that writes them (ADR 0020).
     return bool(readers) and all(
-        is_native(circuit, r) or joined_on_window_end(r, view) for r in readers
+        is_native(circuit, r) or joined_on_window_end(r, view) or r.top_n is not None
+        for r in readers
     )
 
 

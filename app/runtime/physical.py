@@ -34,6 +34,7 @@ from app.runtime.aggregate import processing_window
 from app.runtime.arrow_views import slice_computable
 from app.runtime.native_aggregate import is_native, union_time_tables
 from app.runtime.step_views import per_step_views
+from app.runtime.top_n import spark_shape
 
 __all__ = [
     "PASSES",
@@ -108,6 +109,9 @@ class ViewPlacement:
     #: joins and native aggregations, itself and those it reads through other views), in the
     #: order Spark lists them: a view before its inputs, a join's left side before its right.
     operators: tuple[str, ...] = ()
+    #: Of a window Top-N view (ADR 0020): ranked per step over an aggregate's final rows,
+    #: or held per window in Spark's state over a window function's rows; None otherwise.
+    top_n: Literal["per_step", "held"] | None = None
 
 
 @dataclass(frozen=True)
@@ -250,6 +254,9 @@ def place_views(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
             where: Placement
             if view.name in unions and view.is_stateless:
                 where = "jvm"
+            elif view.top_n is not None:
+                where = "native"  # Spark SQL in the query (ADR 0020)
+                entry = replace(entry, top_n=spark_shape(circuit, view))
             elif not view.is_stateless:
                 where = "native" if is_native(circuit, view) else "state_operator"
             elif view.name in step_views:
@@ -284,7 +291,11 @@ def _branch_operators(
     if any(t.name == name for t in circuit.tables):
         return ()
     view = circuit.view(name)
-    here = (name,) if _is_join(view) or placement.get(name) == "native" else ()
+    # A Top-N over an aggregate's final rows ranks them per step, without state (ADR 0020).
+    ranks_per_step = view.top_n is not None and not any(t.name == view.source
+                                                        for t in circuit.tables)
+    here = ((name,) if _is_join(view) or placement.get(name) == "native" and not ranks_per_step
+            else ())
     return here + tuple(
         o for source in view.sources for o in _branch_operators(circuit, source, placement)
     )
@@ -362,7 +373,7 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
                 joins.extend(sides)
                 placed.append(replace(entry, state="join", state_freed_by=", ".join(sides)))
                 continue
-            if view.is_stateless:
+            if view.is_stateless or entry.top_n == "per_step":
                 placed.append(entry)
                 continue
             owner = watermark_owner(circuit, entry.view)
@@ -530,6 +541,12 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
             gate = ", gates its own LATENESS" if v.gate else ""
             lines.append(f"  view {v.view} <- {v.source}{role}: {v.placement}{gate}")
             computed = PLACEMENT_TEXT[v.placement]
+            if v.top_n == "per_step":
+                computed = ("in the streaming query: each step's final rows of its input, "
+                            "ranked per partition (ADR 0020)")
+            elif v.top_n == "held":
+                computed = ("Spark's own windowed aggregation, the best rows per window and "
+                            "partition (ADR 0020)")
             if v.state == "join_operator":
                 computed = "in the streaming query, Tidemark's join operator (ADR 0017)"
             lines.append(f"    computed:   {computed}")

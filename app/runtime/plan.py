@@ -22,11 +22,12 @@ the table's probe, and its waterline is kept in the table's waterline files unde
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial, reduce
 from typing import Any, Literal
 
+import pyarrow as pa
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -53,6 +54,7 @@ from app.circuit.processing_time import (
     view_reads_now,
 )
 from app.connectors.late_gate import ACCEPTED, SourceColumn, SourceSpec
+from app.connectors.sink import SUMMARY_SCHEMA
 from app.connectors.sink.record import SINK_SCHEMA
 from app.errors import ProgramError, TidemarkError
 from app.runtime.aggregate import aggregate_branch, window_key_index
@@ -73,6 +75,8 @@ from app.runtime.sink_rows import TABLE_GATE, gate_rows
 from app.runtime.source_reader import KafkaSource, log_start_position
 from app.runtime.step_orders import SLICE_SUMMARY
 from app.runtime.step_views import carried_columns
+from app.runtime.top_n import spark_problem as top_n_problem
+from app.runtime.top_n import top_n_rows
 from app.runtime.view_frame import (
     batch_time,
     ms_sql,
@@ -312,7 +316,9 @@ def plan_query(
         if view_reads_now(view):
             # NOW() reads the step's batch time from its rows (processing_time.py).
             inputs = {**frames, **{s: with_batch_time(frames[s]) for s in view.sources}}
-        if placement[view.name] == "native" and view.name in read:
+        if view.top_n is not None:
+            frames[view.name] = top_n_rows(circuit, view, inputs[view.source])
+        elif placement[view.name] == "native" and view.name in read:
             # S18: its readers see its final rows (a cascade of native aggregations).
             frames[view.name] = native_rows(
                 view, inputs[view.source], cascade_depth(circuit, view)
@@ -358,6 +364,17 @@ def plan_query(
             derived[key] = (base, steps)
             time_source[view.name] = key
         if view.name in computed_per_step:
+            continue
+        if view.top_n is not None:
+            # Insert-only rows, final once written: encoded as a stateless view's (ADR 0020).
+            enc = ViewEncoding.for_view(view)
+            timed = frames[view.name].withColumn("_ptime", batch_time([enc.format]))
+            encoded = partial(encode_view_rows, enc=enc)
+            branches.append(
+                timed.mapInArrow(encoded, SINK_SCHEMA)
+                if produce is None
+                else timed.mapInArrow(_producing(produce, encoded), SUMMARY_SCHEMA)
+            )
             continue
         if placement[view.name] == "native":
             branches.append(
@@ -418,6 +435,14 @@ def plan_query(
         merged,
         derived,
     )
+
+
+def _producing(
+    produce: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    encoded: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The records ``encoded`` makes, written by ``produce`` in the same pass (ADR 0008)."""
+    return lambda batches: produce(encoded(batches))
 
 
 def _operator_rows(
@@ -645,6 +670,25 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
         problem = _processing_time_problem(circuit, view)
         if problem is not None:
             reject(view, *problem)
+            continue
+        if view.top_n is not None:
+            ranking = top_n_problem(circuit, view)
+            if ranking is not None or len(physical.query_of(view.name).tables) > 1:
+                reject(
+                    view,
+                    f"this window Top-N ({view.top_n.function}() OVER ... <= "
+                    f"{view.top_n.limit})",
+                    ranking or "rank the rows of one table's query",
+                )
+            continue
+        if any(circuit.view(s).top_n is not None for s in view.sources
+               if s not in {t.name for t in circuit.tables}):
+            reject(
+                view,
+                "a view over a window Top-N view",
+                "write the Top-N's own SELECT list and WHERE in its view; the reference "
+                "evaluator runs it (tidemark explain shows the plan)",
+            )
             continue
         join = circuit.join_upstream(view.name)
         if join == view.name:

@@ -824,6 +824,73 @@ def _cascade_views(rng: random.Random, count: int, table: str) -> dict[str, str]
     return views
 
 
+#: Aggregates of a Top-N's input aggregate (Spark's native ones, plain row values).
+TOP_N_AGGREGATES = ("COUNT(*) AS c", "SUM(x) AS s", "MAX(x) AS m", "MIN(u) AS lo")
+
+
+def _top_n_views(rng: random.Random, count: int, tables: list[str]) -> dict[str, str]:
+    """``count`` window Top-N views (docs/language.md, ADR 0020), every other one over a
+    window function's rows (ROW_NUMBER, ORDER BY keys in one direction: Spark's held form)
+    and the others over an EMIT AFTER WATERMARK aggregate written as a subquery or a WITH
+    query (ROW_NUMBER or RANK, keys in any directions: ranked per step); N from 1 to 3,
+    PARTITION BY the window and maybe ``k``, TUMBLE or HOP, a drawn WHERE, the rank
+    selected or not. Each aggregate filters on ``u <> 1000 + i``, which no row fails: two
+    equal aggregations in one query share Spark's exchange, and the second then writes a
+    step later."""
+    views: dict[str, str] = {}
+    for i in range(count):
+        table = rng.choice(tables)
+        size = rng.choice((2, 3, 5))
+        tvf = rng.choice((
+            f"TUMBLE(TABLE {table}, DESCRIPTOR(ts), INTERVAL '{size}' SECOND)",
+            f"HOP(TABLE {table}, DESCRIPTOR(ts), INTERVAL '{size}' SECOND, "
+            f"INTERVAL '{size * 2}' SECOND)",
+        ))
+        limit = rng.randint(1, 3)
+        limit_sql = rng.choice((f"rn <= {limit}", f"rn < {limit + 1}", f"{limit} >= rn"))
+        if limit == 1 and rng.random() < 0.3:
+            limit_sql = "rn = 1"
+        keyed = rng.random() < 0.5
+        partition = "window_start, window_end" + (", k" if keyed else "")
+        if i % 2 == 0:
+            down = rng.choice((" DESC", ""))
+            order = rng.choice((f"x{down}", f"x{down}, u{down}", f"d{down}", f"u{down}"))
+            where = rng.choice((None, "x > 0", "k <> 'b'"))
+            shown = rng.choice(("ts, k, u, x, window_end, rn", "k, x, d, window_start"))
+            sql = (
+                f"CREATE VIEW tn{i} WITH ('topic' = '{{topic}}') AS\n"
+                f"SELECT {shown} FROM (\n"
+                f"  SELECT *, ROW_NUMBER() OVER (PARTITION BY {partition} ORDER BY {order}) "
+                f"AS rn\n  FROM TABLE({tvf})"
+                + (f"\n  WHERE {where}" if where else "")
+                + f")\nWHERE {limit_sql};"
+            )
+        else:
+            fn = rng.choice(("ROW_NUMBER", "RANK"))
+            calls = rng.sample(TOP_N_AGGREGATES, rng.randint(2, 3))
+            names = [c.split(" AS ")[1] for c in calls]
+            order = ", ".join(f"{n}{rng.choice((' DESC', '', ' DESC'))}"
+                              for n in rng.sample(names, rng.randint(1, 2)))
+            group = "k" if keyed else rng.choice(("k", "u"))
+            aggregate = (
+                f"SELECT window_start, window_end, {group}, {', '.join(calls)}\n"
+                f"  FROM TABLE({tvf}) WHERE u <> {1000 + i}\n"
+                f"  GROUP BY window_start, window_end, {group}"
+            )
+            ranked = (f"SELECT *, {fn}() OVER (PARTITION BY {partition} ORDER BY {order}) "
+                      "AS rn FROM")
+            head = f"CREATE VIEW tn{i} WITH ('topic' = '{{topic}}') AS\n"
+            if rng.random() < 0.5:
+                sql = (head + f"SELECT * FROM (\n  {ranked} (\n  {aggregate}))\n"
+                       f"WHERE {limit_sql};")
+            else:
+                sql = (head + f"WITH sums AS (\n  {aggregate})\n"
+                       f"SELECT window_end, {group}, {names[0]}, rn FROM ({ranked} sums)\n"
+                       f"WHERE {limit_sql} AND window_end IS NOT NULL;")
+        views[f"tn{i}"] = sql
+    return views
+
+
 def generate(
     seed: int,
     cases: int,
@@ -846,6 +913,7 @@ def generate(
     cumulates: int = 0,
     derived: int = 0,
     proctimes: int = 0,
+    top_ns: int = 0,
 ) -> Scenario:
     """A scenario of ``cases`` generated views over two tables ``ev_a``/``ev_b``; ``native``:
     only windowed AFTER WATERMARK views with exactly computable aggregates (the views Spark's
@@ -869,9 +937,10 @@ def generate(
     SESSION aggregates (:func:`_session_cases`, cases after the drawn ones), and
     ``cumulates``: that many CUMULATE aggregates (:func:`_cumulate_cases`, cases after those),
     ``derived``: that many aggregates by a derived time attribute (:func:`_derived_cases`,
-    cases after those), and ``proctimes``: a third table :data:`PROCTIME_TABLE` with ``pt AS
+    cases after those), ``proctimes``: a third table :data:`PROCTIME_TABLE` with ``pt AS
     PROCTIME()``, its rows and two stateless views, and that many aggregates windowed on ``pt``
-    (:func:`_proctime_views`, cases after those), drawn the same way."""
+    (:func:`_proctime_views`, cases after those), and ``top_ns``: that many window Top-N views
+    (:func:`_top_n_views`), drawn the same way."""
     rng = random.Random(seed)
     lateness = {"ev_a": rng.choice((0, 2, 4)), "ev_b": rng.choice((3, 6, 10))}
     tables = list(lateness)
@@ -919,6 +988,8 @@ def generate(
         stateless.update(
             _cascade_views(random.Random(seed * 15485863 + cascades), cascades, "ev_a")
         )
+    if top_ns:
+        stateless.update(_top_n_views(random.Random(seed * 373587883 + top_ns), top_ns, tables))
     if sessions:
         generated += _session_cases(random.Random(seed * 179424673 + sessions), sessions, tables)
     if cumulates:

@@ -412,6 +412,8 @@ def test_spark_equals_reference_on_generated_views_s3_s14(
 #: CI's native run.
 CI_CASCADES = 3
 CI_SESSIONS = 11
+#: Window Top-N views (ROW_NUMBER, RANK; ADR 0020) beside them.
+CI_TOP_NS = 5
 
 
 @pytest.mark.parametrize("seed", _seeds([20261122]))
@@ -422,8 +424,9 @@ def test_native_aggregation_equals_reference_s11_s12(
     own aggregation runs (app/runtime/native_aggregate.py): TUMBLE/HOP, offsets, WHERE/HAVING,
     every format, rows equal to the waterline and windows ending on it, record for record;
     3 cascades of two or three such levels, each over the window end of the one below
-    (S18), in ``ev_a``'s query; and 11 SESSION aggregates (Spark's session_window), sessions
-    per drawn keys.
+    (S18), in ``ev_a``'s query; 11 SESSION aggregates (Spark's session_window), sessions
+    per drawn keys; and 5 window Top-N views (ADR 0020), over a window function's rows or
+    an aggregate's final rows.
     Both tables' queries write their records themselves (ADR 0008), after a job over the
     step's slices (their queries read the source once per view): ``ev_a`` beside stateless
     views its source tasks compute (dead letters written with them), ``ev_b`` alone (dead
@@ -438,6 +441,7 @@ def test_native_aggregation_equals_reference_s11_s12(
         bare=("ev_b",),
         cascades=CI_CASCADES,
         sessions=CI_SESSIONS,
+        top_ns=CI_TOP_NS,
     )
     run = _check(scenario, kafka, unique_topic, tmp_path, single_partition_outputs=True)
     circuit = run.circuit
@@ -445,6 +449,8 @@ def test_native_aggregation_equals_reference_s11_s12(
     assert all(cascaded[f"cs{i}"] > 0 for i in range(CI_CASCADES)), cascaded
     sessions = [sum(r.outputs.get(f"se{i}", 0) for r in run.reports) for i in range(CI_SESSIONS)]
     assert sum(n > 0 for n in sessions) >= CI_SESSIONS // 2, sessions
+    top_ns = [cascaded[f"tn{i}"] for i in range(CI_TOP_NS)]
+    assert sum(n > 0 for n in top_ns) >= CI_TOP_NS // 2, top_ns
     stages = {q.tables[0]: q.writing_stage for q in physical_plan(circuit).queries}
     assert stages == {"ev_a": "aggregate", "ev_b": "aggregate"}
     assert compare_step_headers(run, [c.name for c in scenario.cases]) == []
@@ -688,3 +694,24 @@ def test_proctimes_equal_reference_long_run(
     scenario = generate(seed, cases=0, steps=6, rows_per_step=18, proctimes=12,
                         bare=("ev_a", "ev_b"))
     _check(scenario, kafka, unique_topic, tmp_path)
+
+
+LONG_TOP_N_SEEDS = [
+    int(s)
+    for s in os.environ.get("DIFFERENTIAL_LONG_TOP_N_SEEDS", "1,2,3,4,5,6,7,8,9,10").split(",")
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", _seeds(LONG_TOP_N_SEEDS))
+def test_top_ns_equal_reference_long_run(
+    seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """12 generated window Top-N views per seed (``DIFFERENTIAL_LONG_TOP_N_SEEDS``):
+    ROW_NUMBER over a window function's rows, ROW_NUMBER and RANK over an EMIT AFTER
+    WATERMARK aggregate's final rows, N from 1 to 3, ASC and DESC, over 6 steps of
+    out-of-order, late and punctuated rows: every record as the oracle's (S11, S12)."""
+    scenario = generate(seed, cases=0, steps=6, rows_per_step=18, top_ns=12)
+    run = _check(scenario, kafka, unique_topic, tmp_path)
+    written = [sum(r.outputs.get(f"tn{i}", 0) for r in run.reports) for i in range(12)]
+    assert sum(n > 0 for n in written) >= 6, written

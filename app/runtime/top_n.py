@@ -1,0 +1,178 @@
+"""Window Top-N views on Spark (ADR 0020): two shapes, by what the ranked rows are.
+
+- **Over an EMIT AFTER WATERMARK aggregate's final rows** (a native view's,
+  :func:`app.runtime.native_aggregate.native_rows`): Spark's append-mode aggregation evicts
+  every group of a window in the one step whose watermark passes its end, so a window's rows
+  all arrive in one step (S18), complete. The ranking is a per-step operation: the step's
+  rows are repartitioned by the PARTITION BY values and each task ranks its partitions with
+  the reference evaluator's rule (:func:`app.circuit.ranking.rank_keyed`). No state.
+- **Over a window function's rows** (a table's, windowed on its watermarked first LATENESS
+  column): the rows must be held until the window completes. Spark's append-mode
+  aggregation holds, per window and PARTITION BY values, ``max_by``/``min_by(row, order,
+  N)``: the best N rows, a bounded buffer, evicted (written) once the watermark passes the
+  window's end, exactly as a native aggregate's group (ADR 0004). Its order is a struct of
+  the ORDER BY keys then the row's columns, so rows tied on the keys are ordered by their
+  columns in the keys' direction, the reference's rule; NULL is the smallest field value in
+  Spark's struct order, as in the rule. Only ROW_NUMBER, with every ORDER BY key in one
+  direction, has this form (:func:`spark_shape`); RANK's ties are unbounded in number.
+
+Both end in the view's own Filter and Project (:func:`app.runtime.view_frame._pipeline`)
+and are encoded as a stateless view's rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Literal
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
+
+from app.circuit.functions import to_spark_sql
+from app.circuit.ir import Circuit, ColumnRef, Filter, Operator, TopN, View, Window
+from app.circuit.ranking import rank_keyed
+from app.runtime.native_aggregate import _native_shape, _windowed, cascade_time_column
+from app.runtime.view_frame import _pipeline
+
+__all__ = ["spark_problem", "spark_shape", "top_n_rows"]
+
+Shape = Literal["per_step", "held"]
+
+
+def _split(view: View) -> tuple[list[Operator], TopN, list[Operator]]:
+    top_n = view.top_n
+    assert top_n is not None, view.name
+    index = view.operators.index(top_n)
+    return list(view.operators[:index]), top_n, list(view.operators[index + 1 :])
+
+
+def spark_shape(circuit: Circuit, view: View) -> Shape | None:
+    """How Spark runs the Top-N ``view`` (see the module docstring), or None if it cannot."""
+    return None if spark_problem(circuit, view) else (
+        "held" if any(t.name == view.source for t in circuit.tables) else "per_step"
+    )
+
+
+def spark_problem(circuit: Circuit, view: View) -> str | None:
+    """Why Spark cannot run the Top-N ``view``, or None: the fix's text for ``_unsupported``."""
+    pre, top_n, _ = _split(view)
+    if view.lateness:
+        return "LATENESS on a Top-N view: declare it on its input"
+    if any(t.name == view.source for t in circuit.tables):
+        table = circuit.table(view.source)
+        windows = [op for op in pre if isinstance(op, Window)]
+        if not (len(windows) == 1 and all(isinstance(op, Window | Filter) for op in pre)):
+            return "rank the rows of one window function in FROM"
+        window = windows[0]
+        if window.kind not in ("TUMBLE", "HOP"):
+            return (f"over a {window.kind} window's rows: rank a TUMBLE or HOP window's rows, "
+                    "or the final rows of an EMIT AFTER WATERMARK aggregate")
+        if (not table.lateness or window.time_column != table.lateness[0].column
+                or table.column(window.time_column).type.name != "TIMESTAMP"):
+            return (f"window on {table.name}'s first LATENESS column, a TIMESTAMP, whose "
+                    "waterline frees the held rows")
+        if top_n.function != "ROW_NUMBER":
+            return ("RANK over a window function's rows (ties are held without bound): use "
+                    "ROW_NUMBER, or rank the final rows of an EMIT AFTER WATERMARK aggregate")
+        if len({key.descending for key in top_n.order}) != 1:
+            return ("ORDER BY keys in both directions over a window function's rows: order "
+                    "every key ASC or every key DESC")
+        return None
+    source = circuit.view(view.source)
+    if not _native_shape(circuit, source) or cascade_time_column(source) is None:
+        return ("rank the rows of a window function in FROM, or of an EMIT AFTER WATERMARK "
+                "aggregate Spark runs natively (COUNT, SUM, MIN or MAX of a TUMBLE or HOP on "
+                "a table's first LATENESS column, plain columns in its SELECT)")
+    return None
+
+
+def top_n_rows(circuit: Circuit, view: View, rows: DataFrame) -> DataFrame:
+    """The Top-N view's rows (its columns), each written once when its window is complete,
+    from its input's rows: the table's accepted rows, or a native view's final rows."""
+    pre, top_n, post = _split(view)
+    if spark_shape(circuit, view) == "held":
+        ranked = _held(circuit, view, top_n, rows, pre)
+    else:
+        ranked = _per_step(circuit, view, top_n, rows.drop("_tw"), pre)
+    return _pipeline(ranked, post)
+
+
+def _held(circuit: Circuit, view: View, top_n: TopN, rows: DataFrame,
+          pre: list[Operator]) -> DataFrame:
+    """Per window and PARTITION BY values, the best ``limit`` rows in Spark's state store."""
+    table = circuit.table(view.source)
+    columns = [c.name for c in table.columns]
+    df = rows
+    for op in pre:
+        if isinstance(op, Window):
+            df = _windowed(df, op, 0)
+        elif isinstance(op, Filter):
+            df = df.filter(F.expr(to_spark_sql(op.predicate)))
+    grouping = [F.col("_w")]
+    for j, expr in enumerate(top_n.partition):
+        if isinstance(expr, ColumnRef) and expr.name in ("window_start", "window_end"):
+            continue  # the window's own
+        df = df.withColumn(f"_g{j}", F.expr(to_spark_sql(expr)))
+        grouping.append(F.col(f"_g{j}"))
+    order = F.struct(
+        *[F.expr(to_spark_sql(key.expr)).alias(f"_o{i}") for i, key in enumerate(top_n.order)],
+        *[F.col(c).alias(f"_t{i}") for i, c in enumerate(columns)],
+    )
+    row = F.struct(*[F.col(c) for c in columns])
+    best = (F.max_by if top_n.order[0].descending else F.min_by)(row, order, top_n.limit)
+    grouped = df.groupBy(*grouping).agg(best.alias("_best"))
+    exploded = grouped.select(
+        F.col("_w.start").alias("window_start"),
+        F.col("_w.end").alias("window_end"),
+        F.posexplode("_best").alias("_pos", "_row"),
+    )
+    return exploded.select(
+        *[F.col(f"_row.{c}").alias(c) for c in columns],
+        "window_start",
+        "window_end",
+        (F.col("_pos") + 1).cast("bigint").alias(top_n.rank_column),
+    )
+
+
+def _per_step(circuit: Circuit, view: View, top_n: TopN, rows: DataFrame,
+              pre: list[Operator]) -> DataFrame:
+    """A step's final rows of the aggregate, ranked per PARTITION BY values in the step."""
+    columns = [c.name for c in circuit.view(view.source).columns]
+    df = _pipeline(rows, pre)
+    df = df.select(
+        *columns,
+        *[F.expr(to_spark_sql(e)).alias(f"_p{j}") for j, e in enumerate(top_n.partition)],
+        *[F.expr(to_spark_sql(k.expr)).alias(f"_o{i}") for i, k in enumerate(top_n.order)],
+    )
+    schema = StructType([*[df.schema[c] for c in columns],
+                         StructField(top_n.rank_column, LongType(), False)])
+    partitions = len(top_n.partition)
+    keys = len(top_n.order)
+    descending = [k.descending for k in top_n.order]
+
+    def rank(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        read = list(batches)
+        rows_ = [r for batch in read for r in batch.to_pylist()]
+        if not rows_:
+            return
+        given = read[0].schema
+        arrow_schema = pa.schema([*(given.field(c) for c in columns),
+                                  pa.field(top_n.rank_column, pa.int64(), nullable=False)])
+        groups: dict[tuple[object, ...], list[dict[str, object]]] = {}
+        for r in rows_:
+            groups.setdefault(tuple(r[f"_p{j}"] for j in range(partitions)), []).append(r)
+        out: dict[str, list[object]] = {c: [] for c in [*columns, top_n.rank_column]}
+        for members in groups.values():
+            keyed = [(tuple(r[f"_o{i}"] for i in range(keys)), tuple(r[c] for c in columns), r)
+                     for r in members]
+            for number, r in rank_keyed(top_n.function, descending, top_n.limit, keyed):
+                for c in columns:
+                    out[c].append(r[c])
+                out[top_n.rank_column].append(number)
+        yield pa.RecordBatch.from_pydict(out, schema=arrow_schema)
+
+    return df.repartition(*[F.col(f"_p{j}") for j in range(partitions)]).mapInArrow(
+        rank, schema
+    )
