@@ -576,6 +576,9 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                 )
             )
     for view in circuit.views:
+        if view.over is not None:
+            reject(view, "OVER aggregates", "the reference evaluator runs them")
+            continue
         join = circuit.join_upstream(view.name)
         if join == view.name:
             problem = _join_problem(circuit, view)
