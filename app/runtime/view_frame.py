@@ -6,14 +6,14 @@ over a step's accepted rows for the views the step sink computes (app/runtime/st
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from app.circuit.functions import to_spark_sql
-from app.circuit.ir import Aggregate, Filter, Join, Operator, Project, View, Window
+from app.circuit.ir import Aggregate, Filter, Join, Operator, Over, Project, View, Window
 from app.runtime.view_gate import ORIGIN_COLUMNS
 
 __all__ = ["batch_time", "ms_sql", "view_frame"]
@@ -81,10 +81,18 @@ def _window_types(df: DataFrame, op: Window, is_ts: bool) -> DataFrame:
     return df
 
 
+#: The rows an Over writes from the rows entering it (app/runtime/over_operator.py).
+OverRows = Callable[[DataFrame], DataFrame]
+
+
 def view_frame(
-    view: View, inputs: Mapping[str, DataFrame], joined: DataFrame | None = None
+    view: View,
+    inputs: Mapping[str, DataFrame],
+    joined: DataFrame | None = None,
+    over: OverRows | None = None,
 ) -> DataFrame:
     """The view's rows as a DataFrame over its input's rows (``inputs``: relation -> rows).
+    A view with OVER aggregates takes ``over``, what its operator writes.
 
     A UNION ALL (S17) is the rows of every branch, each branch's pipeline over its own
     input; its Projects name the same columns, so the branches union by name. A JOIN view's
@@ -98,7 +106,7 @@ def view_frame(
     if isinstance(first, Join):
         rows = _joined(first, inputs) if joined is None else joined
         return _pipeline(rows, view.operators[1:])
-    return _pipeline(inputs[view.source], view.operators)
+    return _pipeline(inputs[view.source], view.operators, over)
 
 
 #: How far a join's time columns are shifted while Spark's join operator sees them.
@@ -164,7 +172,9 @@ def _interval(ms: int) -> str:
     return f"INTERVAL '{sign}{abs(ms) // 1000}.{abs(ms) % 1000:03d}' SECOND"
 
 
-def _pipeline(df: DataFrame, operators: Iterable[Operator]) -> DataFrame:
+def _pipeline(
+    df: DataFrame, operators: Iterable[Operator], over: OverRows | None = None
+) -> DataFrame:
     for op in operators:
         if isinstance(op, Filter):
             df = df.filter(F.expr(to_spark_sql(op.predicate)))
@@ -178,6 +188,10 @@ def _pipeline(df: DataFrame, operators: Iterable[Operator]) -> DataFrame:
             df = _window(df, op)
         elif isinstance(op, Aggregate):
             return df  # the rows entering the aggregate: see aggregate_branch
+        elif isinstance(op, Over):
+            if over is None:
+                raise TypeError("an Over runs on the OVER operator: pass its rows")
+            df = over(df)
     return df
 
 
