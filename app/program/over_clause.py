@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from sqlglot import exp
 
@@ -41,6 +42,10 @@ class OverCall:
     call: AggCall
 
 
+#: A window as planned: (partition, order column, frame, preceding).
+_Window = tuple[tuple[Expr, ...], str, Literal["range", "rows"], int | None]
+
+
 @dataclass(frozen=True)
 class _Spec:
     """One OVER window's definition and where its parts are written."""
@@ -59,7 +64,7 @@ def plan_over(source: SourceText, tokens: Sequence[Token], select: exp.Select,
     BY expression into the IR."""
     named = _named_windows(source, tokens, select)
     overs = [i for i, t in enumerate(tokens) if t.is_word("OVER")]
-    planned: list[tuple[tuple[Expr, ...], str, str, int | None]] = []
+    planned: list[_Window] = []
     for index, call in enumerate(calls):
         at = overs[index] if index < len(overs) else 0
         spec = _spec_of(source, tokens, at, call.node, named)
@@ -70,8 +75,7 @@ def plan_over(source: SourceText, tokens: Sequence[Token], select: exp.Select,
                                  "give them one window, e.g. OVER w ... WINDOW w AS (...), "
                                  "or compute the other aggregates in a view of their own")
     partition, order, frame, preceding = planned[0]
-    return Over(partition, order, frame, preceding,  # type: ignore[arg-type]
-                tuple((c.name, c.call) for c in calls))
+    return Over(partition, order, frame, preceding, tuple((c.name, c.call) for c in calls))
 
 
 def _named_windows(source: SourceText, tokens: Sequence[Token],
@@ -122,7 +126,7 @@ def _spec_of(source: SourceText, tokens: Sequence[Token], at: int, node: exp.Win
 
 def _window(source: SourceText, spec: _Spec, time_attrs: dict[str, TimeAttribute],
             types: dict[str, SqlType], translate: Callable[[exp.Expression], Expr],
-            ) -> tuple[tuple[Expr, ...], str, str, int | None]:
+            ) -> _Window:
     """One window's (partition, order column, frame, preceding), checked."""
     node = spec.node
 
@@ -163,6 +167,9 @@ def _window(source: SourceText, spec: _Spec, time_attrs: dict[str, TimeAttribute
     if frame is None:
         return partition, name, "range", None
     kind = str(frame.args.get("kind") or "").upper()
+    if kind not in ("RANGE", "ROWS"):
+        raise CompileFailure(at(kind) if kind else spec.position, f"unsupported: a {kind} frame "
+                             "in an OVER window", f"write {_FORMS}")
     end = frame.args.get("end")
     if frame.args.get("end_side") or (end is not None and str(end).upper() != "CURRENT ROW"):
         raise CompileFailure(at("FOLLOWING") if frame.args.get("end_side") == "FOLLOWING"
@@ -176,7 +183,7 @@ def _window(source: SourceText, spec: _Spec, time_attrs: dict[str, TimeAttribute
                              "unsupported: an OVER frame must start PRECEDING the current row",
                              f"write {_FORMS}")
     if isinstance(start, str) and start.upper() == "UNBOUNDED":
-        return partition, name, kind.lower(), None
+        return partition, name, "rows" if kind == "ROWS" else "range", None
     if kind == "ROWS":
         if not (isinstance(start, exp.Literal) and not start.is_string
                 and str(start.this).isdigit()):

@@ -189,6 +189,8 @@ def test_language_doc_over_example_runs() -> None:
     ("OVER (ORDER BY ts RANGE BETWEEN 5 PRECEDING AND CURRENT ROW)",
      "8:38: error: bad RANGE frame for ts (TIMESTAMP)", "use an INTERVAL"),
     ("OVER w", "8:25: error: unknown window w", "WINDOW w AS"),
+    ("OVER (ORDER BY ts GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW)",
+     "8:38: error: unsupported: a GROUPS frame", "ROWS BETWEEN n PRECEDING"),
 ])
 def test_l7_unsupported_over_windows_are_refused_where_written(over: str, message: str,
                                                               fix: str) -> None:
