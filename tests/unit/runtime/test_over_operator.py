@@ -99,3 +99,34 @@ def test_rows_frame_frees_all_but_the_last_n_rows_and_empty_partitions() -> None
     assert [r[0] for r in part["written"]] == [2]
     assert [r[0] for r in part["waiting"]] == [3]
     assert doc["w"] == {"T": 3}
+
+
+def _refused(views: str) -> tuple[str, ...]:
+    from app.runtime.physical import physical_plan
+    from app.runtime.plan import refused_by_spark
+
+    circuit = compile_program("over.sql", text=TABLE + TABLE.replace("TABLE t", "TABLE t2")
+                              .replace("'t'", "'t2'") + views)
+    return refused_by_spark(circuit, physical_plan(circuit))
+
+
+def test_spark_runs_an_over_view_over_a_table_or_a_filtering_view() -> None:
+    assert _refused("""
+CREATE LOCAL VIEW cheap AS SELECT ts AS at, item FROM t WHERE price < 10;
+CREATE VIEW v WITH ('topic' = 'v') AS
+SELECT item, COUNT(*) OVER (PARTITION BY item ORDER BY at) AS n FROM cheap;
+""") == ()
+
+
+def test_spark_refuses_other_over_shapes_by_name() -> None:
+    union = _refused("""
+CREATE LOCAL VIEW both_ AS SELECT ts, item FROM t UNION ALL SELECT ts, item FROM t2;
+CREATE VIEW v WITH ('topic' = 'v') AS
+SELECT item, COUNT(*) OVER (ORDER BY ts) AS n FROM both_;
+""")
+    assert len(union) == 1 and "OVER aggregates over the view both_" in union[0]
+    reader = _refused("""
+CREATE LOCAL VIEW o AS SELECT ts, item, COUNT(*) OVER (ORDER BY ts) AS n FROM t;
+CREATE VIEW v WITH ('topic' = 'v') AS SELECT item, n FROM o WHERE n > 1;
+""")
+    assert len(reader) == 1 and "reading the OVER view o" in reader[0]
