@@ -45,6 +45,13 @@ the window closes. The session ids keep coming, so the partitions seen keep grow
 ``--sample-seconds`` the script reads the ``tidemark_state_rows{view="top_events"}`` gauge,
 the session ids seen and ``tidemark_output_records_total{view="top_events"}``.
 
+``--program over``: the session program's events (``sid`` a user, the users seen keep
+growing) and one view: per user, ``SUM(n)`` and ``COUNT(*)`` of the last two minutes on
+every event (``RANGE BETWEEN INTERVAL '2' MINUTE PRECEDING AND CURRENT ROW``, Tidemark's
+OVER operator). ``tidemark_state_rows{view="recent"}`` counts the operator's slots, so every
+``--sample-seconds`` the script reads the rows held from the slots' state documents in the
+checkpoint (:func:`held_rows`), with the gauge, the users seen and the rows written.
+
 All programs also record each step's duration (``durationMs.triggerExecution`` of the
 progress events) for the summary printed at the end.
 
@@ -52,6 +59,7 @@ progress events) for the summary printed at the end.
     .venv/bin/python loadtests/state_bound.py --program join --minutes 10
     .venv/bin/python loadtests/state_bound.py --program session --minutes 10
     .venv/bin/python loadtests/state_bound.py --program topn --minutes 10
+    .venv/bin/python loadtests/state_bound.py --program over --minutes 10
 
 Uses ``KAFKA_BOOTSTRAP_SERVERS`` when set, else starts the local broker.
 """
@@ -132,6 +140,19 @@ SELECT window_end, sid, n, ts, rownum FROM (
                                ORDER BY n DESC) AS rownum
   FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND)))
 WHERE rownum <= 3;
+"""
+)
+
+#: ``--program over``: per user (``sid``), the sum and count of its events of the last two
+#: minutes, on every event (OVER aggregates, ADR 0019).
+OVER_PROGRAM = (
+    TABLE.format(name="ev", topic="{ev}")
+    + """
+CREATE VIEW recent WITH ('topic' = '{out}') AS
+SELECT sid, ts, n, SUM(n) OVER w AS total, COUNT(*) OVER w AS events
+FROM ev
+WINDOW w AS (PARTITION BY sid ORDER BY ts
+             RANGE BETWEEN INTERVAL '2' MINUTE PRECEDING AND CURRENT ROW);
 """
 )
 
@@ -593,11 +614,80 @@ def run_top_n(args: argparse.Namespace, conf: dict[str, str], bootstrap: str) ->
     )
 
 
+def held_rows(spark: Any, checkpoint: Path) -> int | None:
+    """The rows the OVER operator holds after the last committed step, read from its slots'
+    state documents in the checkpoint (Spark's state data source, value state ``slot``):
+    ``tidemark_state_rows`` counts the slots (ADR 0019)."""
+    from app.runtime.over_operator import rows_held
+
+    try:
+        frame = spark.read.format("statestore").option("stateVarName", "slot").load(
+            str(checkpoint))
+        docs = [row["value"]["doc"] for row in frame.select("value").collect()]
+    except Exception as exc:  # noqa: BLE001 - no committed state yet is a sample to skip
+        print(json.dumps({"held_rows": "unread", "error": str(exc).splitlines()[0]}))
+        return None
+    return sum(rows_held(json.loads(doc)) for doc in docs)
+
+
+def plot_over(samples: list[dict[str, Any]], path: Path, minutes: float, rate: int) -> None:
+    """Rows held on the left axis; users seen and rows written, which keep growing, on the
+    right one."""
+    fig, ax = figure()
+    t = [s["seconds"] / 60 for s in samples]
+    ax.plot(t, [s["held"] for s in samples], color="C0",
+            label="rows held by the OVER operator (left axis)")
+    ax.set_xlabel(f"minutes since the service started (input {rate} events/s)")
+    ax.set_ylabel("rows held (the slots' state documents)")
+    ax.set_ylim(0, 1.6 * max((s["held"] for s in samples), default=1))  # room for the legend
+    right = ax.twinx()
+    right.plot(t, [s["users"] for s in samples], color="C1", linestyle="--",
+               label="users (partitions) seen (right axis)")
+    right.plot(t, [(s["written"] or 0) / 100 for s in samples], color="C2", linestyle="-.",
+               label="rows written / 100 (right axis)")
+    right.set_ylabel("users, rows written / 100")
+    right.set_ylim(bottom=0)
+    save(fig, ax, path,
+         f"OVER state (RANGE 2 minutes per user) over {minutes:g} minutes of generated events",
+         legend_loc="upper left")
+
+
+def run_over(args: argparse.Namespace, conf: dict[str, str], bootstrap: str) -> None:
+    """``--program over``: a RANGE OVER view per user of events whose users keep coming."""
+    run = Run(args, conf, bootstrap, "state-over", OVER_PROGRAM, ("ev",), ("out",))
+    users = Users()
+    checkpoint = run.service.checkpoint / "ev" / "spark"
+    run.run(
+        events([run.topics["ev"]], args.session_events, users),
+        lambda: {
+            "held": held_rows(run.service.open_session(), checkpoint),
+            "slots": run.gauge("tidemark_state_rows", view="recent"),
+            "users": users.seen,
+            "written": run.gauge("tidemark_output_records_total", view="recent",
+                                 topic=run.topics["out"]),
+        },
+    )
+    samples = [s for s in run.samples if s["held"] is not None]
+    plot_over(samples, args.out_png, args.minutes, args.rate)
+    half = [s for s in samples if s["seconds"] >= args.minutes * 30]
+    run.summary(
+        at=at(samples, args.minutes),
+        held_final=samples[-1]["held"],
+        held_max=max(s["held"] for s in samples),
+        held_second_half_min=min(s["held"] for s in half),
+        held_second_half_max=max(s["held"] for s in half),
+        slots_final=samples[-1]["slots"],
+        users_seen=users.seen,
+        written=samples[-1]["written"],
+    )
+
+
 PROGRAMS: dict[str, tuple[Callable[[argparse.Namespace, dict[str, str], str], None], str, int]] = {
     "aggregate": (run_aggregate, "state-bound", 200),
     "join": (run_join, "join-state-bound", 150),
     "session": (run_session, "session-state-bound", 150),
     "topn": (run_top_n, "topn-state-bound", 150),
+    "over": (run_over, "over-state-bound", 150),
 }
 """Per ``--program``: how it runs, the stem of its output files, its default rate."""
 
@@ -606,7 +696,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--program", choices=tuple(PROGRAMS), default="aggregate",
                         help="the TUMBLE/unwindowed pair, workload (d)'s interval join, "
-                        "a SESSION aggregate per user, or a window Top-N per session id")
+                        "a SESSION aggregate per user, a window Top-N per session id, or an "
+                        "OVER view per user")
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--rate", type=int, default=None,
                         help="events per second (default: 200 aggregate, 150 the others)")
@@ -616,7 +707,7 @@ def main() -> None:
     parser.add_argument("--sample-seconds", type=float, default=10)
     # Outside the tracked tree by default (var/ is git-ignored); docs/state-bound.md's plots
     # are regenerated with --out-png docs/img/state-bound.png (join-state-bound.png,
-    # session-state-bound.png, topn-state-bound.png).
+    # session-state-bound.png, topn-state-bound.png, over-state-bound.png).
     parser.add_argument("--out-png", type=Path, default=None)
     parser.add_argument("--out-json", type=Path, default=None)
     args = parser.parse_args()

@@ -59,6 +59,14 @@ class Accumulator(ABC):
     def result(self) -> Any:
         """The aggregate's value, in the canonical representation of ``result_type``."""
 
+    def snapshot(self) -> list[tuple[Any, int]]:
+        """What the accumulator holds, as (value, count) pairs, for a state document."""
+        raise NotImplementedError(f"{type(self).__name__} has no snapshot")
+
+    def restore(self, pairs: list[tuple[Any, int]]) -> None:
+        """Hold what :meth:`snapshot` gave (on a fresh accumulator)."""
+        raise NotImplementedError(f"{type(self).__name__} has no snapshot")
+
 
 class CountStar(Accumulator):
     """COUNT(*): every row counts, NULLs included."""
@@ -72,6 +80,12 @@ class CountStar(Accumulator):
 
     def result(self) -> Any:
         return self.rows
+
+    def snapshot(self) -> list[tuple[Any, int]]:
+        return [(None, self.rows)]
+
+    def restore(self, pairs: list[tuple[Any, int]]) -> None:
+        self.rows = sum(count for _, count in pairs)
 
 
 class _Values(Accumulator):
@@ -88,6 +102,12 @@ class _Values(Accumulator):
         self.values[value] += weight
         if self.values[value] <= 0:
             del self.values[value]
+
+    def snapshot(self) -> list[tuple[Any, int]]:
+        return list(self.values.items())
+
+    def restore(self, pairs: list[tuple[Any, int]]) -> None:
+        self.values = Counter(dict(pairs))
 
     def _inputs(self) -> list[Any]:
         """The non-null inputs (each distinct value once when DISTINCT)."""

@@ -26,6 +26,7 @@ from app.circuit.ir import (
     Join,
     Literal_,
     Operator,
+    Over,
     Project,
     SqlType,
     Table,
@@ -187,9 +188,26 @@ def _operator_text(op: Operator, time_types: dict[str, SqlType]) -> str:
         return (f"TopN {op.rank_column} = {op.function}() OVER (PARTITION BY {partition} "
                 f"ORDER BY {order}) <= {op.limit}: written once w({op.window_end}) >= "
                 f"{op.window_end}")
+    if isinstance(op, Over):
+        return _over_text(op, time_types.get(op.order_column))
     assert isinstance(op, Project)
     return "Project " + ", ".join(n if expr_text(e) == n else f"{n} = {expr_text(e)}"
                                   for n, e in op.outputs)
+
+
+def _over_text(over: Over, t: SqlType | None) -> str:
+    partition = ", ".join(expr_text(e) for e in over.partition)
+    if over.preceding is None:
+        start = "UNBOUNDED"
+    elif over.frame == "rows":
+        start = str(over.preceding)
+    else:
+        start = duration_text(over.preceding, t)
+    aggs = ", ".join(f"{n} = {_agg_text(a)}" for n, a in over.aggregates)
+    by = f"PARTITION BY {partition} " if partition else ""
+    return (f"Over ({by}ORDER BY {over.order_column} {over.frame.upper()} {start} PRECEDING "
+            f"AND CURRENT ROW): {aggs}; each row is written once w({over.order_column}) > its "
+            f"{over.order_column}, with its final values")
 
 
 def _waterline_formula(table: Table, column: str, amount: int) -> str:
@@ -221,6 +239,9 @@ def _emit_text(view: View) -> str:
                 f"{join.as_of.version_column}) passes its time")
     if view.top_n is not None:
         return "default: a window's ranked rows once, final, in the step that completes it"
+    over = view.over
+    if over is not None:
+        return f"default: each row after the step whose w({over.order_column}) passes its time"
     if view.is_stateless:
         return "default: each row after the step that accepted it"
     return "default: after each step, each changed group's new value"

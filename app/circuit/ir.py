@@ -49,6 +49,7 @@ __all__ = [
     "OMIT_DEFAULT",
     "Operator",
     "Output",
+    "Over",
     "Position",
     "Project",
     "SortKey",
@@ -398,7 +399,27 @@ class TopN:
     window_end: str
 
 
-Operator = Filter | Project | Window | Aggregate | UnionAll | Join | TopN
+@dataclass(frozen=True)
+class Over:
+    """OVER aggregates (Flink's OVER aggregation, SQLstream's windowed aggregation): every
+    input row gets the value of each aggregate over its frame, the rows of its partition
+    (equal ``partition`` values) ordered by ``order_column``, an ascending time attribute of
+    the input. Adds the aggregates' columns (by their names) to the row; a Project follows.
+
+    ``frame`` 'range': the rows with time in ``[t - preceding, t]``, the row's peers (equal
+    time) included; 'rows': the row and its ``preceding`` predecessors in (time, arrival)
+    order. ``preceding`` None is UNBOUNDED PRECEDING; it is in the time column's unit for
+    'range' and a row count for 'rows'. A row at ``t`` is written once the waterline of
+    ``order_column`` passes it (``w > t``), with its final values (docs/semantics.md)."""
+
+    partition: tuple[Expr, ...]
+    order_column: str
+    frame: Literal["range", "rows"]
+    preceding: int | None
+    aggregates: tuple[tuple[str, AggCall], ...]
+
+
+Operator = Filter | Project | Window | Aggregate | UnionAll | Join | TopN | Over
 
 
 # ---------------------------------------------------------------------------------------------
@@ -621,6 +642,11 @@ class View:
     def join(self) -> Join | None:
         """The view's JOIN (its first operator), or None."""
         return next((op for op in self.operators if isinstance(op, Join)), None)
+
+    @property
+    def over(self) -> Over | None:
+        """The view's OVER aggregates, or None."""
+        return next((op for op in self.operators if isinstance(op, Over)), None)
 
     @property
     def union(self) -> UnionAll | None:

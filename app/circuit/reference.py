@@ -42,6 +42,7 @@ from app.circuit.ir import (
     Filter,
     Join,
     Operator,
+    Over,
     Project,
     Table,
     TimeStep,
@@ -50,6 +51,7 @@ from app.circuit.ir import (
     View,
     Window,
 )
+from app.circuit.over import Held, OverPartition
 from app.circuit.processing_time import (
     BATCH_TIME_COLUMN,
     attribute_is_processing_time,
@@ -487,6 +489,47 @@ class _TemporalRuntime:
                 del self.versions[key]
 
 
+class _OverRuntime:
+    """OVER aggregates (docs/semantics.md) for one :class:`~app.circuit.ir.Over`, step by
+    step: each row is held in its partition (:class:`~app.circuit.over.OverPartition`)
+    until the waterline of its time column passes it, then written once with its values;
+    a step's rows are written in (time, arrival) order."""
+
+    def __init__(self, over: Over) -> None:
+        self.over = over
+        self.source: _TimeSource | None = None  # the ORDER BY column's waterline
+        self.parts: dict[tuple[Any, ...], OverPartition] = {}
+
+    def rows_held(self) -> int:
+        return sum(part.rows_held for part in self.parts.values())
+
+    def apply(
+        self, rows: Sequence[tuple[dict[str, Any], int]], waterlines: _AllWaterlines
+    ) -> list[dict[str, Any]]:
+        """Hold the step's ``rows`` (each with its arrival), then write every row the
+        waterline now passes, with the Over's columns added."""
+        over = self.over
+        for row, seq in rows:
+            key = tuple(evaluate_expr(expr, row) for expr in over.partition)
+            args = tuple(
+                tuple(evaluate_expr(arg, row) for arg in call.args) for _, call in over.aggregates
+            )
+            held = Held(row[over.order_column], seq, args, row)
+            self.parts.setdefault(key, OverPartition()).add(held)
+        source = self.source
+        waterline = None if source is None else waterlines.get(source.owner, source.column)
+        out: list[tuple[int, int, dict[str, Any]]] = []
+        names = [name for name, _ in over.aggregates]
+        for key in list(self.parts):
+            part = self.parts[key]
+            for row, values in part.release(over, waterline):
+                written = {**row, **dict(zip(names, values, strict=True))}
+                out.append((row[over.order_column], len(out), written))
+            if part.empty:
+                del self.parts[key]
+        return [row for _, _, row in sorted(out, key=lambda item: item[:2])]
+
+
 def _source_floor(source: _TimeSource | None, waterlines: _AllWaterlines) -> int | None:
     """The least time a future row can have at ``source``'s column (None: -infinity):
     its waterline, or one more for a ``window_end`` (S5, S10)."""
@@ -518,12 +561,15 @@ class _ViewRuntime:
         self.post: list[Operator] = []
         join = view.join
         self.join: _JoinRuntime | _TemporalRuntime | None = None
+        over = view.over
+        self.over = None if over is None else _OverRuntime(over)
         if join is not None and join.as_of is not None:
             self.join = _TemporalRuntime(join, relation_sources)
         elif join is not None:
             self.join = _JoinRuntime(join, relation_sources)
         #: Of a JOIN: output column -> (own side's source, other side's source, lag) (S16).
         self.held: dict[str, tuple[_TimeSource, _TimeSource, int]] = {}
+        past_over = False  # the operators after an Over are its ``post``
         for op in view.operators:
             if isinstance(op, Join):
                 continue
@@ -531,7 +577,9 @@ class _ViewRuntime:
                 self.aggregate = op
             elif isinstance(op, TopN):
                 self.top_n = op
-            elif self.aggregate is None and self.top_n is None:
+            elif isinstance(op, Over):
+                past_over = True
+            elif self.aggregate is None and self.top_n is None and not past_over:
                 self.pre.append(op)
             else:
                 self.post.append(op)
@@ -610,6 +658,8 @@ class _ViewRuntime:
             return self.join.rows_held()
         if self.top_n is not None:
             return sum(len(rows) for rows in self.partitions.values())
+        if self.over is not None:
+            return self.over.rows_held()
         return len(self.groups) + sum(len(rows) for rows in self.pending.values())
 
     def _analyse(
@@ -637,6 +687,11 @@ class _ViewRuntime:
                     sources.pop("window_end", None)
             elif isinstance(op, Project):
                 sources = _project_sources(sources, op.outputs)
+            elif isinstance(op, Over) and self.over is not None:
+                # Rows are written once w(order column) passes them: below the waterlines
+                # of any other time column, which so stops being a time attribute (S10).
+                self.over.source = sources.get(op.order_column)
+                sources = {k: v for k, v in sources.items() if k == op.order_column}
             elif isinstance(op, Aggregate):
                 keyed = _project_sources(sources, op.keys)
                 # A window_end key first: a CUMULATE's windows of one start differ in it
@@ -735,6 +790,19 @@ class _ViewRuntime:
         if self.top_n is not None:
             assert waterlines is not None, "a window Top-N needs the step's waterlines"
             return self._apply_top_n(self.top_n, delta, waterlines, next_seq)
+        if self.over is not None:
+            assert waterlines is not None, "OVER aggregates need the step's waterlines"
+            held = [
+                (row, change.seq)
+                for change in delta
+                for row in self._stateless(self.pre, dict(change.row))
+                if change.weight > 0  # the compiler reads insert-only relations only
+            ]
+            return [
+                _Change(self._shape(final), 1, next_seq())
+                for row in self.over.apply(held, waterlines)
+                for final in self._stateless(self.post, row)
+            ]
         if self.aggregate is None:
             out = [
                 _Change(self._shape(row), change.weight, change.seq, change.origin)

@@ -548,6 +548,8 @@ class _Compiler:
                               f"a window partition's {ranking} are held until "
                               f"w({window.table}.{window.source_column}) >= its window_end, "
                               "then written and freed")
+        if planned.over_position is not None:
+            return StateBound("window", None, planned.over_state)
         if not planned.aggregate:
             return StateBound("none", None, "stateless: holds no state")
         if planned.window_key is not None:
@@ -610,7 +612,7 @@ class _Compiler:
                 raise CompileFailure(item.position, f"LATENESS on view {decl.name}, {what}",
                                      f"declare LATENESS on each {'side' if joins else 'branch'}"
                                      "'s input (a table column, or a decoding view it reads)")
-            if planned.aggregate or planned.window is not None:
+            if planned.aggregate or planned.window is not None or planned.over_position:
                 raise CompileFailure(item.position, f"LATENESS on view {decl.name}, which is "
                                      "not a stateless projection/filter of one table",
                                      "declare LATENESS on a view that only decodes, filters or "
@@ -680,6 +682,11 @@ class _Compiler:
         else:
             fmt = "changelog" if emit.stream else "upsert"
         where = format_option.value_position if format_option else decl.position
+        if planned.over_position is not None and fmt != "append":
+            raise CompileFailure(where, f"view {decl.name} computes OVER aggregates: each "
+                                 "input row gives one final output row, so it is written as "
+                                 f"'append', not '{fmt}'",
+                                 "use 'format' = 'append' (and no EMIT STREAM)")
         if fmt == "append" and not insert_only:
             raise CompileFailure(where, f"view {decl.name} updates its rows (GROUP BY without "
                                  "EMIT AFTER WATERMARK), so it cannot be written as 'append'",

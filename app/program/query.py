@@ -59,6 +59,7 @@ from app.circuit.processing_time import now
 from app.program.as_of_subquery import as_of_join
 from app.program.ddl import _Cursor, parse_interval_tokens
 from app.program.lexer import CompileFailure, SourceText, Token, matching_paren
+from app.program.over_clause import OVER_AGGREGATES, OverCall, plan_over, state_text
 from app.program.top_n import Ranking, TopNPlan, plan_ranking, plan_top_n, ranking_item
 
 __all__ = ["PlannedQuery", "Relation", "plan_query", "plan_window_side"]
@@ -154,6 +155,10 @@ class PlannedQuery:
     #: A window Top-N (the reader of a ranking) and the ranking relation it read.
     top_n: TopNPlan | None = None
     ranked: str = ""
+    #: Of a view with OVER aggregates: where its first OVER is (None without any).
+    over_position: Position | None = None
+    #: Of a view with OVER aggregates: what state it holds and when it is freed (S11).
+    over_state: str = ""
 
 
 @dataclass(frozen=True)
@@ -326,6 +331,9 @@ class _Translator:
         self._untyped_nulls: set[int] = set()
         self._intervals: set[int] = set()
         self._in_aggregate = False
+        #: The OVER aggregates found (a SELECT list's translator collects them; None: OVER
+        #: is not allowed in this clause).
+        self.overs: list[OverCall] | None = None
 
     # -- positions ------------------------------------------------------------------------
 
@@ -529,9 +537,7 @@ class _Translator:
         if isinstance(node, exp.Case):
             return self._case(node)
         if isinstance(node, exp.Window):
-            raise self.fail(node, "unsupported: window function OVER (...)",
-                            "aggregate per window with GROUP BY window_start, window_end of a "
-                            "TUMBLE or HOP")
+            return self._over(node)
         if isinstance(node, (exp.Subquery, exp.Select, exp.Exists)):
             raise self._scalar_subquery(node, f"in {self.clause}", "")
         if isinstance(node, exp.AggFunc) or isinstance(node, exp.ArgMax | exp.ArgMin):
@@ -799,6 +805,35 @@ class _Translator:
         self.aggregates.append((agg_name, call))
         return ColumnRef(agg_name, result)
 
+    def _over(self, node: exp.Window) -> Expr:
+        """``aggregate OVER window``: the aggregate's column of the view's Over operator;
+        the window itself is checked by :func:`app.program.over_clause.plan_over`."""
+        inner = node.this
+        name = _AGGREGATES.get(type(inner))
+        if name not in OVER_AGGREGATES:
+            written, where = self.written_function(inner)
+            raise CompileFailure(where, f"unsupported: {written} OVER (...)",
+                                 "OVER computes the aggregates " + ", ".join(OVER_AGGREGATES))
+        if self.overs is None or self._in_aggregate:
+            where_to = ("it cannot be nested in an aggregate" if self._in_aggregate
+                        else f"it is not allowed in {self.clause}")
+            raise CompileFailure(self.func_pos(inner), f"{name} OVER (...): {where_to}",
+                                 "compute it in the SELECT list of a view, and filter or "
+                                 "aggregate its rows in a view that reads it")
+        found: list[tuple[str, AggCall]] = []
+        saved, self.aggregates = self.aggregates, found
+        try:
+            self._aggregate(inner)
+        finally:
+            self.aggregates = saved
+        call = found[0][1]
+        if call.distinct:
+            raise CompileFailure(self.func_pos(inner), f"unsupported: {name}(DISTINCT ...) "
+                                 "OVER (...)", f"use {name}(x) OVER (...)")
+        over_name = f"_over{len(self.overs)}"
+        self.overs.append(OverCall(node, over_name, call))
+        return ColumnRef(over_name, call.type)
+
     def _function(self, node: exp.Expression) -> Expr:
         written, position = self.written_function(node)
         if isinstance(node, _BATCH_TIME) or (
@@ -1042,7 +1077,6 @@ def _unsupported_clauses(source: SourceText, tokens: Sequence[Token], select: ex
         ("limit", "LIMIT", "unsupported: LIMIT", "remove LIMIT"),
         ("offset", "OFFSET", "unsupported: OFFSET", "remove OFFSET"),
         ("qualify", "QUALIFY", "unsupported: QUALIFY", None),
-        ("windows", "WINDOW", "unsupported: WINDOW clause", None),
         ("laterals", "LATERAL", "unsupported: LATERAL", None),
         ("pivots", "PIVOT", "unsupported: PIVOT", None),
     ]
@@ -1437,6 +1471,7 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
                              scope, time_attrs, fallback)
     aggregates: list[tuple[str, AggCall]] = []
     select_translator = _Translator(source, scope, fallback, aggregates, "SELECT")
+    select_translator.overs = []
     names: list[str] = []
     exprs: list[Expr] = []
     positions: list[Position] = []
@@ -1463,6 +1498,11 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
         group = exp.Group(expressions=[(i.this if isinstance(i, exp.Alias) else i).copy()
                                        for i in items])
 
+    if select_translator.overs:
+        return _over_query(source, tokens, select, relation, select_translator.overs,
+                           _OverInput(columns, time_attrs, scope, fallback, tvf),
+                           operators, list(zip(names, exprs, strict=True)), positions,
+                           bool(group is not None or aggregates or having is not None))
     is_aggregate = group is not None or bool(aggregates)
     if window is not None and window.kind == "SESSION" and not is_aggregate:
         assert tvf is not None
@@ -1694,6 +1734,51 @@ def _plan_top_n(source: SourceText, tokens: Sequence[Token], select: exp.Select,
     return PlannedQuery(ranking.source, list(plan.operators), list(plan.columns), (),
                         plan.time_attributes, False, None, None, None,
                         column_positions=tuple(positions), top_n=plan, ranked=relation.name)
+
+
+@dataclass(frozen=True)
+class _OverInput:
+    """What a SELECT with OVER aggregates reads: its columns and time attributes, its scope
+    for the PARTITION BY expressions, and its window function in FROM, if any."""
+
+    columns: dict[str, Column]
+    time_attrs: dict[str, TimeAttribute]
+    scope: _Scope
+    fallback: Position
+    tvf: _Tvf | None
+
+
+def _over_query(source: SourceText, tokens: Sequence[Token], select: exp.Select,
+                relation: Relation, overs: Sequence[OverCall], given: _OverInput,
+                operators: list[Operator], outputs: list[tuple[str, Expr]],
+                positions: list[Position], grouped: bool) -> PlannedQuery:
+    """The pipeline ``[Filter(WHERE)] Over Project`` of a SELECT with OVER aggregates: one
+    output row per input row, insert-only; its ORDER BY column stays a time attribute (a row
+    is written once its waterline passes the row's time), the other LATENESS columns do not
+    (a row is written later than it arrived, below their waterlines)."""
+    over_at = next((t for t in tokens if t.is_word("OVER")), tokens[0])
+    if grouped:
+        token = next((t for t in tokens if t.is_word("GROUP", "HAVING", "DISTINCT")), over_at)
+        raise CompileFailure(source.position(token.start), "OVER aggregates cannot be combined "
+                             "with GROUP BY, HAVING, DISTINCT or other aggregates in one SELECT",
+                             "aggregate in a LOCAL view, and compute the OVER aggregates in a "
+                             "view that reads it (or the other way round)")
+    if given.tvf is not None:
+        raise CompileFailure(given.tvf.position, "unsupported: OVER aggregates over a window "
+                             "function in FROM", f"read {given.tvf.table} itself: OVER "
+                             "windows are formed per row, by time")
+    translator = _Translator(source, given.scope, given.fallback, None, "PARTITION BY")
+    over = plan_over(source, tokens, select, overs, given.time_attrs,
+                     {name: c.type for name, c in given.columns.items()},
+                     translator.translate)
+    operators.append(over)
+    operators.append(Project(tuple(outputs)))
+    out_attrs = tuple(_derived(given.time_attrs[e.name], n) for n, e in outputs
+                      if isinstance(e, ColumnRef) and e.name == over.order_column)
+    return PlannedQuery(relation.name, operators, [Column(n, e.type) for n, e in outputs], (),
+                        out_attrs, False, None, None, None, column_positions=tuple(positions),
+                        over_position=source.position(over_at.start),
+                        over_state=state_text(over, given.columns[over.order_column].type.name))
 
 
 def _distinct(source: SourceText, tokens: Sequence[Token], select: exp.Select,

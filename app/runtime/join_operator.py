@@ -42,23 +42,20 @@ arrives. A row's columns travel as JSON of the side's columns (Spark's ``to_json
 ``from_json`` give back the same values); the state of a slot is one JSON document (both
 waterlines, the held rows, the versions), checkpointed with the step's offsets, so a replayed
 step starts from the state the first run started from and writes the same rows (S15).
+The slots, probes, wire rows and state document are :mod:`app.runtime.slot_operator`'s,
+shared with the OVER operator.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import operator
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from decimal import Decimal
-from functools import reduce
+from functools import partial, reduce
 from typing import Any
 
-import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import (
     ByteType,
     IntegerType,
@@ -82,16 +79,21 @@ from app.circuit.ir import (
     conjuncts,
 )
 from app.circuit.scalar import evaluate_expr, is_true
-from app.circuit.waterline import next_waterline
+from app.runtime.slot_operator import (
+    SLOTS,
+    advance_waterlines,
+    decode_values,
+    is_set,
+    keyed_slot,
+    probe_wire,
+    run_slots,
+    value_sql,
+    wire_row,
+)
 
 __all__ = ["SLOTS", "JoinOperatorSpec", "operator_joined", "step_slot"]
 
-#: How many groups the join's state is spread over (part of the checkpoint's state layout:
-#: a slot's rows are found by this number).
-SLOTS = 16
-
 _OUT = StructType([StructField("lrow", StringType()), StructField("rrow", StringType())])
-_STATE = StructType([StructField("doc", StringType())])
 
 #: A slot's output: each side's columns as JSON, None for NULLs.
 Pair = tuple[str | None, str | None]
@@ -114,33 +116,9 @@ class JoinOperatorSpec:
     probe_lags: bool = False
     #: Of an OUTER interval or window join, the conditions that read both sides (None:
     #: none), checked on each pair, and the SQL type of each column they read, by which a
-    #: row's values are decoded (:func:`_pair_values`).
+    #: row's values are decoded (:func:`app.runtime.slot_operator.decode_values`).
     pair: Expr | None = None
     pair_types: tuple[tuple[str, str], ...] = ()
-
-
-class _Slot(StatefulProcessor):
-    """One slot's rows of both sides, and both waterlines (module docstring)."""
-
-    def __init__(self, spec: JoinOperatorSpec) -> None:
-        self.spec = spec
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = handle.getValueState("slot", _STATE)
-
-    def handleInputRows(  # noqa: N802 - Spark's name
-        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any  # noqa: N803
-    ) -> Iterator[pd.DataFrame]:
-        frame = pd.concat(list(rows), ignore_index=True)
-        stored = self.state.get() if self.state.exists() else None
-        doc = json.loads(stored[0]) if stored is not None else None
-        out, doc = step_slot(self.spec, doc, frame.to_dict("records"))
-        self.state.update((json.dumps(doc, separators=(",", ":")),))
-        if out:
-            yield pd.DataFrame(out, columns=["lrow", "rrow"])
-
-    def close(self) -> None:
-        return None
 
 
 def step_slot(
@@ -151,16 +129,13 @@ def step_slot(
     JSON, None if any is NULL), ``t`` (the bound or AS OF column in ms; a probe's: its
     table's step maximum), ``tbl`` (a probe's table: L or R), ``pt`` and ``of`` (arrival:
     Kafka partition and offset), ``row`` (the side's columns as JSON) and ``vals`` (the
-    columns the pair conditions read, :func:`_pair_values`; None without any)."""
+    columns the pair conditions read, :func:`~app.runtime.slot_operator.decode_values`;
+    None without any)."""
     doc = doc or {"w": {"L": None, "R": None}, "held": {"L": [], "R": []}, "versions": {}}
     started = doc["w"]["L"]
-    lateness = {"L": spec.left_lateness, "R": spec.right_lateness}
-    for side in ("L", "R"):
-        tops = [int(r["t"]) for r in rows if r["side"] == "P" and r["tbl"] == side and _set(r["t"])]
-        if tops:
-            doc["w"][side] = next_waterline(doc["w"][side], max(tops), lateness[side])
+    advance_waterlines(doc["w"], rows, {"L": spec.left_lateness, "R": spec.right_lateness})
     arrivals = [
-        (r["side"], r["k"], int(r["t"]) if _set(r["t"]) else None, r["row"], r.get("vals"))
+        (r["side"], r["k"], int(r["t"]) if is_set(r["t"]) else None, r["row"], r.get("vals"))
         for r in sorted(
             (r for r in rows if r["side"] != "P"),
             key=lambda r: (r["side"], int(r["pt"]), int(r["of"])),
@@ -284,46 +259,8 @@ def _pair_passes(spec: JoinOperatorSpec, mine: list[Any], candidate: list[Any]) 
     if spec.pair is None:
         return True
     types = dict(spec.pair_types)
-    values = {**_pair_values(mine[4], types), **_pair_values(candidate[4], types)}
+    values = {**decode_values(mine[4], types), **decode_values(candidate[4], types)}
     return is_true(evaluate_expr(spec.pair, values))
-
-
-def _pair_values(text: str | None, types: Mapping[str, str]) -> dict[str, Any]:
-    """A row's values of the pair conditions' columns, from :func:`_pair_sql`'s JSON, in
-    the reference evaluator's representation (app/circuit/scalar.py)."""
-    out: dict[str, Any] = {}
-    for name, value in (json.loads(text) if text else {}).items():
-        kind = types[name]
-        if value is None or kind in ("VARCHAR", "TIMESTAMP", "DATE", "INT", "BIGINT"):
-            out[name] = value
-        elif kind == "BOOLEAN":
-            out[name] = value == "true"
-        elif kind == "DECIMAL":
-            out[name] = Decimal(value)
-        elif kind in ("REAL", "DOUBLE"):
-            out[name] = float(value)
-        else:
-            out[name] = base64.b64decode(value)
-    return out
-
-
-def _pair_sql(column: str, kind: SqlType) -> Column:
-    """One column of a row's pair values: times as epoch ms or days, integers and text as
-    they are, every other type as text that :func:`_pair_values` reads back exactly."""
-    quoted = F.col(f"`{column}`")
-    if kind.name == "TIMESTAMP":
-        return F.expr(f"unix_millis(`{column}`)")
-    if kind.name == "DATE":
-        return F.expr(f"unix_date(`{column}`)")
-    if kind.name in ("INT", "BIGINT", "VARCHAR"):
-        return quoted
-    if kind.name == "VARBINARY":
-        return F.base64(quoted)
-    return quoted.cast("string")
-
-
-def _set(value: Any) -> bool:
-    return value is not None and not pd.isna(value)
 
 
 def _outer(spec: JoinOperatorSpec, side: str) -> bool:
@@ -376,39 +313,14 @@ def operator_joined(
             row = F.when(~F.col("_deleted"), row)
         mine = [c for c in _columns(spec_side) if c in read]
         vals = (
-            F.to_json(F.struct(*[_pair_sql(c, read[c]).alias(c) for c in mine]))
+            F.to_json(F.struct(*[value_sql(c, read[c]).alias(c) for c in mine]))
             if mine
             else F.lit(None).cast("string")
         )
-        wire.append(
-            side.select(
-                F.pmod(F.xxhash64(k), F.lit(SLOTS)).cast("int").alias("slot"),
-                F.lit(name).alias("side"),
-                k.alias("k"),
-                F.expr(f"unix_millis(`{spec_side.qualified(time_column)}`)").alias("t"),
-                F.lit(None).cast("string").alias("tbl"),
-                F.col("_partition").cast("long").alias("pt"),
-                F.col("_offset").cast("long").alias("of"),
-                row.alias("row"),
-                vals.alias("vals"),
-            )
-        )
-        wire.append(
-            probes[spec_side.source].select(
-                F.explode(F.sequence(F.lit(0), F.lit(SLOTS - 1))).alias("slot"),
-                F.lit("P").alias("side"),
-                F.lit(None).cast("string").alias("k"),
-                F.col("t").cast("long").alias("t"),
-                F.lit(name).alias("tbl"),
-                F.lit(0).cast("long").alias("pt"),
-                F.lit(0).cast("long").alias("of"),
-                F.lit(None).cast("string").alias("row"),
-                F.lit(None).cast("string").alias("vals"),
-            )
-        )
-    joined = reduce(DataFrame.unionByName, wire).groupBy("slot").transformWithStateInPandas(
-        _Slot(spec), _OUT, "Append", "None"
-    )
+        time = F.expr(f"unix_millis(`{spec_side.qualified(time_column)}`)")
+        wire.append(side.select(*wire_row(keyed_slot(k), name, k, time, row, vals)))
+        wire.append(probe_wire(probes[spec_side.source], name))
+    joined = run_slots(wire, partial(step_slot, spec), _OUT)
     types = [
         StructType([side.schema[c] for c in _columns(s)])
         for side, s in zip(sides, (join.left, join.right), strict=True)

@@ -99,8 +99,11 @@ class ViewPlacement:
     #: The view gates its own rows (its own LATENESS, SPEC L2).
     gate: bool
     #: What state the view holds (S11, S16): none, per window, unbounded (no time key), a
-    #: join's rows of each side in Spark's join, or in Tidemark's join operator (ADR 0017).
-    state: Literal["none", "window", "unbounded", "join", "join_operator"] = "none"
+    #: join's rows of each side in Spark's join, or in Tidemark's join operator (ADR 0017),
+    #: or an OVER view's rows in Tidemark's OVER operator (ADR 0019).
+    state: Literal["none", "window", "unbounded", "join", "join_operator", "over_operator"] = (
+        "none"
+    )
     #: The relation whose waterline frees this view's state (S11); None without state.
     state_owner: str | None = None
     #: ``"<relation>.<column>"``: that waterline; None without state or without LATENESS.
@@ -294,8 +297,9 @@ def _branch_operators(
     # A Top-N over an aggregate's final rows ranks them per step, without state (ADR 0020).
     ranks_per_step = view.top_n is not None and not any(t.name == view.source
                                                         for t in circuit.tables)
-    here = ((name,) if _is_join(view) or placement.get(name) == "native" and not ranks_per_step
-            else ())
+    stateful = (_is_join(view) or view.over is not None
+                or placement.get(name) == "native" and not ranks_per_step)
+    here = (name,) if stateful else ()
     return here + tuple(
         o for source in view.sources for o in _branch_operators(circuit, source, placement)
     )
@@ -372,6 +376,11 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
                     continue
                 joins.extend(sides)
                 placed.append(replace(entry, state="join", state_freed_by=", ".join(sides)))
+                continue
+            if view.over is not None:
+                # Tidemark's OVER operator frees by its ORDER BY column's waterline (ADR 0019).
+                freed_by = f"{view.source}.{view.over.order_column}"
+                placed.append(replace(entry, state="over_operator", state_freed_by=freed_by))
                 continue
             if view.is_stateless or entry.top_n == "per_step":
                 placed.append(entry)
@@ -533,6 +542,8 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
         none = (
             "(none: Tidemark's join operator follows each table's waterline)"
             if any(v.state == "join_operator" for v in q.views)
+            else "(none: Tidemark's OVER operator follows its table's waterline)"
+            if any(v.state == "over_operator" for v in q.views)
             else "(none: the query holds no state)"
         )
         lines.append(f"  watermark:    {q.watermark or none}")
@@ -549,6 +560,8 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
                             "partition (ADR 0020)")
             if v.state == "join_operator":
                 computed = "in the streaming query, Tidemark's join operator (ADR 0017)"
+            elif v.state == "over_operator":
+                computed = "in the streaming query, Tidemark's OVER operator (ADR 0019)"
             lines.append(f"    computed:   {computed}")
             if v.state == "window":
                 freed = (
@@ -572,6 +585,12 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
                     "    state:      each side's rows (Tidemark's join operator, ADR 0017), a "
                     f"row freed once the other side's waterline (of {v.state_freed_by}) passes "
                     "its bound, then written with NULLs if it never matched"
+                )
+            elif v.state == "over_operator":
+                lines.append(
+                    "    state:      per partition, the rows waiting for w("
+                    f"{v.state_freed_by}) to pass their time and the rows a frame can still "
+                    "read (Tidemark's OVER operator, ADR 0019)"
                 )
             elif v.state == "join":
                 watermark = (

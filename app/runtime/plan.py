@@ -69,6 +69,7 @@ from app.runtime.native_aggregate import (
     session_windowed,
     union_time_tables,
 )
+from app.runtime.over_operator import OverOperatorSpec, over_rows
 from app.runtime.physical import PhysicalPlan, QueryPlan, by_join_operator, first_lateness
 from app.runtime.query_writes import produce_step_output
 from app.runtime.sink_rows import TABLE_GATE, gate_rows
@@ -328,7 +329,8 @@ def plan_query(
             joined = None
             if join is not None and by_join_operator(join):
                 joined = _operator_rows(circuit, join, frames, sources)
-            frames[view.name] = view_frame(view, inputs, joined)
+            over = partial(_over_rows, circuit, view, sources) if view.over else None
+            frames[view.name] = view_frame(view, inputs, joined, over)
         if view.lateness:
             assert not several, view.name  # refused by check_supported
             gate = gated_view(
@@ -499,6 +501,31 @@ def _operator_rows(
     return operator_joined(join, inputs, probes, spec)
 
 
+def _over_rows(
+    circuit: Circuit, view: View, sources: Mapping[str, DataFrame], rows: DataFrame
+) -> DataFrame:
+    """The rows of a view's OVER aggregates by Tidemark's OVER operator (ADR 0019), over the
+    rows entering its Over and the probes of the table whose LATENESS column its ORDER BY
+    column forwards (ADR 0001: their column holds the step's maximum)."""
+    over = view.over
+    assert over is not None, view.name
+    found = join_time_source(circuit, view.source, over.order_column)
+    assert found is not None, (view.name, "refused by check_supported")
+    table = circuit.table(found[0])
+    read = next(x for x in table.lateness if x.column == found[1])
+    kind = table.column(read.column).type
+    time = ms_sql(read.column) if time_unit(kind) == "ms" else f"cast(`{read.column}` as bigint)"
+    probes = sources[table.name].filter(F.col("_kind") == "probe").select(
+        F.expr(time).alias("t")
+    )
+    relation = (
+        table if view.source == table.name else circuit.view(view.source)
+    )
+    columns = [c.name for c in relation.columns]
+    spec = OverOperatorSpec.of(over, read.amount)
+    return over_rows(over, rows, columns, probes, spec, kind)
+
+
 def _table_gate_rows(
     source: DataFrame, table: Table, carry: Sequence[SparkColumn]
 ) -> DataFrame:
@@ -656,6 +683,7 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                     "'json'",
                 )
             )
+    overs = {v.name for v in circuit.views if v.over is not None}
     for view in circuit.views:
         nested = next((a for a in view.time_attributes if _derived_inside(a)), None)
         if nested is not None:
@@ -689,6 +717,20 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                 "write the Top-N's own SELECT list and WHERE in its view; the reference "
                 "evaluator runs it (tidemark explain shows the plan)",
             )
+            continue
+        read = next((s for s in view.sources if s in overs), None)
+        if read is not None:
+            reject(
+                view,
+                f"reading the OVER view {read}",
+                f"compute these columns in {read}'s own SELECT; the reference evaluator runs "
+                "the others",
+            )
+            continue
+        if view.over is not None:
+            problem = _over_problem(circuit, view)
+            if problem is not None:
+                reject(view, *problem)
             continue
         join = circuit.join_upstream(view.name)
         if join == view.name:
@@ -994,6 +1036,30 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
         tables.append(table.name)
     if len(tables) == 2 and tables[0] == tables[1]:
         return f"a join of table {tables[0]} with itself", fix
+    return None
+
+
+def _over_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
+    """What keeps an OVER view off Spark, as (what, fix), or None: Tidemark's OVER operator
+    runs one over a table, or over stateless views of one table, ordered by a LATENESS
+    column of the table forwarded verbatim (ADR 0019)."""
+    over = view.over
+    assert over is not None, view.name
+    fix = (
+        "OVER aggregates over a table, or over views that filter or rename its columns, "
+        "ordered by a LATENESS column of the table, run on Spark; the reference evaluator "
+        "runs the others"
+    )
+    relation = view.source
+    while relation not in {t.name for t in circuit.tables}:
+        source = circuit.view(relation)
+        if not source.is_stateless or source.join is not None or source.over is not None:
+            return f"OVER aggregates over the view {relation}", fix
+        if len(source.sources) > 1 or any(isinstance(op, Window) for op in source.operators):
+            return f"OVER aggregates over the view {relation}", fix
+        relation = source.source
+    if join_time_source(circuit, view.source, over.order_column) is None:
+        return f"OVER aggregates ordered by {over.order_column}", fix
     return None
 
 

@@ -208,6 +208,8 @@ def _state_operator(query: QueryPlan, view: str) -> str | None:
         return "python"
     if entry.state in ("join", "join_operator", "unbounded") and " JOIN " in entry.source:
         return f"join {view}"
+    if entry.state == "over_operator":
+        return f"over {view}"
     return None
 
 
@@ -221,12 +223,13 @@ def _state_layout(query: QueryPlan) -> list[dict[str, Any]]:
         if v.placement == "native":
             layout.append({"kind": "native", "views": [v.view]})
         elif v.placement == "jvm":
-            # Its joins in circuit order (the layout of checkpoints written so far).
-            layout.extend(
-                {"kind": "join", "views": [w.view]}
-                for w in query.views
-                if w.view in v.operators and _state_operator(query, w.view) == f"join {w.view}"
-            )
+            # Its joins and OVER operators in circuit order (the layout of checkpoints
+            # written so far).
+            for w in query.views:
+                operator = _state_operator(query, w.view) if w.view in v.operators else None
+                if operator in (f"join {w.view}", f"over {w.view}"):
+                    assert operator is not None
+                    layout.append({"kind": operator.split(" ")[0], "views": [w.view]})
     # Its groups are keyed by (view, key): the order of its views is no part of its layout.
     python = sorted(v.view for v in query.views if v.placement == "state_operator")
     if python:

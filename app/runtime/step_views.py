@@ -35,7 +35,8 @@ Produce = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
 def per_step_views(circuit: Circuit, views: Sequence[View]) -> tuple[View, ...]:
-    """The views of one table the step sink computes: stateless, with no LATENESS on them or
+    """The views of one table the step sink computes: stateless (OVER aggregates are not:
+    their operator holds rows), with no LATENESS on them or
     on any view they read, in the circuit's order (a view comes after the views it reads);
     none when none of them is an output view (then the query carries no rows for them)."""
     tables = {t.name for t in circuit.tables}
@@ -43,6 +44,7 @@ def per_step_views(circuit: Circuit, views: Sequence[View]) -> tuple[View, ...]:
     for view in views:
         if (
             view.is_stateless
+            and view.over is None
             and not view.lateness
             and (view.source in tables or view.source in chosen)
         ):

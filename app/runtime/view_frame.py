@@ -6,14 +6,14 @@ over a step's accepted rows for the views the step sink computes (app/runtime/st
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from app.circuit.functions import to_spark_sql
-from app.circuit.ir import Aggregate, Filter, Join, Operator, Project, Table, View, Window
+from app.circuit.ir import Aggregate, Filter, Join, Operator, Over, Project, Table, View, Window
 from app.circuit.processing_time import BATCH_TIME_COLUMN
 from app.runtime.view_gate import ORIGIN_COLUMNS
 
@@ -99,10 +99,18 @@ def _window_types(df: DataFrame, op: Window, is_ts: bool) -> DataFrame:
     return df
 
 
+#: The rows an Over writes from the rows entering it (app/runtime/over_operator.py).
+OverRows = Callable[[DataFrame], DataFrame]
+
+
 def view_frame(
-    view: View, inputs: Mapping[str, DataFrame], joined: DataFrame | None = None
+    view: View,
+    inputs: Mapping[str, DataFrame],
+    joined: DataFrame | None = None,
+    over: OverRows | None = None,
 ) -> DataFrame:
     """The view's rows as a DataFrame over its input's rows (``inputs``: relation -> rows).
+    A view with OVER aggregates takes ``over``, what its operator writes.
 
     A UNION ALL (S17) is the rows of every branch, each branch's pipeline over its own
     input; its Projects name the same columns, so the branches union by name. A JOIN view's
@@ -116,7 +124,7 @@ def view_frame(
     if isinstance(first, Join):
         rows = _joined(first, inputs) if joined is None else joined
         return _pipeline(rows, view.operators[1:])
-    return _pipeline(inputs[view.source], view.operators, hide_watermarks=True)
+    return _pipeline(inputs[view.source], view.operators, over, hide_watermarks=True)
 
 
 #: How far a join's time columns are shifted while Spark's join operator sees them.
@@ -183,10 +191,14 @@ def _interval(ms: int) -> str:
 
 
 def _pipeline(
-    df: DataFrame, operators: Iterable[Operator], hide_watermarks: bool = False
+    df: DataFrame,
+    operators: Iterable[Operator],
+    over: OverRows | None = None,
+    hide_watermarks: bool = False,
 ) -> DataFrame:
-    """The operators over ``df``; with ``hide_watermarks`` (a view of one input), a
-    watermarked column a Project does not select rides along (:func:`hidden_watermark`)."""
+    """The operators over ``df`` (an Over by ``over``); with ``hide_watermarks`` (a view of
+    one input), a watermarked column a Project does not select rides along
+    (:func:`hidden_watermark`)."""
     for op in operators:
         if isinstance(op, Filter):
             df = df.filter(F.expr(to_spark_sql(op.predicate)))
@@ -208,6 +220,10 @@ def _pipeline(
             df = _window(df, op)
         elif isinstance(op, Aggregate):
             return df  # the rows entering the aggregate: see aggregate_branch
+        elif isinstance(op, Over):
+            if over is None:
+                raise TypeError("an Over runs on the OVER operator: pass its rows")
+            df = over(df)
     return df
 
 

@@ -775,6 +775,65 @@ def _table_step(
     return records, now, top
 
 
+#: What a generated OVER view partitions by, and the aggregates it draws from (L3 without
+#: DISTINCT and ARG_*: the OVER catalog).
+OVER_PARTITIONS = ((), ("k",), ("u",), ("k", "u"), ("x IS NULL",))
+OVER_AGGREGATES = (
+    "COUNT(*)",
+    "COUNT(x)",
+    "SUM(x)",
+    "SUM(d)",
+    "MIN(x)",
+    "MAX(d)",
+    "MAX(ts)",
+    "MIN(k)",
+    "AVG(x)",
+    "AVG(d)",
+)
+
+
+def _over_frame(rng: random.Random) -> str:
+    """A frame an OVER view may have (docs/language.md): RANGE or ROWS, bounded or not, or
+    none (RANGE UNBOUNDED, SQL's default)."""
+    return rng.choice((
+        f"RANGE BETWEEN INTERVAL '{rng.randint(0, 6)}' SECOND PRECEDING AND CURRENT ROW",
+        f"RANGE BETWEEN INTERVAL '{rng.randint(1, 6)}' SECOND PRECEDING AND CURRENT ROW",
+        f"ROWS BETWEEN {rng.randint(0, 4)} PRECEDING AND CURRENT ROW",
+        "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
+        "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
+        "",
+    ))
+
+
+def _over_cases(rng: random.Random, count: int, tables: list[str]) -> list[Case]:
+    """``count`` OVER views (docs/semantics.md; the OVER operator, ADR 0019): drawn PARTITION
+    BY, frame and 2-4 aggregates, a drawn WHERE, the window written inline on each aggregate
+    or named in a WINDOW clause; written as 'append' once the waterline passes each row."""
+    cases = []
+    for i in range(count):
+        table = tables[i % 2]
+        keys = rng.choice(OVER_PARTITIONS)
+        frame = _over_frame(rng)
+        window = " ".join(
+            part for part in (f"PARTITION BY {', '.join(keys)}" if keys else "", "ORDER BY ts",
+                              frame) if part
+        )
+        calls = rng.sample(OVER_AGGREGATES, rng.randint(2, 4))
+        named = rng.random() < 0.5
+        over = "OVER w" if named else f"OVER ({window})"
+        where = rng.choice(WHERES)
+        sql = (
+            f"CREATE VIEW ov{i} WITH ('topic' = '{{topic}}', 'format' = 'append') AS\n"
+            f"SELECT ts, k, u, x, {', '.join(f'{c} {over} AS a{j}' for j, c in enumerate(calls))}"
+            f"\nFROM {table}"
+            + (f"\nWHERE {where}" if where else "")
+            + (f"\nWINDOW w AS ({window})" if named else "")
+            + ";"
+        )
+        cases.append(Case(f"ov{i}", table, sql, "default", "append"))
+    return cases
+
+
 def _cascade_views(rng: random.Random, count: int, table: str) -> dict[str, str]:
     """``count`` cascades of windows over ``table`` (SPEC S18): a local EMIT AFTER WATERMARK
     aggregate by window and a key, an output view windowed on its window end (TUMBLE or HOP)
@@ -914,6 +973,7 @@ def generate(
     derived: int = 0,
     proctimes: int = 0,
     top_ns: int = 0,
+    overs: int = 0,
 ) -> Scenario:
     """A scenario of ``cases`` generated views over two tables ``ev_a``/``ev_b``; ``native``:
     only windowed AFTER WATERMARK views with exactly computable aggregates (the views Spark's
@@ -939,8 +999,9 @@ def generate(
     ``derived``: that many aggregates by a derived time attribute (:func:`_derived_cases`,
     cases after those), ``proctimes``: a third table :data:`PROCTIME_TABLE` with ``pt AS
     PROCTIME()``, its rows and two stateless views, and that many aggregates windowed on ``pt``
-    (:func:`_proctime_views`, cases after those), and ``top_ns``: that many window Top-N views
-    (:func:`_top_n_views`), drawn the same way."""
+    (:func:`_proctime_views`, cases after those), ``top_ns``: that many window Top-N views
+    (:func:`_top_n_views`), and ``overs``: that many OVER views (:func:`_over_cases`, cases
+    after those), drawn the same way."""
     rng = random.Random(seed)
     lateness = {"ev_a": rng.choice((0, 2, 4)), "ev_b": rng.choice((3, 6, 10))}
     tables = list(lateness)
@@ -998,6 +1059,8 @@ def generate(
         )
     if derived:
         generated += _derived_cases(random.Random(seed * 982451653 + derived), derived, tables)
+    if overs:
+        generated += _over_cases(random.Random(seed * 334214459 + overs), overs, tables)
     scenario_steps = []
     now = {t: rng.randint(0, 10) for t in tables}
     top = {t: -(10**9) for t in tables}

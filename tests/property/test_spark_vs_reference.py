@@ -386,6 +386,8 @@ CI_CUMULATES = int(os.environ.get("DIFFERENTIAL_CUMULATES", "9"))
 CI_DERIVED = int(os.environ.get("DIFFERENTIAL_DERIVED", "6"))
 #: Aggregates windowed on a PROCTIME column (seed 004), with two stateless views reading NOW().
 CI_PROCTIMES = int(os.environ.get("DIFFERENTIAL_PROCTIMES", "3"))
+#: OVER views (docs/semantics.md, ADR 0019) beside them.
+CI_OVERS = int(os.environ.get("DIFFERENTIAL_OVERS", "5"))
 
 
 @pytest.mark.parametrize("seed", _seeds([20261121]))
@@ -396,9 +398,9 @@ def test_spark_equals_reference_on_generated_views_s3_s14(
     oracle's, punctuations (S4) and malformed records (S7) included; 9 CUMULATE aggregates
     and 6 aggregates by derived time attributes on the state operator; and a third table with
     ``pt AS PROCTIME()``: 3 aggregates windowed on it and two views of NOW(), as the oracle fed
-    that table's steps and batch times."""
+    that table's steps and batch times; and 5 OVER views on the OVER operator."""
     scenario = generate(seed, cases=CI_CASES, steps=4, rows_per_step=18, cumulates=CI_CUMULATES,
-                        derived=CI_DERIVED, proctimes=CI_PROCTIMES)
+                        derived=CI_DERIVED, proctimes=CI_PROCTIMES, overs=CI_OVERS)
     run = _check(scenario, kafka, unique_topic, tmp_path)
     cumulates = [sum(r.outputs.get(f"cu{i}", 0) for r in run.reports) for i in range(CI_CUMULATES)]
     assert all(n > 0 for n in cumulates), cumulates
@@ -406,6 +408,8 @@ def test_spark_equals_reference_on_generated_views_s3_s14(
     assert all(n > 0 for n in derived), derived
     proctimes = [sum(r.outputs.get(f"pp{i}", 0) for r in run.reports) for i in range(CI_PROCTIMES)]
     assert all(n > 0 for n in proctimes), proctimes
+    overs = [sum(r.outputs.get(f"ov{i}", 0) for r in run.reports) for i in range(CI_OVERS)]
+    assert all(n > 0 for n in overs), overs
 
 
 #: Cascades of windows (SPEC S18) and SESSION aggregates (L4) beside the native views of
@@ -715,3 +719,31 @@ def test_top_ns_equal_reference_long_run(
     run = _check(scenario, kafka, unique_topic, tmp_path)
     written = [sum(r.outputs.get(f"tn{i}", 0) for r in run.reports) for i in range(12)]
     assert sum(n > 0 for n in written) >= 6, written
+
+
+LONG_OVER_SEEDS = [
+    int(s)
+    for s in os.environ.get("DIFFERENTIAL_LONG_OVER_SEEDS", "1,2,3,4,5,6,7,8,9,10").split(",")
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", _seeds(LONG_OVER_SEEDS))
+def test_overs_equal_reference_long_run(
+    seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """12 generated OVER views per seed (``DIFFERENTIAL_LONG_OVER_SEEDS``): RANGE and ROWS
+    frames, bounded or not, drawn PARTITION BY and aggregates, over 6 steps of out-of-order,
+    late and punctuated rows: every record as the oracle's, each row written in the step its
+    waterline passes it (docs/semantics.md, OVER aggregates)."""
+    scenario = generate(seed, cases=0, steps=6, rows_per_step=18, overs=12)
+    run = _check(scenario, kafka, unique_topic, tmp_path, single_partition_outputs=True)
+    written = [sum(r.outputs.get(f"ov{i}", 0) for r in run.reports) for i in range(12)]
+    assert sum(written) > 0, written
+    steps = compare_step_headers(run, [f"ov{i}" for i in range(12)])
+    assert not steps, steps
+    for case in scenario.cases:
+        # Each row in the step whose waterline passes it: the oracle's count per step.
+        spark_steps = [r.outputs.get(case.name, 0) for r in run.reports if r.table == case.table]
+        oracle_steps = [len(result.outputs[case.name]) for result in run.oracle]
+        assert spark_steps == oracle_steps, (case.name, spark_steps, oracle_steps)

@@ -1,0 +1,201 @@
+"""OVER aggregates by an operator of Tidemark's own (docs/semantics.md, ADR 0019).
+
+Spark has no streaming OVER aggregation. The rows entering a view's
+:class:`~app.circuit.ir.Over` (after its WHERE) go to one ``transformWithStateInPandas``
+(:mod:`app.runtime.slot_operator`: no time mode, grouped by a slot, a hash of the
+PARTITION BY values, so a partition's rows are all in one slot), with the probes of the
+table whose LATENESS column the ORDER BY column forwards copied to every slot: each slot
+computes that column's waterline w(t) by S3 itself, in every step that reads the table.
+A slot's call (:func:`step_slot`) then holds the step's rows in their partitions, in
+arrival order (Kafka partition and offset, after the rows of earlier steps), and writes
+every row ``w`` now passes with its aggregates' values: :class:`app.circuit.over.
+OverPartition`, the reference evaluator's own rule, over the slot's state document
+``{"w": ..., "step": n, "parts": {partition: ...}}``.
+
+On the wire a row is ``k`` (its PARTITION BY values as JSON), ``t`` (its ORDER BY value,
+epoch ms for a TIMESTAMP), ``row`` (its columns as Spark's ``to_json``) and ``vals`` (each
+aggregate's argument, :func:`~app.runtime.slot_operator.value_sql`); a written row comes
+back as ``row`` and ``res`` (the aggregates' values as JSON, exact: decimals and doubles as
+text), read back by ``from_json`` and cast to each aggregate's SQL type.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from app.circuit.functions import to_spark_sql
+from app.circuit.ir import Over, SqlType
+from app.circuit.over import Held, OverPartition
+from app.runtime.slot_operator import (
+    advance_waterlines,
+    decode_value,
+    encode_value,
+    is_set,
+    keyed_slot,
+    probe_wire,
+    run_slots,
+    value_sql,
+    wire_row,
+)
+
+__all__ = ["OverOperatorSpec", "over_rows", "rows_held", "step_slot"]
+
+_OUT = StructType([StructField("row", StringType()), StructField("res", StringType())])
+
+
+@dataclass(frozen=True)
+class OverOperatorSpec:
+    """What a slot's call needs: the Over, the LATENESS (in the ORDER BY column's unit) of
+    the table column it forwards, and the SQL type names of each aggregate's argument
+    (``""`` for COUNT(*)) and result."""
+
+    over: Over
+    lateness: int
+    arg_types: tuple[str, ...]
+    result_types: tuple[str, ...]
+
+    @classmethod
+    def of(cls, over: Over, lateness: int) -> OverOperatorSpec:
+        return cls(
+            over,
+            lateness,
+            tuple(call.args[0].type.name if call.args else "" for _, call in over.aggregates),
+            tuple(call.type.name for _, call in over.aggregates),
+        )
+
+
+def step_slot(
+    spec: OverOperatorSpec, doc: dict[str, Any] | None, rows: list[dict[str, Any]]
+) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
+    """One step of one slot: the rows written (``row``, ``res``) and the new state, from the
+    state before the step and the step's wire rows (side ``O`` for a row, ``P`` a probe)."""
+    doc = doc or {"w": {"T": None}, "step": 0, "parts": {}}
+    doc["step"] += 1
+    advance_waterlines(doc["w"], rows, {"T": spec.lateness})
+
+    def encode(index: int, value: Any) -> Any:
+        return encode_value(value, spec.arg_types[index])
+
+    def decode(index: int, value: Any) -> Any:
+        return decode_value(value, spec.arg_types[index])
+
+    parts = {
+        key: OverPartition.from_doc(spec.over, part, decode)
+        for key, part in doc["parts"].items()
+    }
+    arrivals = sorted((r for r in rows if r["side"] == "O"), key=lambda r: (r["pt"], r["of"]))
+    for r in arrivals:
+        given = json.loads(r["vals"]) if is_set(r["vals"]) else {}
+        args = tuple(
+            (decode(i, given.get(f"a{i}")),) if spec.arg_types[i] else ()
+            for i in range(len(spec.arg_types))
+        )
+        seq = [doc["step"], int(r["pt"]), int(r["of"])]
+        parts.setdefault(r["k"], OverPartition()).add(Held(int(r["t"]), seq, args, r["row"]))
+    out: list[tuple[Any, ...]] = []
+    names = [name for name, _ in spec.over.aggregates]
+    for part in parts.values():
+        for payload, values in part.release(spec.over, doc["w"]["T"]):
+            results = {
+                name: encode_value(value, kind)
+                for name, value, kind in zip(names, values, spec.result_types, strict=True)
+            }
+            out.append((payload, json.dumps(results, separators=(",", ":"))))
+    doc["parts"] = {key: part.to_doc(encode) for key, part in parts.items() if not part.empty}
+    return out, doc
+
+
+def rows_held(doc: dict[str, Any]) -> int:
+    """The rows a slot's state document holds (S11), as the reference evaluator counts them
+    (:attr:`app.circuit.over.OverPartition.rows_held`: running aggregates count as one)."""
+    return sum(
+        len(part["written"]) + len(part["waiting"]) + (part["running"] is not None)
+        for part in doc["parts"].values()
+    )
+
+
+def over_rows(
+    over: Over,
+    rows: DataFrame,
+    columns: list[str],
+    probes: DataFrame,
+    spec: OverOperatorSpec,
+    time_type: SqlType,
+) -> DataFrame:
+    """The rows of ``rows`` (the Over's input: ``columns``, with ``_partition`` and
+    ``_offset``) each with the Over's columns added, written once the waterline passes
+    them; ``probes`` are the probes of the ORDER BY column's table (one column ``t``, its
+    step maximum)."""
+    partition = [F.expr(to_spark_sql(e)) for e in over.partition]
+    key = (
+        F.to_json(F.struct(*[p.alias(f"k{i}") for i, p in enumerate(partition)]))
+        if partition
+        else F.lit("{}")  # one partition
+    )
+    args = [
+        value_sql(f"_a{i}", call.args[0].type).alias(f"a{i}")
+        for i, (_, call) in enumerate(over.aggregates)
+        if call.args
+    ]
+    with_args = rows.select(
+        "*",
+        *[F.expr(to_spark_sql(call.args[0])).alias(f"_a{i}")
+          for i, (_, call) in enumerate(over.aggregates) if call.args],
+    )
+    order = f"`{over.order_column}`"
+    time = F.expr(f"unix_millis({order})" if time_type.name == "TIMESTAMP" else order)
+    row = F.to_json(F.struct(*[F.col(f"`{c}`") for c in columns]))
+    vals = F.to_json(F.struct(*args)) if args else F.lit(None).cast("string")
+    wire = with_args.select(*wire_row(keyed_slot(key), "O", key, time, row, vals))
+    written = run_slots([wire, probe_wire(probes, "T")], partial(step_slot, spec), _OUT)
+    schema = StructType([rows.schema[c] for c in columns])
+    results = StructType([
+        StructField(name, _result_wire(call.type)) for name, call in over.aggregates
+    ])
+    parsed = written.select(
+        F.from_json("row", schema).alias("_r"), F.from_json("res", results).alias("_v")
+    )
+    return parsed.select(
+        *[F.col("_r").getField(c).alias(c) for c in columns],
+        *[_result(F.col("_v").getField(name), call.type).alias(name)
+          for name, call in over.aggregates],
+    )
+
+
+def _result_wire(kind: SqlType) -> DataType:
+    """How an aggregate's value comes back in ``res`` (:func:`encode_value`)."""
+    if kind.name in ("INT", "BIGINT", "TIMESTAMP"):
+        return LongType()
+    if kind.name == "DATE":
+        return IntegerType()
+    return StringType()
+
+
+def _result(value: Column, kind: SqlType) -> Column:
+    """An aggregate's value from ``res`` as its SQL type."""
+    name = kind.name
+    if name == "TIMESTAMP":
+        return F.timestamp_millis(value)
+    if name == "DATE":
+        return F.date_from_unix_date(value)
+    if name == "DECIMAL":
+        return value.cast(f"decimal({kind.precision},{kind.scale})")
+    if name == "VARBINARY":
+        return F.unbase64(value)
+    spark = {"INT": "int", "BIGINT": "bigint", "REAL": "float", "DOUBLE": "double",
+             "BOOLEAN": "boolean", "VARCHAR": "string"}[name]
+    return value.cast(spark)
