@@ -211,7 +211,7 @@ def test_l7_unsupported_over_windows_are_refused_where_written(over: str, messag
     ("ts FROM purchase WHERE SUM(amount) OVER (ORDER BY ts) > 1",
      "SUM OVER (...): it is not allowed in WHERE"),
     ("ROW_NUMBER() OVER (ORDER BY ts) AS r FROM purchase",
-     "unsupported: ROW_NUMBER OVER (...)"),
+     "unsupported: ROW_NUMBER() OVER (...) over rows of no window"),
 ])
 def test_l7_over_aggregates_in_one_select_share_one_window_and_no_group_by(
         select: str, message: str) -> None:
