@@ -20,19 +20,14 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_offset_log import Batch, spark_batches
+from clocked_run import ClockedRun
+from spark_offset_log import Batch
 
-from app.circuit.ir import Circuit
-from app.circuit.reference import OutputRecord, Reference, StepInput, StepResult
-from app.connectors.avro_codec import AvroCodec
-from app.connectors.topic_reader import read_topic
-from app.program.compile import compile_program
-from app.runtime.service import Service
+from app.circuit.reference import OutputRecord, StepResult
 from app.runtime.step_sink import StepReport
 
 pytestmark = pytest.mark.e2e
@@ -76,28 +71,15 @@ EMIT STREAM;
 VIEWS = ("stream_delay", "upsert_delay", "final_delay", "stream_now")
 
 
-class Run:
-    """The service running; input produced with its (partition, offset) recorded."""
+class Run(ClockedRun):
+    """The program's service running on real time (:class:`ClockedRun`), its step reports
+    kept."""
 
     def __init__(self, kafka: Any, tmp_path: Path, topics: dict[str, str]) -> None:
-        program = tmp_path / "clicks.sql"
-        program.write_text(PROGRAM.format(delay_s=DELAY_S, **topics))
-        self.circuit: Circuit = compile_program(program)
-        self.codec = AvroCodec(self.circuit.table("clicks").avro_schema)
-        self.topics = topics
-        self.kafka_conf = kafka.conf()
-        from confluent_kafka import Producer
-
-        self.producer = Producer({**kafka.conf(), "log_level": 3})
-        self.placed: list[tuple[int, int, dict[str, Any]]] = []
         self._calls = 0
         self.reports: list[StepReport] = []
-        self.checkpoint = tmp_path / "ck"
-        self.service = Service(
-            self.circuit,
-            kafka.settings(self.checkpoint, shuffle_partitions=2, trigger_interval="1000ms"),
-            on_step=self.reports.append,
-        )
+        super().__init__(kafka, tmp_path, PROGRAM.format(delay_s=DELAY_S, **topics), "clicks",
+                         topics, on_step=self.reports.append)
 
     def produce(self, rows: list[tuple[int, str, int]]) -> None:
         """One call's rows go to one partition, in order, as one record batch; calls alternate
@@ -106,43 +88,8 @@ class Run:
         checks by hand below count on each phase being one step."""
         partition = self._calls % 2
         self._calls += 1
-        for sec, usr, n in rows:
-            row = {"ts": BASE_MS + sec * S, "usr": usr, "n": n}
-
-            def delivered(err: Any, msg: Any, row: dict[str, Any] = row) -> None:
-                assert err is None, err
-                self.placed.append((msg.partition(), msg.offset(), row))
-
-            self.producer.produce(
-                self.topics["topic"],
-                value=self.codec.encode(row),
-                partition=partition,
-                on_delivery=delivered,
-            )
-        assert self.producer.flush(30) == 0
-
-    def batches(self) -> list[Batch]:
-        return spark_batches(self.checkpoint / "clicks" / "spark", written=set())
-
-    def wait(self, what: str, condition: Callable[[], bool], seconds: float = 240) -> None:
-        deadline = time.monotonic() + seconds
-        while not condition():
-            for query in self.service.queries:
-                if query.exception() is not None:
-                    raise AssertionError(f"query failed: {query.exception()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}; batches {self.batches()}")
-            time.sleep(0.2)
-
-    def read_all(self) -> int:
-        """Steps committed whose end offsets include every record produced so far."""
-        wanted: dict[int, int] = {}
-        for p, o, _ in self.placed:
-            wanted[p] = max(wanted.get(p, 0), o + 1)
-        for batch in self.batches():
-            if all(batch.ends.get(p, 0) >= o for p, o in wanted.items()):
-                return batch.batch_id
-        return -1
+        self.produce_rows([{"ts": BASE_MS + sec * S, "usr": usr, "n": n}
+                           for sec, usr, n in rows], partition)
 
     def quiet_for(self, after: int, ms: int) -> bool:
         """A step after batch ``after`` ran at least ``ms`` later (and was committed)."""
@@ -153,41 +100,8 @@ class Run:
         return any(b.time_ms >= start + ms and b.batch_id > after for b in batches.values())
 
 
-def _reference(run: Run, batches: list[Batch]) -> list[StepResult]:
-    """The oracle fed Spark's steps: each step's rows (by offset range) and batch time."""
-    reference = Reference(run.circuit)
-    results = []
-    previous: dict[int, int] = {}
-    for batch in batches:
-        rows = sorted(
-            (p, o, row)
-            for p, o, row in run.placed
-            if previous.get(p, 0) <= o < batch.ends.get(p, 0)
-        )
-        results.append(
-            reference.step(
-                StepInput(rows={"clicks": [r for _, _, r in rows]}, batch_time_ms=batch.time_ms)
-            )
-        )
-        previous = batch.ends
-    return results
-
-
 def _window(value: dict[str, Any]) -> int:
     return (value["window_start"] - BASE_MS) // S
-
-
-def _records(run: Run, view: str) -> list[tuple[Any, Any]]:
-    out = run.circuit.view(view).output
-    assert out is not None
-    key_codec = AvroCodec(out.key_schema) if out.key_schema else None
-    value_codec = AvroCodec(out.value_schema)
-    found = []
-    for msg in read_topic(run.kafka_conf, run.topics[view]):
-        key = key_codec.decode(msg.key()) if key_codec and msg.key() is not None else None
-        value = value_codec.decode(msg.value()) if msg.value() is not None else None
-        found.append((key, value))
-    return found
 
 
 def _group_of(key: Any, value: Any) -> tuple[int, str]:
@@ -249,13 +163,13 @@ def test_after_delay_forms_equal_the_reference_on_sparks_steps_s11_s13(
     assert t2 - t1 < DELAY_MS, (
         f"phase 1b reached Spark {t2 - t1} ms after 1a: too slow a machine for d = {DELAY_S} s"
     )
-    results = _reference(run, batches)
+    results = run.reference(batches)
 
     # Every record of every view as the oracle's, ptime included.
     for view in VIEWS:
         want = _expected(results, view, batches)
         got: dict[tuple[int, str], list[Any]] = defaultdict(list)
-        for key, value in _records(run, view):
+        for key, value in run.records(view):
             got[_group_of(key, value)].append(value)
         fmt = run.circuit.view(view).output.format  # type: ignore[union-attr]
         if fmt == "changelog":
@@ -278,7 +192,7 @@ def test_after_delay_forms_equal_the_reference_on_sparks_steps_s11_s13(
 
     def changelog(view: str) -> dict[tuple[int, str], list[tuple[bool, int, int, int, int]]]:
         found: dict[tuple[int, str], list[tuple[bool, int, int, int, int]]] = defaultdict(list)
-        for _, v in _records(run, view):
+        for _, v in run.records(view):
             found[(_window(v), v["usr"])].append((v["undo"], v["c"], v["s"], v["ver"], v["ptime"]))
         return {g: sorted(rows, key=lambda r: r[3]) for g, rows in found.items()}
 
@@ -296,7 +210,7 @@ def test_after_delay_forms_equal_the_reference_on_sparks_steps_s11_s13(
 
     # (2) EMIT AFTER DELAY, upsert: one value per delay period, the coalesced one.
     upserts: dict[tuple[int, str], list[tuple[int, int]]] = defaultdict(list)
-    for key, value in _records(run, "upsert_delay"):
+    for key, value in run.records("upsert_delay"):
         upserts[(_window(key), key["usr"])].append((value["c"], value["s"]))
     assert dict(upserts) == {
         (-300, "w"): [(1, 1)],
@@ -350,7 +264,7 @@ def test_once_stops_on_a_delay_table_and_a_later_run_writes_the_held_change_s12(
     assert not run.service.queries
     first = run.batches()
     assert len(first) >= 2, "the step that read the input and one step after it"
-    assert len(_records(run, "stream_now")) == 1
+    assert len(run.records("stream_now")) == 1
     due = first[0].time_ms + DELAY_MS
     while time.time() * 1000 < due:
         time.sleep(0.5)
@@ -358,6 +272,6 @@ def test_once_stops_on_a_delay_table_and_a_later_run_writes_the_held_change_s12(
     run.service.start(once=True)
     run.service.wait(timeout_seconds=600)
     batches = run.batches()
-    written = [(v["usr"], v["c"], v["ptime"]) for _, v in _records(run, "stream_delay")]
+    written = [(v["usr"], v["c"], v["ptime"]) for _, v in run.records("stream_delay")]
     a = [w for w in written if w[0] == "a"]
     assert a == [("a", 1, min(b.time_ms for b in batches if b.time_ms >= due))], (a, batches)

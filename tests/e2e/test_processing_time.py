@@ -17,19 +17,11 @@ window's end, and the step before it is before the end.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_offset_log import Batch, spark_batches
-
-from app.circuit.ir import Circuit
-from app.circuit.reference import Reference, StepInput, StepResult
-from app.connectors.avro_codec import AvroCodec
-from app.connectors.topic_reader import read_topic
-from app.program.compile import compile_program
-from app.runtime.service import Service
+from clocked_run import ClockedRun
 
 pytestmark = pytest.mark.e2e
 
@@ -67,95 +59,16 @@ GROUP BY usr, window_start, window_end;
 VIEWS = ("stamped", "logged", "gated_out", "per_window", "per_user")
 
 
-class Run:
-    """The service running; input produced with its (partition, offset) recorded."""
+class Run(ClockedRun):
+    """The program's service running on real time (:class:`ClockedRun`)."""
 
     def __init__(self, kafka: Any, tmp_path: Path, topics: dict[str, str]) -> None:
-        program = tmp_path / "clicks.sql"
-        program.write_text(PROGRAM.format(size=SIZE_S, **topics))
-        self.circuit: Circuit = compile_program(program)
-        self.codec = AvroCodec(self.circuit.table("clicks").avro_schema)
-        self.topics = topics
-        self.kafka_conf = kafka.conf()
-        from confluent_kafka import Producer
-
-        self.producer = Producer({**kafka.conf(), "log_level": 3})
-        self.placed: list[tuple[int, int, dict[str, Any]]] = []
-        self.checkpoint = tmp_path / "ck"
-        self.service = Service(
-            self.circuit,
-            kafka.settings(self.checkpoint, shuffle_partitions=2, trigger_interval="1000ms"),
-        )
+        super().__init__(kafka, tmp_path, PROGRAM.format(size=SIZE_S, **topics), "clicks",
+                         topics)
 
     def produce(self, rows: list[tuple[int, str]]) -> None:
         """Rows (event time ms, user) to partition 0, in order, as one record batch."""
-        for ts, usr in rows:
-            row = {"ts": ts, "usr": usr}
-
-            def delivered(err: Any, msg: Any, row: dict[str, Any] = row) -> None:
-                assert err is None, err
-                self.placed.append((msg.partition(), msg.offset(), row))
-
-            self.producer.produce(
-                self.topics["topic"], value=self.codec.encode(row), partition=0,
-                on_delivery=delivered,
-            )
-        assert self.producer.flush(30) == 0
-
-    def batches(self) -> list[Batch]:
-        return spark_batches(self.checkpoint / "clicks" / "spark", written=set())
-
-    def wait(self, what: str, condition: Callable[[], bool], seconds: float = 240) -> None:
-        deadline = time.monotonic() + seconds
-        while not condition():
-            for query in self.service.queries:
-                if query.exception() is not None:
-                    raise AssertionError(f"query failed: {query.exception()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}; batches {self.batches()}")
-            time.sleep(0.2)
-
-    def read_all(self) -> int:
-        """The first committed step whose end offsets include every record produced so far."""
-        wanted: dict[int, int] = {}
-        for p, o, _ in self.placed:
-            wanted[p] = max(wanted.get(p, 0), o + 1)
-        for batch in self.batches():
-            if all(batch.ends.get(p, 0) >= o for p, o in wanted.items()):
-                return batch.batch_id
-        return -1
-
-    def records(self, view: str) -> list[tuple[Any, Any]]:
-        out = self.circuit.view(view).output
-        assert out is not None
-        key_codec = AvroCodec(out.key_schema) if out.key_schema else None
-        value_codec = AvroCodec(out.value_schema)
-        found = []
-        for msg in read_topic(self.kafka_conf, self.topics[view]):
-            key = key_codec.decode(msg.key()) if key_codec and msg.key() is not None else None
-            value = value_codec.decode(msg.value()) if msg.value() is not None else None
-            found.append((key, value))
-        return found
-
-
-def _reference(run: Run, batches: list[Batch]) -> list[StepResult]:
-    """The oracle fed Spark's steps: each step's rows (by offset range) and batch time."""
-    reference = Reference(run.circuit)
-    results = []
-    previous: dict[int, int] = {}
-    for batch in batches:
-        rows = sorted(
-            (p, o, row)
-            for p, o, row in run.placed
-            if previous.get(p, 0) <= o < batch.ends.get(p, 0)
-        )
-        results.append(
-            reference.step(
-                StepInput(rows={"clicks": [r for _, _, r in rows]}, batch_time_ms=batch.time_ms)
-            )
-        )
-        previous = batch.ends
-    return results
+        self.produce_rows([{"ts": ts, "usr": usr} for ts, usr in rows], partition=0)
 
 
 def _window_end(ms: int) -> int:
@@ -194,7 +107,7 @@ def test_proctime_and_now_are_sparks_batch_time_and_windows_close_by_the_clock_s
     finally:
         run.service.stop()
     batches = run.batches()
-    results = _reference(run, batches)
+    results = run.reference(batches)
 
     # Every record of every view equals the oracle's fed Spark's steps: pt and NOW() are the
     # batch time of each row's step, the windows those batch times put the rows in.
