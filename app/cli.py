@@ -144,26 +144,28 @@ def explain(
         circuit = _compile(program)
     except TidemarkError as exc:
         _fail(exc)
-    from app.runtime.physical import (
-        explain_physical_json,
-        explain_physical_text,
-        physical_plan,
-    )
-    from app.runtime.plan import refused_by_spark
+    from app.runtime.compose import compose, read_stage_prefix, stage_text
+    from app.runtime.physical import explain_physical_json, explain_physical_text
 
-    plan = physical_plan(circuit)
     if against is not None:
-        _explain_against(circuit, plan, against, format)
+        composed = compose(circuit, read_stage_prefix(against))
+        _explain_against(composed.circuit, composed.physical, against, format)
         return
-    # What `tidemark run` would refuse, in every form of explain: a program that compiles is
-    # not yet one that runs.
-    refused = refused_by_spark(circuit, plan)
+    # What `tidemark run` would refuse, in every form of explain, decided by the function run
+    # calls (app/runtime/compose.py): a program that compiles is not yet one that runs.
+    composed = compose(circuit)
+    plan = composed.physical
+    refused = tuple(str(problem) for problem in composed.refused)
     if physical:
         if format == "json":
-            data = explain_physical_json(plan) | {"refused": list(refused)}
+            data = explain_physical_json(plan) | {
+                "stage_boundaries": sorted(composed.boundaries),
+                "refused": list(refused),
+            }
             typer.echo(json.dumps(data, indent=2, sort_keys=False))
         else:
             typer.echo(explain_physical_text(plan, refused), nl=False)
+            typer.echo(stage_text(composed), nl=False)
     elif format == "json":
         data = explain_json(circuit) | {"refused_by_run": list(refused)}
         typer.echo(json.dumps(data, indent=2, sort_keys=False))

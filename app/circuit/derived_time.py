@@ -127,8 +127,10 @@ class GroupCompletion:
 def input_attributes(circuit: Circuit, relation: str) -> dict[str, TimeAttribute]:
     """The time attributes of a table or view, by column (S10)."""
     if any(t.name == relation for t in circuit.tables):
-        return {lt.column: TimeAttribute(lt.column, relation, lt.column, "forwarded")
-                for lt in circuit.table(relation).lateness}
+        table = circuit.table(relation)
+        return {**{lt.column: TimeAttribute(lt.column, relation, lt.column, "forwarded")
+                   for lt in table.lateness},
+                **{a.column: a for a in table.derived_attributes}}
     return {a.column: a for a in circuit.view(relation).time_attributes}
 
 

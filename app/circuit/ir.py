@@ -550,6 +550,10 @@ class Output:
     partitions: int | None = None
     replicas: int | None = None
     retention_ms: int | None = None
+    #: A stage boundary's internal topic (SPEC S19, ADR 0023): ``append`` rows read back by a
+    #: later query as a :attr:`Table.stage_input` table, each step followed by a punctuation
+    #: that carries the view's waterlines.
+    stage_output: bool = field(default=False, metadata=OMIT_DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -594,6 +598,13 @@ class Table:
     #: insert-only (S2), every row of a key is one more version; keyed by its Kafka key, a
     #: tombstone ends its key's version (:attr:`deletes_by_tombstone`). Empty: no key.
     primary_key: tuple[str, ...] = field(default=(), metadata=OMIT_DEFAULT)
+    #: A stage boundary's table (SPEC S19, ADR 0023): it reads the internal topic of the view
+    #: it is named after, and its LATENESS columns (amount 0) move only by the punctuations
+    #: that view's query writes after each step (the view's waterlines), never by row values.
+    stage_input: str | None = field(default=None, metadata=OMIT_DEFAULT)
+    #: Of a stage boundary's table, its time attributes derived from a LATENESS column (a
+    #: ``window_start`` beside its ``window_end``, app/program/stages.py).
+    derived_attributes: tuple[TimeAttribute, ...] = field(default=(), metadata=OMIT_DEFAULT)
 
     @property
     def deletes_by_tombstone(self) -> bool:
@@ -671,6 +682,9 @@ class Circuit:
     tables: tuple[Table, ...]
     views: tuple[View, ...]
     warnings: tuple[Diagnostic, ...] = field(default=())
+    #: The program's text, which the planner compiles again with stage boundaries
+    #: (app/runtime/compose.py); empty for a circuit made without one.
+    text: str = field(default="", compare=False, repr=False)
 
     def table(self, name: str) -> Table:
         for table in self.tables:

@@ -273,7 +273,7 @@ class _SliceReader:
             if verdict.kind in WELL_FORMED:
                 assert verdict.row is not None
                 self.accepted += verdict.kind in ACCEPTED
-                for col in self.maxima:
+                for col in self.maxima if not self.spec.bounded else ():
                     self._note(col, verdict.row[col])
             elif verdict.kind == "punctuation":
                 assert verdict.bounds is not None
@@ -322,7 +322,7 @@ class _SliceReader:
             if verdict.bounds is not None:
                 bounds.append(verdict.bounds)
         well_formed = codes <= 1  # ok or late (S3)
-        for col in self.maxima:
+        for col in self.maxima if not self.spec.bounded else ():
             rows = decoded.fields[col].numbers()[well_formed]
             self._note(col, int(rows.max()) if len(rows) else None)
         for found in bounds:

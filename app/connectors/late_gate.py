@@ -158,6 +158,9 @@ class SourceSpec:
     #: A tombstone (null value without a ``tidemark.bound`` header) deletes its key: the
     #: table's PRIMARY KEY is its Kafka key (``Table.deletes_by_tombstone``, S16).
     deletes: bool = False
+    #: A stage boundary's table (ADR 0023): its waterlines move by punctuation only, the
+    #: upstream view's waterlines, never by its rows' values (which may lie above them).
+    bounded: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -172,6 +175,7 @@ class SourceSpec:
             "format": self.format,
             "registry": dict(self.registry) if self.registry is not None else None,
             "deletes": self.deletes,
+            "bounded": self.bounded,
         }
 
     @classmethod
@@ -191,6 +195,7 @@ class SourceSpec:
             format=str(data.get("format", "avro")),
             registry=data.get("registry"),
             deletes=bool(data.get("deletes", False)),
+            bounded=bool(data.get("bounded", False)),
         )
 
     @property

@@ -148,7 +148,11 @@ def ensure_topics(
                 " that the broker runs, and TIDEMARK_KAFKA_* for a secured cluster"
             ) from exc
         existing = metadata.topics
-        missing_inputs = [t for t in circuit.tables if t.topic not in existing]
+        # A stage boundary's table reads an internal topic, created below as the output of
+        # the view it is named after (ADR 0023).
+        missing_inputs = [
+            t for t in circuit.tables if t.topic not in existing and t.stage_input is None
+        ]
         if not missing_inputs:
             break
         if time.monotonic() >= deadline:
@@ -161,7 +165,10 @@ def ensure_topics(
             )
         log.info("topics.waiting", missing=[t.topic for t in missing_inputs])
         time.sleep(min(2.0, max(0.1, deadline - time.monotonic())))
-    inputs = {t.topic: len(existing[t.topic].partitions) for t in circuit.tables}
+    inputs = {
+        t.topic: len(existing[t.topic].partitions) if t.topic in existing else 1
+        for t in circuit.tables
+    }
     specs = topic_specs(circuit, inputs, defaults or TopicDefaults())
     _warn_differences(admin, [s for s in specs if s.name in existing], existing, kafka_conf,
                       timeout)

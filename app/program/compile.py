@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -44,7 +45,21 @@ from app.program.ddl import (
     parse_statement,
 )
 from app.program.lexer import CompileFailure, SourceText, Token, split_statements, tokenize
-from app.program.query import PlannedQuery, Relation, plan_query, plan_window_side
+from app.program.query import (
+    PlannedQuery,
+    Relation,
+    plan_query,
+    plan_window_side,
+    processing_time_attribute,
+)
+from app.program.stages import (
+    Composition,
+    stage_output,
+    stage_table,
+    stage_writer_name,
+    table_passthrough,
+    window_span,
+)
 from app.program.subqueries import Derived, reserved_name, split_query
 from app.program.top_n import LIMIT_FIX as _LIMIT_FIX
 
@@ -61,8 +76,10 @@ TABLE_FORMATS = ("avro", "avro-confluent", "json")
 VIEW_FORMATS = ("upsert", "changelog", "append")
 
 
-def compile_program(path: str | Path, text: str | None = None) -> Circuit:
-    """Compile a program file (SPEC part L). ``text`` overrides reading ``path``.
+def compile_program(path: str | Path, text: str | None = None,
+                    composition: Composition | None = None) -> Circuit:
+    """Compile a program file (SPEC part L). ``text`` overrides reading ``path``;
+    ``composition`` places stage boundaries (app/program/stages.py, the planner's).
 
     Raises:
         ProgramError: every error found, each with file:line:column and a fix.
@@ -77,16 +94,19 @@ def compile_program(path: str | Path, text: str | None = None) -> Circuit:
         except UnicodeDecodeError as exc:
             raise ProgramError([Diagnostic("error", Position(program, 1, 1),
                                            "the program is not UTF-8 text")]) from exc
-    return compile_text(program, text)
+    return compile_text(program, text, composition)
 
 
-def compile_text(program: str, text: str) -> Circuit:
-    return _Compiler(SourceText(program, text)).run()
+def compile_text(program: str, text: str, composition: Composition | None = None) -> Circuit:
+    return _Compiler(SourceText(program, text), composition).run()
 
 
 class _Compiler:
-    def __init__(self, source: SourceText) -> None:
+    def __init__(self, source: SourceText, composition: Composition | None = None) -> None:
         self.source = source
+        self.composition = composition or Composition()
+        #: Each boundary's table, as the views of later stages read it (stages.py).
+        self.stage_inputs: dict[str, Relation] = {}
         self.errors: list[Diagnostic] = []
         self.warnings: list[Diagnostic] = []
         self.tables: list[Table] = []
@@ -146,7 +166,8 @@ class _Compiler:
             raise ProgramError(sorted(self.errors, key=lambda d: (d.position.line,
                                                                  d.position.column)))
         return mark_processing_windows(Circuit(self.source.path, tuple(self.tables),
-                                               tuple(self.views), tuple(self.warnings)))
+                                               tuple(self.views), tuple(self.warnings),
+                                               self.source.text))
 
     # -- names ------------------------------------------------------------------------------
 
@@ -226,6 +247,53 @@ class _Compiler:
                   [lt.column for lt in lateness] + [c.name for c in columns if c.processing_time]),
             True, "table", table.primary_key,
             processing_time=tuple(c.name for c in columns if c.processing_time))
+        if decl.name in self.composition.boundaries:
+            writer = table_passthrough(self.composition, table)
+            self.declared[writer.name] = decl.position
+            self.views.append(writer)
+            self._stage_input(decl.name, writer.columns, writer.time_attributes, decl.position)
+
+    # -- stage boundaries (SPEC S19, ADR 0023) --------------------------------------------------
+
+    def _stage_input(self, relation: str, columns: Sequence[Column],
+                     time_attributes: Sequence[TimeAttribute], position: Position) -> None:
+        """The table later stages read ``relation`` through (app/program/stages.py)."""
+        event_time = [a for a in time_attributes
+                      if not processing_time_attribute(a, self.relations)]
+        views = {v.name: v for v in self.views}
+        start = next((a.column for a in event_time if a.kind == "window_start"), None)
+        span = (window_span(views, views[relation], start)
+                if start is not None and relation in views else None)
+        table, attributes = stage_table(self.composition, relation, columns, event_time, span,
+                                        position)
+        self.declared[table.name] = position
+        self.tables.append(table)
+        self.stage_inputs[relation] = Relation(table.name, table.columns, attributes, True,
+                                               "table")
+
+    def _staged(self, name: str, scope: dict[str, Relation]) -> dict[str, Relation]:
+        """``scope`` as view ``name`` sees it: each boundary of an earlier stage read through
+        its table."""
+        if not self.stage_inputs:
+            return scope
+        stage = self.composition.stage(name)
+        return {key: (self.stage_inputs[rel.name]
+                      if rel.name in self.stage_inputs
+                      and self.composition.stage(rel.name) < stage else rel)
+                for key, rel in scope.items()}
+
+    def _stage_writer(self, view: View, position: Position) -> View:
+        """A boundary view with its internal output: itself when it writes no topic of its
+        own, else beside it a twin that computes the same rows for the internal topic."""
+        if not self.composition.boundaries or view.name not in self.composition.boundaries:
+            return view
+        output = stage_output(self.composition, view.name, view.columns)
+        if view.output is None:
+            return replace(view, output=output)
+        twin = replace(view, name=stage_writer_name(view.name), output=output)
+        self.declared[twin.name] = position
+        self.views.append(twin)
+        return view
 
     def _startup(self, options: dict[str, OptionDecl],
                  ) -> tuple[Literal["earliest-offset", "latest-offset", "timestamp"], int | None]:
@@ -366,6 +434,7 @@ class _Compiler:
         generated views: local views over ``scope`` (the relations and WITH names their query
         can see)."""
         options = self._options(decl.options, VIEW_OPTIONS, "view", decl.position)
+        scope = self._staged(decl.name, scope)
         if derived is not None and derived.kind == "window":
             planned = plan_window_side(self.source, decl.query_tokens, scope, decl.name)
         else:
@@ -400,8 +469,13 @@ class _Compiler:
                     tuple(planned.columns),
                     planned.key, time_attributes, emit, output, state, decl.position,
                     view_lateness)
-        self.views.append(view)
-        return Relation(decl.name, view.columns, time_attributes, insert_only, "view")
+        at = len(self.views)
+        view = self._stage_writer(view, decl.position)
+        self.views.insert(at, view)
+        relation = Relation(decl.name, view.columns, time_attributes, insert_only, "view")
+        if view.name in self.composition.boundaries:
+            self._stage_input(view.name, view.columns, time_attributes, decl.position)
+        return relation
 
     def _ranking(self, decl: ViewDecl, derived: Derived | None,
                  planned: PlannedQuery) -> Relation:

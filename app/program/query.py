@@ -62,7 +62,13 @@ from app.program.lexer import CompileFailure, SourceText, Token, matching_paren
 from app.program.over_clause import OVER_AGGREGATES, OverCall, plan_over, state_text
 from app.program.top_n import Ranking, TopNPlan, plan_ranking, plan_top_n, ranking_item
 
-__all__ = ["PlannedQuery", "Relation", "plan_query", "plan_window_side"]
+__all__ = [
+    "PlannedQuery",
+    "Relation",
+    "plan_query",
+    "plan_window_side",
+    "processing_time_attribute",
+]
 
 _PLACEHOLDER = "__tvf__"
 _BOOL = SqlType("BOOLEAN", nullable=False)
@@ -101,7 +107,7 @@ class Relation:
         return None
 
 
-def _processing_time(attr: TimeAttribute, relations: dict[str, Relation]) -> bool:
+def processing_time_attribute(attr: TimeAttribute, relations: dict[str, Relation]) -> bool:
     """Whether ``attr`` follows a table's PROCTIME column (through forwarding views), as
     :func:`app.circuit.processing_time.attribute_is_processing_time` does over a circuit."""
     relation = relations.get(attr.table)
@@ -110,7 +116,8 @@ def _processing_time(attr: TimeAttribute, relations: dict[str, Relation]) -> boo
     if relation.kind == "table":
         return attr.source_column in relation.processing_time
     upstream = relation.time_attribute(attr.source_column)
-    return upstream is not None and upstream != attr and _processing_time(upstream, relations)
+    return (upstream is not None and upstream != attr
+            and processing_time_attribute(upstream, relations))
 
 
 def _expression_time(expr: Expr, attributes: dict[str, TimeAttribute], column: str,
@@ -119,7 +126,7 @@ def _expression_time(expr: Expr, attributes: dict[str, TimeAttribute], column: s
     an expression of a processing-time attribute is a plain value."""
     attr = expression_time(expr, attributes, column)
     if attr is not None and attr.kind == "derived" and attr.derivation is not None and (
-            _processing_time(attr.derivation.source, relations)):
+            processing_time_attribute(attr.derivation.source, relations)):
         return None
     return attr
 
@@ -1433,7 +1440,8 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
                 # A session open long ago can still close: its start is bounded by nothing.
                 time_attrs[bound] = _derived(attr, bound, bound_kind)
         operators.append(window)
-    qualifiers = {relation.name, alias.lower() if alias else relation.name}
+    # The name as written as well: a stage boundary's table is read by its view's name.
+    qualifiers = {relation.name, alias.lower() if alias else table_name}
     if tvf is not None:
         qualifiers.add(_PLACEHOLDER)
     if table.alias:

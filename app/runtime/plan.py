@@ -57,6 +57,7 @@ from app.connectors.late_gate import ACCEPTED, SourceColumn, SourceSpec
 from app.connectors.sink import SUMMARY_SCHEMA
 from app.connectors.sink.record import SINK_SCHEMA
 from app.errors import ProgramError, TidemarkError
+from app.program.stages import punctuated_columns
 from app.runtime.aggregate import aggregate_branch, window_key_index
 from app.runtime.encode import ViewEncoding, encode_view_rows
 from app.runtime.join_operator import JoinOperatorSpec, operator_joined
@@ -88,6 +89,7 @@ from app.runtime.view_frame import (
 from app.runtime.view_gate import (
     ORIGIN_COLUMNS,
     ViewGateSpec,
+    bounded_watermark,
     gated_view,
     waterline_key,
     with_watermark,
@@ -98,7 +100,9 @@ __all__ = [
     "TablePlan",
     "check_supported",
     "plan_query",
+    "StagePunctuation",
     "refused_by_spark",
+    "refusals",
     "source_spec",
     "time_unit",
     "waterline_inputs",
@@ -149,7 +153,18 @@ def source_spec(table: Table, ok_payload: bool = True) -> SourceSpec:
         format=table.format,
         registry=table.schema_registry,
         deletes=table.deletes_by_tombstone,
+        bounded=table.stage_input is not None,
     )
+
+
+@dataclass(frozen=True)
+class StagePunctuation:
+    """What a query writes to a stage boundary's internal topic after each step (ADR 0023):
+    per column, the waterline key and shift of the bound its reader's table moves to."""
+
+    view: str
+    topic: str
+    columns: tuple[tuple[str, str, int], ...]  # (column, waterline key, shift)
 
 
 @dataclass(frozen=True)
@@ -185,6 +200,9 @@ class TablePlan:
     #: A derived time attribute's key (``"<view>.<column>"``) -> the key whose waterline its
     #: steps turn into its own (S10).
     derived: Mapping[str, DerivedInput] = field(default_factory=dict)
+    #: Per stage boundary the query writes (ADR 0023): its internal topic and, per LATENESS
+    #: column of the table that reads it, the key of its waterline and what to add to it.
+    punctuations: tuple[StagePunctuation, ...] = ()
 
     @property
     def table(self) -> Table:
@@ -281,7 +299,11 @@ def plan_query(
                     f"table {table.name} has stateful views but no LATENESS column"
                 )
             first = table.lateness[0]
-            if table.column(first.column).type.name == "TIMESTAMP":
+            if table.stage_input is not None:
+                accepted = bounded_watermark(
+                    accepted, first.column, table.column(first.column).type.name == "TIMESTAMP"
+                )
+            elif table.column(first.column).type.name == "TIMESTAMP":
                 accepted = with_watermark(accepted, first.column, first.amount)
             else:
                 accepted = with_watermark(
@@ -300,6 +322,7 @@ def plan_query(
     merged: dict[str, tuple[WaterlineInput, ...]] = {}
     derived: dict[str, DerivedInput] = {}
     aggregates: list[tuple[View, DataFrame]] = []
+    punctuations: list[StagePunctuation] = []
     event_time = table.lateness[0].column if table.lateness else None
     produce = (
         partial(
@@ -365,6 +388,10 @@ def plan_query(
             key = f"{view.name}.{view.time_attributes[0].column}"
             derived[key] = (base, steps)
             time_source[view.name] = key
+        if view.output.stage_output:
+            punctuations.append(
+                _stage_punctuation(circuit, view, table, several, merged, derived)
+            )
         if view.name in computed_per_step:
             continue
         if view.top_n is not None:
@@ -436,6 +463,7 @@ def plan_query(
         query,
         merged,
         derived,
+        tuple(punctuations),
     )
 
 
@@ -635,6 +663,44 @@ def _time_attribute_key(
     return None
 
 
+def _stage_punctuation(
+    circuit: Circuit,
+    view: View,
+    table: Table,
+    several: bool,
+    merged: dict[str, tuple[WaterlineInput, ...]],
+    derived: dict[str, DerivedInput],
+) -> StagePunctuation:
+    """The bounds a stage boundary ``view``'s punctuation carries: per LATENESS column of the
+    table that reads it, the waterline of ``view``'s time attribute of that column in the
+    query's map (a key of its own in ``merged`` or ``derived`` where it needs one)."""
+    assert view.output is not None
+    reader = next(t for t in circuit.tables if t.topic == view.output.topic)
+    views = {v.name: v for v in circuit.views}
+    columns = []
+    for attr, shift in punctuated_columns(views, view, reader):
+        found = None if several else _time_attribute_key(circuit, replace(
+            view, time_attributes=(attr,)), table)
+        if found is not None:
+            key = found[0]
+        else:
+            keys = _attribute_inputs(circuit, attr)
+            if not several:  # the one table's own map: its column names
+                keys = tuple((k.split(".", 1)[1], lag) for k, lag in keys)
+            keys = tuple(dict.fromkeys(keys))
+            key = f"{view.name}.{attr.column}"
+            if len(keys) == 1 and not keys[0][1]:
+                key = keys[0][0]
+            else:
+                merged[key] = keys
+        if attr.steps:
+            stepped = f"{view.name}.{attr.column}"
+            derived[stepped] = (key, attr.steps)
+            key = stepped
+        columns.append((attr.column, key, shift))
+    return StagePunctuation(view.name, view.output.topic, tuple(columns))
+
+
 def _first_time_steps(
     circuit: Circuit, view: View, table: Table, several: bool
 ) -> tuple[TimeStep, ...]:
@@ -648,32 +714,34 @@ def _first_time_steps(
 
 def check_supported(circuit: Circuit, physical: PhysicalPlan) -> None:
     """Fail before Spark starts on what this runtime cannot run yet (named, never mis-run)."""
-    problems = _unsupported(circuit, physical)
+    problems = [problem for _, problem in refusals(circuit, physical)]
     if problems:
         raise ProgramError(problems)
 
 
 def refused_by_spark(circuit: Circuit, physical: PhysicalPlan) -> tuple[str, ...]:
     """What :func:`check_supported` would refuse, as text (for ``explain --physical``)."""
-    return tuple(str(problem) for problem in _unsupported(circuit, physical))
+    return tuple(str(problem) for _, problem in refusals(circuit, physical))
 
 
-def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
-    problems: list[Diagnostic] = []
+def refusals(circuit: Circuit, physical: PhysicalPlan) -> list[tuple[str | None, Diagnostic]]:
+    """What one query of the plan cannot run: per refused view its name (None: a table's
+    problem, which no stage boundary changes) and why, with the fix."""
+    problems: list[tuple[str | None, Diagnostic]] = []
 
     def reject(view: View, what: str, fix: str) -> None:
-        problems.append(
+        problems.append((view.name,
             Diagnostic(
                 "error",
                 view.position,
                 f"view {view.name}: {what} is not supported by the Spark runtime yet",
                 fix,
-            )
+            ))
         )
 
     for table in circuit.tables:
         if table.format not in ("avro", "avro-confluent", "json"):
-            problems.append(
+            problems.append((None,
                 Diagnostic(
                     "error",
                     table.position,
@@ -681,7 +749,7 @@ def _unsupported(circuit: Circuit, physical: PhysicalPlan) -> list[Diagnostic]:
                     "yet (its records would be decoded as plain Avro)",
                     "produce schemaless Avro or JSON values and declare 'format' = 'avro' or "
                     "'json'",
-                )
+                ))
             )
     overs = {v.name for v in circuit.views if v.over is not None}
     for view in circuit.views:

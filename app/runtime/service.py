@@ -30,12 +30,13 @@ from app.connectors.kafka_consumers import consumer_pool
 from app.connectors.kafka_offsets import topic_end_offsets
 from app.connectors.sink.markers import MarkerTopic, ensure_marker_topic
 from app.connectors.topics import TopicDefaults, ensure_topics
-from app.errors import ConfigError, KafkaError, SparkError, kafka_reason
+from app.errors import ConfigError, KafkaError, ProgramError, SparkError, kafka_reason
 from app.runtime.aggregate import polls_every_step
 from app.runtime.checkpoint_lock import CheckpointLock
 from app.runtime.checkpoint_plan import CheckpointVerdict, guard_checkpoint
-from app.runtime.physical import PhysicalPlan, physical_plan
-from app.runtime.plan import check_supported, plan_query
+from app.runtime.compose import Composed, compose, stage_prefix
+from app.runtime.physical import PhysicalPlan, QueryPlan
+from app.runtime.plan import plan_query
 from app.runtime.plan_fingerprint import plan_fingerprint
 from app.runtime.session import spark_session
 from app.runtime.slice_cache import SliceCache
@@ -140,7 +141,12 @@ class Service:
     #: first progress seen with the target offsets committed (``--once``).
     _polled: set[str] = field(default_factory=set)
     _reached: dict[str, int] = field(default_factory=dict)
-    _physical: PhysicalPlan | None = None
+    _composed: Composed | None = None
+    #: ``--once``: the queries not started yet, each after the queries whose views it reads
+    #: through stage boundaries have read their end offsets (ADR 0023).
+    _pending: list[QueryPlan] = field(default_factory=list)
+    _once: bool = False
+    _markers: MarkerTopic | None = None
     #: Held from start() until the queries stopped: one driver per checkpoint.
     _lock: CheckpointLock | None = None
     #: What start() found in the checkpoint: the plan it was made with, against the
@@ -157,11 +163,24 @@ class Service:
         return self.settings.checkpoint
 
     @property
+    def composed(self) -> Composed:
+        """The circuit as Spark runs it, with its stage boundaries (app/runtime/compose.py),
+        computed once; its internal topics are named after the checkpoint's stage prefix."""
+        if self._composed is None:
+            prepare_checkpoint(self.checkpoint)
+            program = self.settings.program.stem if self.settings.program else "program"
+            self._composed = compose(self.circuit, stage_prefix(self.checkpoint, program))
+        return self._composed
+
+    @property
+    def running(self) -> Circuit:
+        """The circuit the queries run: the program's, with its stage boundaries."""
+        return self.composed.circuit
+
+    @property
     def physical(self) -> PhysicalPlan:
-        """The circuit's physical plan (app/runtime/physical.py), computed once."""
-        if self._physical is None:
-            self._physical = physical_plan(self.circuit)
-        return self._physical
+        """The running circuit's physical plan (app/runtime/physical.py)."""
+        return self.composed.physical
 
     def open_session(self) -> SparkSession:
         """The service's Spark session, started with the JVM options its circuit needs (a
@@ -192,7 +211,8 @@ class Service:
         return self.spark
 
     def start(self, once: bool = False, listener: Any = None) -> None:
-        check_supported(self.circuit, self.physical)
+        if self.composed.refused:
+            raise ProgramError(list(self.composed.refused))
         prepare_checkpoint(self.checkpoint)
         # Before anything in the checkpoint is read or created (the sink id above all).
         self._lock = self._lock or CheckpointLock(self.checkpoint)
@@ -204,7 +224,7 @@ class Service:
             # Under the lock, before Spark or the step files read the checkpoint: a plan the
             # checkpoint's state cannot follow is refused here, with nothing written (ADR 0015).
             self.plan_verdict = guard_checkpoint(
-                self.checkpoint, plan_fingerprint(self.circuit, self.physical)
+                self.checkpoint, plan_fingerprint(self.running, self.physical)
             )
             self._start(once, listener)
         except BaseException:
@@ -218,25 +238,41 @@ class Service:
     def _start(self, once: bool, listener: Any) -> None:
         kafka_conf = self.kafka_conf
         ensure_topics(
-            self.circuit,
+            self.running,
             kafka_conf,
             wait_for_topics_seconds=self.settings.wait_for_topics_seconds,
             defaults=TopicDefaults.of(self.settings),
         )
-        markers: MarkerTopic | None = None
+        self._markers = None
         if self.settings.exactly_once:
             topic = self.settings.marker_topic
             partitions = ensure_marker_topic(kafka_conf, topic, self.settings.topic_replicas)
-            markers = MarkerTopic(topic, partitions)
-        program = self.settings.program.stem if self.settings.program else "program"
+            self._markers = MarkerTopic(topic, partitions)
         spark = self.open_session()
         if listener is not None:
             spark.streams.addListener(listener)
         self._targets = {}
         self._polled = set()
         self._reached = {}
-        for query_plan in self.physical.queries:
-            tables = [self.circuit.table(name) for name in query_plan.tables]
+        self._once = once
+        queries = list(self.physical.queries)
+        # --once: a query reading stage boundaries starts once the queries writing them have
+        # read their end offsets, so that its own end offsets hold their rows (ADR 0023).
+        self._pending = [q for q in queries if once and self._reads_boundaries(q)]
+        self._launch([q for q in queries if q not in self._pending])
+
+    def _reads_boundaries(self, query: QueryPlan) -> bool:
+        return any(self.running.table(t).stage_input is not None for t in query.tables)
+
+    def _launch(self, queries: list[QueryPlan]) -> None:
+        """Start the streaming query of each of ``queries``."""
+        spark = self.open_session()
+        once = self._once
+        kafka_conf = self.kafka_conf
+        markers = self._markers
+        program = self.settings.program.stem if self.settings.program else "program"
+        for query_plan in queries:
+            tables = [self.running.table(name) for name in query_plan.tables]
             # The query's Spark checkpoint is its first table's; each table keeps its own
             # step files (waterlines, slices) in its own directory.
             base = self.checkpoint / tables[0].name
@@ -246,7 +282,7 @@ class Service:
                 stop_at = {t.name: self._end_offsets(t.name, t.topic) for t in tables}
             plan = plan_query(
                 spark,
-                self.circuit,
+                self.running,
                 query_plan,
                 kafka_conf,
                 state_dirs,
@@ -315,7 +351,7 @@ class Service:
     def query_topics(self) -> dict[str, str]:
         """Query name -> its first table's input topic, for the input-lag probe (the offsets
         of a query's sources name their topics, so a query of several tables needs none)."""
-        return {q.name: self.circuit.table(q.tables[0]).topic for q in self.physical.queries}
+        return {q.name: self.running.table(q.tables[0]).topic for q in self.physical.queries}
 
     def state_views(self) -> dict[str, list[str | None]]:
         """Query name -> the view of each stateful operator, in plan order."""
@@ -338,7 +374,15 @@ class Service:
         deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
         while not self._stopping.is_set():
             if all(not q.isActive or self._caught_up(q) for q in self.queries):
-                break
+                if not self._pending:
+                    break
+                # --once: the queries written so far are done; those reading their
+                # boundaries start now, with the boundaries' end offsets as their target.
+                self._halt()
+                ready = [q for q in self._pending if not self._upstream_pending(q)]
+                self._pending = [q for q in self._pending if q not in ready]
+                self._launch(ready)
+                continue
             if any(q.exception() is not None for q in self.queries):
                 self.stop()  # raises the failure of the first query that stopped with one
             if deadline is not None and time.monotonic() > deadline:
@@ -396,8 +440,19 @@ class Service:
         self._reached[query.id] = batch
         return False
 
-    def stop(self, drain_seconds: float = 120) -> None:
-        """Let each query finish the step in flight, then stop it."""
+    def _upstream_pending(self, query: QueryPlan) -> bool:
+        """Whether a pending query writes a boundary ``query`` reads."""
+        read = {self.running.table(t).topic for t in query.tables}
+        return any(
+            view.output is not None and view.output.topic in read
+            for other in self._pending
+            if other is not query
+            for view in (self.running.view(v.view) for v in other.views)
+        )
+
+    def _halt(self, drain_seconds: float = 120) -> None:
+        """Let each running query finish the step in flight, then stop it; the first failure
+        is raised once all are stopped."""
         deadline = time.monotonic() + drain_seconds
         for q in self.queries:
             # A query with an AFTER DELAY view may run its steps back to back (a step every
@@ -420,14 +475,24 @@ class Service:
         for sink in self._sinks:
             sink.close()
         self._sinks.clear()
-        for table in self.circuit.tables:
+        if errors:
+            raise errors[0]
+
+    def stop(self, drain_seconds: float = 120) -> None:
+        """Let each query finish the step in flight, then stop it."""
+        self._pending = []
+        try:
+            self._halt(drain_seconds)
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        for table in self.running.tables if self._composed is not None else self.circuit.tables:
             # The decoded slices only serve the branches of a running step (local disk).
             SliceCache(str(self.checkpoint / table.name / "tidemark")).clear()
         # The offset queries' consumers of this (driver) process end with its queries.
         consumer_pool().close()
         self._release_lock()
-        if errors:
-            raise errors[0]
 
     def shutdown(self) -> None:
         if self.spark is not None:

@@ -50,6 +50,7 @@ from pyspark.sql import functions as F
 
 from app.circuit.ir import Table
 from app.connectors.kafka_source import KafkaPartitionSlice
+from app.connectors.late_gate import BOUND_HEADER
 from app.connectors.sink import (
     SUMMARY_SCHEMA,
     StepMarker,
@@ -65,6 +66,7 @@ from app.connectors.sink.fingerprint import (
 )
 from app.connectors.sink.markers import FoundMarker, MarkerTopic, group_markers, read_markers
 from app.connectors.sink.transactions import behind
+from app.errors import KafkaError
 from app.fault_points import fault_point
 from app.observability.logging import LateRowLog, log_dead_letters
 from app.runtime.plan import TablePlan, TimeUnit, table_units, time_unit
@@ -206,6 +208,14 @@ class StepSink:
         #: The fingerprint of the step being written (:meth:`_begin`), in its markers.
         self._fingerprint: str | None = None
         self._topic_dirs = {t.topic: d for t, d in zip(plan.tables, plan.state_dirs, strict=True)}
+        #: Per table, the waterlines every later step's rows are at or above (ADR 0023): w(t-1)
+        #: after a step with data of a query with state (Spark evicts by it in that step),
+        #: else w(t); the stage boundaries' punctuations carry what follows from them.
+        self._evicting: dict[str, dict[str, int | None]] = {}
+        self._stateless = all(v.state == "none" for v in plan.query.views)
+        #: The bounds last punctuated per internal topic, and the producer that writes them.
+        self._punctuated: dict[str, list[tuple[str, bytes]]] = {}
+        self._producer: Any = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -219,6 +229,7 @@ class StepSink:
             finally:
                 batch.unpersist()
         self._first_step, self._first_found = False, None
+        self._punctuate()
         self._commit_position()
         for report in reports:
             report.seconds = time.monotonic() - started
@@ -284,11 +295,50 @@ class StepSink:
             self._position.poll(0)  # serves earlier commits' results
 
     def close(self) -> None:
-        """Close the sink's own Kafka client (the position group's), after its last step: its
-        pending commit is sent, and nothing of it outlives the query."""
+        """Close the sink's own Kafka clients (the position group's, the punctuations'), after
+        its last step: its pending commit is sent, and nothing of it outlives the query."""
         if self._position is not None:
             self._position.close()
             self._position = None
+        if self._producer is not None:
+            self._producer.flush(30)
+            self._producer = None
+
+    def _punctuate(self) -> None:
+        """After the step's records are committed, a punctuation (S4) on each stage boundary's
+        internal topic with the boundary's waterlines from :attr:`_evicting`: every record
+        written later is at or above them, so its reader's table may close what is below
+        (ADR 0023). One partition: the punctuation follows every record of the step. A
+        replay writes it again, which moves nothing twice."""
+        if not self.plan.punctuations or not self._evicting:
+            return
+        from confluent_kafka import Producer
+
+        steps = {t.name: (None, self._evicting.get(t.name, {})) for t in self.plan.tables}
+        waterlines, _units = self._query_waterlines(steps)
+        failed: list[str] = []
+        for punctuation in self.plan.punctuations:
+            headers = [
+                (f"{BOUND_HEADER}.{column}", str(value + shift).encode())
+                for column, key, shift in punctuation.columns
+                if (value := waterlines.get(key)) is not None
+            ]
+            if not headers or self._punctuated.get(punctuation.topic) == headers:
+                continue
+            if self._producer is None:
+                self._producer = Producer({**self.kafka_conf, "acks": "all", "log_level": 3})
+            self._producer.produce(
+                punctuation.topic,
+                value=None,
+                key=BOUND_HEADER.encode(),
+                partition=0,
+                headers=headers,
+                on_delivery=lambda err, _m: failed.append(str(err)) if err else None,
+            )
+            self._punctuated[punctuation.topic] = headers
+        if self._producer is not None and (self._producer.flush(30) or failed):
+            self._punctuated.clear()
+            raise KafkaError(f"punctuation of the stage boundaries not written: {failed[:3]}")
 
     def _produce(
         self, batch_id: int, first_task: int, view_headers: Mapping[str, list[tuple[str, bytes]]]
@@ -405,6 +455,7 @@ class StepSink:
             if not steps:
                 # A step without data (Spark runs one to evict state): the waterline stands.
                 out[table.name] = (None, load_waterlines(state_dir, 1 << 62))
+                self._evicting[table.name] = out[table.name][1]
                 continue
             step = max(steps)
             previous = load_waterlines(state_dir, step)
@@ -412,6 +463,7 @@ class StepSink:
             waterlines = waterline_after(previous, probes, lateness)
             store_waterlines(state_dir, step, waterlines)
             out[table.name] = (step, waterlines)
+            self._evicting[table.name] = waterlines if self._stateless else previous
         return out
 
     def _query_waterlines(

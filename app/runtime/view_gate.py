@@ -40,6 +40,7 @@ from app.runtime.step_files import load_waterlines
 __all__ = [
     "ORIGIN_COLUMNS",
     "ViewGateSpec",
+    "bounded_watermark",
     "gate_view_rows",
     "gated_view",
     "waterline_key",
@@ -198,6 +199,25 @@ def with_watermark(frame: DataFrame, column: str, delay_ms: int) -> DataFrame:
     all above the node."""
     node = frame.withWatermark(column, f"{delay_ms} milliseconds")
     return node.filter(F.spark_partition_id() >= 0)
+
+
+#: The column metadata that makes an attribute Spark's event time (EventTimeWatermark).
+_EVENT_TIME = {"spark.watermarkDelayMs": 0}
+
+
+def bounded_watermark(frame: DataFrame, column: str, timestamp: bool) -> DataFrame:
+    """Spark's watermark for a stage boundary's table (ADR 0023): the maximum of its probe
+    rows' ``column`` alone, the punctuated bounds, never its rows' values, which may lie
+    above them. The node watermarks a copy that is NULL but in the probes (Spark counts a
+    NULL as no later than any time); ``column`` (as ``_event_time`` when it is an integer)
+    then carries the event-time metadata, so windows and state on it follow that watermark
+    as on a table's column (:func:`with_watermark`)."""
+    value = F.col(column) if timestamp else F.expr(f"timestamp_millis(`{column}`)")
+    bound = F.when(F.col("_kind") == "probe", value)
+    node = with_watermark(frame.withColumn("_bound", bound), "_bound", 0).drop("_bound")
+    if timestamp:
+        return node.withMetadata(column, _EVENT_TIME)
+    return node.withColumn("_event_time", value).withMetadata("_event_time", _EVENT_TIME)
 
 
 @dataclass(frozen=True)

@@ -41,13 +41,14 @@ def test_explain_physical_matches_committed_docs(program: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Every example program's physical plan names its queries, where each view is computed
     and what frees its state; a program the Spark runtime refuses says why."""
-    from app.runtime.physical import explain_physical_text, physical_plan
-    from app.runtime.plan import refused_by_spark
+    from app.runtime.compose import compose, stage_text
+    from app.runtime.physical import explain_physical_text
 
     monkeypatch.chdir(ROOT)
     circuit = compile_program(Path("pipelines") / program.name)
-    plan = physical_plan(circuit)
-    text = explain_physical_text(plan, refused_by_spark(circuit, plan))
+    composed = compose(circuit)
+    refused = tuple(str(problem) for problem in composed.refused)
+    text = explain_physical_text(composed.physical, refused) + stage_text(composed)
     golden = EXPLAIN_DIR / f"{program.stem}.physical.txt"
     if os.environ.get("TIDEMARK_REGENERATE") == "1":
         golden.write_text(text, encoding="utf-8")

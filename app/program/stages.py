@@ -1,0 +1,212 @@
+"""Stage boundaries (SPEC S19, ADR 0023): where a view is read by a later query through Kafka.
+
+The planner (app/runtime/compose.py) gives every relation a stage; a relation read by a view
+of a later stage is a *boundary*. The compiler then writes the boundary's rows to an internal
+topic (its own output when it has none, else a twin view's) and gives each later reader a
+table over that topic in its place. The table is named ``__in_<relation>``: its columns are
+the relation's, and each event-time attribute that is NOT NULL is a LATENESS column of amount
+0 whose waterline moves only by the punctuations the upstream query writes after each step
+(the relation's waterlines, app/runtime/step_sink.py), never by a row's value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from app.circuit.ir import (
+    Column,
+    ColumnRef,
+    Derivation,
+    EmitPolicy,
+    Lateness,
+    Output,
+    Position,
+    Project,
+    StateBound,
+    Table,
+    TimeAttribute,
+    TimeStep,
+    View,
+    Window,
+)
+from app.program.avro_schema import record_schema
+
+__all__ = [
+    "Composition",
+    "punctuated_columns",
+    "stage_columns",
+    "stage_input_name",
+    "stage_output",
+    "stage_table",
+    "stage_writer_name",
+    "table_passthrough",
+    "window_span",
+]
+
+#: What a boundary's internal topics are named after when no run names them (explain).
+DEFAULT_PREFIX = "tidemark.internal"
+
+
+@dataclass(frozen=True)
+class Composition:
+    """The stages the planner gave the program's relations, and the prefix of its internal
+    topics (one per boundary, ``<prefix>.<relation>``)."""
+
+    stages: Mapping[str, int] = field(default_factory=dict)
+    boundaries: frozenset[str] = frozenset()
+    prefix: str = DEFAULT_PREFIX
+
+    def stage(self, name: str) -> int:
+        """A relation's stage; a generated relation without a view of its own (a ranking)
+        is in its view's (the part of its name before the first ``.``)."""
+        if name in self.stages:
+            return self.stages[name]
+        return self.stages.get(name.split(".", 1)[0], 0)
+
+    def topic(self, relation: str) -> str:
+        return f"{self.prefix}.{_safe(relation)}"
+
+
+def _safe(name: str) -> str:
+    """A relation's name as a Kafka topic, table and Avro name part (generated views hold
+    ``.`` and ``#``)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+def stage_input_name(relation: str) -> str:
+    """The table a later stage reads ``relation`` through."""
+    return f"__in_{_safe(relation)}"
+
+
+def stage_writer_name(relation: str) -> str:
+    """The view that writes ``relation``'s rows to its internal topic when ``relation`` has
+    an output of its own (a twin) or is a table (a passthrough)."""
+    return f"__out_{_safe(relation)}"
+
+
+def stage_output(composition: Composition, relation: str, columns: Sequence[Column]) -> Output:
+    """The internal topic's binding: ``append`` Avro rows on one partition, so that the
+    punctuations a step ends with follow every row of that step (ADR 0023)."""
+    return Output(
+        composition.topic(relation),
+        "append",
+        (),
+        None,
+        record_schema(_safe(relation), columns),
+        partitions=1,
+        stage_output=True,
+    )
+
+
+def stage_columns(columns: Sequence[Column]) -> tuple[Column, ...]:
+    return tuple(Column(c.name, c.type) for c in columns)
+
+
+def window_span(views: Mapping[str, View], view: View, column: str) -> int | None:
+    """How far below its ``window_end`` a row's ``column`` (a ``window_start`` attribute of
+    ``view``) can be: the size of the window that made it (a CUMULATE's largest), found in
+    ``view`` or, forwarded, in the view it reads; None when unknown."""
+    for op in view.operators:
+        if isinstance(op, Window) and op.kind != "SESSION":
+            return op.size
+    for source in view.sources:
+        upstream = views.get(source)
+        if upstream is not None and any(
+            a.column == column and a.kind == "window_start" for a in upstream.time_attributes
+        ):
+            return window_span(views, upstream, column)
+    return None
+
+
+def stage_table(
+    composition: Composition,
+    relation: str,
+    columns: Sequence[Column],
+    event_time: Sequence[TimeAttribute],
+    span: int | None,
+    position: Position,
+) -> tuple[Table, tuple[TimeAttribute, ...]]:
+    """The table a later stage reads ``relation`` through, and its time attributes.
+
+    Each of ``event_time`` (the relation's event-time attributes) that is NOT NULL is a
+    LATENESS column of amount 0, ``window_end`` first (the one Spark's watermark follows),
+    but a ``window_start`` beside a ``window_end``: that one is ``window_end - span``, a time
+    attribute derived from it (S10; never above the exact start waterline, so nothing it
+    completes can still change). ``span`` is the window's size (:func:`window_span`)."""
+    plain = stage_columns(columns)
+    types = {c.name: c.type for c in plain}
+    timed = [a for a in event_time if a.column in types and not types[a.column].nullable
+             and types[a.column].name in ("TIMESTAMP", "BIGINT", "INT")]
+    timed.sort(key=lambda a: a.kind != "window_end")
+    name = stage_input_name(relation)
+    end = next((a.column for a in timed if a.kind == "window_end"), None)
+    derived_start = end is not None and span is not None
+    attributes: list[TimeAttribute] = []
+    lateness: list[Lateness] = []
+    for attr in timed:
+        if attr.kind == "window_start" and span is None:
+            continue  # nothing bounds it (unknown window)
+        own = TimeAttribute(attr.column, name, attr.column, "forwarded")
+        if attr.kind == "window_start" and derived_start:
+            assert end is not None and span is not None
+            base = TimeAttribute(end, name, end, "forwarded")
+            attributes.append(TimeAttribute(attr.column, name, end, "derived",
+                                            derivation=Derivation(base, (TimeStep(
+                                                "shift", -span),))))
+            continue
+        attributes.append(own)
+        lateness.append(Lateness(attr.column, 0))
+    topic = composition.topic(relation)
+    derived = tuple(a for a in attributes if a.kind == "derived")
+    table = Table(
+        name,
+        plain,
+        topic,
+        "avro",
+        record_schema(_safe(relation), plain),
+        f"{topic}.dlq",
+        tuple(lateness),
+        None,
+        position,
+        stage_input=relation,
+        derived_attributes=derived,
+    )
+    return table, tuple(attributes)
+
+
+def punctuated_columns(
+    views: Mapping[str, View], view: View, table: Table
+) -> tuple[tuple[TimeAttribute, int], ...]:
+    """Each LATENESS column of a boundary's ``table`` as the time attribute of ``view`` whose
+    waterline the punctuation carries, and what to add to it (a ``window_start`` without
+    its ``window_end``: minus the window's size)."""
+    out = []
+    for lateness in table.lateness:
+        attr = next(a for a in view.time_attributes if a.column == lateness.column)
+        shift = 0
+        if attr.kind == "window_start":
+            span = window_span(views, view, attr.column)
+            assert span is not None, (view.name, attr.column)
+            shift = -span
+        out.append((attr, shift))
+    return tuple(out)
+
+
+def table_passthrough(composition: Composition, table: Table) -> View:
+    """A table read by a later stage: a view of its rows as they are, written to the
+    internal topic (its time attributes forwarded)."""
+    columns = stage_columns(table.columns)
+    return View(
+        stage_writer_name(table.name),
+        (table.name,),
+        (Project(tuple((c.name, ColumnRef(c.name, c.type)) for c in columns)),),
+        columns,
+        (),
+        tuple(TimeAttribute(x.column, table.name, x.column, "forwarded") for x in table.lateness),
+        EmitPolicy(),
+        stage_output(composition, table.name, columns),
+        StateBound("none"),
+        table.position,
+    )

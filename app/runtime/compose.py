@@ -1,0 +1,166 @@
+"""Composition: which views run in a later query than the views they read (SPEC S19, ADR 0023).
+
+One function decides whether and how a program runs on Spark, for ``tidemark run`` and
+``tidemark explain`` alike (:func:`compose`). It starts with every relation in stage 0 (one
+query per table, ADR 0002 and 0013) and asks the placement check (:func:`refusals`) what one
+query cannot run. A refused view that reads a relation of its own stage moves one stage on,
+with every view that reads it; the relations it now reads from an earlier stage become stage
+boundaries, and the program is compiled again with them (app/program/stages.py). It stops when
+nothing is refused, or when a refused view reads only earlier stages: no boundary can help it,
+and its refusal is the program's. Each round moves at least one view, so it ends.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from app.circuit.ir import Circuit, Diagnostic
+from app.program.compile import compile_text
+from app.program.stages import DEFAULT_PREFIX, Composition
+from app.runtime.physical import PhysicalPlan, physical_plan
+from app.runtime.plan import refusals
+from app.runtime.step_files import write_atomically
+
+__all__ = ["Composed", "compose", "read_stage_prefix", "stage_prefix", "stage_text"]
+
+#: Where a checkpoint keeps the prefix of its internal topics.
+PREFIX_FILE = "stage-prefix"
+
+
+@dataclass(frozen=True)
+class Composed:
+    """The circuit Spark runs (the program's, with its stage boundaries), its physical plan,
+    each relation's stage, and what stays refused (empty: the program runs)."""
+
+    circuit: Circuit
+    physical: PhysicalPlan
+    composition: Composition
+    refused: tuple[Diagnostic, ...]
+
+    @property
+    def boundaries(self) -> frozenset[str]:
+        return self.composition.boundaries
+
+
+def _original(circuit: Circuit, name: str) -> str:
+    """The program's relation a view of the composed circuit computes (a twin computes its
+    boundary's rows under another name)."""
+    for table in circuit.tables:
+        if table.stage_input is not None and table.name == name:
+            return table.stage_input
+    for view in circuit.views:
+        if view.name == name and view.output is not None and view.output.stage_output:
+            stage_of = [t.stage_input for t in circuit.tables
+                        if t.stage_input is not None and t.topic == view.output.topic]
+            return stage_of[0] if stage_of else name
+    return name
+
+
+def _carried(program: Circuit, circuit: Circuit) -> Circuit:
+    """``circuit`` with the program's tables and outputs as given (``tidemark run`` completes
+    their schema registry settings before planning): only boundaries differ."""
+    tables = {t.name: t for t in program.tables}
+    outputs = {v.name: v.output for v in program.views if v.output is not None}
+    return replace(
+        circuit,
+        tables=tuple(tables.get(t.name, t) for t in circuit.tables),
+        views=tuple(
+            replace(v, output=outputs[v.name]) if v.name in outputs else v
+            for v in circuit.views
+        ),
+    )
+
+
+def _upstream_of(program: Circuit, name: str, readers: set[str]) -> bool:
+    """Whether one of ``readers`` reads ``name``, directly or through other views."""
+    for reader in readers:
+        pending = list(program.view(reader).sources)
+        while pending:
+            source = pending.pop()
+            if source == name:
+                return True
+            if source in {v.name for v in program.views}:
+                pending.extend(program.view(source).sources)
+    return False
+
+
+def _boundaries(program: Circuit, stages: Mapping[str, int]) -> frozenset[str]:
+    """The relations a view of a later stage reads."""
+    return frozenset(
+        source
+        for view in program.views
+        for source in view.sources
+        if stages.get(source, 0) < stages.get(view.name, 0)
+    )
+
+
+def compose(program: Circuit, prefix: str = DEFAULT_PREFIX) -> Composed:
+    """The stages ``program`` runs in on Spark, and what stays refused (see the module)."""
+    stages: dict[str, int] = {}
+    composition = Composition(prefix=prefix)
+    circuit = program
+    # Each round moves a view one stage on; no view needs more stages than there are views.
+    for _ in range(len(program.views) * (len(program.views) + 1) + 1):
+        physical = physical_plan(circuit)
+        found = refusals(circuit, physical)
+        if not found:
+            return Composed(circuit, physical, composition, ())
+        moved: set[str] = set()
+        for refused, _problem in found:
+            if refused is None:
+                continue
+            name = _original(circuit, refused)
+            if name not in {v.name for v in program.views}:
+                continue
+            stage = stages.get(name, 0)
+            if any(stages.get(source, 0) >= stage for source in program.view(name).sources):
+                moved.add(name)
+        # A refused view read by another refused view waits: moving the reader may take it
+        # out of the query that refused it (a join's inputs, an aggregate beside a join).
+        moved = {name for name in moved if not _upstream_of(program, name, moved - {name})}
+        if not moved or not program.text or any(name is None for name, _ in found):
+            return Composed(circuit, physical, composition, tuple(p for _, p in found))
+        for name in moved:
+            stages[name] = stages.get(name, 0) + 1
+        for reader in program.views:  # in dependency order: a reader is never before its input
+            floor = max((stages.get(s, 0) for s in reader.sources), default=0)
+            if floor > stages.get(reader.name, 0):
+                stages[reader.name] = floor
+        composition = Composition(stages, _boundaries(program, stages), prefix)
+        circuit = _carried(program, compile_text(program.program, program.text, composition))
+    raise AssertionError("composition did not settle")  # each round moves a view: unreachable
+
+
+def read_stage_prefix(checkpoint: Path) -> str:
+    """The prefix of a checkpoint's internal topics, or the default for one that has none."""
+    path = checkpoint / PREFIX_FILE
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else DEFAULT_PREFIX
+
+
+def stage_prefix(checkpoint: Path, program: str) -> str:
+    """The prefix of the internal topics of a checkpoint's stage boundaries:
+    ``tidemark.<program>.<id>``, the id made once per checkpoint and kept in it, so two runs
+    of one program on two checkpoints never share an internal topic."""
+    path = checkpoint / PREFIX_FILE
+    if path.is_file():
+        return path.read_text(encoding="utf-8").strip()
+    prefix = f"tidemark.{re.sub(r'[^A-Za-z0-9_-]', '_', program)}.{uuid.uuid4().hex[:8]}"
+    write_atomically(path, prefix)
+    return prefix
+
+
+def stage_text(composed: Composed) -> str:
+    """``explain --physical``'s lines on the stage boundaries (ADR 0023), empty without."""
+    if not composed.boundaries:
+        return ""
+    lines = ["", "stage boundaries (ADR 0023): each written to an internal topic and read by a",
+             "later query, whose waterline follows the punctuations written after each step"]
+    for table in composed.circuit.tables:
+        if table.stage_input is not None:
+            readers = [v.name for v in composed.circuit.views if table.name in v.sources]
+            lines.append(f"  {table.stage_input} -> {table.topic} -> {', '.join(readers)}")
+    return "\n".join(lines) + "\n"
