@@ -34,6 +34,7 @@ from app.circuit.ir import (
 from app.program.avro_schema import record_schema
 
 __all__ = [
+    "STAGE_WRITER",
     "Composition",
     "punctuated_columns",
     "stage_columns",
@@ -45,6 +46,8 @@ __all__ = [
     "window_span",
 ]
 
+#: The name prefix of a view that writes a boundary's rows beside it (a twin, a passthrough).
+STAGE_WRITER = "__out_"
 #: What a boundary's internal topics are named after when no run names them (explain).
 DEFAULT_PREFIX = "tidemark.internal"
 
@@ -60,9 +63,13 @@ class Composition:
 
     def stage(self, name: str) -> int:
         """A relation's stage; a generated relation without a view of its own (a ranking)
-        is in its view's (the part of its name before the first ``.``)."""
+        is in its view's (the part of its name before the first ``.``). A boundary the
+        planner did not move is in stage 0, as the planner counts it, even when generated
+        (the join of a join chain's earlier relations read by a later stage)."""
         if name in self.stages:
             return self.stages[name]
+        if name in self.boundaries:
+            return 0
         return self.stages.get(name.split(".", 1)[0], 0)
 
     def topic(self, relation: str) -> str:
@@ -83,7 +90,7 @@ def stage_input_name(relation: str) -> str:
 def stage_writer_name(relation: str) -> str:
     """The view that writes ``relation``'s rows to its internal topic when ``relation`` has
     an output of its own (a twin) or is a table (a passthrough)."""
-    return f"__out_{_safe(relation)}"
+    return f"{STAGE_WRITER}{_safe(relation)}"
 
 
 def stage_output(composition: Composition, relation: str, columns: Sequence[Column]) -> Output:

@@ -135,3 +135,143 @@ def test_s19_a_filter_and_a_cascade_over_an_aggregate_view_run_through_a_stage_b
         oracle_values = Counter(frozen(r.value or {}) for result in oracle
                                 for r in result.outputs[view])
         assert spark_values == oracle_values, view
+
+
+TRADING = """
+CREATE TABLE orders (
+    ts  TIMESTAMP NOT NULL LATENESS INTERVAL '5' SECOND,
+    id  BIGINT NOT NULL,
+    sym VARCHAR NOT NULL,
+    qty BIGINT NOT NULL
+) WITH ('topic' = '{orders}', 'dead_letter' = '{orders_dlq}');
+
+CREATE TABLE trades (
+    ts    TIMESTAMP NOT NULL LATENESS INTERVAL '5' SECOND,
+    sym   VARCHAR NOT NULL,
+    price BIGINT NOT NULL
+) WITH ('topic' = '{trades}', 'dead_letter' = '{trades_dlq}');
+
+CREATE VIEW matched WITH ('topic' = '{matched}') AS
+SELECT o.id, o.sym, o.ts, o.qty, t.price FROM orders o JOIN trades t
+ON o.sym = t.sym AND t.ts BETWEEN o.ts - INTERVAL '1' MINUTE AND o.ts + INTERVAL '1' MINUTE;
+
+CREATE VIEW trades_per_min WITH ('topic' = '{trades_per_min}', 'format' = 'append') AS
+SELECT window_start, window_end, sym, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE trades, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end, sym EMIT AFTER WATERMARK;
+
+CREATE VIEW hourly WITH ('topic' = '{hourly}', 'format' = 'append') AS
+SELECT window_start, window_end, sym, SUM(qty * price) AS notional
+FROM TABLE(TUMBLE(TABLE matched, DESCRIPTOR(ts), INTERVAL '1' HOUR))
+GROUP BY window_start, window_end, sym EMIT AFTER WATERMARK;
+
+CREATE VIEW orders_min WITH ('topic' = '{orders_min}') AS
+SELECT window_start AS os, window_end AS oe, sym, SUM(qty) AS qty
+FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end, sym EMIT AFTER WATERMARK;
+
+CREATE VIEW big_minutes WITH ('topic' = '{big_minutes}') AS
+SELECT sym, oe, qty FROM orders_min WHERE qty >= 3;
+
+CREATE LOCAL VIEW trades_5min AS
+SELECT window_start AS ts5, window_end AS te, sym, MAX(price) AS top
+FROM TABLE(TUMBLE(TABLE trades, DESCRIPTOR(ts), INTERVAL '5' MINUTE))
+GROUP BY window_start, window_end, sym EMIT AFTER WATERMARK;
+
+CREATE VIEW aligned WITH ('topic' = '{aligned}') AS
+SELECT m.sym, m.oe, m.qty, f.te, f.top FROM orders_min m JOIN trades_5min f
+ON m.sym = f.sym AND m.oe BETWEEN f.te - INTERVAL '5' MINUTE AND f.te;
+"""
+
+
+@pytest.mark.slow  # three stages per step: ~3 min (`-m slow -k joins_and_aggregates`)
+def test_s19_joins_and_aggregates_over_each_other_run_through_stage_boundaries(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """orders JOIN trades beside trades counted per minute; an hourly sum over the join
+    view (which also writes its own topic); a filter over an upsert-written aggregate; a join
+    of two aggregate views whose windows differ (1 and 5 minutes). LATENESS 5 s.
+
+        step  orders (ts id sym qty)          trades (ts sym price)
+        1     8:00:10 1 X 2, 8:00:40 2 Y 1    8:00:20 X 10, 8:00:30 Y 20
+        2     8:01:10 3 X 3                   8:01:20 X 11, 8:02:00 X 12
+        3     bound 9:10                      bound 9:10
+
+    The join matches o1-t1 and o2-t2 in step 1, o3 with t1, t3 and t4 in step 2. Hourly
+    X = 2*10 + 3*(10+11+12) = 119, Y = 20, once both waterlines pass 9:00 (step 3).
+    """
+    names = ("orders", "orders_dlq", "trades", "trades_dlq", "matched", "trades_per_min",
+             "hourly", "orders_min", "big_minutes", "aligned")
+    topics = {name: unique_topic(name) for name in names}
+    for table in ("orders", "trades"):
+        kafka.create_topic(topics[table], partitions=2)
+    program = tmp_path / "trading.sql"
+    program.write_text(TRADING.format(**topics), encoding="utf-8")
+    circuit = compile_program(program)
+    composed = compose(circuit)
+    assert composed.refused == ()
+    assert {"matched", "orders_min", "trades_5min"} <= composed.boundaries
+    ms = clock_ms
+    steps: list[dict[str, list[Any]]] = [
+        {"orders": [{"ts": ms("8:00:10"), "id": 1, "sym": "X", "qty": 2},
+                    {"ts": ms("8:00:40"), "id": 2, "sym": "Y", "qty": 1}],
+         "trades": [{"ts": ms("8:00:20"), "sym": "X", "price": 10},
+                    {"ts": ms("8:00:30"), "sym": "Y", "price": 20}]},
+        {"orders": [{"ts": ms("8:01:10"), "id": 3, "sym": "X", "qty": 3}],
+         "trades": [{"ts": ms("8:01:20"), "sym": "X", "price": 11},
+                    {"ts": ms("8:02:00"), "sym": "X", "price": 12}]},
+        {"orders": [("bound", ms("9:10"))], "trades": [("bound", ms("9:10"))]},
+    ]
+    views = ("matched", "trades_per_min", "hourly", "big_minutes", "aligned")
+    seen = {}
+    callbacks = []
+    for view in views:
+        seen[view], callback = new_values_per_step(kafka, circuit, view, topics[view])
+        callbacks.append(callback)
+
+    def after_step() -> None:
+        for callback in callbacks:
+            callback()
+
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, steps, after_step=after_step)
+
+    def row(**values: Any) -> Any:
+        return frozen({k: ms(v) if isinstance(v, str) and ":" in v else v
+                       for k, v in values.items()})
+
+    assert seen["matched"] == [
+        Counter([row(id=1, sym="X", ts="8:00:10", qty=2, price=10),
+                 row(id=2, sym="Y", ts="8:00:40", qty=1, price=20)]),
+        Counter([row(id=3, sym="X", ts="8:01:10", qty=3, price=p) for p in (10, 11, 12)]),
+        Counter(),
+    ]
+    assert seen["trades_per_min"] == [
+        Counter(),
+        Counter([row(window_start="8:00", window_end="8:01", sym=s, n=1) for s in "XY"]),
+        Counter([row(window_start="8:01", window_end="8:02", sym="X", n=1),
+                 row(window_start="8:02", window_end="8:03", sym="X", n=1)]),
+    ]
+    assert seen["hourly"] == [
+        Counter(), Counter(),
+        Counter([row(window_start="8:00", window_end="9:00", sym="X", notional=119),
+                 row(window_start="8:00", window_end="9:00", sym="Y", notional=20)]),
+    ]
+    assert seen["big_minutes"] == [Counter(), Counter(), Counter([row(sym="X", oe="8:02", qty=3)])]
+    assert seen["aligned"] == [
+        Counter(), Counter(),
+        Counter([row(sym="X", oe="8:01", qty=2, te="8:05", top=12),
+                 row(sym="Y", oe="8:01", qty=1, te="8:05", top=20),
+                 row(sym="X", oe="8:02", qty=3, te="8:05", top=12)]),
+    ]
+    for table in ("orders", "trades"):
+        assert read_topic(kafka.conf(), topics[f"{table}_dlq"]) == []
+    prefix = (tmp_path / "ck" / "stage-prefix").read_text(encoding="utf-8").strip()
+    for boundary in composed.boundaries:
+        assert read_topic(kafka.conf(), f"{prefix}.{boundary}.dlq") == [], boundary
+    oracle = evaluate(circuit, inputs)
+    for view in views:
+        spark_values = Counter(value for value, _ in written(
+            kafka, circuit, view, topics[view]).elements())
+        oracle_values = Counter(frozen(r.value or {}) for result in oracle
+                                for r in result.outputs[view])
+        assert spark_values == oracle_values, view
