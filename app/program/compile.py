@@ -268,8 +268,12 @@ class _Compiler:
                                         position)
         self.declared[table.name] = position
         self.tables.append(table)
+        lateness = {x.column for x in table.lateness}
+        # A window Top-N ranks the rows of one window end (app/program/top_n.py).
+        ends = tuple(a.column for a in event_time
+                     if a.kind == "window_end" and a.column in lateness)
         self.stage_inputs[relation] = Relation(table.name, table.columns, attributes, True,
-                                               "table")
+                                               "table", window_ends=ends)
 
     def _staged(self, name: str, scope: dict[str, Relation]) -> dict[str, Relation]:
         """``scope`` as view ``name`` sees it: each boundary of an earlier stage read through
@@ -522,6 +526,8 @@ class _Compiler:
         reads = dict(local)
         for number, item in enumerate(parts.subqueries, start=1):
             reads[item.placeholder] = self._derived_view(name, item, local, number, ())
+        # Its WITH queries and subqueries of an earlier stage, through their tables.
+        reads = self._staged(name, reads)
         planned = _unranked(plan_query(parts.source, parts.tokens, reads, name), reads, name)
         self._drop_unread(name, planned, start, made)
         return planned
@@ -582,6 +588,8 @@ class _Compiler:
         generated = {v.name: v for v in self.views[start:]}
         read: set[str] = {planned.ranked} if planned.ranked else set()
         pending = list(planned.sources or (planned.source,))
+        # A stage boundary is read through its internal topic: it is computed (ADR 0023).
+        pending.extend(v for v in generated if v in self.composition.boundaries)
         while pending:
             relation = pending.pop()
             if relation in generated and relation not in read:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal, cast
 
@@ -99,6 +99,10 @@ class Relation:
 
     #: A table's ``AS PROCTIME()`` columns (processing-time attributes); empty for a view.
     processing_time: tuple[str, ...] = ()
+    #: Of a stage boundary's table (ADR 0023): its LATENESS columns that are the
+    #: ``window_end`` of the relation it reads (a window's rows are all in once the
+    #: table's waterline reaches the window's end), which a window Top-N can rank by.
+    window_ends: tuple[str, ...] = ()
 
     def time_attribute(self, column: str) -> TimeAttribute | None:
         for attr in self.time_attributes:
@@ -1680,14 +1684,30 @@ def _plan_ranking(source: SourceText, tokens: Sequence[Token], select: exp.Selec
             exprs.append(translator.translate(item.this if isinstance(item, exp.Alias)
                                               else item))
     outputs = tuple(zip(names, exprs, strict=True))
+    windows = _stage_windows(relation, time_attrs) if window is None else {}
+    ranked = {**time_attrs, **windows}
     ranking = plan_ranking(window_node, names[index], position, relation.name, operators,
-                           time_attrs, translator.translate, outputs, list(scope.columns))
-    attrs = tuple(_derived(time_attrs[e.name], n) for n, e in outputs
-                  if isinstance(e, ColumnRef) and e.name in time_attrs
-                  and time_attrs[e.name].kind in ("window_start", "window_end"))
+                           ranked, translator.translate, outputs, list(scope.columns))
+    attrs = tuple(_derived(ranked[e.name], n) for n, e in outputs
+                  if isinstance(e, ColumnRef) and e.name in ranked
+                  and (ranked[e.name].kind in ("window_start", "window_end")
+                       or e.name in windows))
     return PlannedQuery(relation.name, [*operators, Project(outputs)],
                         [Column(n, e.type) for n, e in outputs], (), attrs, False, window,
                         None, None, ranking=ranking)
+
+
+def _stage_windows(relation: Relation,
+                   time_attrs: dict[str, TimeAttribute]) -> dict[str, TimeAttribute]:
+    """The window columns of a stage boundary's table (ADR 0023) as a ranking reads them:
+    each ``window_end`` of the relation it reads is a window end again (its waterline, the
+    punctuated one, completes a window's rows), and a ``window_start`` derived from one
+    (``window_end - size``) is that window's start."""
+    ends = {c: replace(time_attrs[c], kind="window_end")
+            for c in relation.window_ends if c in time_attrs}
+    starts = {c: a for c, a in time_attrs.items() if a.kind == "derived"
+              and a.derivation is not None and a.derivation.source.column in ends}
+    return {**ends, **starts}
 
 
 def _plan_top_n(source: SourceText, tokens: Sequence[Token], select: exp.Select,

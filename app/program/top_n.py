@@ -19,7 +19,7 @@ expressions written over the Top-N's rows (the input's columns and the rank).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from sqlglot import exp
@@ -220,7 +220,7 @@ def plan_top_n(ranking: Ranking, relation: str, where: exp.Expression | None,
         operators.append(Filter(substitute(predicate, over_top_n)))
     operators.append(Project(tuple((n, substitute(e, over_top_n)) for n, e in outputs)))
     attrs = tuple(
-        TimeAttribute(n, a.table, a.source_column, a.kind, a.merged, a.join)
+        replace(a, column=n)  # a derived attribute keeps its derivation
         for n, e in outputs
         if isinstance(e, ColumnRef) and (a := time_attrs.get(e.name)) is not None
     )

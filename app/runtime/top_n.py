@@ -15,14 +15,23 @@
   columns in the keys' direction, the reference's rule; NULL is the smallest field value in
   Spark's struct order, as in the rule. Only ROW_NUMBER, with every ORDER BY key in one
   direction, has this form (:func:`spark_shape`); RANK's ties are unbounded in number.
+- **Over an aggregate's final rows read through a stage boundary** (a table with
+  ``stage_input``, ADR 0023, whose first LATENESS column is the rows' ``window_end``): the
+  rows of one window may arrive over several steps (the upstream step's records are read
+  across steps), so they are held as well: the same append-mode aggregation, keyed by
+  ``window_end`` (Spark's event time, which follows the punctuations) and the other
+  PARTITION BY values, collects a partition's rows and evicts them together once the
+  watermark passes ``window_end``. Evicted, they are what the first shape ranks: a window's
+  complete rows in one step, ranked by the same rule (ROW_NUMBER and RANK, keys in any
+  directions).
 
-Both end in the view's own Filter and Project (:func:`app.runtime.view_frame._pipeline`)
+All end in the view's own Filter and Project (:func:`app.runtime.view_frame._pipeline`)
 and are encoded as a stateless view's rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Literal
 
 import pyarrow as pa
@@ -31,7 +40,17 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from app.circuit.functions import to_spark_sql
-from app.circuit.ir import Circuit, ColumnRef, Filter, Operator, TopN, View, Window
+from app.circuit.ir import (
+    Circuit,
+    Column,
+    ColumnRef,
+    Filter,
+    Operator,
+    Table,
+    TopN,
+    View,
+    Window,
+)
 from app.circuit.ranking import rank_keyed
 from app.runtime.native_aggregate import _native_shape, _windowed, cascade_time_column
 from app.runtime.view_frame import _pipeline
@@ -63,6 +82,8 @@ def spark_problem(circuit: Circuit, view: View) -> str | None:
     if any(t.name == view.source for t in circuit.tables):
         table = circuit.table(view.source)
         windows = [op for op in pre if isinstance(op, Window)]
+        if table.stage_input is not None and not windows:
+            return _stage_problem(table, pre, top_n)
         if not (len(windows) == 1 and all(isinstance(op, Window | Filter) for op in pre)):
             return "rank the rows of one window function in FROM"
         window = windows[0]
@@ -88,15 +109,50 @@ def spark_problem(circuit: Circuit, view: View) -> str | None:
     return None
 
 
+def _stage_problem(table: Table, pre: list[Operator], top_n: TopN) -> str | None:
+    """Why Spark cannot rank the rows of the stage boundary's ``table`` as they are (ADR
+    0023), or None: they are held by their window's end, the column Spark's watermark
+    follows."""
+    if not all(isinstance(op, Filter) for op in pre):
+        return "rank the rows of the stage boundary's table as they are"
+    first = table.lateness[0].column if table.lateness else None
+    if (first is None or top_n.window_end != first
+            or table.column(first).type.name != "TIMESTAMP"):
+        return (f"PARTITION BY the window end {first} of {table.stage_input}'s rows, a "
+                "TIMESTAMP, whose waterline completes a window")
+    return None
+
+
 def top_n_rows(circuit: Circuit, view: View, rows: DataFrame) -> DataFrame:
     """The Top-N view's rows (its columns), each written once when its window is complete,
     from its input's rows: the table's accepted rows, or a native view's final rows."""
     pre, top_n, post = _split(view)
-    if spark_shape(circuit, view) == "held":
-        ranked = _held(circuit, view, top_n, rows, pre)
+    if spark_shape(circuit, view) != "held":
+        source = circuit.view(view.source)
+        ranked = _per_step(top_n, _pipeline(rows.drop("_tw"), pre), source.columns)
+    elif circuit.table(view.source).stage_input is not None:
+        ranked = _held_rows(circuit.table(view.source), top_n, rows, pre)
     else:
-        ranked = _per_step(circuit, view, top_n, rows.drop("_tw"), pre)
+        ranked = _held(circuit, view, top_n, rows, pre)
     return _pipeline(ranked, post)
+
+
+def _held_rows(table: Table, top_n: TopN, rows: DataFrame, pre: list[Operator]) -> DataFrame:
+    """Per window end and PARTITION BY values, a stage boundary's rows in Spark's state until
+    the watermark (the punctuated waterline of ``window_end``) passes the window's end; then,
+    all in one step, ranked as the per-step shape ranks (ADR 0020)."""
+    columns = [c.name for c in table.columns]
+    df = _pipeline(rows.select(*columns), pre)
+    grouping = [F.col(top_n.window_end)]  # Spark's event time: evicted once it is passed
+    for j, expr in enumerate(top_n.partition):
+        if isinstance(expr, ColumnRef) and expr.name == top_n.window_end:
+            continue
+        grouping.append(F.expr(to_spark_sql(expr)).alias(f"_g{j}"))
+    held = df.groupBy(*grouping).agg(F.collect_list(F.struct(*columns)).alias("_rows"))
+    complete = held.select(F.explode("_rows").alias("_row")).select(
+        *[F.col(f"_row.{c}").alias(c) for c in columns]
+    )
+    return _per_step(top_n, complete, table.columns)
 
 
 def _held(circuit: Circuit, view: View, top_n: TopN, rows: DataFrame,
@@ -136,12 +192,11 @@ def _held(circuit: Circuit, view: View, top_n: TopN, rows: DataFrame,
     )
 
 
-def _per_step(circuit: Circuit, view: View, top_n: TopN, rows: DataFrame,
-              pre: list[Operator]) -> DataFrame:
-    """A step's final rows of the aggregate, ranked per PARTITION BY values in the step."""
-    columns = [c.name for c in circuit.view(view.source).columns]
-    df = _pipeline(rows, pre)
-    df = df.select(
+def _per_step(top_n: TopN, rows: DataFrame, relation: Sequence[Column]) -> DataFrame:
+    """A step's rows of complete windows (``relation``'s columns), ranked per PARTITION BY
+    values in the step."""
+    columns = [c.name for c in relation]
+    df = rows.select(
         *columns,
         *[F.expr(to_spark_sql(e)).alias(f"_p{j}") for j, e in enumerate(top_n.partition)],
         *[F.expr(to_spark_sql(k.expr)).alias(f"_o{i}") for i, k in enumerate(top_n.order)],

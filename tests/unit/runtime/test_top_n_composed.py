@@ -1,0 +1,91 @@
+"""A window Top-N over an aggregate one query cannot read (ADR 0020, ADR 0023): the aggregate
+is a stage boundary, and the Top-N, in the query that reads it back, holds each window's rows
+in Spark's aggregation keyed by ``window_end`` until the punctuated waterline completes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.circuit.ir import Circuit, Filter
+from app.program.compile import compile_program, compile_text
+from app.runtime.compose import compose
+from app.runtime.physical import physical_plan
+from app.runtime.plan import refused_by_spark
+from app.runtime.top_n import spark_problem
+
+FLINK = Path(__file__).parents[2] / "fixtures" / "programs" / "composed" / "topn_decimal.sql"
+
+TABLE = """
+CREATE TABLE bid (
+    ts    TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE,
+    item  VARCHAR NOT NULL,
+    price DECIMAL(10, 2) NOT NULL
+) WITH ('topic' = 'bids');
+"""
+
+
+def _ranked(fn: str, partition: str, order: str, where: str = "") -> Circuit:
+    """A Top-N of a WITH query's DECIMAL sums (the Python state operator's)."""
+    return compile_text("t.sql", TABLE + f"""
+CREATE VIEW top WITH ('topic' = 'top') AS
+WITH sums AS (SELECT window_start, window_end, item, SUM(price) AS total
+              FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' MINUTES))
+              GROUP BY window_start, window_end, item)
+SELECT * FROM (
+  SELECT *, {fn}() OVER (PARTITION BY {partition} ORDER BY {order}) AS r FROM sums {where})
+WHERE r <= 3;
+""")
+
+
+def test_adr_0020_flinks_top_n_over_a_decimal_sum_is_held_behind_a_stage_boundary() -> None:
+    """Flink's documentation example: one query refuses it (a DECIMAL SUM runs on the
+    Python state operator, whose rows no view reads); composed, nothing is refused."""
+    program = compile_program(FLINK)
+    assert refused_by_spark(program, physical_plan(program)) != ()
+    composed = compose(program)
+    assert composed.refused == ()
+    assert composed.boundaries == frozenset({"top_items.subquery1.subquery1"})
+    table = "__in_top_items_subquery1_subquery1"
+    assert composed.circuit.view("top_items").sources == (table,)
+    plan = composed.physical
+    placed = plan.placement("top_items")
+    assert (placed.placement, placed.top_n, placed.state) == ("native", "held", "window")
+    assert (placed.state_owner, placed.state_freed_by) == (table, f"{table}.window_end")
+    query = plan.query_of("top_items")
+    assert query.tables == (table,)
+    assert query.watermark == f"{table}.window_end"
+    assert query.state_operators == ("top_items",)
+    # The aggregate stays in the table's query, on the Python state operator.
+    assert plan.placement("top_items.subquery1.subquery1").placement == "state_operator"
+
+
+def test_s10_the_top_n_keeps_the_boundarys_window_columns_as_time_attributes() -> None:
+    """Its window_end is the boundary's punctuated LATENESS column, its window_start that
+    less the window's size (S10: never above what a later row can carry)."""
+    view = compose(compile_program(FLINK)).circuit.view("top_items")
+    attributes = {a.column: a for a in view.time_attributes}
+    assert attributes["window_end"].kind == "window_end"
+    start = attributes["window_start"]
+    assert start.kind == "derived" and start.source_column == "window_end"
+    assert [(s.op, s.amount) for s in start.steps] == [("shift", -600_000)]
+
+
+@pytest.mark.parametrize("fn", ["ROW_NUMBER", "RANK"])
+@pytest.mark.parametrize("order", ["total DESC", "total ASC, item DESC"])
+def test_adr_0020_row_number_and_rank_in_any_directions_are_held(fn: str, order: str) -> None:
+    """Every row of a window is held, so RANK's ties and keys in both directions run (the
+    reference's rule ranks them once the window is complete)."""
+    composed = compose(_ranked(fn, "window_end", order))
+    assert composed.refused == ()
+    assert composed.physical.placement("top").top_n == "held"
+
+
+def test_adr_0020_a_filter_before_the_ranking_runs_over_the_boundarys_rows() -> None:
+    composed = compose(_ranked("ROW_NUMBER", "window_start, window_end, item", "total DESC",
+                               "WHERE total > 1"))
+    assert composed.refused == ()
+    view = composed.circuit.view("top")
+    assert isinstance(view.operators[0], Filter)
+    assert spark_problem(composed.circuit, view) is None
