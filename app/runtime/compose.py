@@ -75,6 +75,16 @@ def _carried(program: Circuit, circuit: Circuit) -> Circuit:
     )
 
 
+def _as_written(circuit: Circuit, problem: Diagnostic) -> Diagnostic:
+    """A refusal in the program's names: a boundary's table by the relation it reads."""
+    message, fix = problem.message, problem.fix
+    for table in circuit.tables:
+        if table.stage_input is not None:
+            message = message.replace(table.name, table.stage_input)
+            fix = fix.replace(table.name, table.stage_input) if fix is not None else None
+    return replace(problem, message=message, fix=fix)
+
+
 def _upstream_of(program: Circuit, name: str, readers: set[str]) -> bool:
     """Whether one of ``readers`` reads ``name``, directly or through other views."""
     for reader in readers:
@@ -123,7 +133,9 @@ def compose(program: Circuit, prefix: str = DEFAULT_PREFIX) -> Composed:
         # out of the query that refused it (a join's inputs, an aggregate beside a join).
         moved = {name for name in moved if not _upstream_of(program, name, moved - {name})}
         if not moved or not program.text or any(name is None for name, _ in found):
-            return Composed(circuit, physical, composition, tuple(p for _, p in found))
+            # Refused: the program's own plan, with the refusals that no boundary lifts.
+            kept = tuple(_as_written(circuit, p) for _, p in found)
+            return Composed(program, physical_plan(program), Composition(prefix=prefix), kept)
         for name in moved:
             stages[name] = stages.get(name, 0) + 1
         for reader in program.views:  # in dependency order: a reader is never before its input
@@ -155,7 +167,7 @@ def stage_prefix(checkpoint: Path, program: str) -> str:
 
 def stage_text(composed: Composed) -> str:
     """``explain --physical``'s lines on the stage boundaries (ADR 0023), empty without."""
-    if not composed.boundaries:
+    if not composed.boundaries or composed.refused:
         return ""
     lines = ["", "stage boundaries (ADR 0023): each written to an internal topic and read by a",
              "later query, whose waterline follows the punctuations written after each step"]

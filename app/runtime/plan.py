@@ -920,6 +920,22 @@ def refusals(circuit: Circuit, physical: PhysicalPlan) -> list[tuple[str | None,
                 "HOP or CUMULATE, GROUP BY window_start, window_end",
             )
     for query in physical.queries:
+        # Spark's state follows a watermark, which a table without LATENESS does not have.
+        stateful = {v.state_owner for v in query.views if v.state_owner is not None}
+        stateful.update(_watermarked_tables(circuit, query))
+        for name in query.tables:
+            holder = next((v.view for v in query.views if v.state_owner == name),
+                          query.views[0].view if query.views else None)
+            if holder is None:
+                continue
+            named = any(refused == holder for refused, _ in problems)
+            if name in stateful and not circuit.table(name).lateness and not named:
+                reject(
+                    circuit.view(holder),
+                    f"state over table {name}, which has no LATENESS column",
+                    f"declare LATENESS on the event-time column of {name} (NOT NULL "
+                    "TIMESTAMP ... LATENESS INTERVAL ...); the reference evaluator runs it",
+                )
         # A native aggregate over a UNION ALL follows the query's watermark (checked above).
         owners = sorted(
             {
