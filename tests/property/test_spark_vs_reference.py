@@ -584,6 +584,7 @@ def _check_several_tables(
     return written
 
 
+@pytest.mark.slow  # ~2 min; CI covers unions and joins in the composed differential
 @pytest.mark.parametrize("seed", _seeds(SEVERAL_TABLE_SEEDS))
 def test_unions_and_joins_equal_reference_s8_s14_s16_s17(
     seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
