@@ -31,7 +31,7 @@ the same ones, since tests compare its records with :func:`evaluate`'s.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.circuit.aggregates import Accumulator, accumulator_for
@@ -45,7 +45,6 @@ from app.circuit.ir import (
     Over,
     Project,
     Table,
-    TimeStep,
     TopN,
     UnionAll,
     View,
@@ -60,7 +59,12 @@ from app.circuit.processing_time import (
 )
 from app.circuit.ranking import ranked
 from app.circuit.scalar import evaluate_expr, is_true
-from app.circuit.waterline import Waterlines, attribute_waterline, derived_waterline
+from app.circuit.waterline import (
+    Waterlines,
+    WaterlineStep,
+    attribute_waterline,
+    derived_waterline,
+)
 from app.circuit.windows import sessions, window_bounds
 
 __all__ = [
@@ -174,10 +178,10 @@ class _TimeSource:
     owner: str
     column: str
     kind: str  # 'forwarded' | 'window_start' | 'window_end' | 'derived'
-    size: int | None = None
-    #: Of a derived column, or a window on one: the steps from ``owner.column``'s waterline
-    #: to this column's (:func:`app.circuit.waterline.derived_waterline`).
-    steps: tuple[TimeStep, ...] = ()
+    #: Of a derived column, a window start, or a window on one: the steps from
+    #: ``owner.column``'s waterline to this column's, a window start's ending with its
+    #: :class:`Window` (:func:`app.circuit.waterline.derived_waterline`).
+    steps: tuple[WaterlineStep, ...] = ()
 
 
 def _project_sources(
@@ -194,7 +198,7 @@ def _project_sources(
         source = sources[found[0].name]
         if found[1]:
             source = _TimeSource(
-                source.owner, source.column, "derived", None, (*source.steps, *found[1])
+                source.owner, source.column, "derived", (*source.steps, *found[1])
             )
         projected[name] = source
     return projected
@@ -647,8 +651,19 @@ class _ViewRuntime:
             other = relation_sources.get(other_side.source, {}).get(held.other.column)
             if own is None or other is None:
                 continue
+            window = own.steps[-1] if own.steps else None
+            if attr.kind == "window_start" and join.as_of is None and isinstance(window, Window):
+                # S10: a window join's match found later is of a window ending after the
+                # bound of both sides, so its start is at least that window's start
+                # waterline over the bound: the window's step comes after the hold-back.
+                own = replace(own, kind="window_end", steps=own.steps[:-1])
+                self.held[attr.column] = (own, other, held.lag)
+                sources[attr.column] = _TimeSource(
+                    self.view.name, attr.column, attr.kind, (window,)
+                )
+                continue
             self.held[attr.column] = (own, other, held.lag)
-            sources[attr.column] = _TimeSource(self.view.name, attr.column, attr.kind, own.size)
+            sources[attr.column] = _TimeSource(self.view.name, attr.column, attr.kind)
         return sources
 
     def state_rows(self) -> int:
@@ -673,11 +688,13 @@ class _ViewRuntime:
                 if op.kind == "SESSION":
                     self.session_source = base
                 if base is not None:
+                    # S10: w(window_end) = w(c); w(window_start) is the smallest start of a
+                    # window a row at or above w(c) can still fall in.
                     sources["window_start"] = _TimeSource(
-                        base.owner, base.column, "window_start", op.size, base.steps
+                        base.owner, base.column, "window_start", (*base.steps, op)
                     )
                     sources["window_end"] = _TimeSource(
-                        base.owner, base.column, "window_end", op.size, base.steps
+                        base.owner, base.column, "window_end", base.steps
                     )
                     if op.kind == "SESSION":
                         # A session open long ago may still close: its start is no bound.
@@ -967,9 +984,9 @@ class _ViewRuntime:
 
     def window_end(self, group: _Group) -> int | None:
         """S11: the group is complete once its key column's waterline reaches this: its
-        ``window_end``, its ``window_start`` + size, or, for any other time attribute key of
-        value ``d``, ``d + 1`` (no accepted row is below the waterline, so none has ``d``
-        once ``w > d``)."""
+        ``window_end``, or, for any other time attribute key of value ``d`` (a
+        ``window_start`` too, whose waterline is S10's), ``d + 1`` (no accepted row is below
+        the waterline, so none has ``d`` once ``w > d``)."""
         if self.completion is None:
             return None
         index, source = self.completion
@@ -978,8 +995,6 @@ class _ViewRuntime:
             return None
         if source.kind == "window_end":
             return int(value)
-        if source.kind == "window_start":
-            return int(value) + int(source.size or 0)
         return int(value) + 1
 
     def complete(self, group: _Group, waterlines: _AllWaterlines) -> bool:

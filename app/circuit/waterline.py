@@ -29,9 +29,11 @@ import numpy as np
 import numpy.typing as npt
 
 from app.circuit.functions import timestamp_ceil, timestamp_floor
-from app.circuit.ir import TimeAttribute, TimeStep
+from app.circuit.ir import TimeAttribute, TimeStep, Window
+from app.circuit.windows import tumble_start
 
 __all__ = [
+    "WaterlineStep",
     "Waterlines",
     "advance",
     "attribute_waterline",
@@ -41,6 +43,7 @@ __all__ = [
     "late_mask",
     "merged_waterline",
     "next_waterline",
+    "window_start_waterline",
 ]
 
 _INT64 = (-(2**63), 2**63 - 1)
@@ -70,7 +73,43 @@ def merged_waterline(inputs: Iterable[int | None]) -> int | None:
     return min(value for value in values if value is not None)
 
 
-def _step(step: TimeStep, value: int) -> int:
+def _start_grid(window: Window) -> int:
+    """The distance between two window starts: a TUMBLE's and a CUMULATE's size (every
+    window of a CUMULATE start shares the start of the TUMBLE of its size), a HOP's slide."""
+    if window.kind == "SESSION":
+        raise ValueError("a SESSION's window_start carries no waterline (S10): a session open "
+                         "long ago may still close")
+    return window.slide if window.kind == "HOP" else window.size
+
+
+def window_start_waterline(window: Window, waterline: int | None) -> int | None:
+    """S10: ``w(window_start)`` of ``window`` on a column whose waterline is ``waterline``:
+    the smallest start of a window that a row with ``c >= w(c)`` can still fall in. A window
+    ``[s, s + size)`` holds such a row only if ``s > w(c) - size``, and every start on the
+    window's grid above that has one, so it is the first start above ``w(c) - size``: for
+    TUMBLE and CUMULATE the start of ``w(c)``'s window, for HOP possibly an earlier one. A
+    SESSION's start carries none (ValueError). -inf stays -inf.
+
+    ``w(window_end) = w(c)``; taking that for the start too would be too high: a window that
+    starts below ``w(c)`` still takes rows, so a reader completing its own windows on the
+    start would write them before all their rows are in."""
+    grid = _start_grid(window)
+    if waterline is None:
+        return None
+    return tumble_start(waterline - window.size, grid, window.offset) + grid
+
+
+#: One step of a waterline's derivation: a monotone function of a derived time attribute
+#: (:class:`~app.circuit.ir.TimeStep`) or the start of a window on it (a ``window_start``,
+#: :func:`window_start_waterline`).
+WaterlineStep = TimeStep | Window
+
+
+def _step(step: WaterlineStep, value: int) -> int:
+    if isinstance(step, Window):
+        start = window_start_waterline(step, value)
+        assert start is not None
+        return start
     if step.op == "shift":
         return value + step.amount
     if step.op == "floor":
@@ -80,10 +119,13 @@ def _step(step: TimeStep, value: int) -> int:
     return value if ceiling is None else ceiling
 
 
-def derived_waterline(steps: Sequence[TimeStep], waterline: int | None) -> int | None:
+def derived_waterline(steps: Sequence[WaterlineStep], waterline: int | None) -> int | None:
     """S10, derived time attributes: ``w(f(c)) = f(w(c))`` for a monotone non-decreasing
     ``f`` (the ``steps``, in order). An accepted row has ``c >= w(c)`` (S5), so its
-    ``f(c) >= f(w(c))``: no accepted row is below the stepped waterline. -inf stays -inf."""
+    ``f(c) >= f(w(c))``: no accepted row is below the stepped waterline. A :class:`Window`
+    step is the ``window_start`` of that window (:func:`window_start_waterline`), so a time
+    attribute derived from a window start, or a window on one, has its waterline through
+    the same steps. -inf stays -inf."""
     if waterline is None:
         return None
     for step in steps:
@@ -95,12 +137,20 @@ def attribute_waterline(attribute: TimeAttribute, source: int | None) -> int | N
     """The waterline of a time attribute from ``source``, the waterline of its
     ``table``.``source_column`` (its table's, a view's own LATENESS, or a UNION ALL or JOIN
     column's, each computed where it is kept): every consumer (the reference evaluator, the
-    S14 headers, the state operator) turns one into the other here."""
+    S14 headers, the state operator) turns one into the other here. The attribute does not
+    name the window a ``window_start`` comes from: its waterline is
+    :func:`window_start_waterline` of that window over this one (the reference evaluator's
+    time sources carry the window as a step)."""
     return derived_waterline(attribute.steps, source)
 
 
-def _first_reaching(step: TimeStep, bound: int) -> int:
+def _first_reaching(step: WaterlineStep, bound: int) -> int:
     """The least ``x`` whose step is ``>= bound``."""
+    if isinstance(step, Window):
+        # The first start above x - size is >= bound iff the last start below bound is at
+        # or below x - size.
+        grid = _start_grid(step)
+        return tumble_start(bound - 1, grid, step.offset) + step.size
     if step.op == "shift":
         return bound - step.amount
     if step.op == "floor":
@@ -111,7 +161,7 @@ def _first_reaching(step: TimeStep, bound: int) -> int:
     return timestamp_floor(bound - 1, step.unit) + 1
 
 
-def completion_threshold(steps: Sequence[TimeStep], bound: int) -> int:
+def completion_threshold(steps: Sequence[WaterlineStep], bound: int) -> int:
     """The least source waterline ``w`` with ``derived_waterline(steps, w) >= bound``: a
     group that is complete once its attribute's waterline reaches ``bound`` (S11) is complete
     once the waterline of the attribute's source column reaches this. Without steps it is

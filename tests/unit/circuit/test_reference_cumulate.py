@@ -109,8 +109,9 @@ def test_s11_each_cumulate_window_is_written_once_the_waterline_reaches_its_end(
     ]
     # Held: every window not yet complete; a window is freed in the step that writes it.
     assert [x.state_rows["running"] for x in results] == [4, 2, 3, 0]
+    # S14: the waterline of window_start, the start of the 30-minute TUMBLE holding w (S10).
     assert [x.view_waterlines["running"] for x in results] == [
-        at("8:11"), at("8:20"), at("8:34"), at("9:00")]
+        at("8:00"), at("8:00"), at("8:30"), at("9:00")]
     assert [d.reason for x in results for d in x.dead_letters] == ["late"]
 
 

@@ -223,9 +223,10 @@ def test_s10_a_shifted_column_of_a_view_is_a_window_column() -> None:
         [window("2024-01-02 09:00:00", "2024-01-02 10:00:00", "USD", 2)],
         [],
     ]
+    # S14: the waterline of window_start, the start of the hour holding w(ts) (S10).
     assert [x.view_waterlines["hourly"] for x in results] == [
         ts("2024-01-01 12:00:00"), ts("2024-01-02 01:00:00"), ts("2024-01-02 09:00:00"),
-        ts("2024-01-03 01:00:00"), ts("2024-01-03 01:00:01")]
+        ts("2024-01-03 01:00:00"), ts("2024-01-03 01:00:00")]
 
 
 def test_s10_integer_time_columns_keep_the_property_under_integer_shifts() -> None:

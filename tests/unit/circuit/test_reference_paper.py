@@ -276,8 +276,9 @@ def test_s14_records_carry_the_view_waterline_after_their_step() -> None:
     results = run(q7(EmitPolicy(stream=True, after_watermark=True), "changelog"))
     headers = [(r.waterline, r.value["ptime"]) for res in results for r in res.outputs["q7"]
                if r.value is not None]
-    assert headers == [(at("8:12"), at("8:16")), (at("8:20"), at("8:21"))]
-    assert [res.view_waterlines["q7"] for res in results][:2] == [at("8:05"), at("8:05")]
+    # The waterline of wstart (S10): the start of the 10-minute window holding w(bidtime).
+    assert headers == [(at("8:10"), at("8:16")), (at("8:20"), at("8:21"))]
+    assert [res.view_waterlines["q7"] for res in results][:2] == [at("8:00"), at("8:00")]
 
 
 @pytest.mark.parametrize("fmt", ["upsert", "changelog", "append"])
