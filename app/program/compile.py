@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -46,8 +46,11 @@ from app.program.ddl import (
 )
 from app.program.lexer import CompileFailure, SourceText, Token, split_statements, tokenize
 from app.program.query import (
+    JOIN_PREFIX,
     PlannedQuery,
     Relation,
+    join_chain,
+    plan_join_prefix,
     plan_query,
     plan_window_side,
     processing_time_attribute,
@@ -256,7 +259,8 @@ class _Compiler:
     # -- stage boundaries (SPEC S19, ADR 0023) --------------------------------------------------
 
     def _stage_input(self, relation: str, columns: Sequence[Column],
-                     time_attributes: Sequence[TimeAttribute], position: Position) -> None:
+                     time_attributes: Sequence[TimeAttribute], position: Position,
+                     joined: Mapping[str, Mapping[str, str]] | None = None) -> None:
         """The table later stages read ``relation`` through (app/program/stages.py)."""
         event_time = [a for a in time_attributes
                       if not processing_time_attribute(a, self.relations)]
@@ -273,7 +277,7 @@ class _Compiler:
         ends = tuple(a.column for a in event_time
                      if a.kind == "window_end" and a.column in lateness)
         self.stage_inputs[relation] = Relation(table.name, table.columns, attributes, True,
-                                               "table", window_ends=ends)
+                                               "table", joined=joined or {}, window_ends=ends)
 
     def _staged(self, name: str, scope: dict[str, Relation]) -> dict[str, Relation]:
         """``scope`` as view ``name`` sees it: each boundary of an earlier stage read through
@@ -441,6 +445,10 @@ class _Compiler:
         scope = self._staged(decl.name, scope)
         if derived is not None and derived.kind == "window":
             planned = plan_window_side(self.source, decl.query_tokens, scope, decl.name)
+        elif derived is not None and derived.kind == "join":
+            assert derived.source is not None
+            planned = self._plan_chain(decl.name, derived.source, decl.query_tokens, scope,
+                                       derived.keep, derived.parent)
         else:
             planned = self._plan(decl.name, decl.query_tokens, scope)
         emit = _emit_policy(decl)
@@ -476,9 +484,11 @@ class _Compiler:
         at = len(self.views)
         view = self._stage_writer(view, decl.position)
         self.views.insert(at, view)
-        relation = Relation(decl.name, view.columns, time_attributes, insert_only, "view")
+        relation = Relation(decl.name, view.columns, time_attributes, insert_only, "view",
+                            joined=planned.joined)
         if view.name in self.composition.boundaries:
-            self._stage_input(view.name, view.columns, time_attributes, decl.position)
+            self._stage_input(view.name, view.columns, time_attributes, decl.position,
+                              planned.joined)
         return relation
 
     def _ranking(self, decl: ViewDecl, derived: Derived | None,
@@ -510,7 +520,8 @@ class _Compiler:
         what is read."""
         parts = split_query(self.source, tuple(tokens))
         if not parts.withs and not parts.subqueries:
-            return _unranked(plan_query(self.source, tokens, scope, name), scope, name)
+            return _unranked(self._plan_chain(name, self.source, tuple(tokens), scope),
+                             scope, name)
         start = len(self.views)
         local = dict(scope)
         made: list[tuple[Derived, str, int, int]] = []
@@ -528,9 +539,32 @@ class _Compiler:
             reads[item.placeholder] = self._derived_view(name, item, local, number, ())
         # Its WITH queries and subqueries of an earlier stage, through their tables.
         reads = self._staged(name, reads)
-        planned = _unranked(plan_query(parts.source, parts.tokens, reads, name), reads, name)
+        planned = _unranked(self._plan_chain(name, parts.source, parts.tokens, reads), reads,
+                            name)
         self._drop_unread(name, planned, start, made)
         return planned
+
+    def _plan_chain(self, name: str, source: SourceText, tokens: tuple[Token, ...],
+                    scope: dict[str, Relation], keep: int | None = None,
+                    parent: str = "") -> PlannedQuery:
+        """Plan a query whose FROM may join more than two relations (``a JOIN b ON ... JOIN
+        c ON ...``, S16), left-deep, as a user writes it by hand: the join of all but the
+        last relation is a generated local view (``name.a_join_b``, every column of each
+        relation named ``alias__column``), which the last join reads; ``a.k`` keeps naming
+        a's column in the SELECT, the WHERE and the last ON. ``keep``: plan that generated
+        view of the first ``keep`` joins (of the chain of view ``parent``)."""
+        chain = join_chain(source, tokens)
+        joins = len(chain) - 1 if keep is None else keep
+        reads = scope
+        if joins >= 2:
+            aliases = [alias for alias, _ in chain[:joins]]
+            item = Derived("join", "_join_".join(aliases), chain[0][1], tokens, "",
+                           source, joins - 1, parent or name)
+            prefix = self._derived_view(parent or name, item, scope, 0, ())
+            reads = {**scope, **self._staged(name, {JOIN_PREFIX: prefix})}
+        if keep is None:
+            return plan_query(source, tokens, reads, name)
+        return plan_join_prefix(source, tokens, reads, name, keep)
 
     def _derived_view(self, parent: str, item: Derived, scope: dict[str, Relation],
                       number: int, later: Sequence[Derived]) -> Relation:

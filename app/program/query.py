@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal, cast
@@ -63,14 +63,20 @@ from app.program.over_clause import OVER_AGGREGATES, OverCall, plan_over, state_
 from app.program.top_n import Ranking, TopNPlan, plan_ranking, plan_top_n, ranking_item
 
 __all__ = [
+    "JOIN_PREFIX",
     "PlannedQuery",
     "Relation",
+    "join_chain",
+    "plan_join_prefix",
     "plan_query",
     "plan_window_side",
     "processing_time_attribute",
 ]
 
 _PLACEHOLDER = "__tvf__"
+#: The name a join chain's last join reads the generated view of its earlier relations by
+#: (the compiler's, app/program/compile.py); no user name starts with ``__``.
+JOIN_PREFIX = "__joined__"
 _BOOL = SqlType("BOOLEAN", nullable=False)
 #: The fix of a subquery outside FROM: the JOIN that computes its rows (NEXMark Q7).
 _JOIN_FORM = ("write it as a JOIN with the subquery in FROM, as NEXMark Q7's WHERE price = "
@@ -103,6 +109,9 @@ class Relation:
     #: ``window_end`` of the relation it reads (a window's rows are all in once the
     #: table's waterline reaches the window's end), which a window Top-N can rank by.
     window_ends: tuple[str, ...] = ()
+    #: Of the generated view of a join chain's earlier relations: each relation's alias ->
+    #: each of its columns -> this view's column holding it (``alias__column``).
+    joined: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def time_attribute(self, column: str) -> TimeAttribute | None:
         for attr in self.time_attributes:
@@ -170,6 +179,9 @@ class PlannedQuery:
     over_position: Position | None = None
     #: Of a view with OVER aggregates: what state it holds and when it is freed (S11).
     over_state: str = ""
+    #: Of the generated view of a join chain's earlier relations (:func:`plan_join_prefix`):
+    #: each relation's alias -> its columns -> this view's column.
+    joined: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -325,6 +337,9 @@ class _Scope:
     columns: dict[str, Column]
     qualifiers: set[str]
     sides: dict[str, dict[str, Column]] = field(default_factory=dict)
+    #: Over a join chain's last join: ``alias.column`` as written -> the column of the
+    #: generated join of the earlier relations that holds it (``prefix.alias__column``).
+    renamed: dict[str, str] = field(default_factory=dict)
 
 
 class _Translator:
@@ -595,7 +610,9 @@ class _Translator:
             found = [alias for alias, columns in sides.items() if name in columns]
             candidates = [c for columns in sides.values() for c in columns]
         if len(found) > 1:
-            raise self.fail(node, f"ambiguous column {name}: both sides of the join have it",
+            which = "both sides of the join have" if len(sides) == 2 else (
+                "several relations of the join have")
+            raise self.fail(node, f"ambiguous column {name}: {which} it",
                             "qualify it: " + " or ".join(f"{a}.{name}" for a in found))
         if not found:
             close = difflib.get_close_matches(name, candidates, n=1)
@@ -605,6 +622,7 @@ class _Translator:
             where = f" in {qualifier}" if qualifier is not None else ""
             raise self.fail(node, f"unknown column {name}{where}", fix)
         qualified = f"{found[0]}.{name}"
+        qualified = self.scope.renamed.get(qualified, qualified)
         column = self.scope.columns[qualified]
         self.refs.append((qualified, self.pos(node)))
         return ColumnRef(qualified, column.type)
@@ -2007,18 +2025,56 @@ def _join_waterline(attr: TimeAttribute) -> str:
 
 def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
                relations: dict[str, Relation], view_name: str,
-               tvf: _Tvf | None) -> PlannedQuery:
+               tvf: _Tvf | None, keep: int | None = None) -> PlannedQuery:
+    """:func:`_plan_one_join`; over a join chain, its errors and warning name each column
+    as written (``a.k``), not as the generated view holds it (``a_join_b.a__k``)."""
+    chained = relations.get(JOIN_PREFIX)
+    if chained is None or not chained.joined:
+        return _plan_one_join(source, tokens, select, relations, view_name, tvf, keep)
+    try:
+        planned = _plan_one_join(source, tokens, select, relations, view_name, tvf, keep)
+    except CompileFailure as failure:
+        raise CompileFailure(failure.position, _as_written(failure.message, chained),
+                             _as_written(failure.fix, chained) if failure.fix else None,
+                             ) from failure
+    planned.join_unbounded = _as_written(planned.join_unbounded, chained)
+    return planned
+
+
+def _as_written(text: str, chained: Relation) -> str:
+    """``text`` with each column of a join chain's generated view (``a_join_b.a__k``, or
+    its own name) named as the query writes it (``a.k``)."""
+    side = re.escape("_join_".join(chained.joined)) + "_*"
+    for alias, columns in chained.joined.items():
+        for column, held in columns.items():
+            pattern = rf"(?<![\w.])(?:{side}|{re.escape(chained.name)})\.{re.escape(held)}\b"
+            text = re.sub(pattern, f"{alias}.{column}".replace("\\", "\\\\"), text)
+    return text
+
+
+def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
+                   relations: dict[str, Relation], view_name: str,
+                   tvf: _Tvf | None, keep: int | None = None) -> PlannedQuery:
     """SPEC S16: ``FROM a [AS x] [INNER|LEFT|RIGHT|FULL [OUTER]] JOIN b [AS y] ON ...``.
 
     The ON condition is split into equality keys (one side's expression = the other's), a
     time bound (an interval join: ``b.t`` between ``a.t + lower`` and ``a.t + upper`` on two
     row-time attributes; a window join: equal ``window_end`` of two windowed relations) and
     a residual predicate. The view's pipeline is ``Join [Filter(WHERE)] Project``.
+
+    A chain ``a JOIN b ON ... JOIN c ON ...`` is left-deep: its last join joins the
+    generated view of the others (``relations[JOIN_PREFIX]``, :func:`plan_join_prefix`)
+    with the last relation, and ``a.k`` names that view's column ``a__k``. ``keep`` plans
+    the first ``keep`` joins only, as that generated view: every column of every
+    relation, named ``alias__column``.
     """
     fallback = source.position(tokens[0].start)
     words = _top_level_words(tokens)
     from_index = next((i for i, t in words if t.is_word("FROM")), 0)
-    join_token = next((t for i, t in words if i > from_index and t.is_word("JOIN")), None)
+    join_words = [t for i, t in words if i > from_index and t.is_word("JOIN")
+                  and not _after_clause_word(words, i, from_index)]
+    join_token = join_words[0] if join_words else None
+    count = keep if keep is not None else len(select.args.get("joins") or [])
     commas = [t for i, t in words if i > from_index and t.is_punct(",")
               and not _after_clause_word(words, i, from_index)]
     if commas and (join_token is None or commas[0].start < join_token.start):
@@ -2027,6 +2083,8 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
         clause = "WHERE"  # the condition as written
     else:
         assert join_token is not None
+        if 1 < count <= len(join_words):
+            join_token = join_words[count - 1]  # the last join of a chain (or of its prefix)
         # The join clause starts at its first word: LEFT/RIGHT/FULL/INNER/... JOIN.
         leading = [t for i, t in words if i > from_index and t.start <= join_token.start]
         start = join_token
@@ -2037,15 +2095,20 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
             start = token
         position = source.position(start.start)
         clause = "ON"
-    select = as_of_join(source, select)
-    joins = select.args["joins"]
+    joins = select.args["joins"][:count]
+    chained: Relation | None = None
     if len(joins) > 1:
-        later = [t for i, t in words if i > from_index and t.is_word("JOIN")]
-        raise CompileFailure(source.position(later[1].start) if len(later) > 1 else position,
-                             "unsupported: a join of more than two relations",
-                             "join two relations in a LOCAL view and join that view in the "
-                             "next one")
-    join = joins[0]
+        chained = relations.get(JOIN_PREFIX)
+        if chained is None or not chained.joined:
+            raise CompileFailure(source.position(join_words[1].start) if len(join_words) > 1
+                                 else position,
+                                 "unsupported: a join of more than two relations",
+                                 "join two relations in a LOCAL view and join that view in "
+                                 "the next one")
+        select = select.copy()
+        select.set("joins", [joins[-1].copy()])
+    select = as_of_join(source, select)
+    join = select.args["joins"][0]
     side_word = str(join.side or "").upper()
     kind_word = str(join.kind or "").upper()
     if join.args.get("method"):
@@ -2085,32 +2148,56 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
                              "TUMBLE(...))) and join the views on window_start and window_end")
     from_ = select.args.get("from_") or select.args.get("from")
     assert from_ is not None
-    left = _join_input(source, from_.this, relations, view_name, fallback)
     right = _join_input(source, join.this, relations, view_name, fallback)
-    if left.alias == right.alias:
-        raise CompileFailure(right.position, f"both sides of the join are named {left.alias}",
+    exposed: dict[str, dict[str, str]]
+    if chained is not None:
+        first = from_.this
+        at = (source.position(first.this.meta["start"]) if isinstance(first, exp.Table)
+              and first.this.meta.get("start") is not None else fallback)
+        alias = "_join_".join(chained.joined)  # as the generated view is named
+        while alias == right.alias or alias in chained.joined:
+            alias += "_"
+        left = _JoinInput(chained, alias, at)
+        exposed = {name: dict(columns) for name, columns in chained.joined.items()}
+    else:
+        left = _join_input(source, from_.this, relations, view_name, fallback)
+        exposed = {left.alias: {c.name: c.name for c in left.relation.columns}}
+    if left.alias == right.alias or right.alias in exposed:
+        what = "both sides of the join are" if chained is None else "two relations of the join are"
+        raise CompileFailure(right.position, f"{what} named {right.alias}",
                              f"give one side an alias: JOIN {right.relation.name} AS "
                              f"{right.alias}2")
+    exposed[right.alias] = {c.name: c.name for c in right.relation.columns}
 
     padded = {left.alias: kind in ("right", "full"), right.alias: kind in ("left", "full")}
-    sides: dict[str, dict[str, Column]] = {}
     on_columns: dict[str, Column] = {}
     post_columns: dict[str, Column] = {}
     for joined in (left, right):
-        sides[joined.alias] = {c.name: c for c in joined.relation.columns}
         for column in joined.relation.columns:
             name = f"{joined.alias}.{column.name}"
             on_columns[name] = Column(name, column.type)
             post_type = column.type.with_nullable(True) if padded[joined.alias] else column.type
             post_columns[name] = Column(name, post_type)
-    on_scope = _Scope(on_columns, set(sides), sides)
+    # The relations as written (a chain's earlier ones inside its generated view), and where
+    # each of their columns is.
+    sides: dict[str, dict[str, Column]] = {}
+    renamed: dict[str, str] = {}
+    for name, holding in exposed.items():
+        joined = right if name == right.alias else left
+        sides[name] = {}
+        for written, held in holding.items():
+            sides[name][written] = on_columns[f"{joined.alias}.{held}"]
+            if (name, written) != (joined.alias, held):
+                renamed[f"{name}.{written}"] = f"{joined.alias}.{held}"
+    on_scope = _Scope(on_columns, set(sides), sides, renamed)
     inputs = {left.alias: left, right.alias: right}
     if version is not None:
         assert isinstance(version, exp.Version)
         temporal = _temporal_join(source, version, for_position, kind, left, right, on,
                                   on_scope, fallback, clause)
         return _join_view(source, tokens, select, words, view_name, fallback, position,
-                          temporal, left, right, sides, post_columns, "")
+                          temporal, left, right, sides, post_columns, "", renamed,
+                          keep is not None)
 
     keys: list[tuple[Expr, Expr]] = []
     windows: list[tuple[str, str, Expr]] = []
@@ -2202,7 +2289,67 @@ def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
                              "proven unmatched, so they would never be written", _BOUND_HINT)
     join_op = Join(kind, form, left.side(), right.side(), tuple(keys), residual, bound)
     return _join_view(source, tokens, select, words, view_name, fallback, position, join_op,
-                      left, right, sides, post_columns, unbounded_why)
+                      left, right, sides, post_columns, unbounded_why, renamed,
+                      keep is not None)
+
+
+def _chained_name(alias: str, column: str) -> str:
+    """The column of a join chain's generated view that holds ``alias.column``."""
+    return f"{alias}__{column}"
+
+
+def join_chain(source: SourceText, tokens: Sequence[Token]) -> tuple[tuple[str, Position], ...]:
+    """The relations (alias, where written) of a SELECT whose FROM joins more than two
+    relations with JOIN (``a JOIN b ON ... JOIN c ON ...``), in order; empty for any other
+    query (its planner refuses what it cannot plan)."""
+    if not tokens or not tokens[0].is_word("SELECT"):
+        return ()
+    words = _top_level_words(tokens)
+    if any(t.is_word("UNION") for _, t in words):
+        return ()
+    from_index = next((i for i, t in words if t.is_word("FROM")), None)
+    if from_index is None:
+        return ()
+    clause = [(i, t) for i, t in words if i > from_index
+              and not _after_clause_word(words, i, from_index)]
+    if (sum(1 for _, t in clause if t.is_word("JOIN")) < 2
+            or any(t.is_punct(",") for _, t in clause) or _find_tvf(source, tokens)):
+        return ()
+    select = _parse_select(source, tokens, None)
+    joins = select.args.get("joins") or []
+    from_ = select.args.get("from_") or select.args.get("from")
+    if len(joins) < 2 or from_ is None:
+        return ()
+    found: list[tuple[str, Position]] = []
+    for number, table in enumerate([from_.this, *(j.this for j in joins)], start=1):
+        alias = f"r{number}"
+        at = source.position(tokens[0].start)
+        if isinstance(table, exp.Table) and isinstance(table.this, exp.Identifier):
+            alias_node = table.args.get("alias")
+            alias = (_ident(alias_node.this) if alias_node is not None
+                     and alias_node.this is not None else _ident(table.this))
+            if table.this.meta.get("start") is not None:
+                at = source.position(table.this.meta["start"])
+        found.append((alias, at))
+    return tuple(found)
+
+
+def plan_join_prefix(source: SourceText, tokens: Sequence[Token],
+                     relations: dict[str, Relation], view_name: str,
+                     keep: int) -> PlannedQuery:
+    """The generated view of the first ``keep`` joins of a join chain (``tokens``, the
+    SELECT that writes the chain): ``SELECT *`` of them, each column named
+    ``alias__column``, so that the chain's next join reads every column of every relation
+    by its alias (S16; as a user writes it by hand: join two relations in a LOCAL view and
+    join that view in the next one)."""
+    select = _parse_select(source, tokens, None)
+    prefix = select.copy()
+    for key in ("where", "group", "having", "distinct", "windows", "qualify", "order",
+                "limit", "offset"):
+        prefix.set(key, None)
+    prefix.set("joins", [j.copy() for j in (select.args.get("joins") or [])[:keep]])
+    prefix.set("expressions", [exp.Star()])
+    return _plan_join(source, tokens, prefix, relations, view_name, None, keep)
 
 
 def _after_clause_word(words: list[tuple[int, Token]], index: int, from_index: int) -> bool:
@@ -2222,9 +2369,9 @@ def _comma_join(source: SourceText, select: exp.Select, commas: Sequence[Token],
     position = source.position(commas[0].start)
     if len(commas) > 1 or join_token is not None:
         raise CompileFailure(source.position(commas[-1].start) if len(commas) > 1 else
-                             position, "unsupported: a join of more than two relations",
-                             "join two relations in a LOCAL view and join that view in the "
-                             "next one")
+                             position, "unsupported: a join of more than two relations "
+                             "in a FROM list", "write the joins with their conditions: FROM "
+                             "a JOIN b ON a.k = b.k AND ... JOIN c ON a.k = c.k AND ...")
     where = select.args.get("where")
     if where is None:
         raise CompileFailure(position, "two relations in FROM need their join condition in "
@@ -2241,9 +2388,11 @@ def _join_view(source: SourceText, tokens: Sequence[Token], select: exp.Select,
                words: list[tuple[int, Token]], view_name: str, fallback: Position,
                position: Position, join_op: Join, left: _JoinInput, right: _JoinInput,
                sides: dict[str, dict[str, Column]], post_columns: dict[str, Column],
-               unbounded_why: str) -> PlannedQuery:
+               unbounded_why: str, renamed: dict[str, str] | None = None,
+               flatten: bool = False) -> PlannedQuery:
     """The pipeline over the joined rows, ``Join [Filter(WHERE)] Project``, and the view's
-    time attributes and state (S10, S16)."""
+    time attributes and state (S10, S16). ``flatten``: the generated view of a join chain's
+    earlier relations, whose ``*`` names each column ``alias__column``."""
     # -- the pipeline over the joined rows ------------------------------------------------
     for key, word, shown in (("group", "GROUP", "GROUP BY"), ("having", "HAVING", "HAVING"),
                              ("distinct", "DISTINCT", "SELECT DISTINCT")):
@@ -2251,7 +2400,7 @@ def _join_view(source: SourceText, tokens: Sequence[Token], select: exp.Select,
             token = next((t for _, t in words if t.is_word(word)), tokens[0])
             raise CompileFailure(source.position(token.start), f"unsupported: {shown} in a "
                                  "view that joins", "aggregate in a view that reads this one")
-    post_scope = _Scope(post_columns, set(sides), sides)
+    post_scope = _Scope(post_columns, set(sides), sides, renamed or {})
     operators: list[Operator] = [join_op]
     where = select.args.get("where")
     if where is not None:
@@ -2266,7 +2415,12 @@ def _join_view(source: SourceText, tokens: Sequence[Token], select: exp.Select,
     select_translator = _Translator(source, post_scope, fallback, found, "SELECT")
     items: list[exp.Expression] = []
     for item in select.expressions:
-        if isinstance(item, exp.Star):
+        if isinstance(item, exp.Star) and flatten:
+            items.extend(exp.Alias(this=exp.Column(this=exp.Identifier(this=c, quoted=True),
+                                                   table=exp.Identifier(this=alias, quoted=True)),
+                                   alias=exp.Identifier(this=_chained_name(alias, c), quoted=True))
+                         for alias, columns in sides.items() for c in columns)
+        elif isinstance(item, exp.Star):
             items.extend(exp.Column(this=exp.Identifier(this=c, quoted=True),
                                     table=exp.Identifier(this=alias, quoted=True))
                          for alias, columns in sides.items() for c in columns)
@@ -2306,9 +2460,11 @@ def _join_view(source: SourceText, tokens: Sequence[Token], select: exp.Select,
     out_attrs = tuple(
         TimeAttribute(name, view_name, name, times[expr.name][0], join=times[expr.name][1])
         for name, expr in outputs if isinstance(expr, ColumnRef) and expr.name in times)
+    joined = ({alias: {c: _chained_name(alias, c) for c in columns}
+               for alias, columns in sides.items()} if flatten else {})
     return PlannedQuery(left.relation.name, operators, [Column(n, e.type) for n, e in outputs],
                         (), out_attrs, False, None, None, None,
-                        sources=(left.relation.name, right.relation.name),
+                        sources=(left.relation.name, right.relation.name), joined=joined,
                         column_positions=tuple(positions), join_position=position,
                         join_state=_join_state_text(join_op, left, right),
                         join_unbounded=unbounded_why if join_op.bound is None else "")
@@ -2548,16 +2704,20 @@ def _join_times(join: Join, left: _JoinInput,
         result[f"{right.alias}.{bound.right_column}"] = (
             "forwarded", JoinTime(right_attr, left_attr, -bound.lower, "right"))
         return result
-    sides: tuple[tuple[_JoinInput, TimeAttribute, TimeAttribute, Literal["left", "right"]],
-                 ...] = ((left, left_attr, right_attr, "left"),
-                         (right, right_attr, left_attr, "right"))
-    for joined, own_end, other_end, side in sides:
-        result[f"{joined.alias}.window_end"] = ("window_end",
-                                                JoinTime(own_end, other_end, 0, side))
-        start = joined.relation.time_attribute("window_start")
+    sides: tuple[tuple[_JoinInput, TimeAttribute, TimeAttribute, Literal["left", "right"],
+                       str], ...] = ((left, left_attr, right_attr, "left", bound.left_column),
+                                     (right, right_attr, left_attr, "right",
+                                      bound.right_column))
+    for joined, own_end, other_end, side, column in sides:
+        # A join chain's generated view holds x.window_end as x__window_end (and its start
+        # as x__window_start).
+        prefix = column[:-len("window_end")] if column.endswith("__window_end") else ""
+        result[f"{joined.alias}.{prefix}window_end"] = ("window_end",
+                                                        JoinTime(own_end, other_end, 0, side))
+        start = joined.relation.time_attribute(f"{prefix}window_start")
         if start is not None and start.kind == "window_start":
-            result[f"{joined.alias}.window_start"] = ("window_start",
-                                                      JoinTime(start, other_end, 0, side))
+            result[f"{joined.alias}.{prefix}window_start"] = (
+                "window_start", JoinTime(start, other_end, 0, side))
     return result
 
 

@@ -43,14 +43,24 @@ class Derived:
     a subquery without one); ``placeholder`` is the word the outer query's text shows in its
     place (the WITH name itself, or ``__sq<i>`` over a subquery's parentheses). A
     ``window`` is a window function as a side of a JOIN: its ``tokens`` are the function's
-    own (``TABLE(TUMBLE(...))``), the query ``SELECT * FROM`` it.
+    own (``TABLE(TUMBLE(...))``), the query ``SELECT * FROM`` it. A ``join`` is the join of
+    a join chain's earlier relations (``a JOIN b`` of ``a JOIN b ... JOIN c``), which the
+    chain's last join reads.
     """
 
-    kind: Literal["with", "subquery", "window"]
+    kind: Literal["with", "subquery", "window", "join"]
     name: str
     position: Position
     tokens: tuple[Token, ...]
     placeholder: str
+    #: Of a ``join``, the generated view of a join chain's first ``keep`` joins: its
+    #: ``tokens`` are the SELECT that writes the chain, in ``source`` (which shows the
+    #: chain's subqueries as their placeholders).
+    source: SourceText | None = None
+    keep: int = 0
+    #: Of a ``join``: the view whose query writes the chain (its generated views are all
+    #: named after it, ``view.a_join_b``, ``view.a_join_b_join_c``).
+    parent: str = ""
 
 
 @dataclass(frozen=True)
