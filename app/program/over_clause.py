@@ -2,7 +2,8 @@
 aggregates; docs/semantics.md for when a row is written).
 
 Flink's OVER aggregation: ``ORDER BY`` one ascending time attribute of the input (a LATENESS
-column forwarded to the view, SPEC S10), ``PARTITION BY`` any expressions, and a frame that
+column forwarded to the view, or the ``window_end`` of a window on one, such as an ``EMIT
+AFTER WATERMARK`` aggregate's, SPEC S10), ``PARTITION BY`` any expressions, and a frame that
 ends at the current row: ``RANGE BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW``, ``RANGE
 BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW`` (SQL's default without a frame), ``ROWS BETWEEN
 n PRECEDING AND CURRENT ROW`` or ``ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW``. Every
@@ -137,7 +138,8 @@ def _window(source: SourceText, spec: _Spec, time_attrs: dict[str, TimeAttribute
     partition = tuple(translate(e) for e in node.args.get("partition_by") or [])
     order = node.args.get("order")
     keys = list(order.expressions) if order is not None else []
-    usable = ", ".join(sorted(time_attrs)) or "none: add LATENESS to a column of the table"
+    usable = (", ".join(sorted(n for n, a in time_attrs.items() if _orderable(a)))
+              or "none: add LATENESS to a column of the table")
     if len(keys) != 1:
         raise CompileFailure(at("ORDER") if keys else spec.position,
                              "an OVER window must ORDER BY exactly one time attribute",
@@ -152,11 +154,18 @@ def _window(source: SourceText, spec: _Spec, time_attrs: dict[str, TimeAttribute
     if name is not None and not column.this.args.get("quoted"):
         name = name.lower()
     attr = time_attrs.get(name) if name is not None else None
-    if attr is None or attr.kind not in ("forwarded", "view_lateness"):
+    if attr is None:
         what = f"column {name}" if name is not None else "this expression"
         raise CompileFailure(_order_position(source, spec), f"{what} is not a time attribute "
                              "of the input, so an OVER window cannot ORDER BY it",
                              f"ORDER BY a LATENESS column of the input ({usable})")
+    if not _orderable(attr):
+        what = ("a window start, whose waterline follows its window" if attr.kind ==
+                "window_start" else "a time attribute derived from another")
+        raise CompileFailure(_order_position(source, spec), f"unsupported: an OVER window "
+                             f"ordered by {name}, {what}",
+                             f"ORDER BY a LATENESS column or a window_end of the input "
+                             f"({usable})")
     assert name is not None
     if types[name].nullable:
         # A view's own LATENESS may be on a decoding CAST, which is NULL for a bad value.
@@ -199,6 +208,17 @@ def _window(source: SourceText, spec: _Spec, time_attrs: dict[str, TimeAttribute
         raise CompileFailure(at("RANGE"), f"bad RANGE frame for {name} ({time_type})",
                              f"use {wanted}")
     return partition, name, "range", amount
+
+
+def _orderable(attr: TimeAttribute) -> bool:
+    """Whether an OVER window can be ordered by ``attr`` (S10): a row is written once the
+    waterline passes its time, so the attribute's own waterline must be its source's, as
+    for a LATENESS column forwarded to the view, and for the ``window_end`` of a window on
+    one (an ``EMIT AFTER WATERMARK`` aggregate's final rows: every later row's window ends
+    above the waterline)."""
+    if attr.kind in ("forwarded", "view_lateness"):
+        return True
+    return attr.kind == "window_end" and not attr.steps
 
 
 def _range_amount(start: object, time_type: str) -> int | None:

@@ -25,7 +25,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from app.circuit import functions as fn
-from app.circuit.derived_time import expression_time
+from app.circuit.derived_time import expression_time, monotone_steps
 from app.circuit.explain import expr_text, waterline_text
 from app.circuit.ir import (
     AggCall,
@@ -1627,8 +1627,8 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
     for out_name, expr in outputs:
         if isinstance(expr, ColumnRef) and expr.name in key_names and expr.name not in selected:
             selected[expr.name] = out_name
-    out_attrs = tuple(_derived(key_time[e.name], n) for n, e in outputs
-                      if isinstance(e, ColumnRef) and e.name in key_time)
+    out_attrs = tuple(found for n, e in outputs
+                      if (found := _output_time(e, key_time, n, relations)) is not None)
     view_key = tuple(selected[k] for k in key_names if k in selected)
     window_key: tuple[str, TimeAttribute] | None = None
     time_key: tuple[str, TimeAttribute] | None = None
@@ -1655,6 +1655,25 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
                            time_key, column_positions=tuple(positions),
                            distinct=distinct is not None)
     return planned
+
+
+def _output_time(expr: Expr, key_time: dict[str, TimeAttribute], column: str,
+                 relations: dict[str, Relation]) -> TimeAttribute | None:
+    """The time attribute of an aggregate's output ``column`` (S10): a GROUP BY key with
+    one, read verbatim or through a monotone expression (Flink's cascade spelling,
+    ``window_end - INTERVAL '1' MILLISECOND AS rowtime``: the group's rows are written once
+    the key's waterline passes it, so every later row's key, and its image, is above). A
+    ``window_start`` keeps its waterline only verbatim: it follows its window, which a
+    derivation's steps do not carry."""
+    if isinstance(expr, ColumnRef):
+        attr = key_time.get(expr.name)
+        return _derived(attr, column) if attr is not None else None
+    found = monotone_steps(expr)
+    if found is None or found[0].name not in key_time:
+        return None
+    if key_time[found[0].name].kind == "window_start":
+        return None
+    return _expression_time(expr, key_time, column, relations)
 
 
 def _plan_ranking(source: SourceText, tokens: Sequence[Token], select: exp.Select,
