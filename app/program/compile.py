@@ -50,7 +50,9 @@ from app.program.query import (
     PlannedQuery,
     Relation,
     join_chain,
+    plan_decorrelated,
     plan_join_prefix,
+    plan_parsed,
     plan_query,
     plan_window_side,
     processing_time_attribute,
@@ -65,6 +67,7 @@ from app.program.stages import (
 )
 from app.program.subqueries import Derived, reserved_name, split_query
 from app.program.top_n import LIMIT_FIX as _LIMIT_FIX
+from app.program.window_subquery import AGGREGATE, SIDE, window_subquery
 
 __all__ = ["compile_program", "compile_text"]
 
@@ -445,6 +448,10 @@ class _Compiler:
         scope = self._staged(decl.name, scope)
         if derived is not None and derived.kind == "window":
             planned = plan_window_side(self.source, decl.query_tokens, scope, decl.name)
+        elif derived is not None and derived.kind == "aggregate":
+            assert derived.source is not None and derived.query is not None
+            planned = plan_parsed(derived.source, decl.query_tokens, derived.query, scope,
+                                  decl.name)
         elif derived is not None and derived.kind == "join":
             assert derived.source is not None
             planned = self._plan_chain(decl.name, derived.source, decl.query_tokens, scope,
@@ -519,7 +526,8 @@ class _Compiler:
         item), then left out of the circuit with a warning: Flink and Feldera compute only
         what is read."""
         parts = split_query(self.source, tuple(tokens))
-        if not parts.withs and not parts.subqueries:
+        decorrelated = window_subquery(parts.source, parts.tokens)
+        if not parts.withs and not parts.subqueries and decorrelated is None:
             return _unranked(self._plan_chain(name, self.source, tuple(tokens), scope),
                              scope, name)
         start = len(self.views)
@@ -539,6 +547,21 @@ class _Compiler:
             reads[item.placeholder] = self._derived_view(name, item, local, number, ())
         # Its WITH queries and subqueries of an earlier stage, through their tables.
         reads = self._staged(name, reads)
+        if decorrelated is not None:
+            # A subquery in WHERE compared per window: the join of the query's rows with
+            # the aggregate per window (app/program/window_subquery.py).
+            number = len(parts.subqueries) + 1
+            if decorrelated.side is not None:
+                reads[SIDE] = self._derived_view(name, decorrelated.side, local, number, ())
+            reads[AGGREGATE] = self._derived_view(name, decorrelated.aggregate, local,
+                                                  number + 1, ())
+            reads = {**reads, **self._staged(name, {k: reads[k] for k in (SIDE, AGGREGATE)
+                                                    if k in reads})}
+            planned = _unranked(plan_decorrelated(parts.source, parts.tokens,
+                                                  decorrelated.select, reads, name,
+                                                  decorrelated.position), reads, name)
+            self._drop_unread(name, planned, start, made)
+            return planned
         planned = _unranked(self._plan_chain(name, parts.source, parts.tokens, reads), reads,
                             name)
         self._drop_unread(name, planned, start, made)

@@ -64,16 +64,22 @@ from app.program.top_n import Ranking, TopNPlan, plan_ranking, plan_top_n, ranki
 
 __all__ = [
     "JOIN_PREFIX",
+    "TVF_PLACEHOLDER",
     "PlannedQuery",
     "Relation",
+    "find_window_function",
     "join_chain",
+    "plan_decorrelated",
     "plan_join_prefix",
+    "plan_parsed",
     "plan_query",
     "plan_window_side",
     "processing_time_attribute",
 ]
 
 _PLACEHOLDER = "__tvf__"
+#: The table name a parsed query shows its window function in FROM as.
+TVF_PLACEHOLDER = _PLACEHOLDER
 #: The name a join chain's last join reads the generated view of its earlier relations by
 #: (the compiler's, app/program/compile.py); no user name starts with ``__``.
 JOIN_PREFIX = "__joined__"
@@ -219,6 +225,11 @@ def _find_tvf(source: SourceText, tokens: Sequence[Token]) -> _Tvf | None:
         return _tvf_args(source, word, token, args, tokens[start_index].start,
                          tokens[end_index].end)
     return None
+
+
+def find_window_function(source: SourceText, tokens: Sequence[Token]) -> _Tvf | None:
+    """The first window function (L4) in ``tokens``, or None."""
+    return _find_tvf(source, tokens)
 
 
 def _split_args(tokens: Sequence[Token]) -> list[list[Token]]:
@@ -459,7 +470,7 @@ class _Translator:
         """A subquery outside FROM (a value, EXISTS, IN) is not a relation, so it is refused:
         it names the subquery as sqlglot prints it, at its opening parenthesis, and the JOIN
         that computes the same rows (SPEC L7)."""
-        shown = node.sql()
+        shown = node.sql().replace(_PLACEHOLDER, "TABLE(...)")
         if len(shown) > 60:
             shown = shown[:57] + "..."
         position = self.pos(node)
@@ -1060,7 +1071,14 @@ _PROCESSING_TIME_NAMES = {"CURRENT_ROW_TIMESTAMP", "CURRENT_DATE", "CURRENT_TIME
 
 def _parse_select(source: SourceText, tokens: Sequence[Token], tvf: _Tvf | None) -> exp.Select:
     start, end = tokens[0].start, tokens[-1].end
-    replacements = ((tvf.start, tvf.end, _PLACEHOLDER),) if tvf else ()
+    replacements: tuple[tuple[int, int, str], ...] = (
+        ((tvf.start, tvf.end, _PLACEHOLDER),) if tvf else ())
+    # A window function elsewhere (in a subquery outside FROM) is shown as a table too, so
+    # that the subquery is refused as one (SPEC L7), not as a syntax error.
+    rest = [t for t in tokens if tvf is None or t.start >= tvf.end or t.end <= tvf.start]
+    while (other := _find_tvf(source, rest)) is not None:
+        replacements += ((other.start, other.end, _PLACEHOLDER),)
+        rest = [t for t in rest if t.start >= other.end]
     text = source.blank_except(start, end, replacements)
     try:
         parsed = sqlglot.parse_one(text)
@@ -1379,6 +1397,24 @@ def _plan_select(source: SourceText, tokens: Sequence[Token], relations: dict[st
     tvf = _find_tvf(source, tokens)
     select = _parse_select(source, tokens, tvf)
     return _plan_parsed(source, tokens, select, tvf, relations, view_name)
+
+
+def plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select,
+                relations: dict[str, Relation], view_name: str) -> PlannedQuery:
+    """Plan a SELECT the compiler wrote (``select``) for the query written as ``tokens``,
+    whose window function in FROM, if any, ``select`` shows as :data:`TVF_PLACEHOLDER`."""
+    return _plan_parsed(source, tokens, select, _find_tvf(source, tokens), relations,
+                        view_name)
+
+
+def plan_decorrelated(source: SourceText, tokens: Sequence[Token], select: exp.Select,
+                      relations: dict[str, Relation], view_name: str,
+                      position: Position) -> PlannedQuery:
+    """Plan ``select``, the join the compiler wrote for the query ``tokens`` (a subquery
+    in its WHERE decorrelated, app/program/window_subquery.py); ``position`` is where the
+    subquery is, the join's place in errors and warnings."""
+    _unsupported_clauses(source, tokens, select)
+    return _plan_join(source, tokens, select, relations, view_name, None, at=position)
 
 
 def plan_window_side(source: SourceText, tokens: Sequence[Token],
@@ -2044,14 +2080,15 @@ def _join_waterline(attr: TimeAttribute) -> str:
 
 def _plan_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
                relations: dict[str, Relation], view_name: str,
-               tvf: _Tvf | None, keep: int | None = None) -> PlannedQuery:
+               tvf: _Tvf | None, keep: int | None = None,
+               at: Position | None = None) -> PlannedQuery:
     """:func:`_plan_one_join`; over a join chain, its errors and warning name each column
     as written (``a.k``), not as the generated view holds it (``a_join_b.a__k``)."""
     chained = relations.get(JOIN_PREFIX)
     if chained is None or not chained.joined:
-        return _plan_one_join(source, tokens, select, relations, view_name, tvf, keep)
+        return _plan_one_join(source, tokens, select, relations, view_name, tvf, keep, at)
     try:
-        planned = _plan_one_join(source, tokens, select, relations, view_name, tvf, keep)
+        planned = _plan_one_join(source, tokens, select, relations, view_name, tvf, keep, at)
     except CompileFailure as failure:
         raise CompileFailure(failure.position, _as_written(failure.message, chained),
                              _as_written(failure.fix, chained) if failure.fix else None,
@@ -2073,7 +2110,8 @@ def _as_written(text: str, chained: Relation) -> str:
 
 def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Select,
                    relations: dict[str, Relation], view_name: str,
-                   tvf: _Tvf | None, keep: int | None = None) -> PlannedQuery:
+                   tvf: _Tvf | None, keep: int | None = None,
+                   at: Position | None = None) -> PlannedQuery:
     """SPEC S16: ``FROM a [AS x] [INNER|LEFT|RIGHT|FULL [OUTER]] JOIN b [AS y] ON ...``.
 
     The ON condition is split into equality keys (one side's expression = the other's), a
@@ -2085,7 +2123,8 @@ def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Sele
     generated view of the others (``relations[JOIN_PREFIX]``, :func:`plan_join_prefix`)
     with the last relation, and ``a.k`` names that view's column ``a__k``. ``keep`` plans
     the first ``keep`` joins only, as that generated view: every column of every
-    relation, named ``alias__column``.
+    relation, named ``alias__column``. ``at``: a join the compiler wrote (no JOIN in
+    ``tokens``), placed there in errors.
     """
     fallback = source.position(tokens[0].start)
     words = _top_level_words(tokens)
@@ -2096,7 +2135,9 @@ def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Sele
     count = keep if keep is not None else len(select.args.get("joins") or [])
     commas = [t for i, t in words if i > from_index and t.is_punct(",")
               and not _after_clause_word(words, i, from_index)]
-    if commas and (join_token is None or commas[0].start < join_token.start):
+    if at is not None:
+        position, clause = at, "WHERE"
+    elif commas and (join_token is None or commas[0].start < join_token.start):
         select, position = _comma_join(source, select, commas, join_token)
         join_token = commas[0]
         clause = "WHERE"  # the condition as written

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from sqlglot import exp
+
 from app.circuit.ir import Position
 from app.program.ddl import _Cursor, identifier
 from app.program.lexer import CompileFailure, SourceText, Token, matching_paren
@@ -45,10 +47,11 @@ class Derived:
     ``window`` is a window function as a side of a JOIN: its ``tokens`` are the function's
     own (``TABLE(TUMBLE(...))``), the query ``SELECT * FROM`` it. A ``join`` is the join of
     a join chain's earlier relations (``a JOIN b`` of ``a JOIN b ... JOIN c``), which the
-    chain's last join reads.
+    chain's last join reads. An ``aggregate`` is a subquery in WHERE compared per window,
+    decorrelated into the aggregate per window that the query joins.
     """
 
-    kind: Literal["with", "subquery", "window", "join"]
+    kind: Literal["with", "subquery", "window", "join", "aggregate"]
     name: str
     position: Position
     tokens: tuple[Token, ...]
@@ -61,6 +64,9 @@ class Derived:
     #: Of a ``join``: the view whose query writes the chain (its generated views are all
     #: named after it, ``view.a_join_b``, ``view.a_join_b_join_c``).
     parent: str = ""
+    #: Of an ``aggregate`` (a per-window subquery in WHERE, app/program/window_subquery.py):
+    #: the query the compiler wrote for it, over ``tokens`` in ``source``.
+    query: exp.Select | None = None
 
 
 @dataclass(frozen=True)
