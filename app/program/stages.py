@@ -31,17 +31,20 @@ from app.circuit.ir import (
     View,
     Window,
 )
+from app.circuit.waterline import WaterlineStep
 from app.program.avro_schema import record_schema
 
 __all__ = [
     "STAGE_WRITER",
     "Composition",
+    "attribute_steps",
     "punctuated_columns",
     "stage_columns",
     "stage_input_name",
     "stage_output",
     "stage_table",
     "stage_writer_name",
+    "start_window",
     "table_passthrough",
     "window_span",
 ]
@@ -111,20 +114,26 @@ def stage_columns(columns: Sequence[Column]) -> tuple[Column, ...]:
     return tuple(Column(c.name, c.type) for c in columns)
 
 
-def window_span(views: Mapping[str, View], view: View, column: str) -> int | None:
-    """How far below its ``window_end`` a row's ``column`` (a ``window_start`` attribute of
-    ``view``) can be: the size of the window that made it (a CUMULATE's largest), found in
-    ``view`` or, forwarded, in the view it reads; None when unknown."""
+def start_window(views: Mapping[str, View], view: View, column: str) -> Window | None:
+    """The window whose start a row's ``column`` (a ``window_start`` attribute of ``view``)
+    is: found in ``view`` or, forwarded, in the view it reads; None when unknown."""
     for op in view.operators:
         if isinstance(op, Window) and op.kind != "SESSION":
-            return op.size
+            return op
     for source in view.sources:
         upstream = views.get(source)
         if upstream is not None and any(
             a.column == column and a.kind == "window_start" for a in upstream.time_attributes
         ):
-            return window_span(views, upstream, column)
+            return start_window(views, upstream, column)
     return None
+
+
+def window_span(views: Mapping[str, View], view: View, column: str) -> int | None:
+    """How far below its ``window_end`` a row's ``column`` (a ``window_start`` attribute of
+    ``view``) can be: the size of the window that made it (a CUMULATE's largest)."""
+    window = start_window(views, view, column)
+    return None if window is None else window.size
 
 
 def stage_table(
@@ -185,20 +194,27 @@ def stage_table(
 
 def punctuated_columns(
     views: Mapping[str, View], view: View, table: Table
-) -> tuple[tuple[TimeAttribute, int], ...]:
+) -> tuple[tuple[TimeAttribute, tuple[WaterlineStep, ...]], ...]:
     """Each LATENESS column of a boundary's ``table`` as the time attribute of ``view`` whose
-    waterline the punctuation carries, and what to add to it (a ``window_start`` without
-    its ``window_end``: minus the window's size)."""
+    waterline the punctuation carries, with the steps from its source's waterline (a
+    ``window_start``'s end in its window, S10)."""
     out = []
     for lateness in table.lateness:
         attr = next(a for a in view.time_attributes if a.column == lateness.column)
-        shift = 0
-        if attr.kind == "window_start":
-            span = window_span(views, view, attr.column)
-            assert span is not None, (view.name, attr.column)
-            shift = -span
-        out.append((attr, shift))
+        out.append((attr, attribute_steps(views, view, attr)))
     return tuple(out)
+
+
+def attribute_steps(
+    views: Mapping[str, View], view: View, attr: TimeAttribute
+) -> tuple[WaterlineStep, ...]:
+    """The steps that turn the waterline of ``attr``'s source column into its own: its
+    derivation's, and for a ``window_start`` its window's (S10,
+    :func:`app.circuit.waterline.window_start_waterline`)."""
+    if attr.kind != "window_start":
+        return attr.steps
+    window = start_window(views, view, attr.column)
+    return attr.steps if window is None else (*attr.steps, window)
 
 
 def table_passthrough(composition: Composition, table: Table) -> View:

@@ -43,7 +43,6 @@ from app.circuit.ir import (
     SqlType,
     Table,
     TimeAttribute,
-    TimeStep,
     View,
     Window,
 )
@@ -53,11 +52,12 @@ from app.circuit.processing_time import (
     reads_now,
     view_reads_now,
 )
+from app.circuit.waterline import WaterlineStep
 from app.connectors.late_gate import ACCEPTED, SourceColumn, SourceSpec
 from app.connectors.sink import SUMMARY_SCHEMA
 from app.connectors.sink.record import SINK_SCHEMA
 from app.errors import ProgramError, TidemarkError
-from app.program.stages import punctuated_columns
+from app.program.stages import attribute_steps, punctuated_columns
 from app.runtime.aggregate import aggregate_branch, window_key_index
 from app.runtime.encode import ViewEncoding, encode_view_rows
 from app.runtime.join_operator import JoinOperatorSpec, operator_joined
@@ -160,11 +160,11 @@ def source_spec(table: Table, ok_payload: bool = True) -> SourceSpec:
 @dataclass(frozen=True)
 class StagePunctuation:
     """What a query writes to a stage boundary's internal topic after each step (ADR 0023):
-    per column, the waterline key and shift of the bound its reader's table moves to."""
+    per column, the waterline key of the bound its reader's table moves to."""
 
     view: str
     topic: str
-    columns: tuple[tuple[str, str, int], ...]  # (column, waterline key, shift)
+    columns: tuple[tuple[str, str], ...]  # (column, waterline key)
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,7 @@ class TablePlan:
     #: steps turn into its own (S10).
     derived: Mapping[str, DerivedInput] = field(default_factory=dict)
     #: Per stage boundary the query writes (ADR 0023): its internal topic and, per LATENESS
-    #: column of the table that reads it, the key of its waterline and what to add to it.
+    #: column of the table that reads it, the key of its waterline.
     punctuations: tuple[StagePunctuation, ...] = ()
 
     @property
@@ -678,7 +678,7 @@ def _stage_punctuation(
     reader = next(t for t in circuit.tables if t.topic == view.output.topic)
     views = {v.name: v for v in circuit.views}
     columns = []
-    for attr, shift in punctuated_columns(views, view, reader):
+    for attr, steps in punctuated_columns(views, view, reader):
         found = None if several else _time_attribute_key(circuit, replace(
             view, time_attributes=(attr,)), table)
         if found is not None:
@@ -693,23 +693,28 @@ def _stage_punctuation(
                 key = keys[0][0]
             else:
                 merged[key] = keys
-        if attr.steps:
+        if steps:
             stepped = f"{view.name}.{attr.column}"
-            derived[stepped] = (key, attr.steps)
+            derived[stepped] = (key, steps)
             key = stepped
-        columns.append((attr.column, key, shift))
+        columns.append((attr.column, key))
     return StagePunctuation(view.name, view.output.topic, tuple(columns))
 
 
 def _first_time_steps(
     circuit: Circuit, view: View, table: Table, several: bool
-) -> tuple[TimeStep, ...]:
+) -> tuple[WaterlineStep, ...]:
     """The steps of the time attribute whose waterline is the view's S14 waterline (the one
-    :func:`_time_key` or :func:`waterline_inputs` picks); empty when it is not derived."""
+    :func:`_time_key` or :func:`waterline_inputs` picks): a derived attribute's, a
+    ``window_start``'s window (S10); empty when it is its source column's."""
     if several or circuit.union_upstream(view.name) is not None:
-        return view.time_attributes[0].steps if view.time_attributes else ()
-    found = _time_attribute_key(circuit, view, table)
-    return () if found is None else found[1].steps
+        attr = view.time_attributes[0] if view.time_attributes else None
+    else:
+        found = _time_attribute_key(circuit, view, table)
+        attr = None if found is None else found[1]
+    if attr is None:
+        return ()
+    return attribute_steps({v.name: v for v in circuit.views}, view, attr)
 
 
 def check_supported(circuit: Circuit, physical: PhysicalPlan) -> None:

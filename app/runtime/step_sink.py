@@ -319,8 +319,8 @@ class StepSink:
         failed: list[str] = []
         for punctuation in self.plan.punctuations:
             headers = [
-                (f"{BOUND_HEADER}.{column}", str(value + shift).encode())
-                for column, key, shift in punctuation.columns
+                (f"{BOUND_HEADER}.{column}", str(value).encode())
+                for column, key in punctuation.columns
                 if (value := waterlines.get(key)) is not None
             ]
             if not headers or self._punctuated.get(punctuation.topic) == headers:

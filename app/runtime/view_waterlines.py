@@ -12,15 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from app.circuit.ir import TimeStep
-from app.circuit.waterline import derived_waterline, merged_waterline
+from app.circuit.waterline import WaterlineStep, derived_waterline, merged_waterline
 
 __all__ = ["DerivedInput", "MergedInput", "view_waterlines"]
 
 #: A key of the map and how far below it a merged waterline follows it (``w - lag``).
 MergedInput = tuple[str, int]
 #: A key of the map and the steps of a derived time attribute over its waterline.
-DerivedInput = tuple[str, tuple[TimeStep, ...]]
+DerivedInput = tuple[str, tuple[WaterlineStep, ...]]
 
 
 def view_waterlines(
