@@ -467,12 +467,9 @@ class _Compiler:
             raise CompileFailure(decl.emit.position, f"EMIT on view {decl.name}, a window "
                                  "Top-N", "remove it: a window Top-N writes each window's rows "
                                  "once, final, when the window is complete")
-        after_watermark = emit.after_watermark
         if (emit.after_watermark or emit.delay_ms is not None) and not planned.aggregate:
-            assert decl.emit is not None
-            raise CompileFailure(decl.emit.position, f"EMIT AFTER on view {decl.name}, which "
-                                 "does not aggregate: its rows are final as they arrive",
-                                 "remove the EMIT clause, or use EMIT STREAM")
+            emit = self._final_rows_emit(decl, emit)
+        after_watermark = emit.after_watermark
         if planned.window is not None and planned.window.kind == "SESSION" and not (
                 emit.after_watermark and emit.delay_ms is None and not emit.stream):
             raise CompileFailure(decl.emit.position if decl.emit is not None else decl.position,
@@ -497,6 +494,24 @@ class _Compiler:
             self._stage_input(view.name, view.columns, time_attributes, decl.position,
                               planned.joined)
         return relation
+
+    def _final_rows_emit(self, decl: ViewDecl, emit: EmitPolicy) -> EmitPolicy:
+        """S12 for a view that does not aggregate (a projection, a join, a UNION ALL, OVER
+        aggregates): each row is written once, final, in the step it is known; no group is
+        ever updated. AFTER WATERMARK and AFTER DELAY only choose when a group's changes are
+        written, so here they change nothing: the view is compiled without them (STREAM,
+        which chooses the changelog format, stays), with an L7 warning."""
+        assert decl.emit is not None
+        parts = (["AFTER WATERMARK"] if emit.after_watermark else []) + (
+            ["AFTER DELAY"] if emit.delay_ms is not None else [])
+        after = " AND ".join(parts)
+        clause = "EMIT " + ("STREAM " if emit.stream else "") + after
+        self.warnings.append(Diagnostic(
+            "warning", decl.emit.position, f"{clause} on view {decl.name}: {after} changes "
+            "nothing, since the view does not aggregate: its rows are written as they arrive, "
+            "final", "remove the EMIT clause" if not emit.stream else
+            f"write EMIT STREAM, which writes the same changelog, instead of {clause}"))
+        return EmitPolicy(stream=emit.stream)
 
     def _ranking(self, decl: ViewDecl, derived: Derived | None,
                  planned: PlannedQuery) -> Relation:

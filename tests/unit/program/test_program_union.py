@@ -106,8 +106,10 @@ def test_s17_explain_shows_the_union_its_branches_and_min_waterline() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("CREATE VIEW u AS SELECT ts, k FROM a UNION ALL SELECT ts, k FROM b "
-         "EMIT AFTER WATERMARK;", "does not aggregate"),
+        # AFTER WATERMARK alone changes nothing (a warning); STREAM is no 'append'.
+        ("CREATE VIEW u WITH ('topic' = 'u', 'format' = 'append') AS SELECT ts, k FROM a "
+         "UNION ALL SELECT ts, k FROM b EMIT STREAM AFTER WATERMARK;",
+         "EMIT STREAM writes a changelog, not 'append'"),
         ("CREATE LOCAL VIEW u AS SELECT ts, k FROM a UNION ALL SELECT ts, k FROM b;\n"
          "CREATE LOCAL VIEW w AS SELECT ts, k FROM u;\nLATENESS w.ts INTERVAL '1' MINUTE;",
          "LATENESS on view w, which reads the UNION ALL view u"),
