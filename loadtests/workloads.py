@@ -56,6 +56,18 @@ _AUCTION_BID = (
     "FROM auction AS a\n{kind}JOIN bid AS b\n  ON a.id = b.auction\n"
     " AND b.date_time BETWEEN a.date_time AND a.date_time + INTERVAL '10' MINUTE;\n"
 )
+#: (f): a per-minute count over (d)'s join, which one query cannot compute beside the join:
+#: the join is written to an internal topic and read back by a second query (ADR 0023).
+_AUCTION_BID_PER_MINUTE = (
+    "CREATE LOCAL VIEW auction_bid AS\n"
+    "SELECT b.date_time, b.price, a.category\n"
+    "FROM auction AS a\nJOIN bid AS b\n  ON a.id = b.auction\n"
+    " AND b.date_time BETWEEN a.date_time AND a.date_time + INTERVAL '10' MINUTE;\n"
+    "CREATE VIEW per_category WITH ('topic' = '{out}', 'format' = 'append') AS\n"
+    "SELECT window_start, window_end, category, COUNT(*) AS bids, MAX(price) AS top\n"
+    "FROM TABLE(TUMBLE(TABLE auction_bid, DESCRIPTOR(date_time), INTERVAL '1' MINUTE))\n"
+    "GROUP BY window_start, window_end, category EMIT AFTER WATERMARK;\n"
+)
 
 
 def _record(name: str, fields: list[tuple[str, Any]]) -> str:
@@ -142,9 +154,29 @@ def _peer_e(auctions: Any, bids: Any) -> Any:
     return _peer_join(auctions, bids, "leftouter")
 
 
-def _peer_join(auctions: Any, bids: Any, how: str) -> Any:
-    """Spark's stream-stream join of (d) and (e): an auction without a bid comes out of a
-    ``leftouter`` join once the query's watermark passes its bound."""
+def _peer_f(auctions: Any, bids: Any) -> Any:
+    """(d)'s join feeding a windowed count in one query: Spark (3.4+) propagates the
+    watermark from the stream-stream join to the aggregation after it."""
+    from pyspark.sql import functions as F
+
+    return (
+        _joined(auctions, bids, "inner")
+        .select(F.col("b.date_time").alias("date_time"), F.col("b.price").alias("price"),
+                F.col("a.category").alias("category"))
+        .groupBy(F.window("date_time", "1 minute"), "category")
+        .agg(F.count("*").alias("bids"), F.max("price").alias("top"))
+        .select(
+            F.expr("unix_millis(window.start)").alias("window_start"),
+            F.expr("unix_millis(window.end)").alias("window_end"),
+            "category",
+            "bids",
+            "top",
+        )
+    )
+
+
+def _joined(auctions: Any, bids: Any, how: str) -> Any:
+    """Spark's stream-stream join of the auctions (``a``) and bids (``b``) of (d)-(f)."""
     from pyspark.sql import functions as F
 
     a = auctions.withWatermark("date_time", "10 seconds").alias("a")
@@ -156,7 +188,15 @@ def _peer_join(auctions: Any, bids: Any, how: str) -> Any:
             "AND a.date_time + INTERVAL 10 MINUTES"
         ),
         how,
-    ).select(
+    )
+
+
+def _peer_join(auctions: Any, bids: Any, how: str) -> Any:
+    """Spark's stream-stream join of (d) and (e): an auction without a bid comes out of a
+    ``leftouter`` join once the query's watermark passes its bound."""
+    from pyspark.sql import functions as F
+
+    return _joined(auctions, bids, how).select(
         F.expr("unix_millis(b.date_time)").alias("date_time"),
         F.col("b.auction").alias("auction"),
         F.col("b.bidder").alias("bidder"),
@@ -272,6 +312,22 @@ WORKLOADS: dict[str, Workload] = {
         _auction_bid_record(outer=True),
         "date_time",
         False,
+        inputs=("auctions", "bids"),
+    ),
+    "f": Workload(
+        "f",
+        "a per-minute count per category over (d)'s join: two queries through a stage "
+        "boundary (ADR 0023)",
+        _AUCTIONS_AND_BIDS + _AUCTION_BID_PER_MINUTE,
+        10_000,
+        _peer_f,
+        _record(
+            "per_category",
+            [("window_start", "long"), ("window_end", "long"), ("category", "long"),
+             ("bids", "long"), ("top", "long")],
+        ),
+        "window_end",
+        True,
         inputs=("auctions", "bids"),
     ),
 }

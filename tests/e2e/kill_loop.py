@@ -150,7 +150,25 @@ JOIN fills AS f
         {"matched": "jvm"},
         ("step_sink",),
     )
-    return {s.name: s for s in (stateless, native, python, delay, join)}
+    composed = Scenario(
+        "composed",
+        READING.format(p="kl.composed")
+        + """
+CREATE LOCAL VIEW per_window AS
+SELECT window_start, window_end, COUNT(*) AS n, SUM(sensor) AS total
+FROM TABLE(TUMBLE(TABLE reading, DESCRIPTOR(ts), INTERVAL '5' SECOND))
+GROUP BY window_start, window_end
+EMIT AFTER WATERMARK;
+
+CREATE VIEW even WITH ('topic' = 'kl.composed.even', 'format' = 'append') AS
+SELECT window_end, n, total FROM per_window WHERE total % 2 = 0;
+""",
+        # A stage boundary (ADR 0023): per_window is written to an internal topic by the
+        # first query and read back by the second, which computes the filter.
+        {"per_window": "native", "even": "step_sink"},
+        ("query_writes", "step_sink"),
+    )
+    return {s.name: s for s in (stateless, native, python, delay, join, composed)}
 
 
 SCENARIOS = _scenarios()
@@ -410,8 +428,13 @@ def open_transactions(conf: dict[str, str], topics: list[str]) -> list[str]:
     return found
 
 
-def written_topics(circuit: Circuit) -> list[str]:
-    """Every topic a run writes in its transactions: outputs, dead letters, step markers."""
+def written_topics(circuit: Circuit, checkpoint: Path | None = None) -> list[str]:
+    """Every topic a run writes in its transactions: outputs, dead letters, step markers, and
+    with ``checkpoint`` the internal topics of its stage boundaries (ADR 0023)."""
+    if checkpoint is not None:
+        from app.runtime.compose import compose, read_stage_prefix
+
+        circuit = compose(circuit, read_stage_prefix(checkpoint)).circuit
     topics = [v.output.topic for v in circuit.views if v.output is not None]
     return [*topics, *(t.dead_letter_topic for t in circuit.tables), MARKER_TOPIC]
 
@@ -488,12 +511,12 @@ def kill_loop(
         figures,
     )
     try:
-        batches = _read_to_the_end(run, spark_dir, circuit, produced)
+        batches = _read_to_the_end(run, spark_dir, circuit, produced, conf)
         outputs = _snapshot(run, conf, circuit, spark_dir, batches)
     finally:
         run.kill()
     figures.records_checked = _check(circuit, produced, batches, outputs, conf, steps)
-    topics = written_topics(circuit)
+    topics = written_topics(circuit, checkpoint)
     assert not open_transactions(conf, topics), open_transactions(conf, topics)
     figures.replayed_tasks = sum(int(s.get("replayed_tasks", 0)) for s in steps)
     figures.seconds = time.monotonic() - started
@@ -587,7 +610,7 @@ def _broker_restart_run(
 
 
 def _read_to_the_end(
-    run: Run, spark_dir: Path, circuit: Any, produced: dict[str, Produced]
+    run: Run, spark_dir: Path, circuit: Any, produced: dict[str, Produced], conf: dict[str, str]
 ) -> list[Batch]:
     """Wait until a committed batch has read every table's whole input and then every
     committed batch a few seconds more (held changes due); the batches of the commit log."""
@@ -607,7 +630,31 @@ def _read_to_the_end(
 
     wait_for("the whole input read", all_read, run, 600)
     time.sleep(4)  # the AFTER DELAY changes (1 s) and the windows' final rows come out
+    _stages_read(run, spark_dir.parent.parent, circuit, conf)
     return offset_log(spark_dir)[0]
+
+
+def _stages_read(run: Run, checkpoint: Path, circuit: Circuit, conf: dict[str, str]) -> None:
+    """Wait until each query reading a stage boundary (ADR 0023) has committed a batch that
+    read its internal topic to its end (the first query is at rest by now)."""
+    from app.connectors.kafka_offsets import topic_end_offsets
+    from app.runtime.compose import compose, read_stage_prefix
+
+    composed = compose(circuit, read_stage_prefix(checkpoint)).circuit
+    for table in (t for t in composed.tables if t.stage_input is not None):
+        ends = topic_end_offsets(conf, table.topic)
+        spark_dir = checkpoint / table.name / "spark"
+
+        def read(topic: str = table.topic, ends: dict[int, int] = ends,
+                 spark_dir: Path = spark_dir) -> bool:
+            batches, done = offset_log(spark_dir)
+            return any(
+                b.batch_id in done
+                and all(b.ends.get(topic, {}).get(p, 0) >= end for p, end in ends.items())
+                for b in batches
+            )
+
+        wait_for(f"the boundary {table.stage_input} read", read, run, 300)
 
 
 def _snapshot(

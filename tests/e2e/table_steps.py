@@ -132,6 +132,43 @@ def new_values_per_step(
     return seen, after_step
 
 
+def watch_views(
+    kafka: Any, circuit: Circuit, views: Sequence[str], topics: Mapping[str, str]
+) -> tuple[dict[str, list[Counter[Any]]], Callable[[], None]]:
+    """:func:`new_values_per_step` for each of ``views``: per view the list of each step's
+    new values, and the one ``after_step`` callback that fills them all."""
+    seen: dict[str, list[Counter[Any]]] = {}
+    callbacks = []
+    for view in views:
+        seen[view], callback = new_values_per_step(kafka, circuit, view, topics[view])
+        callbacks.append(callback)
+
+    def after_step() -> None:
+        for callback in callbacks:
+            callback()
+
+    return seen, after_step
+
+
+def values_written(kafka: Any, circuit: Circuit, view: str, topic: str) -> Counter[Any]:
+    """An append view's values as written (headers left out), counted."""
+    return Counter(value for value, _ in written(kafka, circuit, view, topic).elements())
+
+
+def oracle_values(results: Sequence[StepResult], view: str) -> Counter[Any]:
+    """The reference evaluator's values of an append view, counted: what
+    :func:`values_written` reads of Spark's, whatever the step (SPEC S19: a view read
+    through a stage boundary may be written steps later, with equal rows)."""
+    return Counter(frozen(r.value or {}) for result in results for r in result.outputs[view])
+
+
+def internal_dead_letters(kafka: Any, checkpoint: Path, relation: str) -> list[Any]:
+    """The records of a stage boundary's dead-letter topic (ADR 0023): none, ever."""
+    prefix = (checkpoint / "stage-prefix").read_text(encoding="utf-8").strip()
+    safe = "".join(c if c.isalnum() or c == "_" else "_" for c in relation)
+    return read_topic(kafka.conf(), f"{prefix}.{safe}.dlq")
+
+
 def _record(value: Any) -> Any:
     """A decoded key or value as a hashable value; a changelog's ``ptime`` (the step's batch
     time, which the reference evaluator does not know) left out."""

@@ -32,7 +32,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from table_steps import clock_ms, frozen, new_values_per_step, run_steps, written
+from table_steps import (
+    clock_ms,
+    frozen,
+    internal_dead_letters,
+    oracle_values,
+    run_steps,
+    values_written,
+    watch_views,
+)
 
 from app.circuit.reference import evaluate
 from app.connectors.topic_reader import read_topic
@@ -94,16 +102,7 @@ def test_s19_a_filter_and_a_cascade_over_an_aggregate_view_run_through_a_stage_b
         {"clicks": [("bound", clock_ms("8:07"))]},
     ]
     views = ("alerts", "per_2min", "per_3min")
-    seen = {}
-    callbacks = []
-    for view in views:
-        seen[view], callback = new_values_per_step(kafka, circuit, view, topics[view])
-        callbacks.append(callback)
-
-    def after_step() -> None:
-        for callback in callbacks:
-            callback()
-
+    seen, after_step = watch_views(kafka, circuit, views, topics)
     _, inputs = run_steps(kafka, tmp_path, circuit, topics, steps, after_step=after_step)
 
     def alert(end: str, usr: str, c: int) -> Any:
@@ -125,16 +124,12 @@ def test_s19_a_filter_and_a_cascade_over_an_aggregate_view_run_through_a_stage_b
     ]
     # Nothing is late downstream: a late row is routed once, by its table (S19).
     assert read_topic(kafka.conf(), topics["clicks_dlq"]) == []
-    prefix = (tmp_path / "ck" / "stage-prefix").read_text(encoding="utf-8").strip()
-    assert read_topic(kafka.conf(), f"{prefix}.per_min.dlq") == []
+    assert internal_dead_letters(kafka, tmp_path / "ck", "per_min") == []
     # Equal to the reference evaluator, which runs the program in one query (S8, S19).
     oracle = evaluate(circuit, inputs)
     for view in views:
-        spark_values = Counter(value for value, _ in written(
-            kafka, circuit, view, topics[view]).elements())
-        oracle_values = Counter(frozen(r.value or {}) for result in oracle
-                                for r in result.outputs[view])
-        assert spark_values == oracle_values, view
+        assert values_written(kafka, circuit, view, topics[view]) == oracle_values(
+            oracle, view), view
 
 
 TRADING = """
@@ -223,16 +218,7 @@ def test_s19_joins_and_aggregates_over_each_other_run_through_stage_boundaries(
         {"orders": [("bound", ms("9:10"))], "trades": [("bound", ms("9:10"))]},
     ]
     views = ("matched", "trades_per_min", "hourly", "big_minutes", "aligned")
-    seen = {}
-    callbacks = []
-    for view in views:
-        seen[view], callback = new_values_per_step(kafka, circuit, view, topics[view])
-        callbacks.append(callback)
-
-    def after_step() -> None:
-        for callback in callbacks:
-            callback()
-
+    seen, after_step = watch_views(kafka, circuit, views, topics)
     _, inputs = run_steps(kafka, tmp_path, circuit, topics, steps, after_step=after_step)
 
     def row(**values: Any) -> Any:
@@ -265,13 +251,9 @@ def test_s19_joins_and_aggregates_over_each_other_run_through_stage_boundaries(
     ]
     for table in ("orders", "trades"):
         assert read_topic(kafka.conf(), topics[f"{table}_dlq"]) == []
-    prefix = (tmp_path / "ck" / "stage-prefix").read_text(encoding="utf-8").strip()
     for boundary in composed.boundaries:
-        assert read_topic(kafka.conf(), f"{prefix}.{boundary}.dlq") == [], boundary
+        assert internal_dead_letters(kafka, tmp_path / "ck", boundary) == [], boundary
     oracle = evaluate(circuit, inputs)
     for view in views:
-        spark_values = Counter(value for value, _ in written(
-            kafka, circuit, view, topics[view]).elements())
-        oracle_values = Counter(frozen(r.value or {}) for result in oracle
-                                for r in result.outputs[view])
-        assert spark_values == oracle_values, view
+        assert values_written(kafka, circuit, view, topics[view]) == oracle_values(
+            oracle, view), view
