@@ -254,16 +254,23 @@ class _Compiler:
             True, "table", table.primary_key,
             processing_time=tuple(c.name for c in columns if c.processing_time))
         if decl.name in self.composition.boundaries:
+            if table.deletes_by_tombstone:
+                # A view sees no deletions (S16): a boundary would drop the tombstones.
+                raise CompileFailure(decl.position, f"table {decl.name} deletes keys by "
+                                     "tombstone, which a later query cannot read through a "
+                                     "stage boundary", "read it in the query of its table")
             writer = table_passthrough(self.composition, table)
             self.declared[writer.name] = decl.position
             self.views.append(writer)
-            self._stage_input(decl.name, writer.columns, writer.time_attributes, decl.position)
+            self._stage_input(decl.name, writer.columns, writer.time_attributes, decl.position,
+                              primary_key=table.primary_key)
 
     # -- stage boundaries (SPEC S19, ADR 0023) --------------------------------------------------
 
     def _stage_input(self, relation: str, columns: Sequence[Column],
                      time_attributes: Sequence[TimeAttribute], position: Position,
-                     joined: Mapping[str, Mapping[str, str]] | None = None) -> None:
+                     joined: Mapping[str, Mapping[str, str]] | None = None,
+                     primary_key: tuple[str, ...] = ()) -> None:
         """The table later stages read ``relation`` through (app/program/stages.py)."""
         event_time = [a for a in time_attributes
                       if not processing_time_attribute(a, self.relations)]
@@ -272,7 +279,7 @@ class _Compiler:
         span = (window_span(views, views[relation], start)
                 if start is not None and relation in views else None)
         table, attributes = stage_table(self.composition, relation, columns, event_time, span,
-                                        position)
+                                        position, primary_key)
         self.declared[table.name] = position
         self.tables.append(table)
         lateness = {x.column for x in table.lateness}
@@ -280,7 +287,8 @@ class _Compiler:
         ends = tuple(a.column for a in event_time
                      if a.kind == "window_end" and a.column in lateness)
         self.stage_inputs[relation] = Relation(table.name, table.columns, attributes, True,
-                                               "table", joined=joined or {}, window_ends=ends)
+                                               "table", primary_key, joined=joined or {},
+                                               window_ends=ends)
 
     def _staged(self, name: str, scope: dict[str, Relation]) -> dict[str, Relation]:
         """``scope`` as view ``name`` sees it: each boundary of an earlier stage read through

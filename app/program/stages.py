@@ -143,6 +143,7 @@ def stage_table(
     event_time: Sequence[TimeAttribute],
     span: int | None,
     position: Position,
+    primary_key: tuple[str, ...] = (),
 ) -> tuple[Table, tuple[TimeAttribute, ...]]:
     """The table a later stage reads ``relation`` through, and its time attributes.
 
@@ -186,6 +187,7 @@ def stage_table(
         tuple(lateness),
         None,
         position,
+        primary_key=primary_key,
         stage_input=relation,
         derived_attributes=derived,
     )

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.circuit.ir import Circuit, Diagnostic
+from app.errors import ProgramError
 from app.program.compile import compile_text
 from app.program.stages import DEFAULT_PREFIX, Composition
 from app.runtime.physical import PhysicalPlan, physical_plan
@@ -143,7 +144,13 @@ def compose(program: Circuit, prefix: str = DEFAULT_PREFIX) -> Composed:
             if floor > stages.get(reader.name, 0):
                 stages[reader.name] = floor
         composition = Composition(stages, _boundaries(program, stages), prefix)
-        circuit = _carried(program, compile_text(program.program, program.text, composition))
+        try:
+            circuit = _carried(program, compile_text(program.program, program.text,
+                                                     composition))
+        except ProgramError:
+            # A view that cannot read its input through a boundary: the refusals stand.
+            kept = tuple(_as_written(circuit, p) for _, p in found)
+            return Composed(program, physical_plan(program), Composition(prefix=prefix), kept)
     raise AssertionError("composition did not settle")  # each round moves a view: unreachable
 
 

@@ -1,0 +1,95 @@
+"""The planner's stage boundaries (SPEC S19, ADR 0023): what moves to a later query, what
+the boundary's table carries, and what stays refused, in the program's own names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.program.compile import compile_program, compile_text
+from app.runtime.compose import compose, stage_text
+from app.runtime.physical import physical_plan
+
+ROOT = Path(__file__).resolve().parents[3]
+COMPOSED = ROOT / "tests" / "fixtures" / "programs" / "composed"
+
+CLICKS = """
+CREATE TABLE clicks (ts TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND,
+                     usr VARCHAR NOT NULL) WITH ('topic' = 'clicks');
+"""
+
+
+def test_s19_a_program_one_query_runs_keeps_its_plan() -> None:
+    circuit = compile_program(ROOT / "pipelines" / "click_rollups.sql")
+    composed = compose(circuit)
+    assert composed.refused == () and composed.boundaries == frozenset()
+    assert composed.circuit is circuit
+    assert composed.physical == physical_plan(circuit)
+
+
+def test_s19_a_filter_over_an_aggregate_reads_it_through_a_boundary() -> None:
+    composed = compose(compile_program(COMPOSED / "alerts.sql"), "tidemark.t.1")
+    assert composed.refused == ()
+    assert composed.boundaries == frozenset({"per_min"})
+    assert dict(composed.composition.stages) == {"alerts": 1, "per_2min": 1}
+    (table,) = [t for t in composed.circuit.tables if t.stage_input is not None]
+    assert (table.name, table.topic) == ("__in_per_min", "tidemark.t.1.per_min")
+    # window_end is the LATENESS column (amount 0, moved by punctuation only); the start
+    # beside it is derived from it, the window's size below.
+    assert [(x.column, x.amount) for x in table.lateness] == [("minute_end", 0)]
+    (start,) = table.derived_attributes
+    assert start.column == "minute_start" and start.steps[0].amount == -60_000
+    writer = composed.circuit.view("per_min")
+    assert writer.output is not None and writer.output.stage_output
+    assert (writer.output.format, writer.output.partitions) == ("append", 1)
+    assert composed.circuit.view("alerts").sources == ("__in_per_min",)
+    assert "per_min -> tidemark.t.1.per_min -> alerts, per_2min" in stage_text(composed)
+
+
+def test_s19_an_output_view_read_later_gets_a_twin_and_a_table_a_passthrough() -> None:
+    composed = compose(compile_program(COMPOSED / "join_and_count.sql"))
+    assert composed.refused == ()
+    assert composed.boundaries == frozenset({"trades"})
+    passthrough = composed.circuit.view("__out_trades")
+    assert passthrough.sources == ("trades",) and passthrough.output is not None
+    composed = compose(compile_text("p.sql", CLICKS + """
+CREATE VIEW per_min WITH ('topic' = 'per_min') AS
+SELECT window_start AS ms, window_end AS me, usr, COUNT(*) AS c
+FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end, usr EMIT AFTER WATERMARK;
+CREATE VIEW busy WITH ('topic' = 'busy') AS SELECT me, usr FROM per_min WHERE c > 2;
+"""))
+    assert composed.refused == ()
+    own, twin = composed.circuit.view("per_min"), composed.circuit.view("__out_per_min")
+    assert own.output is not None and own.output.topic == "per_min"
+    assert twin.output is not None and twin.output.stage_output
+    assert twin.operators == own.operators
+
+
+def test_s19_a_temporal_join_reads_a_versioned_table_through_a_boundary() -> None:
+    composed = compose(compile_text("p.sql", """
+CREATE TABLE a (ts TIMESTAMP NOT NULL LATENESS INTERVAL '5' SECOND, k VARCHAR NOT NULL,
+                v BIGINT NOT NULL) WITH ('topic'='a');
+CREATE TABLE b (ts TIMESTAMP NOT NULL LATENESS INTERVAL '5' SECOND, k VARCHAR NOT NULL,
+                w BIGINT NOT NULL) WITH ('topic'='b');
+CREATE TABLE r (ts TIMESTAMP NOT NULL LATENESS INTERVAL '5' SECOND, k VARCHAR NOT NULL,
+                rate BIGINT NOT NULL, PRIMARY KEY (k) NOT ENFORCED) WITH ('topic'='r');
+CREATE LOCAL VIEW ab AS SELECT a.ts, a.k, a.v, b.w FROM a JOIN b
+ON a.k = b.k AND b.ts BETWEEN a.ts - INTERVAL '1' MINUTE AND a.ts;
+CREATE VIEW o WITH ('topic'='o') AS SELECT ab.k, ab.v * r.rate AS x
+FROM ab JOIN r FOR SYSTEM_TIME AS OF ab.ts ON ab.k = r.k;
+"""))
+    assert composed.refused == ()
+    assert composed.circuit.table("__in_r").primary_key == ("k",)
+
+
+def test_s19_what_no_boundary_lifts_is_refused_in_the_programs_names() -> None:
+    composed = compose(compile_text("p.sql", CLICKS + """
+CREATE VIEW pairs WITH ('topic' = 'pairs') AS
+SELECT x.ts, x.usr, y.ts AS y_ts FROM clicks x JOIN clicks y ON x.usr = y.usr
+AND y.ts BETWEEN x.ts - INTERVAL '1' MINUTE AND x.ts;
+"""))
+    (problem,) = composed.refused
+    assert "view pairs: a join of table clicks with itself" in problem.message
+    assert "__in_" not in str(problem)
+    # The program's own plan, one query per table, is what explain shows beside it.
+    assert [q.tables for q in composed.physical.queries] == [("clicks",)]
