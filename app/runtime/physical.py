@@ -555,6 +555,10 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
             if v.top_n == "per_step":
                 computed = ("in the streaming query: each step's final rows of its input, "
                             "ranked per partition (ADR 0020)")
+            elif v.top_n == "held" and v.source.startswith("__in_"):
+                computed = ("Spark's own aggregation holds each window's rows read through "
+                            "the boundary until the window is complete, then ranks them "
+                            "(ADR 0020)")
             elif v.top_n == "held":
                 computed = ("Spark's own windowed aggregation, the best rows per window and "
                             "partition (ADR 0020)")
