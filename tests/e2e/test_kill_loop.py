@@ -7,10 +7,12 @@ restart while a transaction is held open. Afterwards a read_committed consumer r
 what the reference evaluator computes for Spark's steps, no transaction is left open, and no
 waterline went back (:mod:`kill_loop`).
 
-CI runs the native aggregate (with a stateless view beside it): five kills, one at each
-point. The ``slow`` variants run each placement with twelve kills (each point twice, two at
-random), and the broker restart inside a transaction held at ``after_marker`` and at
-``after_flush``. Figures are printed (``-s``) for docs/reliability.md.
+Every variant is ``slow`` (CI keeps S15 through test_crash_recovery.py and
+test_step_markers.py): the native aggregate (with a stateless view beside it) with five
+kills, one at each point; each placement with twelve kills (each point twice, two at
+random), a composed program among them (a filter over an aggregate read through a stage
+boundary, ADR 0023); and the broker restart inside a transaction held at ``after_marker``
+and at ``after_flush``. Figures are printed (``-s``) for docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def _plain(figures: object) -> dict[str, object]:
     return {**values, "losses": 0, "duplicates": 0}
 
 
+@pytest.mark.slow  # ~100 s; CI keeps S15 through test_crash_recovery and test_step_markers
 def test_five_kills_one_at_each_fault_point_lose_and_duplicate_nothing_s15(
     tmp_path: Path, own_broker: LocalKafka
 ) -> None:
