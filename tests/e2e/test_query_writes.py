@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from app.circuit.windows import tumble_start
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
@@ -139,13 +140,17 @@ def test_each_step_writes_its_windows_with_its_own_waterline_s11_s14(
         assert sum(r.dead_letters.get("late", 0) for r in reports if r.table == table) == LATE
 
     # S14 step by step: a step's records are the next report.outputs[view] of the topic.
+    # Each view's first time attribute is its window_start: S10's start waterline, the
+    # start of the 1-minute window of w(ts).
     for view, table in VIEWS.items():
         messages = list(read_topic(kafka.conf(), t[view]))
         position = 0
         writing_data_steps = 0
         for report in (r for r in reports if r.table == table):
             count = report.outputs.get(view, 0)
-            want = format_time_value(report.waterlines.get("ts"), "ms").encode()
+            waterline = report.waterlines.get("ts")
+            start = None if waterline is None else tumble_start(waterline, 60_000)
+            want = format_time_value(start, "ms").encode()
             for msg in messages[position : position + count]:
                 assert dict(msg.headers() or ())["tidemark.waterline"] == want, (view, report)
             position += count
