@@ -145,11 +145,13 @@ def test_the_kafka_timestamp_is_the_lateness_column_l1_l2_s5_s6(
     ]
 
     # The window [T, T+10 s) closes once w(ts) = T+16 s passes its end: ids 1 and 2.
+    # The view's first time attribute is window_start, so its header is S10's start
+    # waterline: the start of w(ts)'s window, T+10 s.
     counts = _written(kafka, circuit, "counts", topics["counts"])
     assert counts == _oracle(results, "counts")
     assert counts == Counter(
         {(_freeze({"window_start": t0, "window_end": t0 + 10_000, "n": 2}),
-          format_time_value(t0 + 16_000, "ms")): 1}
+          format_time_value(t0 + 10_000, "ms")): 1}
     )
 
     # The record with an old Kafka timestamp is a late dead letter, kept as it came.
