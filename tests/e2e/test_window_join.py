@@ -9,9 +9,9 @@ query of both tables (ADR 0013) on Spark's stream-stream join. LATENESS 0 on bot
     3     10:00:40 ann (late), 10:02:05 cid   10:01:40 cid 7, 10:01:45 ann 5  10:02:05  10:01:45
 
 A match is written in the step its second row arrives; window_start leads the view, so its
-header is S10's start waterline, the start of the minute holding min(w(c), w(o)); cid's click and order fall in different minutes; the late click
-is a dead letter of clicks. Hand-written expectations, and the reference evaluator record for
-record.
+header is S10's start waterline, the start of the minute holding min(w(c), w(o)); cid's click
+and order fall in different minutes; the late click is a dead letter of clicks. Hand-written
+expectations, and the reference evaluator record for record.
 """
 
 from __future__ import annotations
