@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -103,6 +103,17 @@ def compile_program(path: str | Path, text: str | None = None,
     return compile_text(program, text, composition)
 
 
+@dataclass(frozen=True)
+class _StageSource:
+    """A boundary's rows as the tables of later stages carry them."""
+
+    columns: tuple[Column, ...]
+    time_attributes: tuple[TimeAttribute, ...]
+    position: Position
+    joined: Mapping[str, Mapping[str, str]]
+    primary_key: tuple[str, ...]
+
+
 def compile_text(program: str, text: str, composition: Composition | None = None) -> Circuit:
     return _Compiler(SourceText(program, text), composition).run()
 
@@ -111,8 +122,10 @@ class _Compiler:
     def __init__(self, source: SourceText, composition: Composition | None = None) -> None:
         self.source = source
         self.composition = composition or Composition()
-        #: Each boundary's table, as the views of later stages read it (stages.py).
-        self.stage_inputs: dict[str, Relation] = {}
+        #: Each boundary's rows as its readers see them (stages.py), and its table per stage
+        #: that reads it, made when a view of that stage first reads it.
+        self.stage_sources: dict[str, _StageSource] = {}
+        self.stage_inputs: dict[tuple[str, int], Relation] = {}
         self.errors: list[Diagnostic] = []
         self.warnings: list[Diagnostic] = []
         self.tables: list[Table] = []
@@ -171,7 +184,10 @@ class _Compiler:
         if self.errors:
             raise ProgramError(sorted(self.errors, key=lambda d: (d.position.line,
                                                                  d.position.column)))
-        return mark_processing_windows(Circuit(self.source.path, tuple(self.tables),
+        # A boundary's table of a stage whose views saw it in scope but did not read it.
+        read = {source for view in self.views for source in view.sources}
+        tables = [t for t in self.tables if t.stage_input is None or t.name in read]
+        return mark_processing_windows(Circuit(self.source.path, tuple(tables),
                                                tuple(self.views), tuple(self.warnings),
                                                self.source.text))
 
@@ -271,33 +287,46 @@ class _Compiler:
                      time_attributes: Sequence[TimeAttribute], position: Position,
                      joined: Mapping[str, Mapping[str, str]] | None = None,
                      primary_key: tuple[str, ...] = ()) -> None:
-        """The table later stages read ``relation`` through (app/program/stages.py)."""
-        event_time = [a for a in time_attributes
+        """Keep what the tables later stages read ``relation`` through are made of."""
+        self.stage_sources[relation] = _StageSource(tuple(columns), tuple(time_attributes),
+                                                    position, joined or {}, primary_key)
+
+    def _stage_read(self, relation: str, stage: int) -> Relation:
+        """The table views of ``stage`` read ``relation`` through (app/program/stages.py):
+        one per reading stage, so that a view moved on from a crowded query gets a query of
+        its own (app/runtime/compose.py)."""
+        made = self.stage_inputs.get((relation, stage))
+        if made is not None:
+            return made
+        source = self.stage_sources[relation]
+        event_time = [a for a in source.time_attributes
                       if not processing_time_attribute(a, self.relations)]
         views = {v.name: v for v in self.views}
         start = next((a.column for a in event_time if a.kind == "window_start"), None)
         span = (window_span(views, views[relation], start)
                 if start is not None and relation in views else None)
-        table, attributes = stage_table(self.composition, relation, columns, event_time, span,
-                                        position, primary_key)
-        self.declared[table.name] = position
+        later = stage - self.composition.stage(relation) - 1
+        table, attributes = stage_table(self.composition, relation, source.columns, event_time,
+                                        span, source.position, source.primary_key, later)
+        self.declared[table.name] = source.position
         self.tables.append(table)
         lateness = {x.column for x in table.lateness}
         # A window Top-N ranks the rows of one window end (app/program/top_n.py).
         ends = tuple(a.column for a in event_time
                      if a.kind == "window_end" and a.column in lateness)
-        self.stage_inputs[relation] = Relation(table.name, table.columns, attributes, True,
-                                               "table", primary_key, joined=joined or {},
-                                               window_ends=ends)
+        made = Relation(table.name, table.columns, attributes, True, "table",
+                        source.primary_key, joined=source.joined, window_ends=ends)
+        self.stage_inputs[(relation, stage)] = made
+        return made
 
     def _staged(self, name: str, scope: dict[str, Relation]) -> dict[str, Relation]:
         """``scope`` as view ``name`` sees it: each boundary of an earlier stage read through
         its table."""
-        if not self.stage_inputs:
+        if not self.stage_sources:
             return scope
         stage = self.composition.stage(name)
-        return {key: (self.stage_inputs[rel.name]
-                      if rel.name in self.stage_inputs
+        return {key: (self._stage_read(rel.name, stage)
+                      if rel.name in self.stage_sources
                       and self.composition.stage(rel.name) < stage else rel)
                 for key, rel in scope.items()}
 

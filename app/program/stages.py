@@ -85,9 +85,10 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", name)
 
 
-def stage_input_name(relation: str) -> str:
-    """The table a later stage reads ``relation`` through."""
-    return f"__in_{_safe(relation)}"
+def stage_input_name(relation: str, later: int = 0) -> str:
+    """The table a later stage reads ``relation`` through: ``__in_<relation>`` for the stage
+    right after the relation's, ``__in<n>_<relation>`` for the one ``n`` stages after that."""
+    return f"__in{later or ''}_{_safe(relation)}"
 
 
 def stage_writer_name(relation: str) -> str:
@@ -144,8 +145,11 @@ def stage_table(
     span: int | None,
     position: Position,
     primary_key: tuple[str, ...] = (),
+    later: int = 0,
 ) -> tuple[Table, tuple[TimeAttribute, ...]]:
-    """The table a later stage reads ``relation`` through, and its time attributes.
+    """The table a later stage reads ``relation`` through, and its time attributes;
+    ``later``: how many stages after the one right after the relation's (each stage that
+    reads a boundary reads it through a table of its own).
 
     Each of ``event_time`` (the relation's event-time attributes) that is NOT NULL is a
     LATENESS column of amount 0, ``window_end`` first (the one Spark's watermark follows),
@@ -157,7 +161,7 @@ def stage_table(
     timed = [a for a in event_time if a.column in types and not types[a.column].nullable
              and types[a.column].name in ("TIMESTAMP", "BIGINT", "INT")]
     timed.sort(key=lambda a: a.kind != "window_end")
-    name = stage_input_name(relation)
+    name = stage_input_name(relation, later)
     end = next((a.column for a in timed if a.kind == "window_end"), None)
     derived_start = end is not None and span is not None
     attributes: list[TimeAttribute] = []

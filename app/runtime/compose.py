@@ -7,7 +7,10 @@ query cannot run. A refused view that reads a relation of its own stage moves on
 with every view that reads it; the relations it now reads from an earlier stage become stage
 boundaries, and the program is compiled again with them (app/program/stages.py). It stops when
 nothing is refused, or when a refused view reads only earlier stages: no boundary can help it,
-and its refusal is the program's. Each round moves at least one view, so it ends.
+and its refusal is the program's; unless its query also reads tables it does not read (an
+aggregate beside a join of other relations): then it moves on again, to a query of its own.
+Each round moves at least one view, and none past as many stages as there are views, so it
+ends.
 """
 
 from __future__ import annotations
@@ -99,6 +102,21 @@ def _upstream_of(program: Circuit, name: str, readers: set[str]) -> bool:
     return False
 
 
+def _crowded(circuit: Circuit, physical: PhysicalPlan, view: str) -> bool:
+    """Whether ``view``'s query reads a table ``view`` does not read: moved a stage on, it
+    reads its boundaries through tables of its own, in a query of its own."""
+    tables = {t.name for t in circuit.tables}
+    read: set[str] = set()
+    pending = [view]
+    while pending:
+        name = pending.pop()
+        if name in tables:
+            read.add(name)
+        else:
+            pending.extend(circuit.view(name).sources)
+    return not set(physical.query_of(view).tables) <= read
+
+
 def _boundaries(program: Circuit, stages: Mapping[str, int]) -> frozenset[str]:
     """The relations a view of a later stage reads."""
     return frozenset(
@@ -128,7 +146,9 @@ def compose(program: Circuit, prefix: str = DEFAULT_PREFIX) -> Composed:
             if name not in {v.name for v in program.views}:
                 continue
             stage = stages.get(name, 0)
-            if any(stages.get(source, 0) >= stage for source in program.view(name).sources):
+            if any(stages.get(source, 0) >= stage for source in program.view(name).sources) or (
+                stage < len(program.views) and _crowded(circuit, physical, refused)
+            ):
                 moved.add(name)
         # A refused view read by another refused view waits: moving the reader may take it
         # out of the query that refused it (a join's inputs, an aggregate beside a join).

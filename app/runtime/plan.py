@@ -805,6 +805,21 @@ def refusals(circuit: Circuit, physical: PhysicalPlan) -> list[tuple[str | None,
             if problem is not None:
                 reject(view, *problem)
             continue
+        if view.union is not None:
+            # A branch's pipeline runs over its source's rows in the query; an aggregate's
+            # rows exist only past its state operator, so the union reads them through a
+            # stage boundary (ADR 0023).
+            tables = {t.name for t in circuit.tables}
+            held = next((b.source for b in view.union.branches
+                         if b.source not in tables
+                         and not circuit.view(b.source).is_stateless), None)
+            if held is not None:
+                reject(
+                    view,
+                    f"a UNION ALL branch over the aggregate view {held} in its query",
+                    "the planner reads it through a stage boundary (docs/language.md)",
+                )
+                continue
         join = circuit.join_upstream(view.name)
         if join == view.name:
             problem = _join_problem(circuit, view)

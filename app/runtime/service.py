@@ -142,6 +142,10 @@ class Service:
     #: first progress seen with the target offsets committed (``--once``).
     _polled: set[str] = field(default_factory=set)
     _reached: dict[str, int] = field(default_factory=dict)
+    #: ``--once``: the queries found caught up. Nothing they read is written after their
+    #: target (a query reading boundaries starts after their writers stopped), so a query
+    #: caught up once stays so.
+    _settled: set[str] = field(default_factory=set)
     _composed: Composed | None = None
     #: ``--once``: the queries not started yet, each after the queries whose views it reads
     #: through stage boundaries have read their end offsets (ADR 0023).
@@ -255,6 +259,7 @@ class Service:
         self._targets = {}
         self._polled = set()
         self._reached = {}
+        self._settled = set()
         self._once = once
         queries = list(self.physical.queries)
         # --once: a query reading stage boundaries starts once the queries writing them have
@@ -409,11 +414,20 @@ class Service:
         a step has completed after the one that committed the end offsets, which ran with the
         waterline those offsets moved (windows complete, S11). A change still held by its delay
         then is written by a later run (docs/semantics.md)."""
+        if query.id in self._settled:
+            return True
         target = self._targets.get(query.id)
         if target is None:
             return False
         if query.id in self._polled:
-            return self._polled_caught_up(query, target)
+            caught_up = self._polled_caught_up(query, target)
+        else:
+            caught_up = self._idle_past(query, target)
+        if caught_up:
+            self._settled.add(query.id)
+        return caught_up
+
+    def _idle_past(self, query: StreamingQuery, target: Mapping[str, Mapping[int, int]]) -> bool:
         status = query.status
         if status.get("isTriggerActive") or status.get("isDataAvailable"):
             return False
@@ -424,13 +438,17 @@ class Service:
             return False
         # Wait out the no-data step Spark runs right after a watermark move (it evicts state and
         # writes AFTER WATERMARK rows): done only when Spark has looked for work and found none,
-        # twice, with no new progress in between.
+        # twice, with no new batch in between. An idle query reports a progress every 10 s
+        # with the same batch id: that is no step.
+        batch = progress["batchId"]
         for _ in range(2):
             time.sleep(0.5)
             status = query.status
+            latest = query.lastProgress
             if (
                 status.get("isTriggerActive")
-                or query.lastProgress != progress
+                or latest is None
+                or latest["batchId"] != batch
                 or status.get("message") != "Waiting for data to arrive"
             ):
                 return False

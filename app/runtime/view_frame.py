@@ -113,13 +113,16 @@ def view_frame(
     A view with OVER aggregates takes ``over``, what its operator writes.
 
     A UNION ALL (S17) is the rows of every branch, each branch's pipeline over its own
-    input; its Projects name the same columns, so the branches union by name. A JOIN view's
+    input; its Projects name the same columns, so the branches union by name, on the columns
+    every branch has (a table's branch also carries its rows' arrival, a join's does not). A
+    JOIN view's
     rows are Spark's join of its inputs, or ``joined`` when given (an OUTER or temporal join's, by
     :mod:`app.runtime.join_operator`)."""
     union = view.union
     if union is not None:
         frames = [_pipeline(inputs[b.source], b.operators) for b in union.branches]
-        return reduce(DataFrame.unionByName, frames)
+        shared = [c for c in frames[0].columns if all(c in f.columns for f in frames[1:])]
+        return reduce(DataFrame.unionByName, [f.select(*shared) for f in frames])
     first = view.operators[0] if view.operators else None
     if isinstance(first, Join):
         rows = _joined(first, inputs) if joined is None else joined

@@ -93,3 +93,47 @@ AND y.ts BETWEEN x.ts - INTERVAL '1' MINUTE AND x.ts;
     assert "__in_" not in str(problem)
     # The program's own plan, one query per table, is what explain shows beside it.
     assert [q.tables for q in composed.physical.queries] == [("clicks",)]
+
+
+def test_s17_s19_a_union_of_an_aggregates_rows_reads_them_through_a_boundary() -> None:
+    composed = compose(compile_text("p.sql", """
+CREATE TABLE tb (ts TIMESTAMP NOT NULL LATENESS INTERVAL '2' SECOND, k VARCHAR NOT NULL,
+                 v BIGINT NOT NULL) WITH ('topic' = 'tb');
+CREATE LOCAL VIEW a AS SELECT window_start AS ws, window_end AS we, k, MIN(v) AS m
+FROM TABLE(TUMBLE(TABLE tb, DESCRIPTOR(ts), INTERVAL '4' SECOND))
+GROUP BY window_start, window_end, k EMIT AFTER WATERMARK;
+CREATE VIEW u WITH ('topic' = 'u', 'format' = 'append') AS
+SELECT we AS t, k, m AS v FROM a WHERE k = 'a' OR m >= 5
+UNION ALL SELECT we AS t, k, m + 1 AS v FROM a;
+"""))
+    assert composed.refused == ()
+    assert composed.boundaries == frozenset({"a"})
+    assert composed.circuit.view("u").sources == ("__in_a", "__in_a")
+
+
+def test_s19_an_aggregate_crowded_in_a_later_query_moves_on_to_one_of_its_own() -> None:
+    """Stage 1 joins tb's passthrough with f's rows; the count of tb, moved out of stage 0's
+    query of ta and tb, would sit beside that join again: it moves on to stage 2, where it
+    reads tb through a table of its own."""
+    composed = compose(compile_text("p.sql", """
+CREATE TABLE ta (ts TIMESTAMP NOT NULL LATENESS INTERVAL '2' SECOND, k VARCHAR NOT NULL,
+                 v BIGINT NOT NULL) WITH ('topic' = 'ta');
+CREATE TABLE tb (ts TIMESTAMP NOT NULL LATENESS INTERVAL '2' SECOND, k VARCHAR NOT NULL,
+                 v BIGINT NOT NULL) WITH ('topic' = 'tb');
+CREATE LOCAL VIEW f AS SELECT ts, k, v FROM tb WHERE v <= 1;
+CREATE VIEW j WITH ('topic' = 'j', 'format' = 'append') AS
+SELECT l.ts AS lt, r.ts AS rt, l.k, l.v AS lv, r.v AS rv
+FROM tb AS l JOIN f AS r ON l.k = r.k AND r.ts BETWEEN l.ts - INTERVAL '2' SECOND AND l.ts;
+CREATE VIEW j2 WITH ('topic' = 'j2', 'format' = 'append') AS
+SELECT l.ts AS lt, r.ts AS rt, l.k, l.v AS lv, r.v AS rv
+FROM ta AS l JOIN tb AS r ON l.k = r.k AND r.ts BETWEEN l.ts - INTERVAL '2' SECOND AND l.ts;
+CREATE VIEW c WITH ('topic' = 'c', 'format' = 'append') AS SELECT window_end AS we, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE tb, DESCRIPTOR(ts), INTERVAL '4' SECOND))
+GROUP BY window_start, window_end EMIT AFTER WATERMARK;
+"""))
+    assert composed.refused == ()
+    stages = composed.composition.stages
+    assert stages["c"] > max(stages.get("j", 0), stages.get("j2", 0))
+    (read,) = composed.circuit.view("c").sources
+    assert composed.physical.query_of("c").tables == (read,)
+    assert composed.circuit.table(read).stage_input == "tb"
