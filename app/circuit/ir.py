@@ -554,6 +554,9 @@ class Output:
     #: later query as a :attr:`Table.stage_input` table, each step followed by a punctuation
     #: that carries the view's waterlines.
     stage_output: bool = field(default=False, metadata=OMIT_DEFAULT)
+    #: Flink's ``'properties.bootstrap.servers'`` of the table an INSERT INTO writes: the
+    #: cluster the program names, which ``tidemark run`` checks is its own (S15).
+    bootstrap_servers: str | None = field(default=None, metadata=OMIT_DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -605,6 +608,9 @@ class Table:
     #: Of a stage boundary's table, its time attributes derived from a LATENESS column (a
     #: ``window_start`` beside its ``window_end``, app/program/stages.py).
     derived_attributes: tuple[TimeAttribute, ...] = field(default=(), metadata=OMIT_DEFAULT)
+    #: Flink's ``'properties.bootstrap.servers'``: the cluster the program names for the
+    #: table's topic, which ``tidemark run`` checks is its own (S15: one cluster).
+    bootstrap_servers: str | None = field(default=None, metadata=OMIT_DEFAULT)
 
     @property
     def deletes_by_tombstone(self) -> bool:
@@ -685,6 +691,10 @@ class Circuit:
     #: The program's text, which the planner compiles again with stage boundaries
     #: (app/runtime/compose.py); empty for a circuit made without one.
     text: str = field(default="", compare=False, repr=False)
+    #: How the program reads where Flink SQL and Tidemark differ (docs/semantics.md, Flink
+    #: dialect): ``flink`` when its tables name a ``'connector'`` (or SET
+    #: ``'tidemark.dialect'`` says so). The compiler applies it; the IR it builds is the same.
+    dialect: Literal["tidemark", "flink"] = "tidemark"
 
     def table(self, name: str) -> Table:
         for table in self.tables:

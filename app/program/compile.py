@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from sqlglot import exp
+
 from app.circuit.explain import waterline_text
 from app.circuit.ir import (
     Circuit,
@@ -37,16 +39,29 @@ from app.errors import ProgramError
 from app.program.avro_schema import CHANGELOG_FIELDS, record_schema, schema_mismatches
 from app.program.ddl import (
     ColumnDecl,
+    Decl,
+    InsertDecl,
     IntervalDecl,
     LatenessDecl,
     OptionDecl,
+    SetDecl,
+    StatementSetDecl,
     TableDecl,
     ViewDecl,
     parse_statement,
 )
+from app.program.flink import (
+    FlinkTable,
+    connector_of,
+    set_statement,
+    sink_options,
+    source_options,
+)
+from app.program.insert import conform
 from app.program.lexer import CompileFailure, SourceText, Token, split_statements, tokenize
 from app.program.query import (
     JOIN_PREFIX,
+    UNNAMED,
     PlannedQuery,
     Relation,
     join_chain,
@@ -56,6 +71,7 @@ from app.program.query import (
     plan_query,
     plan_window_side,
     processing_time_attribute,
+    unite,
 )
 from app.program.stages import (
     Composition,
@@ -144,12 +160,17 @@ class _Compiler:
         except CompileFailure as failure:
             raise ProgramError([Diagnostic("error", failure.position, failure.message,
                                            failure.fix)]) from failure
-        decls = []
+        decls: list[Decl] = []
         for statement in split_statements(tokens):
             try:
-                decls.append(parse_statement(self.source, statement))
+                decls.extend(parse_statement(self.source, statement))
             except CompileFailure as failure:
                 self.error(failure)
+        self.source.dialect = self._dialect(decls)
+        inserts: dict[str, list[InsertDecl]] = {}
+        for decl in decls:
+            if isinstance(decl, InsertDecl):
+                inserts.setdefault(decl.table, []).append(decl)
         if not decls and not self.errors:
             self.errors.append(Diagnostic("error", self.source.position(0),
                                           "the program has no statements",
@@ -168,12 +189,18 @@ class _Compiler:
                 self.error(CompileFailure(items[0].position, f"unknown view {name} in LATENESS",
                                           fix))
         failed: set[str] = set()
+        sinks: dict[str, TableDecl] = {}
         for decl in decls:
             try:
-                if isinstance(decl, TableDecl):
+                if isinstance(decl, TableDecl) and decl.name in inserts:
+                    self._declare(decl.name, decl.position, "table")
+                    sinks[decl.name] = self._sink_table(decl)
+                elif isinstance(decl, TableDecl):
                     self._table(decl)
                 elif isinstance(decl, ViewDecl):
                     self._view(decl, view_lateness.get(decl.name, []))
+                elif isinstance(decl, InsertDecl) and decl is inserts[decl.table][-1]:
+                    self._insert(sinks.get(decl.table), inserts[decl.table])
             except CompileFailure as failure:
                 if isinstance(decl, (TableDecl, ViewDecl)):
                     failed.add(decl.name)
@@ -187,9 +214,46 @@ class _Compiler:
         # A boundary's table of a stage whose views saw it in scope but did not read it.
         read = {source for view in self.views for source in view.sources}
         tables = [t for t in self.tables if t.stage_input is None or t.name in read]
-        return mark_processing_windows(Circuit(self.source.path, tuple(tables),
-                                               tuple(self.views), tuple(self.warnings),
-                                               self.source.text))
+        return mark_processing_windows(Circuit(
+            self.source.path, tuple(tables), tuple(self.views), tuple(self.warnings),
+            self.source.text, cast(Literal["tidemark", "flink"], self.source.dialect)))
+
+    def _dialect(self, decls: Sequence[Decl]) -> str:
+        """Flink's dialect when a table names a ``'connector'`` (Flink's way to bind a table
+        to Kafka), unless ``SET 'tidemark.dialect'`` says otherwise; also reads the SET
+        statements (a key that cannot change results is a warning, another an error) and
+        checks that each statement set ends (docs/porting-from-flink.md)."""
+        dialect = ("flink" if any(isinstance(d, TableDecl) and connector_of(d) is not None
+                                  for d in decls) else "tidemark")
+        chosen: str | None = None
+        open_set: StatementSetDecl | None = None
+        for decl in decls:
+            try:
+                if isinstance(decl, SetDecl):
+                    said, warning = set_statement(decl)
+                    chosen = said or chosen
+                    if warning is not None:
+                        self.warnings.append(warning)
+                elif isinstance(decl, StatementSetDecl) and decl.begins:
+                    if open_set is not None:
+                        raise CompileFailure(decl.position, "a statement set in a statement "
+                                             "set", "END the first one before BEGIN")
+                    open_set = decl
+                elif isinstance(decl, StatementSetDecl):
+                    if open_set is None:
+                        raise CompileFailure(decl.position, "END without a statement set",
+                                             "remove it, or open the set with EXECUTE "
+                                             "STATEMENT SET BEGIN")
+                    open_set = None
+                elif open_set is not None and not isinstance(decl, InsertDecl):
+                    raise CompileFailure(decl.position, "a statement set holds INSERT INTO "
+                                         "statements only", "END the statement set before it")
+            except CompileFailure as failure:
+                self.error(failure)
+        if open_set is not None:
+            self.error(CompileFailure(open_set.position, "the statement set has no END",
+                                      "close it with END;"))
+        return chosen or dialect
 
     # -- names ------------------------------------------------------------------------------
 
@@ -207,6 +271,13 @@ class _Compiler:
 
     def _table(self, decl: TableDecl) -> None:
         self._declare(decl.name, decl.position, "table")
+        decl = _with_watermarks(decl)
+        bootstrap: str | None = None
+        if connector_of(decl) is not None:
+            flink = source_options(decl)
+            self.warnings.extend(flink.warnings)
+            decl = replace(decl, options=flink.options)
+            bootstrap = flink.bootstrap_servers
         columns: list[Column] = []
         lateness: list[Lateness] = []
         seen: set[str] = set()
@@ -261,7 +332,8 @@ class _Compiler:
         table = Table(decl.name, tuple(columns), topic_value,
                       cast(Literal["avro", "avro-confluent", "json"], fmt), schema, dead_letter,
                       tuple(lateness), max_future_ms, decl.position, registry,
-                      *self._startup(options), primary_key=_primary_key(decl, columns))
+                      *self._startup(options), primary_key=_primary_key(decl, columns),
+                      bootstrap_servers=bootstrap)
         self.tables.append(table)
         self.relations[decl.name] = Relation(
             decl.name, tuple(Column(c.name, c.type) for c in table.columns),
@@ -280,6 +352,89 @@ class _Compiler:
             self.views.append(writer)
             self._stage_input(decl.name, writer.columns, writer.time_attributes, decl.position,
                               primary_key=table.primary_key)
+
+    # -- INSERT INTO (Flink SQL; docs/porting-from-flink.md) --------------------------------------
+
+    def _sink_table(self, decl: TableDecl) -> TableDecl:
+        """A table an INSERT INTO writes: no input, the output view of its INSERTs, whose
+        columns are the table's (checked here; compiled at its last INSERT)."""
+        if connector_of(decl) is None:
+            raise CompileFailure(decl.position, f"table {decl.name} is an input (it has no "
+                                 "'connector'), so INSERT INTO cannot write it",
+                                 "declare the table INSERT INTO writes with 'connector' = "
+                                 "'kafka' (or 'upsert-kafka'), or write the query as CREATE "
+                                 f"VIEW {decl.name} WITH ('topic' = ...) AS SELECT ...")
+        decl = _with_watermarks(decl)
+        for col in decl.columns:
+            if col.metadata is not None or col.processing_time:
+                raise CompileFailure(col.position, f"column {decl.name}.{col.name} is not "
+                                     "written by INSERT INTO: writing Kafka metadata (or a "
+                                     "processing time) is not supported",
+                                     "remove the column from the table INSERT INTO writes")
+        return decl
+
+    def _insert(self, table: TableDecl | None, inserts: Sequence[InsertDecl]) -> None:
+        """The output view of ``table`` (Flink's sink table): its one INSERT's query, or the
+        UNION ALL of its INSERTs' queries, each a generated local view ``table.insert<i>``
+        (as several INSERT INTO one table write in Flink), conformed to its columns."""
+        first = inserts[0]
+        if table is None:
+            if first.table in self.declared:
+                if any(t.name == first.table for t in self.tables) or any(
+                        v.name == first.table for v in self.views):
+                    raise CompileFailure(first.table_position, f"INSERT INTO {first.table}, "
+                                         "which is not a table declared with a 'connector'",
+                                         "INSERT INTO writes a table declared with "
+                                         "'connector' = 'kafka' (or 'upsert-kafka')")
+                return  # its CREATE TABLE failed, with its own error
+            raise CompileFailure(first.table_position, f"unknown table {first.table} in "
+                                 "INSERT INTO", "declare it first: CREATE TABLE "
+                                 f"{first.table} (...) WITH ('connector' = 'kafka', ...)")
+        for insert in inserts:
+            if insert.columns and [n for n, _ in insert.columns] != [
+                    c.name for c in table.columns]:
+                raise CompileFailure(insert.columns[0][1], f"INSERT INTO {table.name} "
+                                     "(columns) must list every column of the table, in its "
+                                     "order: " + ", ".join(c.name for c in table.columns),
+                                     "list them all in order, or leave the list out")
+        key = tuple(n for n, _ in table.primary_key.columns) if table.primary_key else ()
+        flink = sink_options(table, key)
+        self.warnings.extend(flink.warnings)
+        columns = tuple(Column(c.name, c.type) for c in table.columns)
+        united: PlannedQuery | None = None
+        if len(inserts) > 1:
+            branches: list[PlannedQuery] = []
+            scope = dict(self.relations)
+            for number, insert in enumerate(inserts, start=1):
+                item = Derived("insert", f"insert{number}", insert.position,
+                               insert.query_tokens, "", parent=table.name, columns=columns)
+                relation = self._derived_view(table.name, item, self.relations, number, ())
+                scope[relation.name] = relation
+                select = exp.select(exp.Star()).from_(exp.Table(this=exp.to_identifier(
+                    relation.name, quoted=True)))
+                branches.append(plan_parsed(self.source, insert.head_tokens, select, scope,
+                                            table.name))
+            united = unite(self.source, [i.head_tokens for i in inserts], branches, table.name)
+        view = ViewDecl(table.name, first.position, False, flink.options,
+                        inserts[-1].query_tokens, None)
+        self.relations[table.name] = self._local_or_output_view(
+            view, (), self.relations, None, _Sink(columns, flink, united, first.position))
+
+    def _sink_format(self, decl: ViewDecl, sink: _Sink, insert_only: bool) -> OptionDecl:
+        """The output format of a table INSERT INTO writes (S13): ``'kafka'`` appends, so
+        its query must be insert-only; ``'upsert-kafka'`` is keyed by its PRIMARY KEY: an
+        upsert of an updating aggregate (keyed by its GROUP BY columns), else each row
+        appended under its key, the same records."""
+        if sink.table.connector == "kafka" and not insert_only:
+            raise CompileFailure(decl.position, f"INSERT INTO {decl.name}: the query updates "
+                                 "its rows (a GROUP BY without a window), which a 'kafka' "
+                                 "table cannot take (Flink: \"doesn't support consuming update "
+                                 "changes\")", f"declare {decl.name} 'connector' = "
+                                 "'upsert-kafka' with a PRIMARY KEY of the GROUP BY columns, "
+                                 "or aggregate by window (GROUP BY window_start, window_end)")
+        fmt = "upsert" if sink.table.connector == "upsert-kafka" and not insert_only else (
+            "append")
+        return OptionDecl("format", decl.position, fmt, decl.position)
 
     # -- stage boundaries (SPEC S19, ADR 0023) --------------------------------------------------
 
@@ -476,14 +631,17 @@ class _Compiler:
         self.relations[decl.name] = relation
 
     def _local_or_output_view(self, decl: ViewDecl, lateness_decls: Sequence[LatenessDecl],
-                              scope: dict[str, Relation], derived: Derived | None) -> Relation:
+                              scope: dict[str, Relation], derived: Derived | None,
+                              sink: _Sink | None = None) -> Relation:
         """Compile one view, append it to the circuit after the views generated for its WITH
         queries and subqueries, and return it as readers see it. ``derived`` is set for those
         generated views: local views over ``scope`` (the relations and WITH names their query
-        can see)."""
+        can see). ``sink`` is set for the view of a table INSERT INTO writes."""
         options = self._options(decl.options, VIEW_OPTIONS, "view", decl.position)
         scope = self._staged(decl.name, scope)
-        if derived is not None and derived.kind == "window":
+        if sink is not None and sink.united is not None:
+            planned = sink.united
+        elif derived is not None and derived.kind == "window":
             planned = plan_window_side(self.source, decl.query_tokens, scope, decl.name)
         elif derived is not None and derived.kind == "aggregate":
             assert derived.source is not None and derived.query is not None
@@ -495,7 +653,20 @@ class _Compiler:
                                        derived.keep, derived.parent)
         else:
             planned = self._plan(decl.name, decl.query_tokens, scope)
+        if derived is not None and derived.kind == "insert":
+            planned, warnings = conform(planned, derived.columns, derived.parent,
+                                        derived.position)
+            self.warnings.extend(warnings)
+        elif sink is not None and sink.united is None:
+            planned, warnings = conform(planned, sink.columns, decl.name, sink.position)
+            self.warnings.extend(warnings)
         emit = _emit_policy(decl)
+        final_by_default = (self.source.flink and derived is None and decl.emit is None
+                            and planned.aggregate and planned.window_key is not None)
+        if final_by_default:
+            # Flink's window aggregation writes one final row per window, append-only
+            # (docs/semantics.md, Flink dialect): EMIT AFTER WATERMARK as its default.
+            emit = EmitPolicy(after_watermark=True)
         if derived is not None:
             emit = self._derived_emit(derived, planned)
         if planned.ranking is not None:
@@ -517,7 +688,14 @@ class _Compiler:
         insert_only = not planned.aggregate or after_watermark
 
         view_lateness, time_attributes = self._view_lateness(decl, planned, lateness_decls)
+        if sink is not None:
+            options = {**options, "format": self._sink_format(decl, sink, insert_only)}
+        elif final_by_default and "format" not in options:
+            options = {**options, "format": OptionDecl("format", decl.position, "append",
+                                                       decl.position)}
         output = self._output(decl, options, planned, emit, insert_only)
+        if output is not None and sink is not None:
+            output = replace(output, bootstrap_servers=sink.table.bootstrap_servers)
         view = View(decl.name, planned.sources or (planned.source,), tuple(planned.operators),
                     tuple(planned.columns),
                     planned.key, time_attributes, emit, output, state, decl.position,
@@ -680,6 +858,8 @@ class _Compiler:
             return EmitPolicy()
         if planned.window_key is None:
             what = (f"WITH query {item.name}" if item.kind == "with"
+                    else f"the query of INSERT INTO {item.parent} ({item.name}: each of several "
+                    "INSERT INTO one table is united with the others)" if item.kind == "insert"
                     else f"subquery {item.name}" if item.name else "a subquery")
             raise CompileFailure(planned.group_position or item.position, f"{what} "
                                  "aggregates without a window, so its rows are updated and "
@@ -853,6 +1033,13 @@ class _Compiler:
         if decl.local:
             raise CompileFailure(topic_option.position, f"LOCAL view {decl.name} has a 'topic'",
                                  "remove LOCAL to write it to Kafka, or remove 'topic'")
+        for index, column in enumerate(planned.columns):
+            if column.name.startswith(UNNAMED):
+                where = (planned.column_positions[index]
+                         if index < len(planned.column_positions) else decl.position)
+                raise CompileFailure(where, f"column {index + 1} of view {decl.name} has no "
+                                     "name, which its topic's schema needs",
+                                     f"add AS <name> to it, e.g. AS c{index}")
         topic = self._string(topic_option)
         if topic in {t.topic for t in self.tables} | {t.dead_letter_topic for t in self.tables}:
             raise CompileFailure(topic_option.value_position, f"view {decl.name} writes to "
@@ -971,6 +1158,17 @@ class _Compiler:
             raise CompileFailure(option.value_position, f"'{option.key}' '{text}' is not a "
                                  "positive integer", f"write e.g. '{option.key}' = '3'")
         return int(text)
+
+
+@dataclass(frozen=True)
+class _Sink:
+    """What the view of a table INSERT INTO writes takes from the table: its columns, its
+    options read as Tidemark's, and, for several INSERTs, the UNION ALL of their rows."""
+
+    columns: tuple[Column, ...]
+    table: FlinkTable
+    united: PlannedQuery | None
+    position: Position
 
 
 def _unranked(planned: PlannedQuery, reads: dict[str, Relation], name: str) -> PlannedQuery:
@@ -1092,9 +1290,31 @@ def _primary_key(decl: TableDecl, columns: Sequence[Column]) -> tuple[str, ...]:
         if name in names:
             raise CompileFailure(position, f"PRIMARY KEY names column {name} twice",
                                  "list each key column once")
-        if types[name].nullable:
-            raise CompileFailure(position, f"PRIMARY KEY column {decl.name}.{name} is "
-                                 "nullable", f"declare it NOT NULL: {name} "
-                                 f"{types[name].with_nullable(True)} NOT NULL")
         names.append(name)
     return tuple(names)
+
+
+def _with_watermarks(decl: TableDecl) -> TableDecl:
+    """``decl`` with each ``WATERMARK FOR c AS c - INTERVAL ...`` as LATENESS on c (Flink's
+    watermark declares what LATENESS does, SPEC L2), and with its PRIMARY KEY columns and
+    watermark columns NOT NULL, as Flink implies (a NULL key is no key; a row without a time
+    cannot be placed: in Flink it fails the job, here it is an invalid dead letter, S7)."""
+    by_name = {c.name: c for c in decl.columns}
+    columns = dict(by_name)
+    for mark in decl.watermarks:
+        column = columns.get(mark.column)
+        if column is None or column.processing_time:
+            what = "a processing-time column" if column is not None else "not a column"
+            raise CompileFailure(mark.column_position, f"WATERMARK FOR {mark.column}: "
+                                 f"{mark.column} is {what} of table {decl.name}",
+                                 "declare the watermark on a TIMESTAMP column of the table")
+        if column.lateness is not None:
+            raise CompileFailure(mark.position, f"column {decl.name}.{mark.column} has "
+                                 "LATENESS and a WATERMARK", "keep one of them")
+        columns[mark.column] = replace(column, lateness=mark.amount,
+                                       lateness_position=mark.position,
+                                       type=column.type.with_nullable(False))
+    keys = {name for name, _ in decl.primary_key.columns} if decl.primary_key else set()
+    for name in keys & set(columns):
+        columns[name] = replace(columns[name], type=columns[name].type.with_nullable(False))
+    return replace(decl, columns=tuple(columns[c.name] for c in decl.columns))

@@ -2,12 +2,18 @@
 
 Grammar (case-insensitive keywords; ``[]`` optional)::
 
-    CREATE TABLE name ( column type [NOT NULL | NULL] [METADATA [FROM 'key'] [VIRTUAL]]
+    CREATE [TEMPORARY] TABLE [IF NOT EXISTS] name (
+                        column type [NOT NULL | NULL] [METADATA [FROM 'key'] [VIRTUAL]]
                         [LATENESS lateness] [PRIMARY KEY [NOT ENFORCED]] , ...
+                        [, WATERMARK FOR column AS column [- INTERVAL 'n' unit]]
                         [, [CONSTRAINT name] PRIMARY KEY ( column , ... ) [NOT ENFORCED]] )
         [WITH ( 'key' = value , ... )]
-    CREATE [LOCAL] VIEW name [WITH ( 'key' = value , ... )] AS select [EMIT emit]
+    CREATE [LOCAL | TEMPORARY] VIEW [IF NOT EXISTS] name [WITH ( 'key' = value , ... )]
+        AS select [EMIT emit]
     LATENESS view.column lateness
+    INSERT INTO table [( column , ... )] select                       (Flink SQL)
+    EXECUTE STATEMENT SET BEGIN insert ; ... END | BEGIN STATEMENT SET ; ... END
+    SET 'key' = 'value'
     lateness := INTERVAL 'n' unit | INTERVAL n unit | n          (n a non-negative integer)
     emit     := STREAM | [STREAM] AFTER WATERMARK [AND AFTER DELAY INTERVAL ...]
               | [STREAM] AFTER DELAY INTERVAL ...
@@ -18,7 +24,9 @@ position of the token it stopped at (SPEC L7).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Literal
 
 from app.circuit.functions import TIME_UNITS_MS
@@ -28,12 +36,16 @@ from app.program.lexer import CompileFailure, SourceText, Statement, Token
 __all__ = [
     "ColumnDecl",
     "EmitDecl",
+    "InsertDecl",
     "IntervalDecl",
     "KeyDecl",
     "LatenessDecl",
     "OptionDecl",
+    "SetDecl",
+    "StatementSetDecl",
     "TableDecl",
     "ViewDecl",
+    "WatermarkDecl",
     "parse_interval_tokens",
     "parse_statement",
     "parse_type",
@@ -87,12 +99,24 @@ class KeyDecl:
 
 
 @dataclass(frozen=True)
+class WatermarkDecl:
+    """Flink's ``WATERMARK FOR c AS c - INTERVAL 'n' unit``: LATENESS n on column c (``AS c``
+    alone is LATENESS 0). ``position`` is where WATERMARK is."""
+
+    column: str
+    column_position: Position
+    amount: IntervalDecl
+    position: Position
+
+
+@dataclass(frozen=True)
 class TableDecl:
     name: str
     position: Position
     columns: tuple[ColumnDecl, ...]
     options: tuple[OptionDecl, ...]
     primary_key: KeyDecl | None = None
+    watermarks: tuple[WatermarkDecl, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,7 +146,40 @@ class LatenessDecl:
     amount: IntervalDecl
 
 
-Decl = TableDecl | ViewDecl | LatenessDecl
+@dataclass(frozen=True)
+class InsertDecl:
+    """Flink's ``INSERT INTO table [(columns)] SELECT ...``: the query's rows written to a
+    table declared with a ``'connector'`` (an output, as a view with a ``'topic'``)."""
+
+    table: str
+    position: Position
+    table_position: Position
+    columns: tuple[tuple[str, Position], ...]
+    query_tokens: tuple[Token, ...]
+    #: ``INSERT INTO table``'s own tokens (where the statement's errors point).
+    head_tokens: tuple[Token, ...] = ()
+
+
+@dataclass(frozen=True)
+class SetDecl:
+    """``SET 'key' = 'value'`` (Flink SQL's configuration statement)."""
+
+    key: str
+    value: str
+    position: Position
+    key_position: Position
+
+
+@dataclass(frozen=True)
+class StatementSetDecl:
+    """Where a statement set begins (``BEGIN STATEMENT SET``, ``EXECUTE STATEMENT SET
+    BEGIN``) or ends (``END``). A program is one job: its INSERTs run together either way."""
+
+    begins: bool
+    position: Position
+
+
+Decl = (TableDecl | ViewDecl | LatenessDecl | InsertDecl | SetDecl | StatementSetDecl)
 
 
 def identifier(token: Token) -> str:
@@ -198,39 +255,141 @@ def _show(token: Token) -> str:
     return token.text
 
 
-def parse_statement(source: SourceText, statement: Statement) -> Decl:
-    """Parse one statement's shell; raises :class:`CompileFailure` on the first error."""
+def parse_statement(source: SourceText, statement: Statement) -> list[Decl]:
+    """Parse one statement's shell; raises :class:`CompileFailure` on the first error.
+
+    Most statements are one declaration; ``EXECUTE STATEMENT SET BEGIN INSERT ...`` is the
+    start of a statement set and its first INSERT (the ``;`` after BEGIN is its own)."""
     cursor = _Cursor(source, statement.tokens, end_offset=statement.end)
     first = cursor.next("a statement")
     if first.is_word("CREATE"):
+        temporary = cursor.accept_word("TEMPORARY") is not None
         if cursor.accept_word("TABLE"):
-            return _table(cursor, first)
+            return [_table(cursor, first)]
         local = cursor.accept_word("LOCAL") is not None
         if cursor.accept_word("VIEW"):
-            return _view(cursor, first, local)
+            return [_view(cursor, first, local)]
         token = cursor.peek()
         if token is not None and token.is_word("MATERIALIZED", "OR", "FUNCTION", "TYPE",
-                                               "INDEX", "TEMPORARY"):
+                                               "INDEX", "TEMPORARY", "CATALOG", "DATABASE"):
             raise CompileFailure(cursor.pos(token), f"unsupported: CREATE {token.text.upper()}",
                                  "a program has CREATE TABLE, CREATE [LOCAL] VIEW and LATENESS "
                                  "statements")
-        raise CompileFailure(cursor.pos(), "expected TABLE, VIEW or LOCAL VIEW after CREATE")
+        after = "TABLE or VIEW after CREATE TEMPORARY" if temporary else (
+            "TABLE, VIEW or LOCAL VIEW after CREATE")
+        raise CompileFailure(cursor.pos(), f"expected {after}")
     if first.is_word("LATENESS"):
-        return _lateness_statement(cursor, first)
-    if first.is_word("SELECT", "INSERT", "DELETE", "UPDATE", "DROP", "ALTER"):
+        return [_lateness_statement(cursor, first)]
+    if first.is_word("INSERT"):
+        return [_insert(cursor, first)]
+    if first.is_word("SET"):
+        return [_set(cursor, first)]
+    if first.is_word("EXECUTE") and cursor.accept_word("STATEMENT"):
+        cursor.expect_word("SET")
+        cursor.expect_word("BEGIN")
+        begin = StatementSetDecl(True, cursor.pos(first))
+        insert = cursor.peek()
+        if insert is None:
+            return [begin]
+        cursor.index += 1
+        if not insert.is_word("INSERT"):
+            raise CompileFailure(cursor.pos(insert), f"unexpected {_show(insert)} in a "
+                                 "statement set", "a statement set holds INSERT INTO "
+                                 "statements")
+        return [begin, _insert(cursor, insert)]
+    if first.is_word("BEGIN") and cursor.accept_word("STATEMENT"):
+        cursor.expect_word("SET")
+        _expect_end(cursor)
+        return [StatementSetDecl(True, cursor.pos(first))]
+    if first.is_word("END"):
+        _expect_end(cursor)
+        return [StatementSetDecl(False, cursor.pos(first))]
+    if first.is_word("EXECUTE"):
+        raise CompileFailure(cursor.pos(first), "unsupported statement EXECUTE",
+                             "write the INSERT INTO statements themselves, or EXECUTE "
+                             "STATEMENT SET BEGIN ... END")
+    if first.is_word("SELECT", "DELETE", "UPDATE", "DROP", "ALTER"):
         raise CompileFailure(cursor.pos(first), f"unsupported statement {first.text.upper()}",
-                             "wrap a query in CREATE VIEW name AS SELECT ...")
+                             "wrap a query in CREATE VIEW name AS SELECT ..., or write it to a "
+                             "table with INSERT INTO table SELECT ...")
     raise CompileFailure(cursor.pos(first), f"unexpected {_show(first)}: a statement starts "
-                         "with CREATE TABLE, CREATE [LOCAL] VIEW or LATENESS")
+                         "with CREATE TABLE, CREATE [LOCAL] VIEW, LATENESS, INSERT INTO or SET")
+
+
+def _if_not_exists(cursor: _Cursor) -> None:
+    """Flink's ``IF NOT EXISTS``: a program declares every name once, so it changes nothing."""
+    token = cursor.peek()
+    if token is not None and token.is_word("IF"):
+        cursor.index += 1
+        cursor.expect_word("NOT")
+        cursor.expect_word("EXISTS")
+
+
+def _insert(cursor: _Cursor, insert: Token) -> InsertDecl:
+    """``INSERT INTO table [(c, ...)] SELECT ...`` (the cursor past INSERT)."""
+    into = cursor.next("INTO")
+    if into.is_word("OVERWRITE"):
+        raise CompileFailure(cursor.pos(into), "unsupported: INSERT OVERWRITE (a Kafka topic "
+                             "is appended to, never overwritten)", "write INSERT INTO")
+    if not into.is_word("INTO"):
+        raise CompileFailure(cursor.pos(into), f"expected INTO, found {_show(into)}")
+    name = cursor.name("a table name")
+    after = cursor.peek()
+    if after is not None and after.is_punct("."):
+        raise CompileFailure(cursor.pos(after), "unsupported: a catalog or database in a "
+                             "table name", "name the table as the program declares it")
+    columns: list[tuple[str, Position]] = []
+    if cursor.accept_punct("("):
+        while True:
+            column = cursor.name("a column name")
+            columns.append((identifier(column), cursor.pos(column)))
+            if cursor.accept_punct(","):
+                continue
+            cursor.expect_punct(")")
+            break
+    rest = cursor.tokens[cursor.index:]
+    if not rest:
+        raise CompileFailure(cursor.pos(), "expected a SELECT after INSERT INTO "
+                             f"{identifier(name)}")
+    if rest[0].is_word("VALUES"):
+        raise CompileFailure(cursor.pos(rest[0]), "unsupported: INSERT INTO ... VALUES (a "
+                             "program's rows come from its tables' topics)",
+                             "produce the rows to the table's topic, or write INSERT INTO "
+                             "table SELECT ...")
+    return InsertDecl(identifier(name), cursor.pos(insert), cursor.pos(name), tuple(columns),
+                      tuple(rest), (insert, into, name))
+
+
+def _set(cursor: _Cursor, first: Token) -> SetDecl:
+    """``SET 'key' = 'value'``."""
+    key = cursor.next("a quoted configuration key")
+    if key.kind != "string":
+        raise CompileFailure(cursor.pos(key), f"expected a quoted configuration key, found "
+                             f"{_show(key)}", "write SET 'key' = 'value'")
+    cursor.expect_punct("=")
+    value = cursor.next("a quoted value")
+    if value.kind != "string":
+        raise CompileFailure(cursor.pos(value), f"expected a quoted value, found "
+                             f"{_show(value)}", f"write SET '{key.text}' = '...'")
+    _expect_end(cursor)
+    return SetDecl(key.text, value.text, cursor.pos(first), cursor.pos(key))
 
 
 def _table(cursor: _Cursor, create: Token) -> TableDecl:
+    _if_not_exists(cursor)
     name = cursor.name("a table name")
     cursor.expect_punct("(")
     columns: list[ColumnDecl] = []
     key: KeyDecl | None = None
+    watermarks: list[WatermarkDecl] = []
     while True:
         token = cursor.peek()
+        if token is not None and token.is_word("WATERMARK"):
+            watermarks.append(_watermark(cursor))
+            if cursor.accept_punct(","):
+                continue
+            cursor.expect_punct(")")
+            break
         constraint = token is not None and token.is_word("CONSTRAINT")
         if constraint:
             cursor.index += 1
@@ -242,14 +401,11 @@ def _table(cursor: _Cursor, create: Token) -> TableDecl:
                 raise CompileFailure(found.position, "a table has one PRIMARY KEY",
                                      "list every key column in one PRIMARY KEY (a, b)")
             key = found
-        elif constraint or (token is not None and token.is_word("FOREIGN", "UNIQUE", "CHECK",
-                                                                 "WATERMARK")):
+        elif constraint or (token is not None and token.is_word("FOREIGN", "UNIQUE", "CHECK")):
             shown = token.text.upper() if token is not None else "CONSTRAINT"
             raise CompileFailure(cursor.pos(token), f"unsupported: table constraint {shown}",
-                                 "declare event time with LATENESS on a column"
-                                 if token is not None and token.is_word("WATERMARK")
-                                 else "a table's only constraint is PRIMARY KEY (...) NOT "
-                                 "ENFORCED")
+                                 "a table's constraints are PRIMARY KEY (...) NOT ENFORCED and "
+                                 "WATERMARK FOR")
         else:
             column = _column(cursor)
             columns.append(column)
@@ -268,7 +424,56 @@ def _table(cursor: _Cursor, create: Token) -> TableDecl:
     if cursor.accept_word("WITH"):
         options = _options(cursor)
     _expect_end(cursor)
-    return TableDecl(identifier(name), cursor.pos(name), tuple(columns), options, key)
+    return TableDecl(identifier(name), cursor.pos(name), tuple(columns), options, key,
+                     tuple(watermarks))
+
+
+def _watermark(cursor: _Cursor) -> WatermarkDecl:
+    """``WATERMARK FOR c AS c [- INTERVAL 'n' unit]`` (Flink's bounded out-of-orderness):
+    Tidemark's LATENESS n on c. Any other strategy (a function, another column, ``+``) is
+    refused, naming what was written, with the LATENESS it would need."""
+    watermark = cursor.expect_word("WATERMARK")
+    position = cursor.pos(watermark)
+    cursor.expect_word("FOR")
+    column = cursor.name("the watermark's column")
+    name = identifier(column)
+    cursor.expect_word("AS")
+    start = cursor.index
+    end = start
+    depth = 0
+    while end < len(cursor.tokens):
+        token = cursor.tokens[end]
+        if token.is_punct("("):
+            depth += 1
+        elif token.is_punct(")"):
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and token.is_punct(","):
+            break
+        end += 1
+    body = cursor.tokens[start:end]
+    written = cursor.source.text[body[0].start:body[-1].end] if body else ""
+    fix = (f"write WATERMARK FOR {name} AS {name} - INTERVAL '5' SECOND (Tidemark's LATENESS "
+           f"on {name}: rows more than 5 seconds below the greatest {name} read are late), or "
+           f"WATERMARK FOR {name} AS {name}")
+    refused = CompileFailure(cursor.pos(body[0]) if body else position,
+                             f"unsupported watermark strategy {written or '(none)'} for "
+                             f"{name}: Tidemark's watermark is the greatest {name} read minus "
+                             "a constant delay", fix)
+    if not body or body[0].kind not in ("word", "qident") or identifier(body[0]) != name:
+        raise refused
+    cursor.index = start + 1
+    if len(body) == 1:
+        return WatermarkDecl(name, cursor.pos(column),
+                             IntervalDecl("interval", 0, cursor.pos(body[0]), "0"), position)
+    if not body[1].is_punct("-") or len(body) < 3 or not body[2].is_word("INTERVAL"):
+        raise refused
+    cursor.index = start + 2
+    amount = parse_interval_tokens(cursor)
+    if cursor.index != end:
+        raise refused
+    return WatermarkDecl(name, cursor.pos(column), amount, position)
 
 
 def _primary_key(cursor: _Cursor, column: ColumnDecl | None) -> KeyDecl:
@@ -339,15 +544,20 @@ def parse_type(cursor: _Cursor) -> SqlType:
         return SqlType("VARCHAR")
     if word == "DATE":
         return SqlType("DATE")
-    if word == "TIMESTAMP":
+    if word in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+        # Flink's TIMESTAMP(p) and TIMESTAMP_LTZ(p) (an instant): Tidemark's one TIMESTAMP,
+        # an instant in UTC with millisecond precision, whatever p says (docs/language.md).
         if cursor.accept_punct("("):
             digits = _small_int(cursor, "a TIMESTAMP precision")
             cursor.expect_punct(")")
-            if digits != 3:
-                raise CompileFailure(position, f"TIMESTAMP({digits}) is not supported: "
-                                     "timestamps have millisecond precision",
-                                     "write TIMESTAMP or TIMESTAMP(3)")
-        if cursor.accept_word("WITHOUT"):
+            if digits > 9:
+                raise CompileFailure(position, f"bad {word}({digits}): the precision is 0 to "
+                                     "9", f"write {word}(3)")
+        if word == "TIMESTAMP" and cursor.accept_word("WITHOUT"):
+            cursor.expect_word("TIME")
+            cursor.expect_word("ZONE")
+        elif word == "TIMESTAMP" and cursor.accept_word("WITH"):
+            cursor.expect_word("LOCAL")
             cursor.expect_word("TIME")
             cursor.expect_word("ZONE")
         return SqlType("TIMESTAMP")
@@ -539,9 +749,15 @@ def interval_ms(number: str, unit: str) -> int | str:
         upper = upper[:-1]
     if upper not in TIME_UNITS_MS:
         return f"unknown INTERVAL unit {unit}"
-    if not number.isdigit():
-        return f"bad INTERVAL amount '{number}': expected a non-negative integer"
-    return int(number) * TIME_UNITS_MS[upper]
+    if not re.fullmatch(r"[0-9]+(\.[0-9]*)?|\.[0-9]+", number):
+        return f"bad INTERVAL amount '{number}': expected a non-negative number"
+    # A fraction of a unit (Flink's INTERVAL '0.1' SECOND) is exact in Decimal: the interval
+    # is a whole number of milliseconds, or refused.
+    ms = Decimal(number) * TIME_UNITS_MS[upper]
+    if ms != ms.to_integral_value():
+        return (f"INTERVAL '{number}' {unit.upper()} is not a whole number of milliseconds, "
+                "the precision of TIMESTAMP")
+    return int(ms)
 
 
 def _interval(position: Position, number: str, unit: str, text: str) -> IntervalDecl:
@@ -580,6 +796,7 @@ def _options(cursor: _Cursor) -> tuple[OptionDecl, ...]:
 
 
 def _view(cursor: _Cursor, create: Token, local: bool) -> ViewDecl:
+    _if_not_exists(cursor)
     name = cursor.name("a view name")
     options: tuple[OptionDecl, ...] = ()
     if cursor.accept_word("WITH"):

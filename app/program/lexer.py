@@ -40,12 +40,22 @@ class CompileFailure(Exception):
 
 
 class SourceText:
-    """The program text and how to turn a character offset into a 1-based line/column."""
+    """The program text and how to turn a character offset into a 1-based line/column.
 
-    def __init__(self, path: str, text: str) -> None:
+    ``dialect`` is how the program reads where Flink SQL and Tidemark differ
+    (docs/semantics.md, Flink dialect): the compiler sets it once it has read the tables.
+    """
+
+    def __init__(self, path: str, text: str, dialect: str = "tidemark") -> None:
         self.path = path
         self.text = text
+        self.dialect = dialect
         self._line_starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
+
+    @property
+    def flink(self) -> bool:
+        """The program is in Flink's dialect (its tables name a ``'connector'``)."""
+        return self.dialect == "flink"
 
     def position(self, offset: int) -> Position:
         line = bisect.bisect_right(self._line_starts, offset) - 1
@@ -94,7 +104,11 @@ def tokenize(source: SourceText) -> list[Token]:
     """Split the program into tokens; comments and whitespace are dropped.
 
     Strings are ``'...'`` with ``''`` for a quote, quoted identifiers ``"..."`` (kept as
-    written, SPEC L1: quoted identifiers are case-sensitive).
+    written, SPEC L1: quoted identifiers are case-sensitive). A backquoted identifier
+    (Flink's `` `user` ``) is an identifier that may be a reserved word, case-insensitive as an
+    unquoted one: it is read as the double-quoted identifier of its lower-cased name, which
+    has the same length, so ``source.text`` is rewritten in place and every later stage
+    (sqlglot included) sees ``"user"`` at the same line and column.
     """
     text = source.text
     tokens: list[Token] = []
@@ -133,6 +147,19 @@ def tokenize(source: SourceText) -> list[Token]:
                 raise CompileFailure(source.position(i), "unterminated quoted identifier",
                                      'close it with a double quote "')
             tokens.append(Token("qident", text[i + 1:close], i, close + 1))
+            i = close + 1
+        elif ch == "`":
+            close = text.find("`", i + 1)
+            if close < 0:
+                raise CompileFailure(source.position(i), "unterminated quoted identifier",
+                                     "close it with a backquote `")
+            name = text[i + 1:close].lower()
+            if not name or '"' in name:
+                raise CompileFailure(source.position(i), f"bad quoted identifier "
+                                     f"{text[i:close + 1]}", "name it with letters, digits "
+                                     "and _")
+            source.text = source.text[:i] + f'"{name}"' + source.text[close + 1:]
+            tokens.append(Token("qident", name, i, close + 1))
             i = close + 1
         elif ch.isalpha() or ch == "_":
             j = i + 1

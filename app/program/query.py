@@ -65,6 +65,8 @@ from app.program.top_n import Ranking, TopNPlan, plan_ranking, plan_top_n, ranki
 __all__ = [
     "JOIN_PREFIX",
     "TVF_PLACEHOLDER",
+    "UNNAMED",
+    "WINDOW_TIME",
     "PlannedQuery",
     "Relation",
     "find_window_function",
@@ -75,6 +77,7 @@ __all__ = [
     "plan_query",
     "plan_window_side",
     "processing_time_attribute",
+    "unite",
 ]
 
 _PLACEHOLDER = "__tvf__"
@@ -351,6 +354,20 @@ class _Scope:
     #: Over a join chain's last join: ``alias.column`` as written -> the column of the
     #: generated join of the earlier relations that holds it (``prefix.alias__column``).
     renamed: dict[str, str] = field(default_factory=dict)
+    #: Names that stand for an expression of the columns: Flink's ``window_time`` of a
+    #: window function, ``window_end - INTERVAL '1' MILLISECOND``.
+    computed: dict[str, exp.Expression] = field(default_factory=dict)
+
+
+#: Flink's ``window_time`` of a window function: the time attribute of a window's rows,
+#: the last millisecond in the window (S10: a derived time attribute of ``window_end``).
+WINDOW_TIME = "window_time"
+
+
+def _window_time() -> exp.Expression:
+    return exp.Sub(this=exp.column("window_end"),
+                   expression=exp.Interval(this=exp.Literal.string("1"),
+                                           unit=exp.var("MILLISECOND")))
 
 
 class _Translator:
@@ -598,6 +615,8 @@ class _Translator:
                 raise self.fail(node, f"unknown table or view {qualifier} in {node.sql()}",
                                 "qualify columns with the name of the relation in FROM")
         column = self.scope.columns.get(name)
+        if column is None and name in self.scope.computed:
+            return self._translate(self.scope.computed[name])
         if column is None:
             close = difflib.get_close_matches(name, list(self.scope.columns), n=1)
             fix = f"did you mean {close[0]}?" if close else (
@@ -741,7 +760,7 @@ class _Translator:
             exp.DataType.Type.DOUBLE: "DOUBLE", exp.DataType.Type.VARCHAR: "VARCHAR",
             exp.DataType.Type.TEXT: "VARCHAR", exp.DataType.Type.DATE: "DATE",
             exp.DataType.Type.TIMESTAMP: "TIMESTAMP", exp.DataType.Type.VARBINARY: "VARBINARY",
-            exp.DataType.Type.DECIMAL: "DECIMAL",
+            exp.DataType.Type.DECIMAL: "DECIMAL", exp.DataType.Type.TIMESTAMPLTZ: "TIMESTAMP",
         }
         name = names.get(kind)
         if name is None:
@@ -758,10 +777,12 @@ class _Translator:
                                 "precision is 1 to 38 and scale at most the precision")
             return SqlType("DECIMAL", True, precision, scale)
         if name == "TIMESTAMP" and params:
+            # As in CREATE TABLE: any precision p of Flink's TIMESTAMP(p) and
+            # TIMESTAMP_LTZ(p) is Tidemark's TIMESTAMP, an instant in milliseconds.
             digits = str(params[0].this) if isinstance(params[0], exp.Literal) else "?"
-            if digits != "3":
-                raise self.fail(node, f"TIMESTAMP({digits}) is not supported: timestamps "
-                                "have millisecond precision", "write TIMESTAMP")
+            if not digits.isdigit() or int(digits) > 9:
+                raise self.fail(node, f"bad TIMESTAMP({digits}): the precision is 0 to 9",
+                                "write TIMESTAMP(3)")
         return SqlType(name)  # type: ignore[arg-type]
 
     def _case(self, node: exp.Case) -> Expr:
@@ -1254,11 +1275,19 @@ def _derived(attr: TimeAttribute, column: str, kind: _AttrKind | None = None) ->
                          attr.join, attr.derivation)
 
 
+#: The name Flink (Calcite) gives the i-th SELECT expression without one (``EXPR$1``).
+UNNAMED = "EXPR$"
+
+
 def _output_name(item: exp.Expression, index: int, translator: _Translator) -> str:
     if isinstance(item, exp.Alias):
         return _ident(item.args["alias"])
     if isinstance(item, exp.Column):
         return _ident(item.parts[-1])
+    if translator.source.flink:
+        # Flink's name; an INSERT INTO names it after its table's column, and a view with
+        # a topic refuses it (app/program/compile.py).
+        return f"{UNNAMED}{index}"
     raise CompileFailure(translator.pos(item), f"the SELECT expression {item.sql()} needs a "
                          "name", f"add AS <name>, e.g. {item.sql()} AS c{index}")
 
@@ -1334,6 +1363,13 @@ def _plan_union(source: SourceText, branches: Sequence[Sequence[Token]],
                                  f"UNION ALL of view {view_name} joins",
                                  "join in a LOCAL view and read that view in the branch")
         planned.append(branch)
+    return unite(source, branches, planned, view_name)
+
+
+def unite(source: SourceText, branches: Sequence[Sequence[Token]],
+          planned: Sequence[PlannedQuery], view_name: str) -> PlannedQuery:
+    """The UNION ALL of the stateless ``planned`` queries (S17), each written as the tokens
+    of its branch: the same column count and types in each, named by the first."""
     first = planned[0]
     names = [c.name for c in first.columns]
     nullable = [c.type.nullable for c in first.columns]
@@ -1498,13 +1534,17 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
                 # A session open long ago can still close: its start is bounded by nothing.
                 time_attrs[bound] = _derived(attr, bound, bound_kind)
         operators.append(window)
+    computed: dict[str, exp.Expression] = {}
+    if tvf is not None and source.flink and WINDOW_TIME not in columns:
+        computed[WINDOW_TIME] = _window_time()
     # The name as written as well: a stage boundary's table is read by its view's name.
     qualifiers = {relation.name, alias.lower() if alias else table_name}
     if tvf is not None:
         qualifiers.add(_PLACEHOLDER)
     if table.alias:
         qualifiers = {table.alias if table.args["alias"].this.quoted else table.alias.lower()}
-    scope = _Scope(columns, qualifiers)
+    scope = _Scope(columns, qualifiers, computed=computed)
+    every_column = [*columns, *computed]
 
     where = select.args.get("where")
     if where is not None:
@@ -1519,11 +1559,11 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
     items = [exp.Star() if isinstance(i, exp.Column) and isinstance(i.this, exp.Star) else i
              for i in select.expressions]  # t.* is * (there is one relation)
     if len(items) == 1 and isinstance(items[0], exp.Star):
-        items = [exp.Column(this=exp.Identifier(this=c, quoted=True)) for c in columns]
+        items = [exp.Column(this=exp.Identifier(this=c, quoted=True)) for c in every_column]
     elif any(ranking_item(i) is not None for i in items):
         # Flink's ``SELECT *, ROW_NUMBER() OVER (...) AS rownum``: * is every input column.
         items = [expanded for i in items for expanded in (
-            [exp.Column(this=exp.Identifier(this=c, quoted=True)) for c in columns]
+            [exp.Column(this=exp.Identifier(this=c, quoted=True)) for c in every_column]
             if isinstance(i, exp.Star) else [i])]
     elif any(isinstance(i, exp.Star) for i in items):
         star = next(i for i in items if isinstance(i, exp.Star))

@@ -20,7 +20,7 @@ from typing import Literal
 
 from sqlglot import exp
 
-from app.circuit.ir import Position
+from app.circuit.ir import Column, Position
 from app.program.ddl import _Cursor, identifier
 from app.program.lexer import CompileFailure, SourceText, Token, matching_paren
 
@@ -48,10 +48,11 @@ class Derived:
     own (``TABLE(TUMBLE(...))``), the query ``SELECT * FROM`` it. A ``join`` is the join of
     a join chain's earlier relations (``a JOIN b`` of ``a JOIN b ... JOIN c``), which the
     chain's last join reads. An ``aggregate`` is a subquery in WHERE compared per window,
-    decorrelated into the aggregate per window that the query joins.
+    decorrelated into the aggregate per window that the query joins. An ``insert`` is the
+    query of one of several INSERT INTO one table, whose rows the table's view unites.
     """
 
-    kind: Literal["with", "subquery", "window", "join", "aggregate"]
+    kind: Literal["with", "subquery", "window", "join", "aggregate", "insert"]
     name: str
     position: Position
     tokens: tuple[Token, ...]
@@ -67,6 +68,9 @@ class Derived:
     #: Of an ``aggregate`` (a per-window subquery in WHERE, app/program/window_subquery.py):
     #: the query the compiler wrote for it, over ``tokens`` in ``source``.
     query: exp.Select | None = None
+    #: Of an ``insert`` (one of several INSERT INTO one table, app/program/insert.py): the
+    #: table's columns, which its rows are conformed to (``parent`` is the table).
+    columns: tuple[Column, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -257,7 +261,8 @@ def _subqueries(source: SourceText, tokens: tuple[Token, ...],
         i += 1
     if not spans:
         return (), source, tokens
-    masked = SourceText(source.path, source.blank_except(0, len(source.text), tuple(spans)))
+    masked = SourceText(source.path, source.blank_except(0, len(source.text), tuple(spans)),
+                        source.dialect)
     return tuple(found), masked, tuple(outer)
 
 

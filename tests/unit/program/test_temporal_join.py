@@ -78,8 +78,6 @@ def test_l1_a_table_without_a_key_keeps_its_plan_digest() -> None:
 KEY_ERRORS = [
     ("CREATE TABLE t (k BIGINT NOT NULL, PRIMARY KEY (kk) NOT ENFORCED) WITH ('topic' = 't');",
      (1, 49, "PRIMARY KEY column kk is not a column of table t", "did you mean k?")),
-    ("CREATE TABLE t (k BIGINT, PRIMARY KEY (k) NOT ENFORCED) WITH ('topic' = 't');",
-     (1, 40, "PRIMARY KEY column t.k is nullable", "declare it NOT NULL: k BIGINT NOT NULL")),
     ("CREATE TABLE t (k BIGINT NOT NULL, PRIMARY KEY (k, k)) WITH ('topic' = 't');",
      (1, 52, "PRIMARY KEY names column k twice", "list each key column once")),
     ("CREATE TABLE t (k BIGINT NOT NULL PRIMARY KEY, PRIMARY KEY (k)) WITH ('topic' = 't');",
@@ -89,6 +87,16 @@ KEY_ERRORS = [
     ("CREATE TABLE t (k BIGINT NOT NULL, UNIQUE (k)) WITH ('topic' = 't');",
      (1, 36, "unsupported: table constraint UNIQUE", "PRIMARY KEY (...) NOT ENFORCED")),
 ]
+
+
+def test_s16_a_primary_key_column_is_not_null_as_flink_implies() -> None:
+    """A NULL key is no key (it matches nothing): a PRIMARY KEY column is NOT NULL whether
+    declared so or not, as in Flink SQL, and a NULL in it makes the record invalid (S7)."""
+    circuit = compile_program("p.sql", "CREATE TABLE t (k BIGINT, v INT, PRIMARY KEY (k) NOT "
+                              "ENFORCED) WITH ('topic' = 't');")
+    table = circuit.table("t")
+    assert [str(c.type) for c in table.columns] == ["BIGINT NOT NULL", "INT"]
+    assert table.avro_schema["fields"][0]["type"] == "long"
 
 
 @pytest.mark.parametrize("text, expected", KEY_ERRORS, ids=[e[1][2][:40] for e in KEY_ERRORS])

@@ -1,0 +1,331 @@
+"""Flink SQL's table options and SET statements, read as Tidemark's (docs/porting-from-flink.md).
+
+A ``CREATE TABLE ... WITH ('connector' = 'kafka', ...)`` is compiled as the Tidemark table
+(or, when an ``INSERT INTO`` writes it, the output view) that the same options in Tidemark's
+names declare: this module only maps each Flink option to its Tidemark option, or refuses
+it, naming why. An option that cannot change what is read or written (a consumer group, a
+parallelism) is a warning; one that Tidemark cannot honour is an error, never ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from app.circuit.ir import Diagnostic
+from app.program.ddl import OptionDecl, SetDecl, TableDecl
+from app.program.lexer import CompileFailure
+
+__all__ = [
+    "CONNECTORS",
+    "DIALECTS",
+    "FlinkTable",
+    "connector_of",
+    "set_statement",
+    "sink_options",
+    "source_options",
+]
+
+CONNECTORS = ("kafka", "upsert-kafka")
+DIALECTS = ("tidemark", "flink")
+#: Flink's value formats Tidemark reads and writes, by the same names.
+_FORMATS = ("avro", "avro-confluent", "json")
+_FORMAT_REASONS = {
+    "raw": "Tidemark reads a record's value as the columns of a JSON or Avro record; to read "
+           "the raw bytes, declare a VARBINARY or VARCHAR column METADATA FROM 'key', or "
+           "produce the values as JSON",
+    "csv": "Tidemark has no CSV format: produce the values as JSON or Avro",
+    "protobuf": "Tidemark has no Protobuf format yet: produce the values as Avro or JSON",
+}
+_CHANGELOG_FORMATS = ("debezium-json", "debezium-avro-confluent", "canal-json", "maxwell-json",
+                      "ogg-json")
+#: The option names of Flink's schema-registry URL, per side.
+_REGISTRY_URL = ("avro-confluent.url", "value.avro-confluent.url",
+                 "avro-confluent.schema-registry.url",
+                 "value.avro-confluent.schema-registry.url")
+_OFFSETS = ("Tidemark keeps its offsets in the checkpoint, not in a consumer group: no "
+            "offset is committed to the group")
+_KAFKA_SETTINGS = ("the Kafka client settings are the service's (docs/configuration.md), "
+                   "the same for every table and view")
+
+
+@dataclass(frozen=True)
+class FlinkTable:
+    """A Flink table's options in Tidemark's names (a table's, or an output view's without
+    its ``'format'``, which the query decides), and what else they say."""
+
+    connector: str
+    options: tuple[OptionDecl, ...]
+    #: ``'properties.bootstrap.servers'``: the cluster it names, which must be the service's
+    #: own (S15: one cluster for exactly-once), checked when ``tidemark run`` starts.
+    bootstrap_servers: str | None
+    #: The Kafka key's columns of an output (``'key.fields'``, an upsert-kafka PRIMARY KEY).
+    key: tuple[str, ...]
+    warnings: tuple[Diagnostic, ...]
+
+
+def connector_of(decl: TableDecl) -> OptionDecl | None:
+    """The table's ``'connector'`` option: it puts the program in Flink's dialect."""
+    return next((o for o in decl.options if o.key == "connector"), None)
+
+
+def _text(option: OptionDecl) -> str:
+    if not isinstance(option.value, str) or not option.value.strip():
+        raise CompileFailure(option.value_position, f"option '{option.key}' takes a quoted "
+                             "string")
+    return option.value
+
+
+class _Reader:
+    """The options of one Flink table, read once each."""
+
+    def __init__(self, decl: TableDecl, sink: bool) -> None:
+        self.decl = decl
+        self.sink = sink
+        self.found: dict[str, OptionDecl] = {}
+        self.out: list[OptionDecl] = []
+        self.warnings: list[Diagnostic] = []
+        self.bootstrap: str | None = None
+        for option in decl.options:
+            if option.key in self.found:
+                raise CompileFailure(option.position, f"duplicate option '{option.key}'")
+            self.found[option.key] = option
+
+    def emit(self, key: str, option: OptionDecl, value: str | None = None) -> None:
+        self.out.append(OptionDecl(key, option.position,
+                                   option.value if value is None else value,
+                                   option.value_position))
+
+    def warn(self, option: OptionDecl, why: str) -> None:
+        self.warnings.append(Diagnostic("warning", option.position, f"option "
+                                        f"'{option.key}' of table {self.decl.name} changes "
+                                        f"nothing in Tidemark: {why}", "remove it"))
+
+    def refuse(self, option: OptionDecl, why: str, fix: str | None = None) -> CompileFailure:
+        return CompileFailure(option.position, f"unsupported option '{option.key}' of table "
+                              f"{self.decl.name}: {why}", fix)
+
+    def value_format(self) -> tuple[str, OptionDecl] | None:
+        plain, value = self.found.get("format"), self.found.get("value.format")
+        if plain is not None and value is not None:
+            raise CompileFailure(value.position, "'format' and 'value.format' both name the "
+                                 "value format", "keep one of them")
+        option = plain or value
+        if option is None:
+            return None
+        fmt = _text(option)
+        if fmt in _FORMATS:
+            return fmt, option
+        if fmt in _CHANGELOG_FORMATS:
+            raise self.refuse(option, f"'{fmt}' is a changelog of updates and deletes, which "
+                              "a Tidemark table cannot read yet (a table is insert-only)",
+                              "read the topic's after-images with 'format' = 'json' or 'avro' "
+                              "in a table of its own (docs/porting-from-flink.md)")
+        raise self.refuse(option, _FORMAT_REASONS.get(fmt, f"Tidemark has no format '{fmt}'"),
+                          f"use one of {', '.join(repr(f) for f in _FORMATS)}")
+
+
+def _read(decl: TableDecl, sink: bool,
+          handle: Callable[[_Reader, str, OptionDecl], bool]) -> _Reader:
+    """Every option of ``decl``: ``handle`` first (one side's own options), then the ones
+    both sides share; anything else is refused."""
+    reader = _Reader(decl, sink)
+    connector = reader.found["connector"]
+    name = _text(connector)
+    if name not in CONNECTORS:
+        raise reader.refuse(connector, f"Tidemark reads and writes Kafka topics only, not "
+                            f"'{name}'", "declare 'connector' = 'kafka' (or 'upsert-kafka') "
+                            "and a 'topic'")
+    fmt = reader.value_format()
+    for key, option in reader.found.items():
+        if key in ("connector", "format", "value.format") or handle(reader, key, option):
+            continue
+        if key == "topic":
+            topic = _text(option)
+            if ";" in topic:
+                raise reader.refuse(option, "a list of topics", "declare one table per topic "
+                                    "and UNION ALL them in a view")
+            reader.emit("topic", option)
+        elif key == "properties.bootstrap.servers":
+            reader.bootstrap = _text(option)
+        elif key == "properties.group.id":
+            reader.warn(option, _OFFSETS)
+        elif key.startswith("properties."):
+            raise reader.refuse(option, _KAFKA_SETTINGS, "remove it, and set it in the "
+                                "service's configuration if every table needs it")
+        elif key in _REGISTRY_URL:
+            if fmt is None or fmt[0] != "avro-confluent":
+                raise reader.refuse(option, "it is an option of 'avro-confluent' values",
+                                    "declare 'value.format' = 'avro-confluent' or remove it")
+            reader.emit("schema-registry.url", option)
+        elif key.startswith(("avro-confluent.", "value.avro-confluent.")):
+            raise reader.refuse(option, "the schema registry's credentials and TLS settings "
+                                "are the service's (schema_registry_* in docs/configuration.md)",
+                                "remove it")
+        elif key == "value.fields-include":
+            if _text(option).upper() != "ALL":
+                raise reader.refuse(option, "a value holds every column of the table in "
+                                    "Tidemark: keys written or read apart from the value are "
+                                    "not supported yet", "remove it (the default is 'ALL')")
+        elif key in ("json.timestamp-format.standard", "value.json.timestamp-format.standard"
+                     ) and not sink:
+            pass  # both forms are read: 'yyyy-mm-dd hh:mm:ss' and ISO-8601
+        elif key.startswith(("json.", "value.json.")):
+            raise reader.refuse(option, "Tidemark's JSON values have one form "
+                                "(docs/language.md, JSON values)", "remove it")
+        elif key.startswith("key.") and not sink:
+            raise reader.refuse(option, "reading a table's columns from the Kafka key is not "
+                                "supported yet", "declare the key column METADATA FROM 'key' "
+                                "(VARCHAR or VARBINARY), and remove the key options")
+        elif key.startswith("sink.") and not sink:
+            reader.warn(option, f"table {decl.name} is read, never written")
+        elif key.startswith("scan.") and sink:
+            reader.warn(option, f"table {decl.name} is written by INSERT INTO, never read")
+        else:
+            raise reader.refuse(option, "Tidemark has no such Kafka table option",
+                                "see docs/porting-from-flink.md for the options it takes")
+    if fmt is None:
+        raise CompileFailure(decl.position, f"table {decl.name} has no 'format'",
+                             "add 'format' = 'json' (or 'avro', 'avro-confluent')")
+    if "topic" not in reader.found:
+        raise CompileFailure(decl.position, f"table {decl.name} has no 'topic'",
+                             "add 'topic' = '<kafka topic>'")
+    reader.emit("encoding" if sink else "format", fmt[1], fmt[0])
+    return reader
+
+
+def source_options(decl: TableDecl) -> FlinkTable:
+    """A table that views read: Tidemark's table options (docs/language.md, Tables)."""
+
+    def handle(reader: _Reader, key: str, option: OptionDecl) -> bool:
+        if key in ("scan.startup.mode", "scan.startup.timestamp-millis"):
+            reader.emit(key, option)
+        elif key == "scan.topic-partition-discovery.interval":
+            reader.warn(option, "each step reads every partition the topic has then")
+        elif key.startswith("scan."):
+            raise reader.refuse(option, "a table reads its topic from its start position on, "
+                                "without end", "remove it")
+        else:
+            return False
+        return True
+
+    connector = connector_of(decl)
+    assert connector is not None
+    if _text(connector) == "upsert-kafka":
+        raise CompileFailure(connector.value_position, f"table {decl.name} is read as an "
+                             "upsert-kafka changelog (updates and deletes by key), which "
+                             "Tidemark cannot read yet",
+                             "declare it 'connector' = 'kafka' with a PRIMARY KEY on a column "
+                             "METADATA FROM 'key': a temporal join reads it as the latest row "
+                             "per key, and a tombstone deletes its key "
+                             "(docs/porting-from-flink.md)")
+    reader = _read(decl, False, handle)
+    return FlinkTable(_text(connector), tuple(reader.out), reader.bootstrap, (),
+                      tuple(reader.warnings))
+
+
+def sink_options(decl: TableDecl, primary_key: Sequence[str]) -> FlinkTable:
+    """A table that INSERT INTO writes: an output view's options (docs/language.md, Views)
+    but its ``'format'``, and its Kafka key's columns."""
+    key: tuple[str, ...] = ()
+    connector = connector_of(decl)
+    assert connector is not None
+    upsert = _text(connector) == "upsert-kafka"
+
+    def handle(reader: _Reader, name: str, option: OptionDecl) -> bool:
+        nonlocal key
+        if name == "key.format":
+            value = reader.value_format()
+            if value is None or _text(option) != value[0]:
+                raise reader.refuse(option, "a key is encoded as the value is (a record of "
+                                    "the key columns); another key format is not supported "
+                                    "yet", "declare 'key.format' as the value's format")
+        elif name == "key.fields":
+            if upsert:
+                raise reader.refuse(option, "an upsert-kafka table's key is its PRIMARY KEY",
+                                    "remove it")
+            key = tuple(part.strip().lower() for part in _text(option).split(";"))
+        elif name == "sink.partitioner":
+            if _text(option) != "default":
+                raise reader.refuse(option, "a record's partition is the murmur2 hash of its "
+                                    "key, as Kafka's Java client places it", "remove it")
+        elif name in ("sink.delivery-guarantee", "sink.semantic"):
+            reader.warn(option, "Tidemark writes exactly once (Kafka transactions) always")
+        elif name in ("sink.transactional-id-prefix", "sink.parallelism"):
+            reader.warn(option, "the service names its transactions and chooses its "
+                        "parallelism")
+        elif name.startswith("sink.buffer-flush."):
+            reader.warn(option, "each step's changes are written at the step's end")
+        elif name in ("avro-confluent.subject", "value.avro-confluent.subject"):
+            topic = reader.found.get("topic")
+            if topic is None or _text(option) != f"{_text(topic)}-value":
+                raise reader.refuse(option, "the value schema is registered under "
+                                    "'<topic>-value'", "remove it")
+        else:
+            return False
+        return True
+
+    reader = _read(decl, True, handle)
+    if upsert:
+        if not primary_key:
+            raise CompileFailure(connector.value_position, f"upsert-kafka table {decl.name} "
+                                 "has no PRIMARY KEY, which names its Kafka key",
+                                 "add PRIMARY KEY (<key columns>) NOT ENFORCED")
+        key = tuple(primary_key)
+        if "key.format" not in reader.found:
+            raise CompileFailure(connector.value_position, f"upsert-kafka table {decl.name} "
+                                 "has no 'key.format'", "add 'key.format' as its "
+                                 "'value.format'")
+    elif key and "key.format" not in reader.found:
+        option = reader.found["key.fields"]
+        raise reader.refuse(option, "'key.fields' needs 'key.format'",
+                            "add 'key.format' as the value's format")
+    if key:
+        where = reader.found.get("key.fields") or connector
+        reader.out.append(OptionDecl("key", where.position, ", ".join(f'"{k}"' for k in key),
+                                     where.value_position))
+    return FlinkTable(_text(connector), tuple(reader.out), reader.bootstrap, key,
+                      tuple(reader.warnings))
+
+
+#: SET keys that change how a job runs, never what it reads or writes: warnings.
+_RUN_ONLY = ("parallelism.default", "pipeline.", "execution.checkpointing.", "state.",
+             "restart-strategy", "taskmanager.", "jobmanager.", "sql-client.",
+             "table.exec.resource.", "table.exec.mini-batch.", "table.dml-sync",
+             "execution.savepoint", "table.exec.source.idle-timeout", "rest.", "metrics.")
+
+
+def set_statement(decl: SetDecl) -> tuple[str | None, Diagnostic | None]:
+    """What ``SET 'key' = 'value'`` says: the dialect it sets (``'tidemark.dialect'``), or a
+    warning for a key that cannot change results.
+
+    Raises:
+        CompileFailure: any other key, naming it.
+    """
+    key = decl.key.strip()
+    value = decl.value.strip()
+    if key == "tidemark.dialect":
+        if value.lower() not in DIALECTS:
+            raise CompileFailure(decl.key_position, f"bad 'tidemark.dialect' '{value}'",
+                                 "write 'flink' or 'tidemark'")
+        return value.lower(), None
+    if key == "execution.runtime-mode" and value.lower() == "streaming":
+        return None, None
+    if key == "table.local-time-zone" and value.upper() in ("UTC", "Z", "+00:00", "GMT"):
+        return None, None
+    if key.startswith(_RUN_ONLY) or key in _RUN_ONLY:
+        return None, Diagnostic("warning", decl.key_position, f"SET '{key}' changes how Flink "
+                                "runs a job, not its results: Tidemark ignores it",
+                                "remove it; the service's settings are in "
+                                "docs/configuration.md")
+    fix = "remove it"
+    why = "it would change results, and Tidemark has no such setting"
+    if key == "table.local-time-zone":
+        why = "Tidemark's times are UTC instants"
+        fix = "remove it, or write 'UTC'"
+    elif key == "execution.runtime-mode":
+        why = "Tidemark runs every program as a stream"
+    elif key == "table.exec.state.ttl":
+        why = ("Tidemark frees state by waterlines, never by a time to live: a query's state "
+               "is bounded by its windows (docs/state-bound.md)")
+    raise CompileFailure(decl.key_position, f"unsupported SET '{key}': {why}", fix)
