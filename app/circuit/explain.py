@@ -364,7 +364,9 @@ def _table_column(column: Column) -> str:
 
 def explain_text(circuit: Circuit) -> str:
     """The circuit for people: tables, views, then warnings (a stable, diff-able text)."""
-    lines = [f"program {circuit.program}", ""]
+    lines = [f"program {circuit.program}", f"dialect {circuit.dialect}"
+             + (" (Flink SQL's rules where they differ: docs/semantics.md, Flink dialect)"
+                if circuit.dialect == "flink" else ""), ""]
     for table in circuit.tables:
         lines.append(f"table {table.name}")
         lines.append(f"  topic:        {table.topic} (format {table.format})")
@@ -446,6 +448,7 @@ def explain_json(circuit: Circuit) -> dict[str, Any]:
     """The same facts as :func:`explain_text`, as JSON-able data for tools."""
     return {
         "program": circuit.program,
+        "dialect": circuit.dialect,
         "tables": [{
             "name": t.name,
             "topic": t.topic,
