@@ -46,6 +46,7 @@ from app.runtime.step_sink import StepMetrics, StepReport, StepSink
 __all__ = [
     "POLLED_INTERVAL_MS",
     "Service",
+    "check_cluster",
     "ensure_topics",
     "prepare_checkpoint",
     "query_failure",
@@ -119,6 +120,32 @@ def step_interval_ms(trigger_interval_ms: int, *, polled: bool, once: bool) -> i
     if polled:
         return trigger_interval_ms or POLLED_INTERVAL_MS
     return 0 if once else trigger_interval_ms
+
+
+def check_cluster(circuit: Circuit, bootstrap_servers: str) -> None:
+    """Every ``'properties.bootstrap.servers'`` of a Flink table names the service's own
+    cluster (at least one of its bootstrap servers): a program's topics are all read and
+    written by one cluster, whose transactions make the output exactly-once (S15).
+
+    Raises:
+        ConfigError: a table or output that names another cluster, before anything starts.
+    """
+    own = {s.strip().lower() for s in bootstrap_servers.split(",") if s.strip()}
+    named = [(f"table {t.name}", t.bootstrap_servers) for t in circuit.tables] + [
+        (f"table {v.name}", v.output.bootstrap_servers) for v in circuit.views
+        if v.output is not None]
+    for what, servers in named:
+        if servers is None:
+            continue
+        theirs = {s.strip().lower() for s in servers.split(",") if s.strip()}
+        if not theirs & own:
+            raise ConfigError(
+                f"{what} names the Kafka cluster '{servers}' ('properties.bootstrap.servers'),"
+                f" but the service's is '{bootstrap_servers}' (bootstrap_servers): a program"
+                " reads and writes one cluster, whose transactions make its output exactly-once"
+                " (S15). Name one of the service's bootstrap servers in the option, or remove"
+                " the option"
+            )
 
 
 @dataclass
@@ -218,6 +245,7 @@ class Service:
     def start(self, once: bool = False, listener: Any = None) -> None:
         if self.composed.refused:
             raise ProgramError(list(self.composed.refused))
+        check_cluster(self.circuit, self.settings.bootstrap_servers)
         prepare_checkpoint(self.checkpoint)
         # Before anything in the checkpoint is read or created (the sink id above all).
         self._lock = self._lock or CheckpointLock(self.checkpoint)
