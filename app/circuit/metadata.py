@@ -8,7 +8,7 @@ key                column types            value
 =================  ======================  ================================================
 ``timestamp``      TIMESTAMP               the record's timestamp (ms; producer's CreateTime
                                            or the broker's LogAppendTime, as the topic says)
-``partition``      INT                     the partition the record was read from
+``partition``      INT, BIGINT             the partition the record was read from
 ``offset``         BIGINT                  the record's offset in that partition
 ``key``            VARBINARY, VARCHAR      the record's key (VARCHAR: UTF-8 text)
 ``headers.<h>``    VARBINARY, VARCHAR      the value of the record's header ``<h>`` (the last
@@ -33,7 +33,7 @@ HEADER_PREFIX = "headers."
 #: The column types each metadata key may be declared with (SQL type names).
 METADATA_TYPES: Mapping[str, tuple[str, ...]] = {
     "timestamp": ("TIMESTAMP",),
-    "partition": ("INT",),
+    "partition": ("INT", "BIGINT"),
     "offset": ("BIGINT",),
     "key": ("VARBINARY", "VARCHAR"),
     HEADER_PREFIX + "<name>": ("VARBINARY", "VARCHAR"),

@@ -690,7 +690,7 @@ class _Compiler:
         view_lateness, time_attributes = self._view_lateness(decl, planned, lateness_decls)
         if sink is not None:
             options = {**options, "format": self._sink_format(decl, sink, insert_only)}
-        elif final_by_default and "format" not in options:
+        elif final_by_default and "topic" in options and "format" not in options:
             options = {**options, "format": OptionDecl("format", decl.position, "append",
                                                        decl.position)}
         output = self._output(decl, options, planned, emit, insert_only)

@@ -169,7 +169,18 @@ def _read(decl: TableDecl, sink: bool,
                                     "not supported yet", "remove it (the default is 'ALL')")
         elif key in ("json.timestamp-format.standard", "value.json.timestamp-format.standard"
                      ) and not sink:
-            pass  # both forms are read: 'yyyy-mm-dd hh:mm:ss' and ISO-8601
+            pass  # every form is read: 'yyyy-mm-dd hh:mm:ss', ISO-8601, with an offset
+        elif key in ("json.fail-on-missing-field", "value.json.fail-on-missing-field"
+                     ) and not sink:
+            if _text(option).lower() != "false":
+                raise reader.refuse(option, "a missing field is NULL; in a NOT NULL column "
+                                    "it makes the record an invalid dead letter (S7)",
+                                    "declare the columns that must be present NOT NULL, and "
+                                    "remove the option")
+        elif key in ("json.ignore-parse-errors", "value.json.ignore-parse-errors"
+                     ) and not sink:
+            reader.warn(option, "a record that does not parse is neither skipped nor fatal: "
+                        "it goes to the table's dead-letter topic (S7)")
         elif key.startswith(("json.", "value.json.")):
             raise reader.refuse(option, "Tidemark's JSON values have one form "
                                 "(docs/language.md, JSON values)", "remove it")

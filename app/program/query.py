@@ -1492,6 +1492,11 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
     table_name = table.name if table.this.quoted else table.name.lower()
     table_position = source.position(table.this.meta.get("start", first.start))
     window: Window | None = None
+    if tvf is not None and table_name != _PLACEHOLDER and tvf.start > table.this.meta.get(
+            "start", tvf.start):
+        # A window function after FROM's relation is in a subquery outside FROM, which
+        # the translator refuses as such (_parse_select shows it as a table there).
+        tvf = None
     if tvf is not None:
         if table_name != _PLACEHOLDER:
             raise CompileFailure(tvf.position, f"{tvf.kind} must be the relation in FROM")
@@ -1526,6 +1531,11 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
         bounds: tuple[tuple[str, _AttrKind], ...] = (("window_start", "window_start"),
                                                       ("window_end", "window_end"))
         for bound, bound_kind in bounds:
+            if bound in columns and source.flink:
+                # Flink's cascade windows a window aggregate's rows again: the new window's
+                # columns take the place of the ones read (docs/semantics.md, Flink dialect).
+                columns.pop(bound)
+                time_attrs.pop(bound, None)
             if bound in columns:
                 raise CompileFailure(tvf.position, f"{relation.name} already has a column "
                                      f"{bound}", "rename it in an earlier view")

@@ -90,8 +90,8 @@ def test_a_schema_file_needs_no_field_for_a_metadata_column(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(("column", "col", "message", "fix"), [
-    ("p BIGINT METADATA FROM 'partition'", 27,
-     "column t.p is BIGINT, but METADATA FROM 'partition' is INT", "declare it INT"),
+    ("p VARCHAR METADATA FROM 'partition'", 27, "column t.p is VARCHAR, but METADATA FROM "
+     "'partition' is INT or BIGINT", "declare it INT or BIGINT"),
     ("o INT METADATA FROM 'offset'", 27, "column t.o is INT, but METADATA FROM 'offset' is BIGINT",
      "declare it BIGINT"),
     ("ts BIGINT METADATA FROM 'timestamp'", 27,
