@@ -339,14 +339,8 @@ def _insert(cursor: _Cursor, insert: Token) -> InsertDecl:
         raise CompileFailure(cursor.pos(after), "unsupported: a catalog or database in a "
                              "table name", "name the table as the program declares it")
     columns: list[tuple[str, Position]] = []
-    if cursor.accept_punct("("):
-        while True:
-            column = cursor.name("a column name")
-            columns.append((identifier(column), cursor.pos(column)))
-            if cursor.accept_punct(","):
-                continue
-            cursor.expect_punct(")")
-            break
+    if cursor.peek() is not None and cursor.peek().is_punct("("):  # type: ignore[union-attr]
+        columns = _name_list(cursor, "a column name")
     rest = cursor.tokens[cursor.index:]
     if not rest:
         raise CompileFailure(cursor.pos(), "expected a SELECT after INSERT INTO "
@@ -439,19 +433,7 @@ def _watermark(cursor: _Cursor) -> WatermarkDecl:
     name = identifier(column)
     cursor.expect_word("AS")
     start = cursor.index
-    end = start
-    depth = 0
-    while end < len(cursor.tokens):
-        token = cursor.tokens[end]
-        if token.is_punct("("):
-            depth += 1
-        elif token.is_punct(")"):
-            if depth == 0:
-                break
-            depth -= 1
-        elif depth == 0 and token.is_punct(","):
-            break
-        end += 1
+    end = _element_end(cursor, start)
     body = cursor.tokens[start:end]
     written = cursor.source.text[body[0].start:body[-1].end] if body else ""
     fix = (f"write WATERMARK FOR {name} AS {name} - INTERVAL '5' SECOND (Tidemark's LATENESS "
@@ -488,14 +470,7 @@ def _primary_key(cursor: _Cursor, column: ColumnDecl | None) -> KeyDecl:
     if column is not None:
         names.append((column.name, column.position))
     else:
-        cursor.expect_punct("(")
-        while True:
-            token = cursor.name("a key column name")
-            names.append((identifier(token), cursor.pos(token)))
-            if cursor.accept_punct(","):
-                continue
-            cursor.expect_punct(")")
-            break
+        names = _name_list(cursor, "a key column name")
     if cursor.accept_word("NOT"):
         cursor.expect_word("ENFORCED")
     elif cursor.peek() is not None and cursor.peek().is_word("ENFORCED"):  # type: ignore[union-attr]
@@ -503,6 +478,19 @@ def _primary_key(cursor: _Cursor, column: ColumnDecl | None) -> KeyDecl:
                              "keeps every row it reads: Tidemark never checks the key)",
                              "write PRIMARY KEY (...) NOT ENFORCED")
     return KeyDecl(tuple(names), position)
+
+
+def _name_list(cursor: _Cursor, what: str) -> list[tuple[str, Position]]:
+    """``( name , ... )``: each name as an identifier, with its position."""
+    cursor.expect_punct("(")
+    names: list[tuple[str, Position]] = []
+    while True:
+        token = cursor.name(what)
+        names.append((identifier(token), cursor.pos(token)))
+        if cursor.accept_punct(","):
+            continue
+        cursor.expect_punct(")")
+        return names
 
 
 def _expect_end(cursor: _Cursor) -> None:
@@ -667,10 +655,9 @@ def _proctime_column(cursor: _Cursor, name: Token) -> ColumnDecl:
                       processing_time=True)
 
 
-def _computed_column(cursor: _Cursor, name: Token) -> CompileFailure:
-    """The error for Flink's computed column ``name AS expr`` (the cursor at AS): a table
-    holds the columns its records carry, and time is event time only (SPEC L1, S10, L7)."""
-    start = cursor.index + 1
+def _element_end(cursor: _Cursor, start: int) -> int:
+    """The index of the ``,`` or ``)`` that ends the table element whose tokens from
+    ``start`` on are an expression (a computed column's, a watermark's)."""
     end, depth = start, 0
     while end < len(cursor.tokens):
         token = cursor.tokens[end]
@@ -683,6 +670,14 @@ def _computed_column(cursor: _Cursor, name: Token) -> CompileFailure:
         elif depth == 0 and token.is_punct(","):
             break
         end += 1
+    return end
+
+
+def _computed_column(cursor: _Cursor, name: Token) -> CompileFailure:
+    """The error for Flink's computed column ``name AS expr`` (the cursor at AS): a table
+    holds the columns its records carry, and time is event time only (SPEC L1, S10, L7)."""
+    start = cursor.index + 1
+    end = _element_end(cursor, start)
     column = identifier(name)
     body = cursor.tokens[start:end]
     written = (cursor.source.text[body[0].start:body[-1].end] if body else "")
