@@ -327,7 +327,7 @@ def with_schema_registry(circuit: Any, settings: Settings) -> Any:
 
 def _run(circuit: Any, settings: Settings, once: bool) -> None:
     from app import __version__
-    from app.observability.listener import InputLagProbe, TidemarkQueryListener
+    from app.observability.listener import InputLagProbe, StepStall, TidemarkQueryListener
     from app.observability.logging import get_logger
     from app.observability.metrics import TidemarkMetrics
     from app.observability.server import BrokerReachability, MetricsServer, Readiness
@@ -353,17 +353,20 @@ def _run(circuit: Any, settings: Settings, once: bool) -> None:
             metrics.declare_output(view.name, view.output.topic)
     service = Service(circuit, settings, metrics=metrics)
     probe = InputLagProbe(metrics, kafka_conf)
+    stall = StepStall(settings.liveness_stall_seconds, probe.observe)
     listener = TidemarkQueryListener(
         metrics,
         service.state_views(),
         probe,
         service.query_topics(),
         observe_step_duration=False,
+        stall=stall,
     )
     server = MetricsServer(
         metrics.registry,
         Readiness(listener.queries_running, BrokerReachability(kafka_conf)),
         port=settings.metrics_port,
+        liveness=stall,
     ).start()
     service.install_signal_handlers()
     try:

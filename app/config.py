@@ -357,6 +357,9 @@ class Settings(BaseSettings):
     #: in ``tidemark_input_skipped_offsets_total`` (False); Spark's Kafka source option of
     #: the same name.
     fail_on_data_loss: bool = True
+    #: ``/healthz`` fails (Kubernetes restarts the pod) when a query's last step finished this
+    #: long ago while records wait in its input; an idle query stays alive (0: never fails).
+    liveness_stall_seconds: float = Field(default=600, ge=0)
     exactly_once: bool = True
     #: The compacted topic of the step markers of exactly-once output (ADR 0016), created at
     #: start when missing; Tidemark's own: never purged, its partition count never changed.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "InputLagProbe",
     "ProgressListener",
     "StateViews",
+    "StepStall",
     "TidemarkQueryListener",
     "parse_end_offsets",
 ]
@@ -153,6 +155,61 @@ class InputLagProbe:
                 self._consumer = None
 
 
+class StepStall:
+    """Liveness: a query whose last step finished more than ``stall_seconds`` ago while its
+    input waits has stalled (a step hangs, or steps no longer start).
+
+    The listener reports each finished step with the offsets it read up to
+    (:meth:`step_finished`). Only once a query has been quiet that long is the broker asked,
+    through the lag probe, whether records wait beyond those offsets: an idle query (nothing
+    waits) is alive however long it is quiet, and a broker that does not answer leaves the
+    answer at alive (readiness reports the broker, and a restart would not bring it back).
+    A query that has not finished its first step yet is not judged (the startup probe covers
+    the start). ``stall_seconds=0`` turns the check off.
+    """
+
+    def __init__(
+        self,
+        stall_seconds: float,
+        lag_probe: Callable[[EndOffsets], Mapping[tuple[str, int], int]],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._stall = stall_seconds
+        self._probe = lag_probe
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._finished: dict[str, tuple[float, EndOffsets]] = {}
+
+    def step_finished(self, query: str, end_offsets: EndOffsets) -> None:
+        """A step of ``query`` finished, having read ``end_offsets`` (a step whose progress
+        names no offsets keeps the ones seen before)."""
+        with self._lock:
+            known = end_offsets or self._finished.get(query, (0.0, {}))[1]
+            self._finished[query] = (self._clock(), known)
+
+    def query_stopped(self, query: str) -> None:
+        """A stopped query is readiness' concern, no longer liveness'."""
+        with self._lock:
+            self._finished.pop(query, None)
+
+    def __call__(self) -> tuple[bool, str]:
+        """(alive, reason), for ``/healthz``."""
+        if self._stall <= 0:
+            return True, "ok"
+        now = self._clock()
+        with self._lock:
+            quiet = [(q, now - at, offsets) for q, (at, offsets) in self._finished.items()
+                     if now - at >= self._stall and offsets]
+        for query, seconds, offsets in quiet:
+            waiting = sum(lag for lag in self._probe(offsets).values() if lag > 0)
+            if waiting:
+                return False, (
+                    f"query {query}: no step finished for {seconds:.0f} s while {waiting}"
+                    " records wait"
+                )
+        return True, "ok"
+
+
 class _ProgressFromJson(JStreamingQueryListener):
     """PySpark's adapter of a Python listener, but a progress event is read from its JSON."""
 
@@ -200,7 +257,8 @@ class TidemarkQueryListener(ProgressListener):
     or name). Started/terminated events set ``tidemark_query_up``. Register it with
     ``spark.streams.addListener`` *before* starting the queries so no start is missed.
     ``observe_step_duration=False`` leaves the step histogram to the caller (so a
-    ``foreachBatch`` that times steps itself does not count each step twice).
+    ``foreachBatch`` that times steps itself does not count each step twice). ``stall``
+    is told of every finished step (liveness, :class:`StepStall`).
     """
 
     def __init__(
@@ -210,8 +268,10 @@ class TidemarkQueryListener(ProgressListener):
         lag_probe: InputLagProbe | None = None,
         query_topics: Mapping[str, str] | None = None,
         observe_step_duration: bool = True,
+        stall: StepStall | None = None,
     ) -> None:
         self._metrics = metrics
+        self._stall = stall
         self._state_views = state_views if state_views is not None else {}
         self._lag_probe = lag_probe
         self._query_topics = dict(query_topics or {})
@@ -269,13 +329,14 @@ class TidemarkQueryListener(ProgressListener):
         if not repeated:
             for source in progress.sources:
                 self._count_skipped(label, source.startOffset, source.endOffset)
-        if self._lag_probe is not None:
-            topic = self._query_topics.get(query_id) or self._query_topics.get(progress.name or "")
-            offsets: dict[str, dict[str, int]] = {}
-            for source in progress.sources:
-                offsets.update(parse_end_offsets(source.endOffset, topic))
-            if offsets:
-                self._lag_probe.observe(offsets)
+        topic = self._query_topics.get(query_id) or self._query_topics.get(progress.name or "")
+        offsets: dict[str, dict[str, int]] = {}
+        for source in progress.sources:
+            offsets.update(parse_end_offsets(source.endOffset, topic))
+        if self._stall is not None:
+            self._stall.step_finished(label, offsets)
+        if self._lag_probe is not None and offsets:
+            self._lag_probe.observe(offsets)
 
     def _count_skipped(self, label: str, start_json: str | None, end_json: str | None) -> None:
         """Count and log the offsets a step skipped (``fail_on_data_loss`` off): its end
@@ -308,6 +369,8 @@ class TidemarkQueryListener(ProgressListener):
             self._running[query_id] = False
         label = self._label(query_id, None)
         self._metrics.set_query_up(label, False)
+        if self._stall is not None:
+            self._stall.query_stopped(label)
         if event.exception:
             _log.error("query_failed", query=label, error=event.exception.splitlines()[0])
         else:

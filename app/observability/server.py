@@ -2,8 +2,9 @@
 
 Kubernetes restarts a pod whose liveness probe fails and takes a pod out of service while its
 readiness probe fails, so the two answer different questions: ``/healthz`` is 200 as long as
-this process can answer HTTP at all; ``/readyz`` is 200 only while the streaming queries run
-and the broker answers (a :class:`Readiness` decides). ``/metrics`` serves the
+this process answers HTTP and its steps have not stalled (a liveness check decides, e.g.
+:class:`~app.observability.listener.StepStall`); ``/readyz`` is 200 only while the streaming
+queries run and the broker answers (a :class:`Readiness` decides). ``/metrics`` serves the
 :class:`~app.observability.metrics.TidemarkMetrics` registry in the Prometheus text format
 (or OpenMetrics when the scraper asks for it).
 
@@ -101,6 +102,7 @@ class MetricsServer:
     """Serves /metrics, /healthz and /readyz on ``host:port`` from a daemon thread.
 
     ``port=0`` binds a free port; :attr:`port` tells which once :meth:`start` returned.
+    ``liveness`` answers ``/healthz`` (none: 200 while the process serves).
     """
 
     def __init__(
@@ -109,9 +111,11 @@ class MetricsServer:
         readiness: ReadinessCheck,
         port: int = 9108,
         host: str = "0.0.0.0",  # noqa: S104 - a pod's probes and scrapes come from outside
+        liveness: ReadinessCheck | None = None,
     ) -> None:
         self._registry = registry
         self._readiness = readiness
+        self._liveness = liveness
         self._host = host
         self._requested_port = port
         self._server: ThreadingHTTPServer | None = None
@@ -126,7 +130,7 @@ class MetricsServer:
 
     def start(self) -> MetricsServer:
         """Bind and serve in a daemon thread; returns self so ``MetricsServer(...).start()``."""
-        handler = _handler_class(self._registry, self._readiness)
+        handler = _handler_class(self._registry, self._readiness, self._liveness)
         try:
             self._server = ThreadingHTTPServer((self._host, self._requested_port), handler)
         except OSError as exc:
@@ -161,8 +165,15 @@ class MetricsServer:
         self.stop()
 
 
+def _check(check: ReadinessCheck) -> tuple[bool, str]:
+    try:
+        return check()
+    except Exception as exc:  # noqa: BLE001 - a failing check answers "no", with the reason
+        return False, f"check failed: {exc}"
+
+
 def _handler_class(
-    registry: CollectorRegistry, readiness: ReadinessCheck,
+    registry: CollectorRegistry, readiness: ReadinessCheck, liveness: ReadinessCheck | None,
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "tidemark"
@@ -173,12 +184,10 @@ def _handler_class(
                 encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
                 self._reply(200, encoder(registry), content_type)
             elif path == "/healthz":
-                self._reply(200, b"ok\n")
+                alive, reason = _check(liveness) if liveness is not None else (True, "ok")
+                self._reply(200 if alive else 503, f"{reason}\n".encode())
             elif path == "/readyz":
-                try:
-                    ready, reason = readiness()
-                except Exception as exc:  # noqa: BLE001 - a failing check means "not ready"
-                    ready, reason = False, f"readiness check failed: {exc}"
+                ready, reason = _check(readiness)
                 self._reply(200 if ready else 503, f"{reason}\n".encode())
             else:
                 self._reply(404, b"not found: try /metrics, /healthz or /readyz\n")

@@ -13,7 +13,7 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
 )
 
-from app.observability.listener import TidemarkQueryListener, parse_end_offsets
+from app.observability.listener import StepStall, TidemarkQueryListener, parse_end_offsets
 from app.observability.metrics import TidemarkMetrics
 
 QUERY_ID = "2f1cf2b0-8d62-4b4e-9a4e-3c1d0e5a7b11"
@@ -151,3 +151,56 @@ def test_step_duration_can_be_left_to_the_caller() -> None:
     m = TidemarkMetrics()
     TidemarkQueryListener(m, observe_step_duration=False).onQueryProgress(progress(0, 90, []))
     assert value(m, "tidemark_step_duration_seconds_count") == 0
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_liveness_fails_when_no_step_finished_within_the_stall_while_input_waits() -> None:
+    """A hung step: the last step finished 600 s ago and records wait beyond what it read."""
+    clock = FakeClock()
+    high = {"purchases": 10}
+    asked: list[object] = []
+
+    def lags(offsets: object) -> dict[tuple[str, int], int]:
+        asked.append(offsets)
+        return {("purchases", 0): high["purchases"] - 10}
+
+    stall = StepStall(600, lags, clock=clock)
+    listener = TidemarkQueryListener(TidemarkMetrics(), stall=stall)
+    assert stall() == (True, "ok")  # no step yet: the startup probe's concern
+    listener.onQueryProgress(progress(0, 90, []))
+    clock.now += 599
+    high["purchases"] = 25
+    assert stall() == (True, "ok") and not asked  # within the stall: the broker is not asked
+    clock.now += 1
+    alive, reason = stall()
+    assert not alive
+    assert reason == "query purchase: no step finished for 600 s while 15 records wait"
+    assert asked == [{"purchases": {"0": 10}}]
+    listener.onQueryProgress(progress(1, 90, [], end_offset='{"purchases": {"0": 25}}'))
+    assert stall() == (True, "ok")
+
+
+def test_liveness_holds_while_idle_or_when_the_broker_does_not_answer() -> None:
+    clock = FakeClock()
+    answer: dict[tuple[str, int], int] = {("purchases", 0): 0}
+    stall = StepStall(600, lambda offsets: answer, clock=clock)
+    listener = TidemarkQueryListener(TidemarkMetrics(), stall=stall)
+    listener.onQueryStarted(started())
+    listener.onQueryProgress(progress(0, 90, []))
+    clock.now += 3600
+    assert stall() == (True, "ok")  # idle for an hour: nothing waits
+    answer = {}  # the probe failed (it logs why): unknown is not a stall
+    assert stall() == (True, "ok")
+    answer = {("purchases", 0): 3}
+    assert not stall()[0]
+    listener.onQueryTerminated(terminated())  # a stopped query is readiness' concern
+    assert stall() == (True, "ok")
+    assert StepStall(0, lambda offsets: answer, clock=clock)() == (True, "ok")
+

@@ -105,3 +105,13 @@ def test_broker_reachability_reports_an_unreachable_broker_within_its_timeout() 
     started = time.monotonic()
     assert probe() == (reachable, reason)  # cached: no second timeout
     assert time.monotonic() - started < 0.5
+
+
+def test_healthz_answers_what_the_liveness_check_says() -> None:
+    state = {"alive": (True, "ok")}
+    with MetricsServer(TidemarkMetrics().registry, lambda: (True, "ok"), port=0,
+                       host="127.0.0.1", liveness=lambda: state["alive"]) as server:
+        assert get(server.port, "/healthz")[::2] == (200, "ok\n")
+        state["alive"] = (False, "query q: no step finished for 600 s while 3 records wait")
+        assert get(server.port, "/healthz")[::2] == (
+            503, "query q: no step finished for 600 s while 3 records wait\n")
