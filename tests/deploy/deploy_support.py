@@ -7,6 +7,9 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "tidemark"
@@ -20,6 +23,42 @@ class K8sTools:
     helm: Path
     kubeconform: Path
     schema_location: str
+
+
+def helm_run(
+    tools: K8sTools, *args: str, values: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``helm ARGS`` for the Kubernetes version the chart is validated against."""
+    cmd = [str(tools.helm), *args, "--kube-version", KUBERNETES_VERSION]
+    if values is not None:
+        cmd += ["-f", str(values)]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def render(
+    tools: K8sTools, values: Path | None, *sets: str, release: str = "tm",
+    namespace: str = "streaming",
+) -> str:
+    """``helm template`` of the chart with a values file and ``--set`` assignments."""
+    args = ["template", release, str(CHART), "--namespace", namespace]
+    for assignment in sets:
+        args += ["--set", assignment]
+    result = helm_run(tools, *args, values=values)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def manifests(rendered: str) -> list[dict[str, Any]]:
+    """The objects of a rendered chart."""
+    return [doc for doc in yaml.safe_load_all(rendered) if doc]
+
+
+def one(docs: list[dict[str, Any]], kind: str, suffix: str = "") -> dict[str, Any]:
+    """The single object of ``kind`` whose name ends with ``suffix``."""
+    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(suffix)]
+    names = [d["metadata"]["name"] for d in found]
+    assert len(found) == 1, f"expected one {kind}*{suffix}, got {names}"
+    return found[0]
 
 
 def tools_env() -> dict[str, str]:

@@ -20,42 +20,17 @@ from typing import Any
 import pytest
 import yaml
 from deploy_support import CHART, KUBERNETES_VERSION, ROOT, K8sTools, tools_env
+from deploy_support import helm_run as _helm
+from deploy_support import manifests as _docs
+from deploy_support import one as _one
+from deploy_support import render as _render
 
 VALUES = {
     "default": None,
     "local": CHART / "ci" / "local-values.yaml",
     "kubernetes": CHART / "ci" / "kubernetes-values.yaml",
 }
-CRDS = ("ServiceMonitor", "PrometheusRule")
-
-
-def _helm(
-    tools: K8sTools, *args: str, values: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    cmd = [str(tools.helm), *args, "--kube-version", KUBERNETES_VERSION]
-    if values is not None:
-        cmd += ["-f", str(values)]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
-
-
-def _render(tools: K8sTools, values: Path | None, *sets: str) -> str:
-    args = ["template", "tm", str(CHART), "--namespace", "streaming"]
-    for assignment in sets:
-        args += ["--set", assignment]
-    result = _helm(tools, *args, values=values)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
-def _docs(rendered: str) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(rendered) if doc]
-
-
-def _one(docs: list[dict[str, Any]], kind: str, suffix: str = "") -> dict[str, Any]:
-    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(suffix)]
-    names = [d["metadata"]["name"] for d in found]
-    assert len(found) == 1, f"expected one {kind}*{suffix}, got {names}"
-    return found[0]
+CRDS = ("ServiceMonitor", "PodMonitor", "PrometheusRule")
 
 
 def _kubeconform(tools: K8sTools, manifests: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -230,8 +205,11 @@ def test_part_m_monitoring_objects_ship_the_observability_files(k8s_tools: K8sTo
     assert "metrics" in port_names
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
 
+    # The rules of files/, each selector scoped to the release (test_helm_releases.py).
     rules_files = sorted((CHART / "files" / "prometheus").glob("*.yaml"))
-    expected_groups = [g for f in rules_files for g in yaml.safe_load(f.read_text())["groups"]]
+    scoped = ('namespace=~".*", job=~".+"', 'namespace="streaming", job="tm-tidemark"')
+    expected_groups = [g for f in rules_files
+                       for g in yaml.safe_load(f.read_text().replace(*scoped))["groups"]]
     if expected_groups:
         rule = _one(docs, "PrometheusRule")
         assert rule["spec"]["groups"] == expected_groups
@@ -245,7 +223,14 @@ def test_part_m_monitoring_objects_ship_the_observability_files(k8s_tools: K8sTo
         cm = _one(docs, "ConfigMap", "-dashboard")
         assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
         for path in dashboards:
-            assert json.loads(cm["data"][path.name]) == json.loads(path.read_text())
+            rendered = json.loads(cm["data"][path.name])
+            shipped = json.loads(path.read_text())
+            assert rendered["panels"] == shipped["panels"]
+            assert rendered["title"] == f"{shipped['title']} (streaming/tm)"
+            variables = {v["name"]: v for v in rendered["templating"]["list"]}
+            for name, value in {"namespace": "streaming", "release": "tm",
+                                "job": "tm-tidemark"}.items():
+                assert variables[name]["current"]["value"] == [value]
 
 
 def test_s15_checkpoint_without_persistence_is_scratch_in_local_mode(k8s_tools: K8sTools) -> None:
@@ -270,22 +255,25 @@ def test_default_values_leave_crds_off(k8s_tools: K8sTools) -> None:
 @pytest.mark.parametrize(
     ("sets", "message"),
     [
-        (("spark.mode=yarn",), "spark.mode must be local or kubernetes"),
+        (("spark.mode=yarn",), "at '/spark/mode': value must be one of 'local', 'kubernetes'"),
         (
             ("kafka.securityProtocol=SASL_SSL", "kafka.tls.existingSecret=ca"),
-            "kafka.sasl.mechanism",
+            "at '/kafka/sasl/existingSecret': minLength",
         ),
         (
             ("kafka.securityProtocol=SASL_SSL", "kafka.sasl.mechanism=OAUTHBEARER",
              "kafka.sasl.existingSecret=oidc"),
-            "kafka.sasl.oauthbearer.tokenEndpointUrl",
+            "at '/kafka/sasl/oauthbearer/tokenEndpointUrl': minLength",
         ),
         (("kafka.client.sasl\\.password=x",), "kafka.client sasl.password looks like a secret"),
         (("secretFiles[0].name=r", "secretFiles[0].existingSecret=s", "secretFiles[0].key=k",
-          "secretFiles[0].env=REGISTRY_PASSWORD"), "env must be a TIDEMARK_*_FILE setting"),
+          "secretFiles[0].env=REGISTRY_PASSWORD"),
+         "at '/secretFiles/0/env': 'REGISTRY_PASSWORD' does not match pattern"),
         (("spark.mode=kubernetes",), "ReadWriteMany"),
         (("program.inline=",), "program.inline"),
-        (("checkpoint.name=../other",), "checkpoint.name"),
+        (("checkpoint.name=../other",), "at '/checkpoint/name'"),
+        (("metrics.serviceMonitor.enabled=true", "metrics.podMonitor.enabled=true"),
+         "would both scrape the driver"),
     ],
 )
 def test_chart_refuses_inconsistent_values(
@@ -415,7 +403,10 @@ def test_network_policy_by_default(k8s_tools: K8sTools, mode: str) -> None:
     metrics = next(r for r in spec["ingress"] if "ports" in r)
     assert _ports(metrics) == {(9108, "TCP")}
     assert metrics["from"] == [
-        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}},
+        # The release's `helm test` pod (test_helm_releases.py).
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/instance": "tm",
+                                         "app.kubernetes.io/component": "test"}}},
     ]
     egress_ports = set().union(*(_ports(r) for r in spec["egress"]))
     assert {(53, "UDP"), (53, "TCP")} <= egress_ports

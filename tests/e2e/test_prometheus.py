@@ -102,9 +102,10 @@ def dashboard_queries() -> list[tuple[str, str]]:
 
 
 def grafana_to_promql(expr: str) -> str:
-    """What Grafana sends for an expression with every variable at All (rate window 10 s)."""
+    """What Grafana sends for an expression with every variable at All (rate window 10 s):
+    ``.*`` also matches the namespace and release labels a static scrape has not."""
     expr = expr.replace("$__rate_interval", "10s")
-    return re.sub(r"\$\{?(table|view)\}?", ".*", expr)
+    return re.sub(r"\$\{?(namespace|release|job|table|view)\}?", ".*", expr)
 
 
 def test_part_m_every_dashboard_query_returns_data_from_a_real_prometheus(

@@ -58,7 +58,8 @@ def panel_queries() -> dict[str, list[tuple[str, str]]]:
 
 
 def grafana_to_promql(expr: str) -> str:
-    return re.sub(r"\$\{?(table|view)\}?", ".*", expr.replace("$__rate_interval", "10s"))
+    expr = expr.replace("$__rate_interval", "10s")
+    return re.sub(r"\$\{?(namespace|release|job|table|view)\}?", ".*", expr)
 
 
 def legend(fmt: str, labels: dict[str, str]) -> str:

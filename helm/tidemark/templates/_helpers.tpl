@@ -99,6 +99,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- fail (printf "kafka.client %s looks like a secret: its value would be plain in the pod spec; mount it with secretFiles or kafka.sasl/kafka.tls" $key) }}
 {{- end }}
 {{- end }}
+{{- if and .Values.metrics.serviceMonitor.enabled .Values.metrics.podMonitor.enabled }}
+{{- fail "metrics.serviceMonitor and metrics.podMonitor would both scrape the driver (every series twice): enable one" }}
+{{- end }}
 {{- if and (not .Values.program.existingConfigMap) (not .Values.program.inline) }}
 {{- fail "set program.inline (the SQL text) or program.existingConfigMap" }}
 {{- end }}
@@ -272,4 +275,40 @@ keys named in values are projected, read-only, readable by the pod's group only.
 {{- else }}
 {{- toJson (list (ternary 80 443 (eq $url.scheme "http"))) }}
 {{- end }}
+{{- end }}
+
+{{/* The `job` label of the release's series: both monitors set it, rules and dashboard
+select by it (with the namespace). */}}
+{{- define "tidemark.job" -}}
+{{- default (include "tidemark.fullname" .) .Values.metrics.job }}
+{{- end }}
+
+{{/* Relabelings of the ServiceMonitor's and PodMonitor's endpoint: the job and release labels
+the alert rules and the dashboard select by, whichever monitor scrapes. */}}
+{{- define "tidemark.scrapeRelabelings" -}}
+- action: replace
+  targetLabel: job
+  replacement: {{ include "tidemark.job" . | quote }}
+- action: replace
+  targetLabel: release
+  replacement: {{ .Release.Name | quote }}
+{{- end }}
+
+{{/* The Grafana dashboard's uid: readable namespace and release, and a hash of both so two
+releases never share one after truncation; at most Grafana's 40 characters. */}}
+{{- define "tidemark.dashboardUid" -}}
+{{- $key := printf "%s/%s" .Release.Namespace .Release.Name }}
+{{- $readable := printf "tm-%s-%s" .Release.Namespace .Release.Name | trunc 31 | trimSuffix "-" }}
+{{- printf "%s-%s" $readable (sha256sum $key | trunc 8) }}
+{{- end }}
+
+{{/* The label matchers that scope a PromQL selector to this release's series. */}}
+{{- define "tidemark.seriesMatchers" -}}
+{{- printf "namespace=%q, job=%q" .Release.Namespace (include "tidemark.job" .) }}
+{{- end }}
+
+{{/* The URL of the release's metrics endpoint inside the cluster (helm test). */}}
+{{- define "tidemark.metricsUrl" -}}
+{{- $service := ternary (printf "%s-metrics" (include "tidemark.fullname" .)) (include "tidemark.headlessName" .) .Values.metrics.service.enabled }}
+{{- printf "http://%s.%s.svc:%d" $service .Release.Namespace (int .Values.metrics.port) }}
 {{- end }}

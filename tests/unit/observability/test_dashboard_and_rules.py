@@ -129,3 +129,45 @@ def test_each_alert_fires_on_its_failure_and_not_on_the_healthy_twin() -> None:
     tested = set(re.findall(r"alertname: (\w+)", RULE_TESTS.read_text()))
     alerts = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
     assert tested == alerts
+
+
+SELECTOR = re.compile(r"\b(tidemark_[a-z0-9_]*[a-z0-9])(\{[^}]*\})?")
+GROUPING = re.compile(r"\b(?:by|on) \(([^)]*)\)")
+
+
+def test_every_alert_selector_and_aggregation_is_scoped_by_namespace_and_job() -> None:
+    """The chart replaces the generic matchers with its release's (helm/tidemark, monitoring
+    template), so a selector without them would see every release's series."""
+    for expr in rule_expressions():
+        selectors = SELECTOR.findall(expr)
+        assert selectors, expr
+        for name, matchers in selectors:
+            assert matchers.startswith('{namespace=~".*", job=~".+"'), (name, expr)
+        for grouping in GROUPING.findall(expr):
+            assert {"namespace", "job"} <= {g.strip() for g in grouping.split(",")}, expr
+
+
+def test_every_alert_links_to_its_runbook_section() -> None:
+    doc = (ROOT / "docs" / "observability.md").read_text()
+    alerts_part = doc[doc.index("\n## Alerts\n"):]
+    anchors = {"#" + re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-")
+               for heading in re.findall(r"^### (.+)$", alerts_part, re.MULTILINE)}
+    for group in yaml.safe_load(RULES.read_text())["groups"]:
+        for rule in group["rules"]:
+            url = rule["annotations"]["runbook_url"]
+            assert url == f"docs/observability.md#{rule['alert'].lower()}", rule["alert"]
+            assert url.removeprefix("docs/observability.md") in anchors, rule["alert"]
+
+
+def test_every_dashboard_query_selects_the_namespace_release_and_job_variables() -> None:
+    dashboard: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    variables = [v["name"] for v in dashboard["templating"]["list"]]
+    assert variables[:4] == ["datasource", "namespace", "release", "job"]
+    scope = '{namespace=~"$namespace", release=~"$release", job=~"$job"'
+    panels = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    for query in panels:
+        for name, matchers in SELECTOR.findall(query):
+            assert matchers.startswith(scope), (name, query)
+    for variable in dashboard["templating"]["list"]:
+        if variable["name"] in ("table", "view"):
+            assert scope[1:] in variable["definition"], variable["name"]
