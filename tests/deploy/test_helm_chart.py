@@ -560,37 +560,64 @@ def test_kafka_client_settings_reach_the_app(
         assert conf["socket.keepalive.enable"] == "true"
 
 
-def test_the_charts_spark_conf_with_authentication_runs_tidemarks_session(
+def test_the_charts_spark_conf_runs_tidemarks_session_and_logs_errors_as_json_lines(
     k8s_tools: K8sTools, tmp_path: Path
 ) -> None:
-    """The default values' spark-defaults.conf (authentication and encryption on) reaches a
-    session made by app/runtime/session.py through SPARK_CONF_DIR, as in the chart's pod, and
-    Spark runs a job with Python tasks under it."""
+    """The default values' Spark configuration directory (spark-defaults.conf with
+    authentication and encryption on, log4j2.properties) reaches a session made by
+    app/runtime/session.py through SPARK_CONF_DIR with Spark's log on the console, as in the
+    chart's pod (TIDEMARK_SPARK_LOG=console): Spark runs a job with Python tasks under it, and
+    a streaming query that fails is logged on stdout as one JSON object, stack trace inside."""
     conf_dir = tmp_path / "spark-conf"
     conf_dir.mkdir()
     docs = _docs(_render(k8s_tools, None))
-    text = _one(docs, "ConfigMap", "-spark")["data"]["spark-defaults.conf"]
+    container = _one(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    assert {e["name"]: e.get("value") for e in container["env"]}["TIDEMARK_SPARK_LOG"] == (
+        "console")
+    data = _one(docs, "ConfigMap", "-spark")["data"]
     # The pod's scratch directory; everything else as rendered.
     (conf_dir / "spark-defaults.conf").write_text(
-        text.replace("/var/lib/tidemark/spark-local", str(tmp_path / "spark-local"))
+        data["spark-defaults.conf"].replace("/var/lib/tidemark/spark-local",
+                                            str(tmp_path / "spark-local"))
     )
+    (conf_dir / "log4j2.properties").write_text(data["log4j2.properties"])
     probe = tmp_path / "probe.py"
     probe.write_text(
+        "import sys\n"
         "from app.runtime.session import spark_session\n"
         "spark = spark_session('local[1]', 1)\n"
         "conf = spark.sparkContext.getConf()\n"
-        "print('authenticate=' + conf.get('spark.authenticate', ''))\n"
-        "print('crypto=' + conf.get('spark.network.crypto.enabled', ''))\n"
+        "print('probe: authenticate=' + conf.get('spark.authenticate', ''))\n"
+        "print('probe: crypto=' + conf.get('spark.network.crypto.enabled', ''))\n"
         "doubled = spark.sparkContext.parallelize(range(10), 2).map(lambda x: x * 2)\n"
-        "print('sum=%d' % doubled.sum())\n"
+        "print('probe: sum=%d' % doubled.sum())\n"
+        "def fail(batch, batch_id):\n"
+        "    raise ValueError('step ' + str(batch_id) + ' refused by the probe')\n"
+        "query = (spark.readStream.format('rate').load().writeStream.foreachBatch(fail)\n"
+        "         .option('checkpointLocation', sys.argv[1]).start())\n"
+        "try:\n"
+        "    query.awaitTermination(120)\n"
+        "except Exception:\n"
+        "    print('probe: query failed')\n"
+        "sys.stdout.flush()\n"
         "spark.stop()\n"
     )
     python = str(ROOT / ".venv" / "bin" / "python")
     env = {**tools_env(), "SPARK_CONF_DIR": str(conf_dir), "PYSPARK_PYTHON": python,
            "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([python, str(probe)], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=280)
+    result = subprocess.run([python, str(probe), str(tmp_path / "ck")], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=280)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "authenticate=true" in result.stdout
-    assert "crypto=true" in result.stdout
-    assert "sum=90" in result.stdout
+    lines = result.stdout.splitlines()
+    assert "probe: authenticate=true" in lines
+    assert "probe: crypto=true" in lines
+    assert "probe: sum=90" in lines
+    assert "probe: query failed" in lines
+    # Everything else on stdout is Spark's log, one JSON object per line.
+    events = [json.loads(line) for line in lines if not line.startswith("probe: ")]
+    failed = [e for e in events if e["level"] == "ERROR"
+              and "refused by the probe" in json.dumps(e.get("exception", {}))]
+    assert failed, result.stdout[-3000:]
+    assert failed[0]["exception"]["stacktrace"]
+    assert {"ts", "msg", "logger"} <= set(failed[0])
+    assert "refused by the probe" not in result.stderr
