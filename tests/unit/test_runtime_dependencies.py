@@ -11,7 +11,11 @@ dependencies.
 
 The image installs those dependencies with ``-c constraints.txt``: the checks below hold that
 file to an exact pin of every runtime dependency and of everything they require, at the
-versions installed here (where the tests ran), and to nothing else.
+versions installed here (where the tests ran), and to nothing else. The Makefile installs
+``.[dev]`` with ``-c constraints.txt -c constraints-dev.txt``; the second file pins what the dev
+extra adds, and ``pip freeze`` of this environment must be exactly the union of the two: a
+fresh clone's ``make test`` installs the versions pinned here, and the image the same runtime
+versions as the virtual environment.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import ast
 import importlib.metadata
 import importlib.util
 import re
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -92,6 +97,7 @@ def test_a_dependency_moved_to_the_dev_extra_is_reported(tmp_path: Path) -> None
 
 
 CONSTRAINTS = ROOT / "constraints.txt"
+DEV_CONSTRAINTS = ROOT / "constraints-dev.txt"
 
 
 def _freeze_script() -> ModuleType:
@@ -151,6 +157,49 @@ def test_the_constraints_pin_the_runtime_closure_as_installed() -> None:
     dev_only = {_normalise(Requirement(spec).name) for spec in dev} - set(closure)
     assert dev_only and not dev_only & set(pins)
     assert "tidemark" not in pins and "pytest" not in pins
+
+
+def test_the_dev_constraints_pin_what_the_dev_extra_adds_as_installed() -> None:
+    script = _freeze_script()
+    dev = script.dev_closure(ROOT / "pyproject.toml")
+    pins = pinned_versions(DEV_CONSTRAINTS)
+    assert pins == dev, "constraints-dev.txt is out of date: run scripts/freeze-constraints.py"
+    assert "pytest" in pins and "tidemark" not in pins
+    assert not set(pins) & set(pinned_versions(CONSTRAINTS))
+    assert script.main(["freeze-constraints.py", "--check"]) == 0
+
+
+def test_pip_freeze_of_the_environment_is_the_union_of_the_constraints() -> None:
+    """Every distribution installed here (the project itself aside) is pinned, at the version
+    installed, and every pin is installed: nothing came in beside the constraints."""
+    frozen = subprocess.run(
+        [sys.executable, "-m", "pip", "freeze", "--exclude-editable",
+         "--disable-pip-version-check"],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout
+    installed = {}
+    for line in frozen.splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"not a pinned distribution: {line}"
+            installed[_normalise(name)] = version
+    installed.pop("tidemark", None)  # the project, when installed as a wheel
+    union = {**pinned_versions(CONSTRAINTS), **pinned_versions(DEV_CONSTRAINTS)}
+    moved = sorted(n for n in installed.keys() & union.keys() if installed[n] != union[n])
+    assert installed == union, (
+        f"installed, not pinned: {sorted(set(installed) - set(union))};"
+        f" pinned, not installed: {sorted(set(union) - set(installed))}; other version: {moved}"
+    )
+
+
+def test_the_makefile_installs_the_environment_with_both_constraints() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    assert "CONSTRAINTS := constraints.txt constraints-dev.txt" in makefile
+    assert "$(BIN)/pip install $(addprefix -c ,$(CONSTRAINTS)) -e '.[dev]'" in makefile
+    # A change of the pins reinstalls the environment.
+    assert re.search(r"^STAMP .*\$\(CONSTRAINTS\)", makefile, re.MULTILINE)
+    assert re.search(r"^\$\(STAMP\): pyproject\.toml \$\(CONSTRAINTS\)$", makefile,
+                     re.MULTILINE)
 
 
 def test_a_dependency_missing_from_the_constraints_is_reported(tmp_path: Path) -> None:
