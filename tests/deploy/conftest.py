@@ -1,13 +1,16 @@
 """Fixtures of the deployment tests: the Kubernetes tools and a standalone Spark cluster.
 
-The tools are built by ``scripts/install-k8s-tools.sh`` (``go install``); the tests that need them
-are skipped, with the script's error as the reason, only when that build fails. The standalone
+The tools are built by ``scripts/install-k8s-tools.sh`` (``go install``); when that build fails
+the tests that need them fail with the script's error, so CI (``make test``) never passes
+without having checked the chart. A machine without Go may set ``TIDEMARK_K8S_TOOLS_OPTIONAL=1``
+to skip them instead, with the same reason; CI does not set it. The standalone
 cluster is a master and two workers started by ``scripts/spark-standalone.sh`` in a temporary
 directory, so a developer's own cluster under ``var/`` is left alone.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +24,9 @@ from deploy_support import (
     tools_env,
 )
 
+#: Set to 1 to skip, not fail, the chart's checks where helm and kubeconform cannot be built.
+TOOLS_OPTIONAL = "TIDEMARK_K8S_TOOLS_OPTIONAL"
+
 
 @pytest.fixture(scope="session")
 def k8s_tools() -> K8sTools:
@@ -29,7 +35,10 @@ def k8s_tools() -> K8sTools:
         [str(script)], cwd=ROOT, env=tools_env(), capture_output=True, text=True, timeout=1800
     )
     if result.returncode != 0:
-        pytest.skip(f"helm/kubeconform could not be built: {result.stderr.strip()[-800:]}")
+        reason = f"helm/kubeconform could not be built: {result.stderr.strip()[-800:]}"
+        if os.environ.get(TOOLS_OPTIONAL) == "1":
+            pytest.skip(reason)
+        pytest.fail(f"{reason} (set {TOOLS_OPTIONAL}=1 to skip the chart's checks)")
     bin_dir = ROOT / ".cache" / "go" / "bin"
     schemas = ROOT / ".cache" / "kubernetes-json-schema"
     return K8sTools(

@@ -621,3 +621,11 @@ def test_the_charts_spark_conf_runs_tidemarks_session_and_logs_errors_as_json_li
     assert failed[0]["exception"]["stacktrace"]
     assert {"ts", "msg", "logger"} <= set(failed[0])
     assert "refused by the probe" not in result.stderr
+
+
+def test_ci_never_makes_the_chart_checks_optional() -> None:
+    """Without helm and kubeconform the chart's checks fail (tests/deploy/conftest.py) unless
+    TIDEMARK_K8S_TOOLS_OPTIONAL=1; nothing CI runs sets it."""
+    for path in ("Makefile", "scripts/run-tests.sh", ".ci/run"):
+        assert "TIDEMARK_K8S_TOOLS_OPTIONAL" not in (ROOT / path).read_text(), path
+    assert "install-k8s-tools.sh" in (ROOT / "Makefile").read_text()
