@@ -3,8 +3,9 @@
 A local broker whose only client listener is SASL_SSL (PLAIN and SCRAM-SHA-512) and which also
 demands a client certificate (mTLS), with certificates made by openssl in the test. A program
 runs against it with ``tidemark run`` configured by ``TIDEMARK_KAFKA_*`` environment variables
-and a mounted password file; no credential may appear in its logs, its metrics, ``explain`` or
-its error messages.
+and a mounted password file; no credential may appear in its logs (Tidemark's and Spark's:
+``spark.log`` and ``spark.out`` in the checkpoint), its checkpoint, its metrics, ``explain``
+or its error messages.
 """
 
 from __future__ import annotations
@@ -221,12 +222,29 @@ def test_a_program_runs_over_sasl_ssl_only_and_no_credential_is_shown(
         timeout=200,
     )
     assert wrong.returncode == 2 and "tidemark: error:" in wrong.stderr
+    # Spark's own logs (TIDEMARK_SPARK_LOG=file, the default): the driver JVM's log4j2 file
+    # with its rolled files, and its stdout and stderr beside them. The failing query's error
+    # and plan are in spark.log of the first run.
+    spark_logs = {
+        path: path.read_text(errors="replace")
+        for checkpoint in (tmp_path / "cp", tmp_path / "cp2")
+        for path in sorted(checkpoint.glob("spark.*"))
+    }
+    first = spark_logs[tmp_path / "cp" / "spark.log"]
+    assert "terminated with error" in first and out.topic in first, first[-3000:]
+    assert tmp_path / "cp" / "spark.out" in spark_logs
     for name, text in {
         "run stderr": stderr,
         "run stdout": stdout,
         "explain": explain.stdout + explain.stderr,
         "error": wrong.stderr + wrong.stdout,
         "metrics": metrics_text,
+        **{str(path.relative_to(tmp_path)): text for path, text in spark_logs.items()},
     }.items():
         assert PASSWORD not in text, f"the password appears in {name}"
+    # Nor in anything else either run left in its checkpoint (offsets, step files, state).
+    for checkpoint in (tmp_path / "cp", tmp_path / "cp2"):
+        for path in checkpoint.rglob("*"):
+            if path.is_file():
+                assert PASSWORD.encode() not in path.read_bytes(), f"the password is in {path}"
     assert "Traceback" not in wrong.stderr
