@@ -6,6 +6,8 @@ broker: the judgement is a function of the committed marker."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from app.connectors.sink import StepMarker
@@ -27,11 +29,15 @@ COUNTS = [{"kind": "output", "rel": "v", "topic": "out", "reason": "", "n": 7, "
 
 def test_the_fingerprint_is_fixed_size_hex_and_stable_s15() -> None:
     first = step_fingerprint(PLAN, INPUT)
-    assert len(first) == FINGERPRINT_HEX
-    assert int(first, 16) >= 0
+    assert re.fullmatch(f"[0-9a-f]{{{FINGERPRINT_HEX}}}", first), first
+    # An equal plan and equal ranges, built afresh: the same step, the same fingerprint.
+    again = [SourceRanges("purchases", ((0, 100, 150), (1, 90, 140)))]
+    assert step_fingerprint("".join(["a"] * 64), again) == first
     # Same ranges listed in another partition order: the same step.
     shuffled = [SourceRanges("purchases", ((1, 90, 140), (0, 100, 150)))]
     assert step_fingerprint(PLAN, shuffled) == first
+    # Another plan over the same input: another fingerprint.
+    assert step_fingerprint("b" * 64, again) != first
 
 
 @pytest.mark.parametrize(
