@@ -171,3 +171,12 @@ def test_every_dashboard_query_selects_the_namespace_release_and_job_variables()
     for variable in dashboard["templating"]["list"]:
         if variable["name"] in ("table", "view"):
             assert scope[1:] in variable["definition"], variable["name"]
+
+
+def test_part_m_the_docs_name_only_metrics_the_service_exports() -> None:
+    """A metric named in the documentation (an alert to write, a panel to read) exists."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    named = {(path.relative_to(ROOT).as_posix(), name)
+             for path in docs for name in metric_names(path.read_text())}
+    unknown = sorted((path, name) for path, name in named if name not in METRIC_NAMES)
+    assert not unknown, f"not metrics of app/observability/metrics.py: {unknown}"
