@@ -304,18 +304,31 @@ def with_schema_registry(circuit: Any, settings: Settings) -> Any:
         return found
 
     tables = tuple(
-        replace(t, schema_registry=conf(f"table {t.name}", t.schema_registry, "'format'"))
-        if t.format == "avro-confluent"
+        replace(
+            t,
+            schema_registry=conf(
+                f"table {t.name}",
+                t.schema_registry,
+                "'format'" if t.format == "avro-confluent" else "'key.format'",
+            ),
+        )
+        if "avro-confluent" in (t.format, t.key_format)
         else t
         for t in circuit.tables
     )
     views = []
     for view in circuit.views:
         out = view.output
-        if out is not None and out.encoding == "avro-confluent":
-            registry = conf(f"view {view.name}", out.schema_registry, "'encoding'")
+        if out is not None and "avro-confluent" in (out.encoding, out.key_format):
+            value = out.encoding == "avro-confluent"
+            registry = conf(
+                f"view {view.name}", out.schema_registry, "'encoding'" if value else "'key.format'"
+            )
             key_id, value_id = register_output_schemas(
-                registry, out.topic, out.key_schema, out.value_schema
+                registry,
+                out.topic,
+                out.key_schema if (out.key_format or out.encoding) == "avro-confluent" else None,
+                out.value_schema if value else None,
             )
             out = replace(
                 out, schema_registry=registry, key_schema_id=key_id, value_schema_id=value_id

@@ -373,6 +373,12 @@ def explain_text(circuit: Circuit) -> str:
         lines.append(f"  dead letters: {table.dead_letter_topic} (late, malformed, invalid"
                      f"{', future' if table.max_future_ms is not None else ''} records)")
         lines.append("  columns:      " + ", ".join(_table_column(c) for c in table.columns))
+        if table.key_format is not None:
+            read = (f"columns {', '.join(table.key_fields)}" if all(
+                table.column(k).metadata == "key" for k in table.key_fields) else
+                f"checked; {', '.join(table.key_fields)} read from the value")
+            lines.append(f"  key:          {table.key_format} ({read}; a key that does not "
+                         "decode is a dead letter)")
         if table.primary_key:
             deletes = (", a tombstone deletes its key" if table.deletes_by_tombstone else "")
             lines.append(f"  primary key:  {', '.join(table.primary_key)} (NOT ENFORCED: each "
@@ -433,6 +439,8 @@ def explain_text(circuit: Circuit) -> str:
         lines.append(f"  emit:         {_emit_text(view)}")
         if view.output is not None:
             key = ", ".join(view.output.key_columns) or "null"
+            if view.output.key_format is not None:
+                key += f" as {view.output.key_format}"
             lines.append(f"  output:       {view.output.topic} (format {view.output.format}, "
                          f"encoding {view.output.encoding}, Kafka key {key})")
         lines.append("")

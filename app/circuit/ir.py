@@ -557,6 +557,12 @@ class Output:
     #: Flink's ``'properties.bootstrap.servers'`` of the table an INSERT INTO writes: the
     #: cluster the program names, which ``tidemark run`` checks is its own (S15).
     bootstrap_servers: str | None = field(default=None, metadata=OMIT_DEFAULT)
+    #: A declared key format (``'key.format'``): ``raw`` (one column's plain bytes, as
+    #: Kafka's Java serializers write them), ``avro``, ``avro-confluent`` (framed with the id
+    #: of ``<topic>-key``) or ``json``, of ``key_schema``, which is then the same for equal
+    #: key columns in every view (a primitive ``{"type": T}`` for a bare value). None: the
+    #: record ``<view>_key`` in the value's ``encoding``.
+    key_format: str | None = field(default=None, metadata=OMIT_DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -611,13 +617,26 @@ class Table:
     #: Flink's ``'properties.bootstrap.servers'``: the cluster the program names for the
     #: table's topic, which ``tidemark run`` checks is its own (S15: one cluster).
     bootstrap_servers: str | None = field(default=None, metadata=OMIT_DEFAULT)
+    #: ``'key.format'``: how the Kafka key is decoded (``raw``, ``avro``, ``avro-confluent``
+    #: or ``json``), into the columns of ``key_fields`` (``'key.fields'``, in the key's field
+    #: order). Those of them with ``metadata == "key"`` take their values from the key; the
+    #: others (Flink's ``'value.fields-include' = 'ALL'``) from the value, the key only
+    #: checked. A key that does not decode is a dead letter. None: no key format (a
+    #: ``METADATA FROM 'key'`` column is the key's bytes or UTF-8 text).
+    key_format: str | None = field(default=None, metadata=OMIT_DEFAULT)
+    key_fields: tuple[str, ...] = field(default=(), metadata=OMIT_DEFAULT)
+    #: The key's Avro schema: a record of ``key_fields``, or for one field read as a bare
+    #: value (``raw``; ``avro`` and ``avro-confluent`` of a primitive writer schema) that
+    #: field's type as ``{"type": T}``.
+    key_schema: dict[str, Any] | None = field(default=None, metadata=OMIT_DEFAULT)
 
     @property
     def deletes_by_tombstone(self) -> bool:
         """The table's PRIMARY KEY is its Kafka key (one column ``METADATA FROM 'key'``): a
         tombstone (a null value) is the deletion of its key at its time, as on a compacted
         topic, which ends the key's last version for a temporal join (S16)."""
-        return len(self.primary_key) == 1 and self.column(self.primary_key[0]).metadata == "key"
+        return (len(self.primary_key) == 1 or self.key_format is not None) and bool(
+            self.primary_key) and all(self.column(k).metadata == "key" for k in self.primary_key)
 
     def column(self, name: str) -> Column:
         for col in self.columns:

@@ -334,10 +334,12 @@ def register_output_schemas(
     registry: Mapping[str, str],
     topic: str,
     key_schema: Mapping[str, Any] | None,
-    value_schema: Mapping[str, Any],
-) -> tuple[int | None, int]:
+    value_schema: Mapping[str, Any] | None,
+) -> tuple[int | None, int | None]:
     """Register an output topic's key schema (if any) under ``<topic>-key`` and its value
-    schema under ``<topic>-value`` (the topic-name strategy) and return their schema ids.
+    schema (if any) under ``<topic>-value`` (the topic-name strategy) and return their
+    schema ids. A bare-value key schema (``{"type": "string"}``) is registered as its type
+    (``"string"``), as Java's ``KafkaAvroSerializer`` registers a String key.
     Registering a schema the subject already has returns its id. Raises
     :class:`SchemaRegistryUnavailable` naming the subject when the registry refuses or cannot
     be reached (a schema incompatible with the subject's earlier ones, say)."""
@@ -346,8 +348,11 @@ def register_output_schemas(
     client = REGISTRY_CLIENTS.get().get(registry)
 
     def register(subject: str, schema: Mapping[str, Any]) -> int:
+        kind = schema.get("type")
+        text = json.dumps(kind if isinstance(kind, str) and len(schema) == 1 and kind != "record"
+                          else schema)
         try:
-            return int(client.register_schema(subject, Schema(json.dumps(schema), "AVRO")))
+            return int(client.register_schema(subject, Schema(text, "AVRO")))
         except Exception as exc:  # the registry's error status, or httpx's transport errors
             raise SchemaRegistryUnavailable(
                 f"the schema registry {registry.get('url')} did not register subject "
@@ -355,4 +360,5 @@ def register_output_schemas(
             ) from exc
 
     key_id = register(f"{topic}-key", key_schema) if key_schema is not None else None
-    return key_id, register(f"{topic}-value", value_schema)
+    return key_id, (register(f"{topic}-value", value_schema) if value_schema is not None
+                    else None)

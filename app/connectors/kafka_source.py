@@ -240,7 +240,8 @@ class _SliceReader:
             self.maxima[column] = None if previous is None else previous + amount
         self.accepted = 0
         # JSON values take the per-record path: the gate decodes each with json_records.
-        avro = spec.format in ("avro", "avro-confluent")
+        # So do tables with a key format: the gate decodes each record's key.
+        avro = spec.format in ("avro", "avro-confluent") and spec.key_format is None
         decoder = ColumnarDecoder(spec.avro_schema) if avro else None
         self.decoder = (
             decoder

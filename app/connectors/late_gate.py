@@ -49,6 +49,7 @@ from app.circuit.waterline import is_late, late_mask
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.confluent_avro import ConfluentAvroRecords, ConfluentRecordError
 from app.connectors.json_records import JsonRecordError, JsonRecords
+from app.connectors.record_key import KeyDecoder, KeyRecordError
 from app.connectors.record_metadata import MetadataError, RecordMeta, RecordMetadata
 from app.errors import SerializationError
 
@@ -161,6 +162,11 @@ class SourceSpec:
     #: A stage boundary's table (ADR 0023): its waterlines move by punctuation only, the
     #: upstream view's waterlines, never by its rows' values (which may lie above them).
     bounded: bool = False
+    #: The table's ``'key.format'`` (app/connectors/record_key.py), its key's fields in
+    #: order and the key's Avro schema; None: keys are read only as ``METADATA FROM 'key'``.
+    key_format: str | None = None
+    key_fields: tuple[str, ...] = ()
+    key_schema: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -176,6 +182,9 @@ class SourceSpec:
             "registry": dict(self.registry) if self.registry is not None else None,
             "deletes": self.deletes,
             "bounded": self.bounded,
+            "key_format": self.key_format,
+            "key_fields": list(self.key_fields),
+            "key_schema": self.key_schema,
         }
 
     @classmethod
@@ -196,6 +205,9 @@ class SourceSpec:
             registry=data.get("registry"),
             deletes=bool(data.get("deletes", False)),
             bounded=bool(data.get("bounded", False)),
+            key_format=data.get("key_format"),
+            key_fields=tuple(data.get("key_fields", ())),
+            key_schema=data.get("key_schema"),
         )
 
     @property
@@ -240,8 +252,16 @@ class LateGate:
         self.waterlines = dict(waterlines)
         self.wall_clock_ms = wall_clock_ms
         self._required = [c.name for c in spec.columns if not c.nullable]
+        key: KeyDecoder | None = None
+        if spec.key_format is not None:
+            if spec.key_schema is None:
+                raise ValueError(f"table {spec.table}: a key format needs its key schema")
+            kinds = {c.name: c.kind for c in spec.columns}
+            key = KeyDecoder(spec.table, spec.key_format,
+                             [(n, kinds[n]) for n in spec.key_fields], spec.key_schema,
+                             spec.registry)
         self._metadata = RecordMetadata(
-            [(c.name, c.kind, c.metadata) for c in spec.columns if c.metadata is not None]
+            [(c.name, c.kind, c.metadata) for c in spec.columns if c.metadata is not None], key
         )
         value_required = [c.name for c in spec.value_columns if not c.nullable]
         self._json: JsonRecords | None = None
@@ -315,6 +335,8 @@ class LateGate:
                 row.update(self._metadata.row(record, headers))
             except MetadataError as exc:
                 return GateVerdict("invalid", None, str(exc))
+            except KeyRecordError as exc:
+                return GateVerdict(exc.reason, None, exc.message)
         missing = self._missing(row, self._required, "record")
         return missing if missing is not None else self._timed("ok", row)
 
@@ -344,6 +366,8 @@ class LateGate:
             row.update(self._metadata.row(record, headers))
         except MetadataError as exc:
             return GateVerdict("invalid", None, str(exc))
+        except KeyRecordError as exc:
+            return GateVerdict(exc.reason, None, exc.message)
         metadata = {c.name: c.metadata for c in self.spec.columns}
         for name, _ in self.spec.lateness:
             if metadata[name] is None:

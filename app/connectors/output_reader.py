@@ -16,6 +16,7 @@ from app.circuit.ir import Output
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.confluent_avro import unframe
 from app.connectors.json_encoder import json_decoder
+from app.connectors.record_key import KeyReader
 
 __all__ = ["OutputReader"]
 
@@ -38,9 +39,11 @@ class OutputReader:
         self.output = output
         self._value = _decoder(view, output.value_schema, output.encoding)
         self._key = (
-            _decoder(f"{view}_key", output.key_schema, output.encoding)
-            if output.key_schema is not None
-            else None
+            None
+            if output.key_schema is None
+            else KeyReader(output.key_format, output.key_schema, output.key_columns).read
+            if output.key_format is not None
+            else _decoder(f"{view}_key", output.key_schema, output.encoding)
         )
 
     def value(self, data: bytes | None) -> dict[str, Any] | None:

@@ -21,6 +21,7 @@ from app.circuit.metadata import HEADER_PREFIX
 
 if TYPE_CHECKING:
     from app.connectors.avro_columns import FieldColumn
+    from app.connectors.record_key import KeyDecoder
 
 __all__ = ["MetadataError", "RecordMeta", "RecordMetadata", "record_meta"]
 
@@ -78,13 +79,20 @@ def _texts(raw: Sequence[bytes | None]) -> tuple[Any, npt.NDArray[np.bool_]]:
 
 class RecordMetadata:
     """Reads the metadata columns of one table: (name, kind, key) with kinds as in
-    ``SourceColumn`` (``timestamp``, ``int32``, ``int64``, ``binary`` or ``string``)."""
+    ``SourceColumn`` (``timestamp``, ``int32``, ``int64``, ``binary`` or ``string``). With a
+    ``key`` decoder (a table's ``'key.format'``, :mod:`app.connectors.record_key`), the
+    ``key`` columns are the decoded key's fields of their names, and every record's key is
+    decoded, also when no column takes its values (Flink's ``'value.fields-include' =
+    'ALL'``): a key that does not decode is then a dead letter all the same."""
 
-    def __init__(self, columns: Sequence[tuple[str, str, str]]) -> None:
+    def __init__(
+        self, columns: Sequence[tuple[str, str, str]], key: KeyDecoder | None = None
+    ) -> None:
         self.specs = tuple(columns)
+        self.key = key
 
     def __bool__(self) -> bool:
-        return bool(self.specs)
+        return bool(self.specs) or self.key is not None
 
     def missing(self, name: str) -> str | None:
         """What a record lacks when metadata column ``name`` is NULL (for the message);
@@ -94,6 +102,8 @@ class RecordMetadata:
             return None
         if key.startswith(HEADER_PREFIX):
             return f"no header {key[len(HEADER_PREFIX):]}"
+        if key == "key" and self.key is not None:
+            return f"no key field {name} (a null key, or a key without it)"
         return {"key": "a null key", "timestamp": "no timestamp"}.get(key, f"no {key}")
 
     def row(self, meta: RecordMeta | None, headers: Headers) -> dict[str, Any]:
@@ -101,10 +111,15 @@ class RecordMetadata:
 
         Raises:
             MetadataError: a VARCHAR key or header that is not UTF-8 text.
+            KeyRecordError: a key its table's key format does not decode.
         """
         row: dict[str, Any] = {}
+        fields = None if self.key is None else self.key.decode(None if meta is None else meta.key)
         for name, kind, key in self.specs:
             value: Any
+            if fields is not None and key == "key":
+                row[name] = fields.get(name)
+                continue
             if key.startswith(HEADER_PREFIX):
                 value = _header(headers, key[len(HEADER_PREFIX) :])
             elif meta is None:
@@ -138,6 +153,8 @@ class RecordMetadata:
 
         from app.connectors.avro_columns import FieldColumn
 
+        if self.key is not None:
+            raise ValueError("keys of a key format are decoded per record (row)")
         count = len(chunk)
         bad = np.zeros(count, np.bool_)
         out: dict[str, FieldColumn] = {}

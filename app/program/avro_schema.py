@@ -20,6 +20,7 @@ __all__ = [
     "CHANGELOG_FIELDS",
     "avro_type",
     "changelog_columns",
+    "key_schema",
     "record_schema",
     "schema_mismatches",
 ]
@@ -70,6 +71,25 @@ def record_schema(name: str, columns: Sequence[Column],
             field["default"] = None
         fields.append(field)
     return {"type": "record", "name": name, "namespace": NAMESPACE, "fields": fields}
+
+
+#: The name and namespace Flink gives the record of a key's (or any row's) columns
+#: (``AvroSchemaConverter``): a declared key's record is named so in every view, so equal
+#: key columns have one schema, and one registry id, wherever they are written.
+KEY_RECORD = ("record", "org.apache.flink.avro.generated")
+
+
+def key_schema(columns: Sequence[Column], bare: bool) -> dict[str, Any]:
+    """The Avro schema of a declared key (``'key.format'``): one column's bare value,
+    ``{"type": T}`` with T its NOT NULL type (a NULL is a null key), or the record of the
+    columns, named :data:`KEY_RECORD` (nullable columns as unions, as Flink writes them)."""
+    if bare:
+        assert len(columns) == 1
+        plain = _plain(columns[0].type)
+        return dict(plain) if isinstance(plain, dict) else {"type": plain}
+    schema = record_schema(KEY_RECORD[0], columns)
+    schema["namespace"] = KEY_RECORD[1]
+    return schema
 
 
 def _describe(avro: Any) -> str:

@@ -58,6 +58,7 @@ from app.program.flink import (
     source_options,
 )
 from app.program.insert import conform
+from app.program.kafka_keys import table_key, view_key
 from app.program.lexer import CompileFailure, SourceText, Token, split_statements, tokenize
 from app.program.query import (
     JOIN_PREFIX,
@@ -88,9 +89,10 @@ from app.program.window_subquery import AGGREGATE, SIDE, window_subquery
 __all__ = ["compile_program", "compile_text"]
 
 TABLE_OPTIONS = ("topic", "format", "schema", "dead_letter", "max_future", "schema-registry.url",
-                 "scan.startup.mode", "scan.startup.timestamp-millis")
-VIEW_OPTIONS = ("topic", "format", "encoding", "schema-registry.url", "key", "partitions",
-                "replicas", "retention")
+                 "scan.startup.mode", "scan.startup.timestamp-millis", "key.format",
+                 "key.fields")
+VIEW_OPTIONS = ("topic", "format", "encoding", "schema-registry.url", "key", "key.format",
+                "partitions", "replicas", "retention")
 #: Where a new checkpoint starts reading a table's topic (Flink's Kafka connector's names).
 STARTUP_MODES = ("earliest-offset", "latest-offset", "timestamp")
 VIEW_ENCODINGS = ("avro", "avro-confluent", "json")
@@ -273,11 +275,13 @@ class _Compiler:
         self._declare(decl.name, decl.position, "table")
         decl = _with_watermarks(decl)
         bootstrap: str | None = None
+        key_in_value = False
         if connector_of(decl) is not None:
             flink = source_options(decl)
             self.warnings.extend(flink.warnings)
             decl = replace(decl, options=flink.options)
             bootstrap = flink.bootstrap_servers
+            key_in_value = flink.key_in_value
         columns: list[Column] = []
         lateness: list[Lateness] = []
         seen: set[str] = set()
@@ -320,7 +324,11 @@ class _Compiler:
                 raise CompileFailure(option.position, "'max_future' needs a TIMESTAMP column "
                                      "with LATENESS", "add LATENESS to the event-time column")
             max_future_ms = option.value.amount
-        registry = self._registry_url(options.get("schema-registry.url"), fmt, "table")
+        key = table_key(decl.name, options, columns, key_in_value)
+        columns = list(key.columns)
+        registry = self._registry_url(options.get("schema-registry.url"),
+                                      "avro-confluent" if key.format == "avro-confluent" else fmt,
+                                      "table")
         # Metadata columns come from the Kafka record, not its value, and a processing-time
         # column from the step: no schema field.
         value_columns = [c for c in columns if c.metadata is None and not c.processing_time]
@@ -333,7 +341,8 @@ class _Compiler:
                       cast(Literal["avro", "avro-confluent", "json"], fmt), schema, dead_letter,
                       tuple(lateness), max_future_ms, decl.position, registry,
                       *self._startup(options), primary_key=_primary_key(decl, columns),
-                      bootstrap_servers=bootstrap)
+                      bootstrap_servers=bootstrap, key_format=key.format,
+                      key_fields=key.fields, key_schema=key.schema)
         self.tables.append(table)
         self.relations[decl.name] = Relation(
             decl.name, tuple(Column(c.name, c.type) for c in table.columns),
@@ -1103,10 +1112,17 @@ class _Compiler:
             raise CompileFailure(options["encoding"].value_position,
                                  f"bad view encoding '{encoding}'",
                                  f"use one of {', '.join(VIEW_ENCODINGS)}")
-        registry = self._registry_url(options.get("schema-registry.url"), encoding, "view")
+        key_format: str | None = None
+        if "key.format" in options:
+            key_format, key_schema = view_key(decl.name, options["key.format"], columns,
+                                              key_columns, self.source.dialect != "flink")
+        registry = self._registry_url(
+            options.get("schema-registry.url"),
+            "avro-confluent" if key_format == "avro-confluent" else encoding, "view")
         return Output(topic, cast(Literal["upsert", "changelog", "append"], fmt), key_columns,
                       key_schema, value_schema,
                       cast(Literal["avro", "avro-confluent", "json"], encoding), registry,
+                      key_format=key_format,
                       partitions=self._count(options.get("partitions")),
                       replicas=self._count(options.get("replicas")),
                       retention_ms=(_retention_ms(options["retention"]) if "retention" in options

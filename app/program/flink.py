@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from app.circuit.ir import Diagnostic
 from app.program.ddl import OptionDecl, SetDecl, TableDecl
+from app.program.kafka_keys import KEY_FORMATS
 from app.program.lexer import CompileFailure
 
 __all__ = [
@@ -43,6 +44,7 @@ _CHANGELOG_FORMATS = ("debezium-json", "debezium-avro-confluent", "canal-json", 
 _REGISTRY_URL = ("avro-confluent.url", "value.avro-confluent.url",
                  "avro-confluent.schema-registry.url",
                  "value.avro-confluent.schema-registry.url")
+_KEY_REGISTRY_URL = ("key.avro-confluent.url", "key.avro-confluent.schema-registry.url")
 _OFFSETS = ("Tidemark keeps its offsets in the checkpoint, not in a consumer group: no "
             "offset is committed to the group")
 _KAFKA_SETTINGS = ("the Kafka client settings are the service's (docs/configuration.md), "
@@ -62,6 +64,9 @@ class FlinkTable:
     #: The Kafka key's columns of an output (``'key.fields'``, an upsert-kafka PRIMARY KEY).
     key: tuple[str, ...]
     warnings: tuple[Diagnostic, ...]
+    #: A read table's ``'key.fields'`` are also fields of its value, and read from it
+    #: (``'value.fields-include' = 'ALL'``, Flink's default); its key is decoded and checked.
+    key_in_value: bool = False
 
 
 def connector_of(decl: TableDecl) -> OptionDecl | None:
@@ -86,6 +91,7 @@ class _Reader:
         self.out: list[OptionDecl] = []
         self.warnings: list[Diagnostic] = []
         self.bootstrap: str | None = None
+        self.registry: OptionDecl | None = None
         for option in decl.options:
             if option.key in self.found:
                 raise CompileFailure(option.position, f"duplicate option '{option.key}'")
@@ -153,20 +159,37 @@ def _read(decl: TableDecl, sink: bool,
         elif key.startswith("properties."):
             raise reader.refuse(option, _KAFKA_SETTINGS, "remove it, and set it in the "
                                 "service's configuration if every table needs it")
-        elif key in _REGISTRY_URL:
-            if fmt is None or fmt[0] != "avro-confluent":
-                raise reader.refuse(option, "it is an option of 'avro-confluent' values",
-                                    "declare 'value.format' = 'avro-confluent' or remove it")
-            reader.emit("schema-registry.url", option)
-        elif key.startswith(("avro-confluent.", "value.avro-confluent.")):
+        elif key in _REGISTRY_URL or key in _KEY_REGISTRY_URL:
+            side = "key" if key.startswith("key.") else "value"
+            declared = (reader.found.get("key.format") if side == "key" else
+                        None if fmt is None else fmt[1])
+            if declared is None or _text(declared).lower() != "avro-confluent":
+                raise reader.refuse(option, f"it is an option of 'avro-confluent' {side}s",
+                                    f"declare '{side}.format' = 'avro-confluent' or remove it")
+            if reader.registry is not None and _text(reader.registry) != _text(option):
+                raise reader.refuse(option, "a table's key and value are read with one schema "
+                                    f"registry, and '{reader.registry.key}' names another",
+                                    "name one registry")
+            if reader.registry is None:
+                reader.registry = option
+                reader.emit("schema-registry.url", option)
+        elif key.startswith(("avro-confluent.", "value.avro-confluent.",
+                             "key.avro-confluent.")):
             raise reader.refuse(option, "the schema registry's credentials and TLS settings "
                                 "are the service's (schema_registry_* in docs/configuration.md)",
                                 "remove it")
         elif key == "value.fields-include":
-            if _text(option).upper() != "ALL":
-                raise reader.refuse(option, "a value holds every column of the table in "
-                                    "Tidemark: keys written or read apart from the value are "
-                                    "not supported yet", "remove it (the default is 'ALL')")
+            include = _text(option).upper()
+            if include == "EXCEPT_KEY" and sink:
+                raise reader.refuse(option, "an output's value holds every column of the "
+                                    "table, its key columns too", "remove it (the default is "
+                                    "'ALL')")
+            if include not in ("ALL", "EXCEPT_KEY"):
+                raise reader.refuse(option, f"Flink has no '{include}'",
+                                    "write 'ALL' or 'EXCEPT_KEY'")
+            if include == "EXCEPT_KEY" and "key.fields" not in reader.found:
+                raise reader.refuse(option, "'EXCEPT_KEY' leaves the key's fields out of the "
+                                    "value, but the table names none", "add 'key.fields'")
         elif key in ("json.timestamp-format.standard", "value.json.timestamp-format.standard"
                      ) and not sink:
             pass  # every form is read: 'yyyy-mm-dd hh:mm:ss', ISO-8601, with an offset
@@ -184,10 +207,26 @@ def _read(decl: TableDecl, sink: bool,
         elif key.startswith(("json.", "value.json.")):
             raise reader.refuse(option, "Tidemark's JSON values have one form "
                                 "(docs/language.md, JSON values)", "remove it")
-        elif key.startswith("key.") and not sink:
-            raise reader.refuse(option, "reading a table's columns from the Kafka key is not "
-                                "supported yet", "declare the key column METADATA FROM 'key' "
-                                "(VARCHAR or VARBINARY), and remove the key options")
+        elif key in ("key.format", "key.fields"):
+            if key == "key.format" and _text(option).lower() not in KEY_FORMATS:
+                raise reader.refuse(option, f"Tidemark has no key format '{_text(option)}'",
+                                    "use one of " + ", ".join(repr(f) for f in KEY_FORMATS))
+            if not (sink and key == "key.fields"):
+                reader.emit(key, option)
+        elif key == "key.fields-prefix":
+            raise reader.refuse(option, "a key column is named as its key's field, without a "
+                                "prefix", "name the key columns as the key's fields, and "
+                                "remove it")
+        elif key == "key.json.ignore-parse-errors" and not sink:
+            reader.warn(option, "a key that does not parse is neither skipped nor fatal: its "
+                        "record goes to the table's dead-letter topic (S7)")
+        elif key == "key.json.fail-on-missing-field" and not sink:
+            if _text(option).lower() != "false":
+                raise reader.refuse(option, "a missing key field is NULL; in a NOT NULL column "
+                                    "it makes the record an invalid dead letter (S7)",
+                                    "declare the key columns NOT NULL, and remove the option")
+        elif key == "key.json.timestamp-format.standard" and not sink:
+            pass  # every form is read, as of a value
         elif key.startswith("sink.") and not sink:
             reader.warn(option, f"table {decl.name} is read, never written")
         elif key.startswith("scan.") and sink:
@@ -231,8 +270,11 @@ def source_options(decl: TableDecl) -> FlinkTable:
                              "per key, and a tombstone deletes its key "
                              "(docs/porting-from-flink.md)")
     reader = _read(decl, False, handle)
+    include = reader.found.get("value.fields-include")
+    key_in_value = "key.fields" in reader.found and (include is None
+                                                     or _text(include).upper() == "ALL")
     return FlinkTable(_text(connector), tuple(reader.out), reader.bootstrap, (),
-                      tuple(reader.warnings))
+                      tuple(reader.warnings), key_in_value)
 
 
 def sink_options(decl: TableDecl, primary_key: Sequence[str]) -> FlinkTable:
@@ -245,13 +287,7 @@ def sink_options(decl: TableDecl, primary_key: Sequence[str]) -> FlinkTable:
 
     def handle(reader: _Reader, name: str, option: OptionDecl) -> bool:
         nonlocal key
-        if name == "key.format":
-            value = reader.value_format()
-            if value is None or _text(option) != value[0]:
-                raise reader.refuse(option, "a key is encoded as the value is (a record of "
-                                    "the key columns); another key format is not supported "
-                                    "yet", "declare 'key.format' as the value's format")
-        elif name == "key.fields":
+        if name == "key.fields":
             if upsert:
                 raise reader.refuse(option, "an upsert-kafka table's key is its PRIMARY KEY",
                                     "remove it")
@@ -285,12 +321,17 @@ def sink_options(decl: TableDecl, primary_key: Sequence[str]) -> FlinkTable:
         key = tuple(primary_key)
         if "key.format" not in reader.found:
             raise CompileFailure(connector.value_position, f"upsert-kafka table {decl.name} "
-                                 "has no 'key.format'", "add 'key.format' as its "
-                                 "'value.format'")
+                                 "has no 'key.format'", "add 'key.format' (its 'value.format', "
+                                 "or 'raw' for one column's plain bytes)")
     elif key and "key.format" not in reader.found:
         option = reader.found["key.fields"]
         raise reader.refuse(option, "'key.fields' needs 'key.format'",
-                            "add 'key.format' as the value's format")
+                            "add 'key.format' (the value's format, or 'raw' for one "
+                            "column's plain bytes)")
+    elif not key and "key.format" in reader.found:
+        option = reader.found["key.format"]
+        raise reader.refuse(option, "'key.format' needs 'key.fields', the columns of the key",
+                            "add 'key.fields' = 'col' (several: 'col1;col2')")
     if key:
         where = reader.found.get("key.fields") or connector
         reader.out.append(OptionDecl("key", where.position, ", ".join(f'"{k}"' for k in key),

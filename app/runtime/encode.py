@@ -24,6 +24,7 @@ from app.connectors.avro_codec import AvroCodec
 from app.connectors.avro_column_encoder import ColumnarEncoder, ColumnValues
 from app.connectors.confluent_avro import frame
 from app.connectors.json_encoder import JsonEncoder
+from app.connectors.record_key import KeyEncoder
 from app.connectors.sink.record import KEY, KIND, REL, TOPIC, VALUE, sink_batch
 
 __all__ = ["ViewEncoding", "circuit_units", "encode_record", "encode_view_rows", "output_batch"]
@@ -43,6 +44,7 @@ class ViewEncoding:
         key_schema: Mapping[str, Any] | None,
         schema_ids: tuple[int | None, int | None] = (None, None),
         encoding: str = "avro",
+        key_format: str | None = None,
     ) -> None:
         self.view, self.topic, self.format = view, topic, fmt
         #: ``avro``, ``avro-confluent`` or ``json`` (the view's ``'encoding'``).
@@ -55,6 +57,13 @@ class ViewEncoding:
         self._codecs: tuple[AvroCodec, AvroCodec | None] | None = None
         self._json: tuple[JsonEncoder, JsonEncoder | None] | None = None
         self._columnar: tuple[ColumnarEncoder, ColumnarEncoder | None] | None = None
+        #: A declared key format's writer (app/connectors/record_key.py); None: the key is
+        #: the record of the key columns in the value's encoding.
+        self.key_writer = (
+            KeyEncoder(key_format, key_schema, key_columns, schema_ids[0])
+            if key_format is not None and key_schema is not None
+            else None
+        )
 
     @classmethod
     def for_view(cls, view: View) -> ViewEncoding:
@@ -72,6 +81,7 @@ class ViewEncoding:
             out.key_schema,
             _schema_ids(out),
             out.encoding,
+            out.key_format,
         )
 
     @property
@@ -104,7 +114,7 @@ class ViewEncoding:
         """Column-wise encoders of the value and key schemas, or None when either schema has
         a field type they do not write or the output is JSON (then rows are encoded one by
         one)."""
-        if self.encoding == "json":
+        if self.encoding == "json" or self.key_writer is not None:
             return None
         if self._columnar is None:
             self._columnar = (
@@ -122,11 +132,14 @@ class ViewEncoding:
 
 def _schema_ids(out: Any) -> tuple[int | None, int | None]:
     """An output's (key, value) schema ids to frame with; a registry output must have them."""
-    if out.encoding != "avro-confluent":
-        return (None, None)
-    if out.value_schema_id is None or (out.key_schema is not None and out.key_schema_id is None):
+    value_framed = out.encoding == "avro-confluent"
+    key_framed = (out.key_format or out.encoding) == "avro-confluent" and out.key_schema is not None
+    if (value_framed and out.value_schema_id is None) or (key_framed and out.key_schema_id is None):
         raise ValueError(f"output {out.topic}: its schemas are not registered")
-    return (out.key_schema_id, out.value_schema_id)
+    return (
+        out.key_schema_id if key_framed else None,
+        out.value_schema_id if value_framed else None,
+    )
 
 
 def _framed(data: pa.Array, schema_id: int | None) -> pa.Array:
@@ -166,14 +179,17 @@ def encode_record(
         record["ver"] = int(row.get("_ver") or 0)
     if enc.encoding == "json":
         return _json_record(enc, row, record)
-    key = (
-        enc.key_codec.encode({c: row[c] for c in enc.key_columns})
-        if enc.key_codec is not None
-        else None
-    )
     key_id, value_id = enc.schema_ids
-    if key is not None and key_id is not None:
-        key = frame(key_id, key)
+    if enc.key_writer is not None:
+        key = enc.key_writer.encode(row)
+    else:
+        key = (
+            enc.key_codec.encode({c: row[c] for c in enc.key_columns})
+            if enc.key_codec is not None
+            else None
+        )
+        if key is not None and key_id is not None:
+            key = frame(key_id, key)
     if row.get("_delete") and enc.format == "upsert":
         return key, None
     value = enc.value_codec.encode(record)
@@ -184,11 +200,14 @@ def _json_record(
     enc: ViewEncoding, row: Mapping[str, Any], record: Mapping[str, Any]
 ) -> tuple[bytes | None, bytes | None]:
     value_encoder, key_encoder = enc.json_encoders()
-    key = (
-        key_encoder.encode({c: row[c] for c in enc.key_columns})
-        if key_encoder is not None
-        else None
-    )
+    if enc.key_writer is not None:
+        key = enc.key_writer.encode(row)
+    else:
+        key = (
+            key_encoder.encode({c: row[c] for c in enc.key_columns})
+            if key_encoder is not None
+            else None
+        )
     if row.get("_delete") and enc.format == "upsert":
         return key, None
     return key, value_encoder.encode(record)

@@ -257,6 +257,7 @@ def _table_entry(circuit: Circuit, plan: PhysicalPlan, name: str) -> dict[str, A
         "dead_letter": table.dead_letter_topic,
         "max_future_ms": table.max_future_ms,
         "query": plan.query_of(name).name,
+        **({} if table.key_format is None else {"key_format": table.key_format}),
     }
 
 
@@ -293,6 +294,8 @@ def _view_entry(circuit: Circuit, plan: PhysicalPlan, view: View) -> dict[str, A
             "format": output.format,
             "encoding": output.encoding,
             "key_columns": list(output.key_columns),
+            # Only when declared, so a plan recorded before key formats compares equal.
+            **({} if output.key_format is None else {"key_format": output.key_format}),
         },
     }
 
@@ -562,6 +565,18 @@ def _compare_view(name: str, was: Mapping[str, Any], now: Mapping[str, Any]) -> 
                     changes.append(
                         PlanChange(subject, f"output {key} {old_out[key]} -> {new_out[key]}", True)
                     )
+            old_key, new_key = old_out.get("key_format"), new_out.get("key_format")
+            if old_key != new_key and old_out["topic"] == new_out["topic"]:
+                changes.append(
+                    PlanChange(
+                        subject,
+                        f"output key format {old_key or 'record'} -> {new_key or 'record'} on "
+                        f"topic {new_out['topic']} (its records of a key would have two keys: "
+                        "an upsert topic would keep both, and consumers partitioned by the old "
+                        "bytes would miss the new; write the new key to a new topic)",
+                        False,
+                    )
+                )
             if old_out["format"] != new_out["format"]:
                 changes.append(
                     PlanChange(

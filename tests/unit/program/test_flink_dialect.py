@@ -595,6 +595,11 @@ GROUP BY user_region;
     assert view.output is not None
     assert (view.output.format, view.output.key_columns, view.output.encoding) == (
         "upsert", ("user_region",), "avro")
+    # Its declared 'key.format', as Flink writes it: the record of the key columns.
+    assert view.output.key_format == "avro"
+    assert view.output.key_schema == {
+        "type": "record", "name": "record", "namespace": "org.apache.flink.avro.generated",
+        "fields": [{"name": "user_region", "type": ["null", "string"], "default": None}]}
     assert [c.name for c in view.columns] == ["user_region", "pv", "uv"]
     assert circuit.table("pageviews").lateness[0].amount == 2000
     steps = [StepInput({"pageviews": [
@@ -604,6 +609,35 @@ GROUP BY user_region;
     assert sorted((r["user_region"], r["pv"], r["uv"])
                   for r in outputs(circuit, steps, "pageviews_per_region")) == [
         ("eu", 2, 1), ("us", 1, 1)]
+
+
+KEY_AND_VALUE = """CREATE TABLE KafkaTable (
+  `user_id` BIGINT,
+  `item_id` BIGINT,
+  `behavior` STRING
+) WITH (
+  'connector' = 'kafka',
+  'topic' = 'user_behavior',
+  'properties.bootstrap.servers' = 'localhost:9092',
+  'format' = 'json',
+  'key.format' = 'json',
+  'key.fields' = 'user_id;item_id',
+  'key.json.ignore-parse-errors' = 'true',
+  'value.fields-include' = '{include}'
+)"""
+
+
+def test_l1_the_kafka_pages_key_fields_are_read_from_the_key_or_the_value() -> None:
+    every = compiled(KEY_AND_VALUE.format(include="ALL")).table("kafkatable")
+    assert (every.key_format, every.key_fields) == ("json", ("user_id", "item_id"))
+    # ALL (Flink's default): the value holds them and they are read from it; the key is
+    # decoded and checked (a bad key is a dead letter, where Flink's job would fail).
+    assert [f["name"] for f in every.avro_schema["fields"]] == [
+        "user_id", "item_id", "behavior"]
+    assert all(c.metadata is None for c in every.columns)
+    apart = compiled(KEY_AND_VALUE.format(include="EXCEPT_KEY")).table("kafkatable")
+    assert [f["name"] for f in apart.avro_schema["fields"]] == ["behavior"]
+    assert [c.name for c in apart.columns if c.metadata == "key"] == ["user_id", "item_id"]
 
 
 def test_l7_the_upsert_kafka_pages_elided_options_are_a_syntax_error() -> None:
@@ -711,12 +745,18 @@ AVRO_CONFLUENT = [
 ]
 
 
-@pytest.mark.parametrize("text, option", AVRO_CONFLUENT, ids=["raw-key", "avro-key"])
-def test_l7_avro_confluent_tables_with_key_formats_are_refused_at_the_key(
-        text: str, option: str) -> None:
-    _, _, message, _ = refused(text)
-    assert message == (f"unsupported option '{option}' of table user_created: reading a "
-                       "table's columns from the Kafka key is not supported yet")
+def test_l1_the_avro_confluent_pages_raw_key_is_a_column_of_the_key() -> None:
+    table_ = compiled(AVRO_CONFLUENT[0][0]).table("user_created")
+    assert (table_.key_format, table_.key_fields) == ("raw", ("the_kafka_key",))
+    assert table_.column("the_kafka_key").metadata == "key"
+    assert [f["name"] for f in table_.avro_schema["fields"]] == ["id", "name", "email"]
+
+
+def test_l7_the_avro_confluent_pages_prefixed_key_fields_are_refused() -> None:
+    _, _, message, fix = refused(AVRO_CONFLUENT[1][0])
+    assert message == ("unsupported option 'key.fields-prefix' of table user_created: a key "
+                       "column is named as its key's field, without a prefix")
+    assert fix == "name the key columns as the key's fields, and remove it"
 
 
 def test_l1_an_avro_confluent_table_maps_the_registry_url() -> None:
