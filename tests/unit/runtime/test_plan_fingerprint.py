@@ -266,3 +266,19 @@ def test_a_stateless_output_over_a_join_runs_the_join_again_and_is_refused_s16()
         "query tidemark-a: state operators [join pairs] -> [join pairs, join pairs] (Spark "
         "finds state by the operators' order)"
     ]
+
+
+def test_an_output_key_format_changed_on_its_topic_is_refused_s13() -> None:
+    base = TABLE + FILTER.replace("'format' = 'append'", "'format' = 'append', 'key' = 'k'")
+    raw = base.replace("'key' = 'k'", "'key' = 'k', 'key.format' = 'raw'")
+    # A plan without a declared key format is the document it was before key formats.
+    assert "key_format" not in json.dumps(_fingerprint(base).document)
+    comparison = _compare(base, raw)
+    assert not comparison.compatible
+    assert _texts(comparison) == [
+        "view f: output key format record -> raw on topic f (its records of a key would have "
+        "two keys: an upsert topic would keep both, and consumers partitioned by the old bytes "
+        "would miss the new; write the new key to a new topic)"]
+    # On a new topic it is a new output: it proceeds.
+    moved = raw.replace("'topic' = 'f'", "'topic' = 'f-raw'")
+    assert _compare(base, moved).compatible
