@@ -122,7 +122,7 @@ def test_raw_and_json_keys_are_columns_and_raw_output_keys_are_javas(
     shops = _dead(kafka, circuit.table("shops").dead_letter_topic)
     assert [(key, reason) for key, reason, _ in shops] == [
         (b'{"shop": 7, "region": "eu"}', "invalid"), (b"{oops", "malformed")]
-    assert shops[0][2] == 'key: column shop: expected a VARCHAR (a JSON string), got 7'
+    assert shops[0][2] == 'key: column shop: expected a VARCHAR string, got 7'
     assert shops[1][2].startswith("key: not a JSON record of table shops's key: ")
     assert sum(sum(r.dead_letters.values()) for r in reports) == 4
 
