@@ -7,6 +7,8 @@
    headers: every verdict is one of the S7 kinds with a message, never an exception, and every
    accepted row fits the Arrow columns Spark reads (a value that would not fit must be a dead
    letter, or the task would fail and stop the service).
+3. The key decoders (``'key.format'`` raw, avro, json) on generated and mutated keys: the
+   same, for each record's key.
 
 CI runs a short pass. The longer run (a few minutes) is ``slow``:
 ``TIDEMARK_FUZZ_EXAMPLES=20000 .venv/bin/pytest -m slow tests/property/test_fuzz_inputs.py``
@@ -29,6 +31,7 @@ from hypothesis import strategies as st
 
 from app.connectors.kafka_source import arrow_type
 from app.connectors.late_gate import LateGate
+from app.connectors.record_metadata import RecordMeta
 from app.errors import ProgramError, TidemarkError
 from app.program.compile import compile_program
 from app.runtime.plan import source_spec
@@ -158,8 +161,9 @@ def _mutate(data: bytes, draw: Callable[..., Any]) -> bytes:
     return data
 
 
-def _check_verdict(gate: LateGate, value: bytes | None, headers: list[Any]) -> None:
-    verdict = gate.classify(value, headers)
+def _check_verdict(gate: LateGate, value: bytes | None, headers: list[Any],
+                   key: bytes | None = None) -> None:
+    verdict = gate.classify(value, headers, RecordMeta(key, NOW, 0, 0))
     assert verdict.kind in KINDS
     if verdict.kind in ("malformed", "invalid", "future", "late"):
         assert verdict.message
@@ -209,6 +213,45 @@ def _decoding_property(tmp: Path, examples: int) -> None:
     check()
 
 
+KEYED = """
+CREATE TABLE keyed (
+    k      {key_type} NOT NULL,
+    k2     INT,
+    amount BIGINT NOT NULL
+) WITH ('topic' = 'in', 'format' = 'json', 'key.format' = '{key_format}',
+        'key.fields' = '{fields}');
+"""
+KEY_TABLES = [("BIGINT", "raw", "k"), ("VARCHAR", "raw", "k"), ("DOUBLE", "raw", "k"),
+              ("VARCHAR", "avro", "k;k2"), ("DECIMAL(5, 2)", "json", "k;k2"),
+              ("TIMESTAMP", "json", "k")]
+
+
+def _key_property(tmp: Path, examples: int) -> None:
+    gates = []
+    for number, (key_type, key_format, fields) in enumerate(KEY_TABLES):
+        path = tmp / f"keyed{number}.sql"
+        path.write_text(KEYED.format(key_type=key_type, key_format=key_format, fields=fields))
+        gates.append(LateGate(source_spec(compile_program(path).table("keyed")), {}, NOW))
+    seeds = [b"\x00" * 8, b"card-1", b"\x0acard1\x02\x0e", b'{"k": 12.5, "k2": 3}',
+             b'{"k": "2026-01-01T00:00:00Z"}', b"\x3f\xf0\x00\x00\x00\x00\x00\x00"]
+
+    @settings(max_examples=examples, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        gate = data.draw(st.sampled_from(gates))
+        key: bytes | None = data.draw(st.one_of(
+            st.none(), st.binary(max_size=24),
+            st.sampled_from(seeds).map(lambda k: _mutate(k, data.draw))))
+        _check_verdict(gate, b'{"amount": 1}', [], key)
+
+    check()
+
+
+def test_fuzzed_keys_are_verdicts_never_exceptions_s7(tmp_path: Path) -> None:
+    _key_property(tmp_path, _examples(300))
+
+
 def _compiler_property(tmp: Path, examples: int) -> None:
     @settings(max_examples=examples, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
@@ -245,4 +288,5 @@ def test_fuzz_finding_a_function_call_around_tumble_is_a_program_error_l7(tmp_pa
 def test_long_fuzz_run_of_decoding_and_compiling_s7_l7(tmp_path: Path) -> None:
     """The few-minute run of docs/reliability.md."""
     _decoding_property(tmp_path, _examples(20_000))
+    _key_property(tmp_path, _examples(20_000) // 4)
     _compiler_property(tmp_path, _examples(20_000) // 4)
