@@ -58,7 +58,7 @@ from app.program.flink import (
     source_options,
 )
 from app.program.insert import conform
-from app.program.kafka_keys import table_key, view_key
+from app.program.kafka_keys import option_names, table_key, view_key
 from app.program.lexer import CompileFailure, SourceText, Token, split_statements, tokenize
 from app.program.query import (
     JOIN_PREFIX,
@@ -1134,19 +1134,11 @@ class _Compiler:
         ``changelog`` aggregate's key is its GROUP BY columns (S13: one record per group and
         key), so there the option may only name them, in any order; any other view may key
         its records by any of its columns."""
-        text = self._string(option)
+        self._string(option)
         start = option.value_position
         names: list[str] = []
-        offset = 0
-        for part in text.split(","):
-            raw = part.strip()
-            # The column's own place in the quoted value (past the opening quote).
-            where = Position(start.file, start.line,
-                             start.column + 1 + offset + (part.index(raw) if raw else 0))
-            offset += len(part) + 1
-            if not raw:
-                raise CompileFailure(where, f"'key' '{text}' has an empty column name",
-                                     "write 'key' = 'col' or 'key' = 'col1, col2'")
+        for raw, where in option_names(option, ",",
+                                       "write 'key' = 'col' or 'key' = 'col1, col2'"):
             quoted = len(raw) > 1 and raw[0] == raw[-1] == '"'
             name = raw[1:-1] if quoted else raw.lower()
             if name not in {c.name for c in columns}:

@@ -21,7 +21,7 @@ from app.program.avro_schema import key_schema, record_schema
 from app.program.ddl import OptionDecl
 from app.program.lexer import CompileFailure
 
-__all__ = ["KEY_FORMATS", "RAW_TYPES", "TableKey", "table_key", "view_key"]
+__all__ = ["KEY_FORMATS", "RAW_TYPES", "TableKey", "option_names", "table_key", "view_key"]
 
 KEY_FORMATS = ("raw", "avro", "avro-confluent", "json")
 #: The column types a ``raw`` key can hold: those Kafka's Java serializers write.
@@ -45,21 +45,36 @@ def _key_format(option: OptionDecl) -> str:
     return fmt
 
 
-def _names(option: OptionDecl) -> list[tuple[str, Position]]:
-    """The column names of ``'key.fields'`` (Flink's ``;``-separated list; ``,`` too), each
-    with its place in the quoted value."""
+def option_names(option: OptionDecl, separators: str, fix: str) -> list[tuple[str, Position]]:
+    """The names a list option holds (``'key' = 'a, b'``, ``'key.fields' = 'a;b'``), split at
+    any of ``separators``, each as written (stripped) with its own place in the quoted value.
+
+    Raises:
+        CompileFailure: an empty name, at its place, with ``fix``.
+    """
     text = _text(option)
     start = option.value_position
+    for separator in separators[1:]:
+        text = text.replace(separator, separators[0])
     found: list[tuple[str, Position]] = []
     offset = 0
-    for part in text.replace(",", ";").split(";"):
+    for part in text.split(separators[0]):
         raw = part.strip()
+        # The name's own place in the quoted value (past the opening quote).
         where = Position(start.file, start.line,
                          start.column + 1 + offset + (part.index(raw) if raw else 0))
         offset += len(part) + 1
         if not raw:
-            raise CompileFailure(where, f"'{option.key}' '{text}' has an empty column name",
-                                 f"write '{option.key}' = 'col' or 'col1;col2'")
+            raise CompileFailure(where, f"'{option.key}' '{_text(option)}' has an empty "
+                                 "column name", fix)
+        found.append((raw, where))
+    return found
+
+
+def _names(option: OptionDecl) -> list[tuple[str, Position]]:
+    """The column names of ``'key.fields'`` (Flink's ``;``-separated list; ``,`` too)."""
+    found = []
+    for raw, where in option_names(option, ";,", "write 'key.fields' = 'col' or 'col1;col2'"):
         quoted = len(raw) > 1 and raw[0] == raw[-1] in ('"', "`")
         found.append((raw[1:-1] if quoted else raw.lower(), where))
     return found
