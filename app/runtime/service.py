@@ -103,6 +103,9 @@ def query_failure(name: str, exc: BaseException, spark_log: Path | None) -> Spar
 
 
 
+#: ``--once``: how long a query past its target must stay idle, at one batch id, to be done.
+IDLE_SECONDS = 1.0
+
 #: How often a table with an AFTER DELAY view steps when the trigger interval is 0.
 POLLED_INTERVAL_MS = 1000
 
@@ -173,6 +176,8 @@ class Service:
     #: target (a query reading boundaries starts after their writers stopped), so a query
     #: caught up once stays so.
     _settled: set[str] = field(default_factory=set)
+    #: ``--once``: per query, the batch id it was first seen idle at, past its target, and when.
+    _idle_since: dict[str, tuple[int, float]] = field(default_factory=dict)
     _composed: Composed | None = None
     #: ``--once``: the queries not started yet, each after the queries whose views it reads
     #: through stage boundaries have read their end offsets (ADR 0023).
@@ -288,6 +293,7 @@ class Service:
         self._polled = set()
         self._reached = {}
         self._settled = set()
+        self._idle_since = {}
         self._once = once
         queries = list(self.physical.queries)
         # --once: a query reading stage boundaries starts once the queries writing them have
@@ -417,7 +423,8 @@ class Service:
         """Block until every query ends (``once``), a stop is requested, or the timeout."""
         deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
         while not self._stopping.is_set():
-            if all(not q.isActive or self._caught_up(q) for q in self.queries):
+            # Every query is looked at in each pass, so their idle clocks run together.
+            if all([not q.isActive or self._caught_up(q) for q in self.queries]):
                 if not self._pending:
                     break
                 # --once: the queries written so far are done; those reading their
@@ -458,29 +465,28 @@ class Service:
     def _idle_past(self, query: StreamingQuery, target: Mapping[str, Mapping[int, int]]) -> bool:
         status = query.status
         if status.get("isTriggerActive") or status.get("isDataAvailable"):
+            self._idle_since.pop(query.id, None)
             return False
         progress = query.lastProgress
         if not _has_records(target):
             return progress is not None
-        if progress is None or not _past_target(progress, target):
+        if (
+            progress is None
+            or not _past_target(progress, target)
+            or status.get("message") != "Waiting for data to arrive"
+        ):
+            self._idle_since.pop(query.id, None)
             return False
         # Wait out the no-data step Spark runs right after a watermark move (it evicts state and
-        # writes AFTER WATERMARK rows): done only when Spark has looked for work and found none,
-        # twice, with no new batch in between. An idle query reports a progress every 10 s
-        # with the same batch id: that is no step.
-        batch = progress["batchId"]
-        for _ in range(2):
-            time.sleep(0.5)
-            status = query.status
-            latest = query.lastProgress
-            if (
-                status.get("isTriggerActive")
-                or latest is None
-                or latest["batchId"] != batch
-                or status.get("message") != "Waiting for data to arrive"
-            ):
-                return False
-        return True
+        # writes AFTER WATERMARK rows): done only when Spark has looked for work and found none
+        # for IDLE_SECONDS, with no new batch in between. An idle query reports a progress
+        # every 10 s with the same batch id: that is no step.
+        batch, now = int(progress["batchId"]), time.monotonic()
+        seen = self._idle_since.get(query.id)
+        if seen is None or seen[0] != batch:
+            self._idle_since[query.id] = (batch, now)
+            return False
+        return now - seen[1] >= IDLE_SECONDS
 
     def _polled_caught_up(
         self, query: StreamingQuery, target: Mapping[str, Mapping[int, int]]

@@ -1,0 +1,493 @@
+"""Generated programs whose views read each other, for the composed differential test.
+
+The Spark runtime runs a view one query cannot run in a later query, which reads its input
+through an internal topic (a stage boundary, SPEC S19, ADR 0023). This generator writes the
+programs that exercise it: one or two tables (``ta``, ``tb``: ``ts TIMESTAMP LATENESS``, ``k``
+VARCHAR from a small set, ``v`` BIGINT) and many independent *stacks* of up to four views
+each, every view any form over any earlier view of its stack or a table:
+
+- a filter/projection (stateless): every time attribute forwarded (renamed at times), a
+  drawn WHERE, a computed column at times;
+- a windowed ``EMIT AFTER WATERMARK`` aggregate: TUMBLE (with an offset at times) or HOP on
+  any event-time attribute of the relation (a table's ``ts``, an aggregate's window start or
+  end, a join's or a union's forwarded time), keyed by the window and a VARCHAR key or by the
+  window alone, COUNT/SUM/MIN/MAX of a BIGINT; the window columns renamed (``ws<i>``,
+  ``we<i>``: a TVF over a relation that has a ``window_start`` fails), one or both kept;
+- an interval join of two relations on a VARCHAR key with a time bound, INNER or (at times)
+  LEFT;
+- a UNION ALL of two relations, each projected to the same columns (a time attribute, a key
+  when both have one, a value).
+
+Every output view writes ``'format' = 'append'``, so its rows compare as a multiset; an
+intermediate view is an output or LOCAL at random. Stacks are drawn one at a time and kept
+only if the program with them compiles and ``compose`` refuses nothing; every draw that is
+skipped is counted by its reason (:attr:`Composed.skipped`), never narrowed away.
+
+Input: a few steps of rows per table (out of order within LATENESS, a few late ones), then
+a step with a punctuation far ahead of every row, so every window closes, and steps that
+repeat that punctuation, so every stage behind a boundary (a step behind its writer, ADR
+0023) closes its windows too. Everything derives from one seed.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from differential_cases import BASE_MS, S, Step
+
+from app.errors import ProgramError
+from app.program.compile import compile_text
+from app.runtime.compose import compose
+
+__all__ = ["Col", "Composed", "Rel", "Stack", "ViewDraw", "generate"]
+
+KEYS = ("a", "b", "c")
+#: Punctuation far ahead of every row: every window of every level closes below it.
+FINAL_AHEAD_S = 600
+
+
+@dataclass(frozen=True)
+class Col:
+    """A column of a generated relation: ``time`` (a NOT NULL event-time attribute),
+    ``key`` (VARCHAR), ``val`` (BIGINT) or ``stamp`` (a TIMESTAMP that is no time
+    attribute: an outer join's nullable side)."""
+
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Rel:
+    name: str
+    cols: tuple[Col, ...]
+    is_table: bool = False
+
+    def of(self, kind: str) -> list[Col]:
+        return [c for c in self.cols if c.kind == kind]
+
+
+@dataclass
+class ViewDraw:
+    """One generated view: its form, the relations it reads, its query, whether it is an
+    output view (else LOCAL) and the relation it makes."""
+
+    name: str
+    form: str
+    sources: tuple[str, ...]
+    sql: str
+    output: bool
+    rel: Rel
+
+    def text(self) -> str:
+        """The CREATE VIEW statement (an output view's topic left as ``{topic}``)."""
+        return f"{_head(self.name, self.output)}\n{self.sql}"
+
+
+@dataclass
+class Stack:
+    views: list[ViewDraw]
+
+    @property
+    def compositions(self) -> int:
+        """Views that read another view (not only tables)."""
+        names = {v.name for v in self.views}
+        return sum(1 for v in self.views if any(s in names for s in v.sources))
+
+
+@dataclass
+class Composed:
+    seed: int
+    lateness_s: dict[str, int]
+    stacks: list[Stack]
+    steps: list[Step]
+    #: Stacks drawn, and those skipped by reason (normalised message).
+    drawn: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    #: Which stage boundaries and stages ``compose`` chose for the whole program.
+    boundaries: frozenset[str] = frozenset()
+
+    @property
+    def views(self) -> list[ViewDraw]:
+        return [v for s in self.stacks for v in s.views]
+
+    @property
+    def outputs(self) -> list[str]:
+        return [v.name for v in self.views if v.output]
+
+    @property
+    def compositions(self) -> int:
+        return sum(s.compositions for s in self.stacks)
+
+    @property
+    def forms(self) -> Counter[str]:
+        return Counter(v.form for v in self.views)
+
+    def flush_step(self) -> Step:
+        """The last step again (its punctuation), for the stages behind a boundary, whose
+        waterline follows their writer's a step behind (ADR 0023): it changes nothing in
+        the reference evaluator."""
+        return Step({t: list(records) for t, records in self.steps[-1].records.items()})
+
+    def topic_names(self) -> list[str]:
+        return [*self.lateness_s, *(t + ".dlq" for t in self.lateness_s), *self.outputs]
+
+    def program(self, topics: dict[str, str]) -> str:
+        return program_text(self.lateness_s, self.views, topics)
+
+    def describe(self, only: set[str] | None = None) -> str:
+        """Seed, program (the stacks of ``only``'s views, or all) and steps."""
+        views = self.views
+        if only is not None:
+            views = [v for s in self.stacks if any(v.name in only for v in s.views)
+                     for v in s.views]
+        names = {n: n for n in self.topic_names()}
+        lines = [f"seed={self.seed}", program_text(self.lateness_s, views, names)]
+        for index, step in enumerate(self.steps, 1):
+            lines.append(f"-- step {index}")
+            for table, records in step.records.items():
+                for partition, kind, payload in records:
+                    if kind == "row":
+                        shown: Any = {**payload, "ts": (payload["ts"] - BASE_MS) / S}
+                    else:
+                        shown = (payload - BASE_MS) / S
+                    lines.append(f"   {table} p{partition} {kind} {shown}")
+        return "\n".join(lines)
+
+
+def table_sql(table: str, lateness: int, topics: dict[str, str]) -> str:
+    return (
+        f"CREATE TABLE {table} (\n"
+        f"    ts TIMESTAMP NOT NULL LATENESS INTERVAL '{lateness}' SECOND,\n"
+        f"    k  VARCHAR NOT NULL,\n    v  BIGINT NOT NULL\n"
+        f") WITH ('topic' = '{topics[table]}', 'dead_letter' = '{topics[table + '.dlq']}');"
+    )
+
+
+def program_text(lateness: dict[str, int], views: list[ViewDraw], topics: dict[str, str]) -> str:
+    parts = [table_sql(t, amount, topics) for t, amount in lateness.items()]
+    parts += [v.text().format(topic=topics.get(v.name, v.name)) for v in views]
+    return "\n\n".join(parts) + "\n"
+
+
+# --- drawing views ------------------------------------------------------------------------------
+
+#: Forms a view draws (the binary ones need two relations of the right columns).
+FORMS = ("filter", "filter", "aggregate", "aggregate", "aggregate", "join", "union")
+AGG_CALLS = ("COUNT(*)", "SUM({v})", "MIN({v})", "MAX({v})", "COUNT({v})")
+
+
+def _head(name: str, output: bool) -> str:
+    if output:
+        return f"CREATE VIEW {name} WITH ('topic' = '{{topic}}', 'format' = 'append') AS"
+    return f"CREATE LOCAL VIEW {name} AS"
+
+
+def _where(rng: random.Random, rel: Rel, alias: str = "") -> str | None:
+    vals, keys, times = rel.of("val"), rel.of("key"), rel.of("time")
+    choices: list[str] = []
+    if vals:
+        v = f"{alias}{rng.choice(vals).name}"
+        n = rng.randint(0, 6)
+        choices += [f"{v} > {n}", f"{v} <= {n}", f"{v} <> {n}"]
+    if keys:
+        k = f"{alias}{rng.choice(keys).name}"
+        choices += [f"{k} <> '{rng.choice(KEYS)}'", f"{k} = '{rng.choice(KEYS)}'"]
+    if vals and keys:
+        choices.append(f"{alias}{rng.choice(keys).name} = 'a' OR "
+                       f"{alias}{rng.choice(vals).name} >= {rng.randint(1, 5)}")
+    if times:
+        choices.append(f"{alias}{rng.choice(times).name} >= TIMESTAMP "
+                       f"'{_clock(rng.randint(8, 30))}'")
+    if not choices or rng.random() < 0.3:
+        return None
+    return rng.choice(choices)
+
+
+def _clock(second: int) -> str:
+    """BASE_MS + ``second`` s as a SQL TIMESTAMP literal (UTC)."""
+    from datetime import UTC, datetime
+
+    moment = datetime.fromtimestamp((BASE_MS + second * S) / 1000, tz=UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _filter(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> ViewDraw:
+    items: list[str] = []
+    cols: list[Col] = []
+    for index, col in enumerate(src.cols):
+        if col.kind == "time" and rng.random() < 0.3:
+            new = f"t{n}_{index}"
+            items.append(f"{col.name} AS {new}")
+            cols.append(Col(new, "time"))
+        elif col.kind == "val" and len(src.of("val")) > 1 and rng.random() < 0.3:
+            continue  # dropped
+        else:
+            items.append(col.name)
+            cols.append(col)
+    vals = src.of("val")
+    if vals and rng.random() < 0.4:
+        v = rng.choice(vals).name
+        new = f"x{n}"
+        items.append(rng.choice((f"{v} * 2 AS {new}", f"{v} + 1 AS {new}", f"{v} - 3 AS {new}")))
+        cols.append(Col(new, "val"))
+    where = _where(rng, src)
+    sql = (f"SELECT {', '.join(items)} FROM {src.name}"
+           + (f" WHERE {where}" if where else "") + ";")
+    return ViewDraw(name, "filter", (src.name,), sql, output, Rel(name, tuple(cols)))
+
+
+def _aggregate(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> ViewDraw:
+    time = rng.choice(src.of("time")).name
+    size = rng.randint(1, 6)
+    roll = rng.random()
+    if roll < 0.5:
+        tvf = f"TUMBLE(TABLE {src.name}, DESCRIPTOR({time}), INTERVAL '{size}' SECOND)"
+    elif roll < 0.65 and size > 1:
+        tvf = (f"TUMBLE(TABLE {src.name}, DESCRIPTOR({time}), INTERVAL '{size}' SECOND, "
+               f"INTERVAL '{rng.randint(1, size - 1)}' SECOND)")
+    else:
+        slide = rng.randint(1, 3)
+        tvf = (f"HOP(TABLE {src.name}, DESCRIPTOR({time}), INTERVAL '{slide}' SECOND, "
+               f"INTERVAL '{slide * rng.randint(2, 3)}' SECOND)")
+    window = rng.choice(("both", "both", "end", "start"))
+    items: list[str] = []
+    cols: list[Col] = []
+    if window in ("both", "start"):
+        items.append(f"window_start AS ws{n}")
+        cols.append(Col(f"ws{n}", "time"))
+    if window in ("both", "end"):
+        items.append(f"window_end AS we{n}")
+        cols.append(Col(f"we{n}", "time"))
+    group = ["window_start", "window_end"]
+    keys = src.of("key")
+    if keys and rng.random() < 0.7:
+        key = rng.choice(keys).name
+        items.append(key)
+        group.append(key)
+        cols.append(Col(key, "key"))
+    vals = src.of("val")
+    calls = [c for c in AGG_CALLS if vals or "{v}" not in c]
+    for j, call in enumerate(rng.sample(calls, rng.randint(1, min(3, len(calls))))):
+        alias = f"a{n}_{j}"
+        items.append(f"{call.format(v=rng.choice(vals).name if vals else '')} AS {alias}")
+        cols.append(Col(alias, "val"))
+    where = _where(rng, src)
+    sql = (f"SELECT {', '.join(items)}\nFROM TABLE({tvf})\n"
+           + (f"WHERE {where}\n" if where else "")
+           + f"GROUP BY {', '.join(group)}\nEMIT AFTER WATERMARK;")
+    return ViewDraw(name, "aggregate", (src.name,), sql, output, Rel(name, tuple(cols)))
+
+
+def _join(rng: random.Random, name: str, output: bool, left: Rel, right: Rel, n: int) -> ViewDraw:
+    lt, rt = rng.choice(left.of("time")).name, rng.choice(right.of("time")).name
+    lk, rk = rng.choice(left.of("key")).name, rng.choice(right.of("key")).name
+    before, after = rng.randint(0, 5), rng.randint(0, 5)
+    kind = rng.choice(("", "", "", "LEFT "))
+    items = [f"l.{lt} AS lt{n}", f"r.{rt} AS rt{n}", f"l.{lk} AS k{n}"]
+    cols = [Col(f"lt{n}", "time"), Col(f"rt{n}", "stamp" if kind else "time"),
+            Col(f"k{n}", "key")]
+    for side, rel in (("l", left), ("r", right)):
+        if rel.of("val"):
+            items.append(f"{side}.{rng.choice(rel.of('val')).name} AS {side}v{n}")
+            cols.append(Col(f"{side}v{n}", "val"))
+    residual = None
+    if left.of("val") and right.of("val") and rng.random() < 0.3:
+        residual = (f"l.{rng.choice(left.of('val')).name} "
+                    f"{rng.choice(('<', '>=', '<>'))} r.{rng.choice(right.of('val')).name}")
+    sql = (f"SELECT {', '.join(items)}\n"
+           f"FROM {left.name} AS l {kind}JOIN {right.name} AS r\n"
+           f"  ON l.{lk} = r.{rk}\n"
+           f" AND r.{rt} BETWEEN l.{lt} - INTERVAL '{before}' SECOND"
+           f" AND l.{lt} + INTERVAL '{after}' SECOND"
+           + (f"\n AND {residual}" if residual else "") + ";")
+    return ViewDraw(name, "join", (left.name, right.name), sql, output, Rel(name, tuple(cols)))
+
+
+def _union(rng: random.Random, name: str, output: bool, one: Rel, two: Rel, n: int) -> ViewDraw:
+    keyed = bool(one.of("key") and two.of("key")) and rng.random() < 0.8
+    branches = []
+    for rel in (one, two):
+        items = [f"{rng.choice(rel.of('time')).name} AS t{n}"]
+        if keyed:
+            items.append(f"{rng.choice(rel.of('key')).name} AS k{n}")
+        items.append(f"{rng.choice(rel.of('val')).name} AS v{n}")
+        where = _where(rng, rel)
+        branches.append(f"SELECT {', '.join(items)} FROM {rel.name}"
+                        + (f" WHERE {where}" if where else ""))
+    cols = [Col(f"t{n}", "time"), *([Col(f"k{n}", "key")] if keyed else []), Col(f"v{n}", "val")]
+    sql = "\nUNION ALL\n".join(branches) + ";"
+    return ViewDraw(name, "union", (one.name, two.name), sql, output, Rel(name, tuple(cols)))
+
+
+def _pick(rng: random.Random, pool: list[Rel], ok: Any, prefer_view: bool = True) -> Rel | None:
+    fits = [r for r in pool if ok(r)]
+    if not fits:
+        return None
+    views = [r for r in fits if not r.is_table]
+    if views and prefer_view and rng.random() < 0.75:
+        return rng.choice(views)
+    return rng.choice(fits)
+
+
+def draw_stack(rng: random.Random, stack: int, tables: list[Rel]) -> Stack:
+    """Up to four views, each of a drawn form over earlier views of the stack or tables."""
+    views: list[ViewDraw] = []
+    pool = list(tables)
+    count = rng.choice((2, 3, 3, 4, 4))
+    for j in range(count):
+        name = f"s{stack}v{j}"
+        n = stack * 10 + j
+        output = j == count - 1 or rng.random() < 0.5
+        for _ in range(20):
+            form = rng.choice(FORMS)
+            drawn: ViewDraw | None = None
+            if form == "filter":
+                src = _pick(rng, pool, lambda r: bool(r.cols))
+                drawn = _filter(rng, name, output, src, n) if src else None
+            elif form == "aggregate":
+                src = _pick(rng, pool, lambda r: bool(r.of("time")))
+                drawn = _aggregate(rng, name, output, src, n) if src else None
+            elif form == "join":
+                ok = (lambda r: bool(r.of("time") and r.of("key")))  # noqa: E731
+                left = _pick(rng, pool, ok)
+                right = _pick(rng, pool, ok, prefer_view=False)
+                if left and right and rng.random() < 0.5:
+                    left, right = right, left
+                drawn = _join(rng, name, output, left, right, n) if left and right else None
+            else:
+                ok = (lambda r: bool(r.of("time") and r.of("val")))  # noqa: E731
+                one = _pick(rng, pool, ok)
+                two = _pick(rng, pool, ok, prefer_view=False)
+                drawn = _union(rng, name, output, one, two, n) if one and two else None
+            if drawn is not None:
+                break
+        assert drawn is not None
+        views.append(drawn)
+        pool.append(drawn.rel)
+    # A view no later view of its stack reads is an output (a LOCAL one would go unseen).
+    for index, view in enumerate(views):
+        if not any(view.name in later.sources for later in views[index + 1:]):
+            view.output = True
+    return Stack(views)
+
+
+# --- keeping what runs --------------------------------------------------------------------------
+
+_NAMES = re.compile(r"\b(s\d+v\d+|__in_\w+|__out_\w+|[a-z]+\d+(_\d+)?)\b")
+
+
+def reason(message: str) -> str:
+    """A refusal or compile error without its view and column names and numbers, so equal
+    causes count together."""
+    text = message.split("\n")[0]
+    text = re.sub(r"^[^:]*:\d+:\d+:\s*", "", text)
+    text = _NAMES.sub("<name>", text)
+    return re.sub(r"\d+", "<n>", text)[:160]
+
+
+def _check(lateness: dict[str, int], views: list[ViewDraw]) -> list[tuple[str, str]]:
+    """Why the program of these views cannot run on Spark: per refusal the view it names
+    (empty if none) and the reason; empty if it runs."""
+    topics = {n: n for n in [*lateness, *(t + ".dlq" for t in lateness)]}
+    text = program_text(lateness, views, topics)
+    try:
+        circuit = compile_text("composed.sql", text)
+    except ProgramError as exc:
+        return [("", "compile: " + reason(str(exc)))]
+    try:
+        composed = compose(circuit)
+    except ProgramError as exc:  # a boundary's reader that does not compile
+        return [("", "compose: " + reason(str(exc)))]
+    found = []
+    for diagnostic in composed.refused:
+        named = re.match(r"view (\S+?):", diagnostic.message)
+        view = named.group(1).removeprefix("__out_") if named else ""
+        found.append((view, "refused: " + reason(diagnostic.message)))
+    return found
+
+
+# --- inputs -------------------------------------------------------------------------------------
+
+
+def _rows(rng: random.Random, lateness: int, now: int, top: int, count: int,
+          late: int) -> tuple[list[tuple[int, str, Any]], int, int]:
+    """One table's rows of a step: out of order within LATENESS around ``now``, ``late`` of
+    them below the waterline the step starts with (``top - lateness``), at times one row
+    exactly on it."""
+    now += rng.randint(2, 6)
+    records: list[tuple[int, str, Any]] = []
+    for i in range(count):
+        if i < late and top > -(10**9):
+            ts = top - lateness - rng.randint(1, 4)
+        elif i == late and top > -(10**9) and rng.random() < 0.5:
+            ts = top - lateness  # exactly the waterline the step starts with: on time (S5)
+        else:
+            ts = now - rng.randint(0, lateness)
+        row = {"ts": BASE_MS + ts * S, "k": rng.choice(KEYS), "v": rng.randint(0, 9)}
+        records.append((rng.randrange(2), "row", row))
+    rng.shuffle(records)
+    for _, _, row in records:
+        top = max(top, (row["ts"] - BASE_MS) // S)
+    return records, now, top
+
+
+def generate(seed: int, compositions: int, steps: int = 2, rows_per_step: int = 8,
+             tables: int = 2) -> Composed:
+    """A program of stacks with ``compositions`` or more views over views (each stack kept
+    only if the program with it compiles and composes), over ``tables`` tables, and its
+    input: ``steps`` steps of rows, then a step with a punctuation :data:`FINAL_AHEAD_S`
+    ahead (:meth:`Composed.flush_step` repeats it)."""
+    rng = random.Random(seed)
+    names = ["ta", "tb"][:tables]
+    lateness = {t: rng.choice((1, 2, 3, 4)) for t in names}
+    table_rels = [Rel(t, (Col("ts", "time"), Col("k", "key"), Col("v", "val")), True)
+                  for t in names]
+    kept: list[Stack] = []
+    skipped: Counter[str] = Counter()
+    drawn = 0
+    while True:
+        while sum(s.compositions for s in kept) < compositions:
+            drawn += 1
+            if drawn > compositions * 20:
+                raise AssertionError(f"only {len(kept)} stacks run: {skipped}")
+            stack = draw_stack(rng, drawn, table_rels)
+            alone = _check(lateness, stack.views)
+            if alone:
+                skipped[alone[0][1]] += 1
+                continue
+            kept.append(stack)
+        # Each stack runs alone; together they share the tables' queries, which may refuse
+        # what one stack alone does not: the stacks of the views named are skipped.
+        together = _check(lateness, [v for s in kept for v in s.views])
+        if not together:
+            break
+        dropped = 0
+        for view, why in together:
+            holding = [s for s in kept if any(v.name == view for v in s.views)]
+            if holding:
+                skipped["beside the other stacks, " + why] += 1
+                kept.remove(holding[0])
+                dropped += 1
+        if not dropped:
+            raise AssertionError(f"the stacks run alone, not together: {together}")
+    now = {t: rng.randint(5, 10) for t in names}
+    top = {t: -(10**9) for t in names}
+    input_steps: list[Step] = []
+    for index in range(steps):
+        step = Step()
+        for t in names:
+            late = rng.randint(1, 2) if index > 0 else 0
+            count = rng.randint(rows_per_step // 2, rows_per_step)
+            step.records[t], now[t], top[t] = _rows(rng, lateness[t], now[t], top[t], count, late)
+        input_steps.append(step)
+    bound = BASE_MS + (max(now.values()) + FINAL_AHEAD_S) * S
+    input_steps.append(Step({t: [(0, "punctuation", bound)] for t in names}))
+    composed_program = Composed(seed, lateness, kept, input_steps, drawn, skipped)
+    topics = {n: n for n in composed_program.topic_names()}
+    circuit = compile_text("composed.sql", composed_program.program(topics))
+    composed_program.boundaries = compose(circuit).boundaries
+    return composed_program
