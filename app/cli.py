@@ -144,15 +144,15 @@ def explain(
         circuit = _compile(program)
     except TidemarkError as exc:
         _fail(exc)
-    from app.runtime.compose import compose, read_stage_prefix, stage_text
-    from app.runtime.physical import explain_physical_json, explain_physical_text
+    from app.runtime.planner.compose import compose, read_stage_prefix, stage_text
+    from app.runtime.planner.physical import explain_physical_json, explain_physical_text
 
     if against is not None:
         composed = compose(circuit, read_stage_prefix(against))
         _explain_against(composed.circuit, composed.physical, against, format)
         return
     # What `tidemark run` would refuse, in every form of explain, decided by the function run
-    # calls (app/runtime/compose.py): a program that compiles is not yet one that runs.
+    # calls (app/runtime/planner/compose.py): a program that compiles is not yet one that runs.
     composed = compose(circuit)
     plan = composed.physical
     refused = tuple(str(problem) for problem in composed.refused)
@@ -179,9 +179,9 @@ def explain(
 
 def _explain_against(circuit: Any, plan: Any, checkpoint: Path, format: str) -> None:
     """``explain --against``: the verdict ``tidemark run`` would reach on ``checkpoint``
-    (app/runtime/checkpoint_plan.py), exit code 1 when it would refuse."""
-    from app.runtime.checkpoint_plan import judge_checkpoint
-    from app.runtime.plan_fingerprint import plan_fingerprint
+    (app/runtime/planner/checkpoint_plan.py), exit code 1 when it would refuse."""
+    from app.runtime.planner.checkpoint_plan import judge_checkpoint
+    from app.runtime.planner.plan_fingerprint import plan_fingerprint
 
     try:
         verdict = judge_checkpoint(checkpoint, plan_fingerprint(circuit, plan))

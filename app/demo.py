@@ -44,7 +44,7 @@ from app.connectors.output_reader import OutputReader
 from app.connectors.topic_reader import read_topic
 from app.errors import ConfigError, KafkaError, TidemarkError
 from app.local_kafka import LocalKafka
-from app.runtime.step_sink import StepReport
+from app.runtime.step.step_sink import StepReport
 
 __all__ = ["run_demo"]
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 def _batch(topic: str, first: int, rows: int) -> pa.RecordBatch:
     """Output records of view ``v`` without keys, as the writers hand them to the sink."""
-    from app.runtime.encode import ViewEncoding, output_batch
+    from app.runtime.step.encode import ViewEncoding, output_batch
 
     value = bytes(40)  # about the size of one (b) window row in Avro
     encoding = ViewEncoding("v", topic, "append", [], [], {}, None)

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from app.connectors.sink import StepMarker, produce, produce_partition
 from app.connectors.sink.markers import MarkerPlace, ensure_marker_topic
-from app.runtime.encode import ViewEncoding, output_batch
+from app.runtime.step.encode import ViewEncoding, output_batch
 
 _BATCH = 20_000
 _WARM_ROUNDS = 2

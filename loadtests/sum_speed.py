@@ -10,8 +10,8 @@ A batch aggregation, ``local[2]``, of ``--rows`` cached rows over 10,000 keys an
 * ``decimal``: ``count(1), count(n), sum(cast(n as decimal(38,0))), max(n)``, the exact
   sum Tidemark ran before the slices;
 * ``slices``: ``count(1), count(n)``, three BIGINT sums of 21- and 22-bit slices of ``n``, and
-  ``max(n)``, Tidemark's exact sum of a BIGINT (app/runtime/native_aggregate.py), which an INT
-  used before ``int``;
+  ``max(n)``, Tidemark's exact sum of a BIGINT (app/runtime/operators/native_aggregate.py), which an
+  INT used before ``int``;
 * ``int``: what the native path runs for (b)'s ``COUNT(*), SUM(n), MAX(n)`` of an ``INT NOT
   NULL`` ``n`` now: one count for both calls, ``try_sum(cast(n as bigint))`` and ``max(n)``.
 
@@ -34,7 +34,7 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     from app.circuit.ir import AggCall, ColumnRef, SqlType
-    from app.runtime.native_aggregate import _spark_aggregate
+    from app.runtime.operators.native_aggregate import _spark_aggregate
     from app.runtime.session import spark_session
 
     bigint = SqlType("BIGINT")

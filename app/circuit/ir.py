@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 #: Field metadata of an IR field added after plans were first fingerprinted: a value equal
 #: to the field's default is left out of plan digests
-#: (:func:`app.runtime.plan_fingerprint.plain_value`), so a program that does not use the
+#: (:func:`app.runtime.planner.plan_fingerprint.plain_value`), so a program that does not use the
 #: field keeps the digest it had before the field existed.
 OMIT_DEFAULT: dict[str, str] = {"digest": "omit-default"}
 
@@ -708,7 +708,7 @@ class Circuit:
     views: tuple[View, ...]
     warnings: tuple[Diagnostic, ...] = field(default=())
     #: The program's text, which the planner compiles again with stage boundaries
-    #: (app/runtime/compose.py); empty for a circuit made without one.
+    #: (app/runtime/planner/compose.py); empty for a circuit made without one.
     text: str = field(default="", compare=False, repr=False)
     #: How the program reads where Flink SQL and Tidemark differ (docs/semantics.md, Flink
     #: dialect): ``flink`` when its tables name a ``'connector'`` (or SET

@@ -20,7 +20,7 @@ at or above ``w``, so a frame can only read rows at or above ``w - p`` (RANGE), 
 rest is freed (S11), and a partition with nothing left is dropped.
 
 The aggregates are :mod:`app.circuit.aggregates`' accumulators. The reference evaluator and
-the Spark runtime's OVER operator (app/runtime/over_operator.py) both run this module, the
+the Spark runtime's OVER operator (app/runtime/operators/over_operator.py) both run this module, the
 latter over a state document (:meth:`OverPartition.to_doc`) whose values it encodes.
 """
 

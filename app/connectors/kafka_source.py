@@ -74,7 +74,7 @@ __all__ = [
 
 #: The source column of each sink record column a dead letter takes from its row, in the
 #: source's column order; the view gate takes ``reason``, ``message`` and the late columns
-#: from its own (app/runtime/view_gate.py). Each has its sink column's type.
+#: from its own (app/runtime/operators/view_gate.py). Each has its sink column's type.
 TABLE_GATE: Mapping[str, str] = {
     REASON: "_kind",  # a dead letter's reason; also ok, probe, punctuation
     MESSAGE: "_message",

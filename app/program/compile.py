@@ -458,7 +458,7 @@ class _Compiler:
     def _stage_read(self, relation: str, stage: int) -> Relation:
         """The table views of ``stage`` read ``relation`` through (app/program/stages.py):
         one per reading stage, so that a view moved on from a crowded query gets a query of
-        its own (app/runtime/compose.py)."""
+        its own (app/runtime/planner/compose.py)."""
         made = self.stage_inputs.get((relation, stage))
         if made is not None:
             return made

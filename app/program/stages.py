@@ -1,12 +1,12 @@
 """Stage boundaries (SPEC S19, ADR 0023): where a view is read by a later query through Kafka.
 
-The planner (app/runtime/compose.py) gives every relation a stage; a relation read by a view
+The planner (app/runtime/planner/compose.py) gives every relation a stage; a relation read by a view
 of a later stage is a *boundary*. The compiler then writes the boundary's rows to an internal
 topic (its own output when it has none, else a twin view's) and gives each later reader a
 table over that topic in its place. The table is named ``__in_<relation>``: its columns are
 the relation's, and each event-time attribute that is NOT NULL is a LATENESS column of amount
 0 whose waterline moves only by the punctuations the upstream query writes after each step
-(the relation's waterlines, app/runtime/step_sink.py), never by a row's value.
+(the relation's waterlines, app/runtime/step/step_sink.py), never by a row's value.
 """
 
 from __future__ import annotations

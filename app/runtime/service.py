@@ -32,16 +32,16 @@ from app.connectors.sink.markers import MarkerTopic, ensure_marker_topic
 from app.connectors.topics import TopicDefaults, ensure_topics
 from app.errors import ConfigError, KafkaError, ProgramError, SparkError, kafka_reason
 from app.program.stages import STAGE_WRITER
-from app.runtime.aggregate import polls_every_step
 from app.runtime.checkpoint_lock import CheckpointLock
-from app.runtime.checkpoint_plan import CheckpointVerdict, guard_checkpoint
-from app.runtime.compose import Composed, compose, stage_prefix
-from app.runtime.physical import PhysicalPlan, QueryPlan
-from app.runtime.plan import plan_query
-from app.runtime.plan_fingerprint import plan_fingerprint
+from app.runtime.operators.aggregate import polls_every_step
+from app.runtime.operators.query import plan_query
+from app.runtime.planner.checkpoint_plan import CheckpointVerdict, guard_checkpoint
+from app.runtime.planner.compose import Composed, compose, stage_prefix
+from app.runtime.planner.physical import PhysicalPlan, QueryPlan
+from app.runtime.planner.plan_fingerprint import plan_fingerprint
 from app.runtime.session import spark_session
-from app.runtime.slice_cache import SliceCache
-from app.runtime.step_sink import StepMetrics, StepReport, StepSink
+from app.runtime.step.slice_cache import SliceCache
+from app.runtime.step.step_sink import StepMetrics, StepReport, StepSink
 
 __all__ = [
     "POLLED_INTERVAL_MS",
@@ -201,7 +201,7 @@ class Service:
 
     @property
     def composed(self) -> Composed:
-        """The circuit as Spark runs it, with its stage boundaries (app/runtime/compose.py),
+        """The circuit as Spark runs it, with its stage boundaries (app/runtime/planner/compose.py),
         computed once; its internal topics are named after the checkpoint's stage prefix."""
         if self._composed is None:
             prepare_checkpoint(self.checkpoint)
@@ -216,7 +216,7 @@ class Service:
 
     @property
     def physical(self) -> PhysicalPlan:
-        """The running circuit's physical plan (app/runtime/physical.py)."""
+        """The running circuit's physical plan (app/runtime/planner/physical.py)."""
         return self.composed.physical
 
     def open_session(self) -> SparkSession:

@@ -27,7 +27,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from app.observability.logging import jvm_output_path, write_spark_log4j2_config
-from app.runtime.source_reader import KafkaSource
+from app.runtime.step.source_reader import KafkaSource
 
 __all__ = [
     "COORDINATOR_JAVA_OPTIONS",

@@ -23,14 +23,14 @@ import pyspark.worker  # noqa: F401 - imported for the forks
 from pyspark.daemon import manager
 
 import app.connectors.sink  # noqa: F401 - imported for the forks
-import app.runtime.aggregate  # noqa: F401
-import app.runtime.arrow_views  # noqa: F401
-import app.runtime.encode  # noqa: F401
-import app.runtime.native_aggregate  # noqa: F401
-import app.runtime.query_writes  # noqa: F401
-import app.runtime.slice_writers  # noqa: F401
-import app.runtime.source_reader  # noqa: F401
-import app.runtime.view_gate  # noqa: F401
+import app.runtime.operators.aggregate  # noqa: F401
+import app.runtime.operators.arrow_views  # noqa: F401
+import app.runtime.operators.native_aggregate  # noqa: F401
+import app.runtime.operators.view_gate  # noqa: F401
+import app.runtime.step.encode  # noqa: F401
+import app.runtime.step.query_writes  # noqa: F401
+import app.runtime.step.slice_writers  # noqa: F401
+import app.runtime.step.source_reader  # noqa: F401
 
 if __name__ == "__main__":
     import gc

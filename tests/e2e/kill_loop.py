@@ -432,7 +432,7 @@ def written_topics(circuit: Circuit, checkpoint: Path | None = None) -> list[str
     """Every topic a run writes in its transactions: outputs, dead letters, step markers, and
     with ``checkpoint`` the internal topics of its stage boundaries (ADR 0023)."""
     if checkpoint is not None:
-        from app.runtime.compose import compose, read_stage_prefix
+        from app.runtime.planner.compose import compose, read_stage_prefix
 
         circuit = compose(circuit, read_stage_prefix(checkpoint)).circuit
     topics = [v.output.topic for v in circuit.views if v.output is not None]
@@ -638,7 +638,7 @@ def _stages_read(run: Run, checkpoint: Path, circuit: Circuit, conf: dict[str, s
     """Wait until each query reading a stage boundary (ADR 0023) has committed a batch that
     read its internal topic to its end (the first query is at rest by now)."""
     from app.connectors.kafka_offsets import topic_end_offsets
-    from app.runtime.compose import compose, read_stage_prefix
+    from app.runtime.planner.compose import compose, read_stage_prefix
 
     composed = compose(circuit, read_stage_prefix(checkpoint)).circuit
     for table in (t for t in composed.tables if t.stage_input is not None):

@@ -24,7 +24,7 @@ from app.connectors.avro_codec import AvroCodec
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.runtime.service import Service
-from app.runtime.step_sink import StepReport
+from app.runtime.step.step_sink import StepReport
 
 pytestmark = pytest.mark.e2e
 

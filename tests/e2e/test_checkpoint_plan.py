@@ -28,7 +28,7 @@ from app.connectors.avro_codec import AvroCodec
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.runtime.checkpoint_lock import LOCK_NAME
-from app.runtime.checkpoint_plan import PLAN_NAME
+from app.runtime.planner.checkpoint_plan import PLAN_NAME
 from app.runtime.service import Service
 
 pytestmark = pytest.mark.e2e

@@ -28,7 +28,7 @@ from clocked_run import ClockedRun
 from spark_offset_log import Batch
 
 from app.circuit.reference import OutputRecord, StepResult
-from app.runtime.step_sink import StepReport
+from app.runtime.step.step_sink import StepReport
 
 pytestmark = pytest.mark.e2e
 

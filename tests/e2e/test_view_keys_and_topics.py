@@ -26,8 +26,8 @@ from app.config import Settings
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_text
-from app.runtime.encode import ViewEncoding, encode_record
 from app.runtime.service import Service
+from app.runtime.step.encode import ViewEncoding, encode_record
 
 pytestmark = pytest.mark.e2e
 

@@ -49,8 +49,9 @@ AGGREGATES = (
     "ARG_MAX(u, d)",
     "ARG_MIN(x, u)",
 )
-#: The calls Spark's native aggregation computes exactly (app/runtime/native_aggregate.py):
-#: AFTER WATERMARK views drawing only from these run natively, the rest on the shared operator.
+#: The calls Spark's native aggregation computes exactly
+#: (app/runtime/operators/native_aggregate.py): AFTER WATERMARK views drawing only from these run
+#: natively, the rest on the shared operator.
 NATIVE_AGGREGATES = tuple(
     a for a in AGGREGATES if "DISTINCT" not in a and "d)" not in a and "(d" not in a
 )
@@ -663,7 +664,7 @@ def _derived_cases(rng: random.Random, count: int, tables: list[str]) -> list[Ca
             source = table
         else:
             # Without ts when no aggregate reads it: the watermarked column then rides along
-            # hidden (app/runtime/view_frame.py).
+            # hidden (app/runtime/operators/view_frame.py).
             columns = "k, u, x, d, ts" if any("ts" in c for c in calls) else "k, u, x, d"
             local = (f"CREATE LOCAL VIEW dt{i} AS\nSELECT {derived} AS t2, {columns} "
                      f"FROM {table};\n")

@@ -42,11 +42,11 @@ from app.connectors.avro_codec import AvroCodec
 from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
-from app.runtime.arrow_views import slice_computable
-from app.runtime.physical import physical_plan
+from app.runtime.operators.arrow_views import slice_computable
+from app.runtime.planner.physical import physical_plan
 from app.runtime.service import Service
-from app.runtime.step_sink import StepReport
-from app.runtime.step_views import per_step_views
+from app.runtime.step.step_sink import StepReport
+from app.runtime.step.step_views import per_step_views
 
 pytestmark = pytest.mark.e2e
 
@@ -431,9 +431,9 @@ def test_native_aggregation_equals_reference_s11_s12(
     seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
     """20 windowed AFTER WATERMARK views with exactly computable aggregates, the views Spark's
-    own aggregation runs (app/runtime/native_aggregate.py): TUMBLE/HOP, offsets, WHERE/HAVING,
-    every format, rows equal to the waterline and windows ending on it, record for record;
-    3 cascades of two or three such levels, each over the window end of the one below
+    own aggregation runs (app/runtime/operators/native_aggregate.py): TUMBLE/HOP, offsets,
+    WHERE/HAVING, every format, rows equal to the waterline and windows ending on it, record for
+    record; 3 cascades of two or three such levels, each over the window end of the one below
     (S18), in ``ev_a``'s query; 11 SESSION aggregates (Spark's session_window), sessions
     per drawn keys; and 5 window Top-N views (ADR 0020), over a window function's rows or
     an aggregate's final rows.

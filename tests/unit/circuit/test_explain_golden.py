@@ -41,8 +41,8 @@ def test_explain_physical_matches_committed_docs(program: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Every example program's physical plan names its queries, where each view is computed
     and what frees its state; a program the Spark runtime refuses says why."""
-    from app.runtime.compose import compose, stage_text
-    from app.runtime.physical import explain_physical_text
+    from app.runtime.planner.compose import compose, stage_text
+    from app.runtime.planner.physical import explain_physical_text
 
     monkeypatch.chdir(ROOT)
     circuit = compile_program(Path("pipelines") / program.name)

@@ -9,8 +9,8 @@ from pathlib import Path
 from test_cli_errors import _tidemark
 
 from app.program.compile import compile_program
-from app.runtime.checkpoint_plan import PLAN_NAME, guard_checkpoint
-from app.runtime.plan_fingerprint import plan_fingerprint
+from app.runtime.planner.checkpoint_plan import PLAN_NAME, guard_checkpoint
+from app.runtime.planner.plan_fingerprint import plan_fingerprint
 
 PROGRAM = """
 CREATE TABLE t (

@@ -12,10 +12,10 @@ from app.circuit.functions import parse_timestamp
 from app.circuit.ir import TimeStep
 from app.errors import ProgramError
 from app.program.compile import compile_program
-from app.runtime.aggregate import plan_of
-from app.runtime.physical import physical_plan
-from app.runtime.plan import check_supported
-from app.runtime.view_waterlines import view_waterlines
+from app.runtime.operators.aggregate import plan_of
+from app.runtime.operators.query import check_supported
+from app.runtime.planner.physical import physical_plan
+from app.runtime.step.view_waterlines import view_waterlines
 
 TABLE = """
 CREATE TABLE t (

@@ -307,7 +307,7 @@ def test_output_records_are_framed_and_read_back_by_confluents_deserializer(
 
     from app.connectors.confluent_avro import register_output_schemas
     from app.program.compile import compile_program
-    from app.runtime.encode import ViewEncoding, encode_record, encode_view_rows
+    from app.runtime.step.encode import ViewEncoding, encode_record, encode_view_rows
 
     circuit = compile_program(
         "p.sql",

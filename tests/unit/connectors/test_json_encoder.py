@@ -22,7 +22,7 @@ from app.circuit.ir import Column, SqlType
 from app.connectors.json_encoder import JsonEncoder, json_decoder, json_timestamp
 from app.program.avro_schema import changelog_columns, record_schema
 from app.program.compile import compile_text
-from app.runtime.encode import ViewEncoding, encode_record, encode_view_rows
+from app.runtime.step.encode import ViewEncoding, encode_record, encode_view_rows
 
 COLUMNS = (
     Column("k", SqlType("BIGINT", nullable=False)),

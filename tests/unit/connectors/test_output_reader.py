@@ -10,7 +10,7 @@ import pytest
 
 from app.connectors.output_reader import OutputReader
 from app.program.compile import compile_text
-from app.runtime.encode import ViewEncoding, encode_record
+from app.runtime.step.encode import ViewEncoding, encode_record
 
 PROGRAM = """
 CREATE TABLE purchase (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.program.compile import compile_program
-from app.runtime.physical import physical_plan
+from app.runtime.planner.physical import physical_plan
 from loadtests.workloads import WORKLOADS
 
 

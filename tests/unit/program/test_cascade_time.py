@@ -19,7 +19,7 @@ from app.circuit.ir import Circuit, Over
 from app.circuit.reference import Punctuation, StepInput, evaluate
 from app.errors import ProgramError
 from app.program.compile import compile_program
-from app.runtime.compose import compose
+from app.runtime.planner.compose import compose
 
 CLICKS = """
 CREATE TABLE clicks (ts TIMESTAMP NOT NULL LATENESS INTERVAL '5' SECOND,

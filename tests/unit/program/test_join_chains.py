@@ -20,7 +20,7 @@ from app.circuit.ir import Circuit, Join, Position
 from app.circuit.reference import StepInput, evaluate
 from app.errors import ProgramError
 from app.program.compile import compile_program
-from app.runtime.compose import compose
+from app.runtime.planner.compose import compose
 
 TABLES = """
 CREATE TABLE a (ts TIMESTAMP NOT NULL LATENESS INTERVAL '5' SECOND, k VARCHAR NOT NULL,

@@ -11,7 +11,7 @@ from app.circuit.explain import explain_text
 from app.circuit.ir import Circuit, ColumnRef, JoinAsOf
 from app.errors import ProgramError
 from app.program.compile import compile_program
-from app.runtime.plan_fingerprint import plain_value
+from app.runtime.planner.plan_fingerprint import plain_value
 
 TABLES = """
 CREATE TABLE amounts (

@@ -19,7 +19,7 @@ from app.circuit.ir import Aggregate, Circuit, ColumnRef, Filter
 from app.circuit.reference import Punctuation, StepInput, evaluate
 from app.errors import ProgramError
 from app.program.compile import compile_program
-from app.runtime.compose import compose
+from app.runtime.planner.compose import compose
 
 ROOT = Path(__file__).resolve().parents[3]
 PIPELINE = ROOT / "pipelines" / "nexmark_q7.sql"

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from app.circuit.functions import evaluate as reference_evaluate
 from app.circuit.ir import Filter
 from app.program.compile import compile_program
-from app.runtime.arrow_views import arrow_evaluable, slice_computable, view_rows
+from app.runtime.operators.arrow_views import arrow_evaluable, slice_computable, view_rows
 
 TABLE = """
 CREATE TABLE t (

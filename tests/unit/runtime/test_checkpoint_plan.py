@@ -1,5 +1,5 @@
 """The plan recorded with a checkpoint and the guard ``tidemark run`` passes before Spark
-starts (app/runtime/checkpoint_plan.py, ADR 0015), on real directories, without Spark."""
+starts (app/runtime/planner/checkpoint_plan.py, ADR 0015), on real directories, without Spark."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import pytest
 
 from app.errors import CheckpointError
 from app.program.compile import compile_program
-from app.runtime.checkpoint_plan import (
+from app.runtime.planner.checkpoint_plan import (
     PLAN_NAME,
     guard_checkpoint,
     judge_checkpoint,
     read_recorded_plan,
 )
-from app.runtime.plan_fingerprint import PlanFingerprint, plan_fingerprint
+from app.runtime.planner.plan_fingerprint import PlanFingerprint, plan_fingerprint
 
 PROGRAM = """
 CREATE TABLE t (

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.program.compile import compile_program, compile_text
-from app.runtime.compose import compose, stage_text
-from app.runtime.physical import physical_plan
+from app.runtime.planner.compose import compose, stage_text
+from app.runtime.planner.physical import physical_plan
 
 ROOT = Path(__file__).resolve().parents[3]
 COMPOSED = ROOT / "tests" / "fixtures" / "programs" / "composed"

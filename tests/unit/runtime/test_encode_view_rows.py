@@ -16,7 +16,7 @@ import pytest
 
 from app.circuit.ir import Column, SqlType
 from app.program.avro_schema import changelog_columns, record_schema
-from app.runtime.encode import ViewEncoding, _plain_columns, encode_record, encode_view_rows
+from app.runtime.step.encode import ViewEncoding, _plain_columns, encode_record, encode_view_rows
 
 UTC = dt.UTC
 

@@ -1,6 +1,6 @@
 """``tidemark explain`` and ``tidemark run`` reach one verdict on every program (ADR 0023):
 the shipped pipelines, the rejected fixtures and the composed ones. Both ask
-app/runtime/compose.py; this runs each program through explain's command and through the
+app/runtime/planner/compose.py; this runs each program through explain's command and through the
 service's planner (no broker, no Spark: planning happens before either is touched) and
 requires the same refusals, and for the composed fixtures, none."""
 

@@ -1,5 +1,5 @@
-"""One slot's step of Tidemark's join operator (app/runtime/join_operator.py, ADR 0017), by
-hand against SPEC S16. OUTER interval joins: matches when found, an unmatched row once the
+"""One slot's step of Tidemark's join operator (app/runtime/operators/join_operator.py, ADR 0017),
+by hand against SPEC S16. OUTER interval joins: matches when found, an unmatched row once the
 *other* side's waterline passes its bound (never earlier), a NULL time padded at once.
 Temporal joins: a probe row once the versions' waterline passes its time, with the version
 valid at its time, the versions no lookup can find freed."""
@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from app.circuit.ir import Call, ColumnRef, SqlType
-from app.runtime.join_operator import JoinOperatorSpec, step_slot
+from app.runtime.operators.join_operator import JoinOperatorSpec, step_slot
 
 # r.t BETWEEN l.t - 2 AND l.t + 3 (ms), LATENESS 1 on the left table, 0 on the right.
 FULL = JoinOperatorSpec("full", "interval", -2, 3, 1, 0)

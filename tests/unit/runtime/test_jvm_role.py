@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from app.program.compile import compile_program
-from app.runtime.physical import physical_plan
+from app.runtime.planner.physical import physical_plan
 
 TABLE = """
 CREATE TABLE t (

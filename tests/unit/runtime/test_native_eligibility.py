@@ -1,5 +1,6 @@
-"""Which views run on Spark's native aggregation (app/runtime/native_aggregate.py) and which stay
-on the shared Python operator: only where the native arithmetic is exactly the oracle's."""
+"""Which views run on Spark's native aggregation (app/runtime/operators/native_aggregate.py) and
+which stay on the shared Python operator: only where the native arithmetic is exactly the
+oracle's."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from app.program.compile import compile_program
-from app.runtime.native_aggregate import is_native
-from app.runtime.physical import physical_plan
+from app.runtime.operators.native_aggregate import is_native
+from app.runtime.planner.physical import physical_plan
 
 TABLE = """
 CREATE TABLE t (

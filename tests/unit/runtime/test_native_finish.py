@@ -17,9 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.program.compile import compile_program
-from app.runtime.aggregate import _Plan, plan_of
-from app.runtime.encode import encode_view_rows
-from app.runtime.native_aggregate import columnar_outputs, finish_columns, finish_rows, is_native
+from app.runtime.operators.aggregate import _Plan, plan_of
+from app.runtime.operators.native_aggregate import (
+    columnar_outputs,
+    finish_columns,
+    finish_rows,
+    is_native,
+)
+from app.runtime.step.encode import encode_view_rows
 
 TABLE = """
 CREATE TABLE t (

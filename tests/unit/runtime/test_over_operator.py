@@ -1,5 +1,5 @@
-"""One slot's steps of Tidemark's OVER operator (app/runtime/over_operator.py, ADR 0019), by
-hand: a row once the waterline its probes give passes its time, with its frame's values;
+"""One slot's steps of Tidemark's OVER operator (app/runtime/operators/over_operator.py, ADR 0019),
+by hand: a row once the waterline its probes give passes its time, with its frame's values;
 the state document survives JSON between steps (as Spark stores it) with decimals, doubles
 and running aggregates exact."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from app.circuit.ir import Over
 from app.program.compile import compile_program
-from app.runtime.over_operator import OverOperatorSpec, step_slot
+from app.runtime.operators.over_operator import OverOperatorSpec, step_slot
 
 TABLE = """
 CREATE TABLE t (
@@ -102,8 +102,8 @@ def test_rows_frame_frees_all_but_the_last_n_rows_and_empty_partitions() -> None
 
 
 def _refused(views: str) -> tuple[str, ...]:
-    from app.runtime.physical import physical_plan
-    from app.runtime.plan import refused_by_spark
+    from app.runtime.operators.query import refused_by_spark
+    from app.runtime.planner.physical import physical_plan
 
     circuit = compile_program("over.sql", text=TABLE + TABLE.replace("TABLE t", "TABLE t2")
                               .replace("'t'", "'t2'") + views)

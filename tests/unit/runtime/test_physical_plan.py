@@ -1,4 +1,4 @@
-"""The physical plan's passes (app/runtime/physical.py), one rule at a time: queries per
+"""The physical plan's passes (app/runtime/planner/physical.py), one rule at a time: queries per
 connected part, each view's placement, the waterline that frees its state (S11), and each
 query's step shape (ADRs 0005-0009)."""
 
@@ -10,7 +10,7 @@ import json
 import pytest
 
 from app.program.compile import compile_program
-from app.runtime.physical import (
+from app.runtime.planner.physical import (
     PASSES,
     PhysicalPlan,
     explain_physical_json,

@@ -1,12 +1,12 @@
 """The plan fingerprint and the rules of which program changes a checkpoint can follow
-(app/runtime/plan_fingerprint.py, ADR 0015): every rule on a pair of programs, no Spark."""
+(app/runtime/planner/plan_fingerprint.py, ADR 0015): every rule on a pair of programs, no Spark."""
 
 from __future__ import annotations
 
 import json
 
 from app.program.compile import compile_program
-from app.runtime.plan_fingerprint import (
+from app.runtime.planner.plan_fingerprint import (
     PlanComparison,
     PlanFingerprint,
     canonical_json,

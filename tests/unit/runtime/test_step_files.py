@@ -1,4 +1,4 @@
-"""The steps' own files (app/runtime/step_files.py, app/runtime/slice_cache.py): w(t-1) is
+"""The steps' own files (app/runtime/step/step_files.py, app/runtime/step/slice_cache.py): w(t-1) is
 the newest waterline file below the step, every file is written whole, and a file that cannot
 be read or written is a StateError that names it and says what to check."""
 
@@ -14,9 +14,9 @@ import pytest
 
 from app.connectors.kafka_source import KafkaPartitionSlice
 from app.errors import StateError, TidemarkError
-from app.runtime import step_files
-from app.runtime.slice_cache import SliceCache
-from app.runtime.step_files import (
+from app.runtime.step import step_files
+from app.runtime.step.slice_cache import SliceCache
+from app.runtime.step.step_files import (
     KEEP_FINGERPRINTS,
     PLANNED_SLICES,
     begin_step,

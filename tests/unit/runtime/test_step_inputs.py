@@ -1,4 +1,4 @@
-"""What a step's fingerprint hashes, read without Spark (app/runtime/step_inputs.py, S15):
+"""What a step's fingerprint hashes, read without Spark (app/runtime/step/step_inputs.py, S15):
 the step's input ranges from an offset log laid out as Spark 4 writes it (a version line, a
 metadata line, a line per source), and the query's digest, which a comment or a moved
 statement does not change and a changed view does."""
@@ -14,9 +14,9 @@ import pytest
 from app.connectors.sink.fingerprint import SourceRanges
 from app.errors import StateError
 from app.program.compile import compile_program
-from app.runtime.physical import physical_plan
-from app.runtime.plan import TablePlan, source_spec
-from app.runtime.step_inputs import (
+from app.runtime.operators.query import TablePlan, source_spec
+from app.runtime.planner.physical import physical_plan
+from app.runtime.step.step_inputs import (
     plan_digest,
     query_digest,
     spark_checkpoint,

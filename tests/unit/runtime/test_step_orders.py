@@ -1,4 +1,4 @@
-"""A step's order (app/runtime/step_orders.py): what each part asks of a source task, and how
+"""A step's order (app/runtime/step/step_orders.py): what each part asks of a source task, and how
 an order rides in Spark local properties. Real slices, decoded from real confluent-kafka
 messages; no Spark job is needed (outside a task, a task's order is the empty one)."""
 
@@ -23,10 +23,10 @@ from app.connectors.kafka_source import (
 )
 from app.connectors.late_gate import SourceSpec
 from app.program.compile import compile_program
-from app.runtime.plan import source_spec
-from app.runtime.query_writes import SourceSide
-from app.runtime.slice_writers import ProbePass
-from app.runtime.step_orders import (
+from app.runtime.operators.query import source_spec
+from app.runtime.step.query_writes import SourceSide
+from app.runtime.step.slice_writers import ProbePass
+from app.runtime.step.step_orders import (
     SKIP_ACCEPTED,
     SLICE_OUTPUT,
     SLICE_SUMMARY,

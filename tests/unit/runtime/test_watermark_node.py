@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from app.program.compile import compile_program
-from app.runtime.physical import physical_plan
-from app.runtime.plan import plan_query
+from app.runtime.operators.query import plan_query
+from app.runtime.planner.physical import physical_plan
 
 PROGRAM = """
 CREATE TABLE a (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' SECOND, k BIGINT, x INT)

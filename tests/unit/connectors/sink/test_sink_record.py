@@ -33,10 +33,10 @@ from app.connectors.sink.record import (
     spark_ddl,
     spark_sql_type,
 )
-from app.runtime import aggregate
-from app.runtime.encode import ViewEncoding, output_batch
-from app.runtime.query_writes import SourceSide
-from app.runtime.sink_rows import arrow_dead_letters
+from app.runtime.operators import aggregate
+from app.runtime.step.encode import ViewEncoding, output_batch
+from app.runtime.step.query_writes import SourceSide
+from app.runtime.step.sink_rows import arrow_dead_letters
 
 ROOT = Path(__file__).resolve().parents[4]
 SPEC = SourceSpec(

@@ -1,10 +1,10 @@
 """What a step's jobs ask of each source task of a slice-views plan (ADR 0007).
 
-A table whose step views the source's tasks compute (:func:`app.runtime.arrow_views
+A table whose step views the source's tasks compute (:func:`app.runtime.operators.arrow_views
 .slice_computable`) runs both jobs of its step as one Spark plan: every source task hands
-Spark a single summary row (:data:`app.runtime.step_orders.SLICE_SUMMARY`) and does the
+Spark a single summary row (:data:`app.runtime.step.step_orders.SLICE_SUMMARY`) and does the
 work itself, told what by a writer in the step's order (its ``slice_output``,
-:mod:`app.runtime.step_orders`):
+:mod:`app.runtime.step.step_orders`):
 
 1. :class:`ProbePass`: read the slice (from Kafka into the slice cache: fetch, decode, late
    gate) and bring back its probe, from which the driver computes the step's waterline (S3);
@@ -29,9 +29,9 @@ import pyarrow.compute as pc
 
 from app.circuit.ir import View
 from app.connectors.sink import StepMarker, open_early, produce_partition
-from app.runtime.arrow_views import view_rows
-from app.runtime.encode import ViewEncoding, encode_view_rows
-from app.runtime.sink_rows import arrow_dead_letters, arrow_probes
+from app.runtime.operators.arrow_views import view_rows
+from app.runtime.step.encode import ViewEncoding, encode_view_rows
+from app.runtime.step.sink_rows import arrow_dead_letters, arrow_probes
 
 __all__ = ["ProbePass", "SliceOutput"]
 

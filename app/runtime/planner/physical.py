@@ -17,7 +17,7 @@ rules) turns a :class:`~app.circuit.ir.Circuit` into a frozen :class:`PhysicalPl
    and whether any row enters the JVM (ADR 0009).
 
 ``tidemark explain --physical`` prints the plan (text and JSON); the runtime builds each
-query from it (:mod:`app.runtime.plan`) and decides nothing again. Every query runs in
+query from it (:mod:`app.runtime.operators.query`) and decides nothing again. Every query runs in
 Spark's micro-batch mode; ``trigger`` is where a low-latency placement would be recorded
 (ADR 0010).
 """
@@ -30,11 +30,11 @@ from typing import Any, Literal
 
 from app.circuit.ir import Circuit, Join, View
 from app.circuit.processing_time import processing_time_columns
-from app.runtime.aggregate import processing_window
-from app.runtime.arrow_views import slice_computable
-from app.runtime.native_aggregate import is_native, union_time_tables
-from app.runtime.step_views import per_step_views
-from app.runtime.top_n import spark_shape
+from app.runtime.operators.aggregate import processing_window
+from app.runtime.operators.arrow_views import slice_computable
+from app.runtime.operators.native_aggregate import is_native, union_time_tables
+from app.runtime.operators.top_n import spark_shape
+from app.runtime.step.step_views import per_step_views
 
 __all__ = [
     "PASSES",
@@ -234,9 +234,9 @@ def group_queries(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
 
 def place_views(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
     """Each view's placement. Aggregates: ``native`` when Spark computes them exactly
-    (:func:`~app.runtime.native_aggregate.is_native`), else ``state_operator``. Stateless
+    (:func:`~app.runtime.operators.native_aggregate.is_native`), else ``state_operator``. Stateless
     views with no LATENESS on their way from the table are step views
-    (:func:`~app.runtime.step_views.per_step_views`), computed at the end of the step
+    (:func:`~app.runtime.step.step_views.per_step_views`), computed at the end of the step
     (``step_sink``; :func:`choose_step_shape` may move them into the source's tasks). Every
     other stateless view is ``jvm``."""
     queries = []
@@ -419,7 +419,7 @@ def choose_step_shape(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
     """Which of the two step shapes each query takes (ADR 0011). With no view gate, no
     ``AS PROCTIME()`` column (the source's tasks know no batch time) and step
     views the source's tasks can all compute over Arrow
-    (:func:`~app.runtime.arrow_views.slice_computable`), the query writes its own records
+    (:func:`~app.runtime.operators.arrow_views.slice_computable`), the query writes its own records
     (``query_writes``): from the aggregate's last stage when its outputs are native
     aggregates (at least one) and step views (ADR 0008), from the source's tasks when every
     output is a step view (ADR 0007); in both, the step views move to ``source_task``. Every

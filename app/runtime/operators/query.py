@@ -12,10 +12,10 @@ Kafka ─▶ source (decode + LateGate) ─┬─▶ ok rows ─▶ views ─▶
 Dead letters are one branch per table, so they are written once however many views read the
 table (S6). Views run over the accepted rows only (S5, S8). A stateless view with no LATENESS
 on its way from the table is computed by the step sink over the ok rows of the dead-letter
-branch (:mod:`app.runtime.step_views`); the others, and the rows every aggregate reads, are
+branch (:mod:`app.runtime.step.step_views`); the others, and the rows every aggregate reads, are
 computed here. A view with its own LATENESS (L2, the decoding case) adds a second gate on its
-rows (:mod:`app.runtime.view_gate`): its late rows join the table's dead letters, its probe
-the table's probe, and its waterline is kept in the table's waterline files under
+rows (:mod:`app.runtime.operators.view_gate`): its late rows join the table's dead letters, its
+probe the table's probe, and its waterline is kept in the table's waterline files under
 ``"<view>.<column>"``.
 """
 
@@ -58,10 +58,9 @@ from app.connectors.sink import SUMMARY_SCHEMA
 from app.connectors.sink.record import SINK_SCHEMA
 from app.errors import ProgramError, TidemarkError
 from app.program.stages import attribute_steps, punctuated_columns
-from app.runtime.aggregate import aggregate_branch, window_key_index
-from app.runtime.encode import ViewEncoding, encode_view_rows
-from app.runtime.join_operator import JoinOperatorSpec, operator_joined
-from app.runtime.native_aggregate import (
+from app.runtime.operators.aggregate import aggregate_branch, window_key_index
+from app.runtime.operators.join_operator import JoinOperatorSpec, operator_joined
+from app.runtime.operators.native_aggregate import (
     cascade_depth,
     is_native,
     joined_on_window_end,
@@ -70,23 +69,17 @@ from app.runtime.native_aggregate import (
     session_windowed,
     union_time_tables,
 )
-from app.runtime.over_operator import OverOperatorSpec, over_rows
-from app.runtime.physical import PhysicalPlan, QueryPlan, by_join_operator, first_lateness
-from app.runtime.query_writes import produce_step_output
-from app.runtime.sink_rows import TABLE_GATE, gate_rows
-from app.runtime.source_reader import KafkaSource, log_start_position
-from app.runtime.step_orders import SLICE_SUMMARY
-from app.runtime.step_views import carried_columns
-from app.runtime.top_n import spark_problem as top_n_problem
-from app.runtime.top_n import top_n_rows
-from app.runtime.view_frame import (
+from app.runtime.operators.over_operator import OverOperatorSpec, over_rows
+from app.runtime.operators.top_n import spark_problem as top_n_problem
+from app.runtime.operators.top_n import top_n_rows
+from app.runtime.operators.view_frame import (
     batch_time,
     ms_sql,
     table_columns,
     view_frame,
     with_batch_time,
 )
-from app.runtime.view_gate import (
+from app.runtime.operators.view_gate import (
     ORIGIN_COLUMNS,
     ViewGateSpec,
     bounded_watermark,
@@ -94,7 +87,14 @@ from app.runtime.view_gate import (
     waterline_key,
     with_watermark,
 )
-from app.runtime.view_waterlines import DerivedInput, MergedInput
+from app.runtime.planner.physical import PhysicalPlan, QueryPlan, by_join_operator, first_lateness
+from app.runtime.step.encode import ViewEncoding, encode_view_rows
+from app.runtime.step.query_writes import produce_step_output
+from app.runtime.step.sink_rows import TABLE_GATE, gate_rows
+from app.runtime.step.source_reader import KafkaSource, log_start_position
+from app.runtime.step.step_orders import SLICE_SUMMARY
+from app.runtime.step.step_views import carried_columns
+from app.runtime.step.view_waterlines import DerivedInput, MergedInput
 
 __all__ = [
     "TablePlan",
@@ -189,9 +189,9 @@ class TablePlan:
     frame: DataFrame
     output_views: tuple[View, ...]
     view_time_source: Mapping[str, str | None]  # output view -> waterline key of S14
-    #: The views the step sink computes over the step's accepted rows (app/runtime/step_views),
+    #: The views the step sink computes over the step's accepted rows (app/runtime/step/step_views),
     #: or, in a ``query_writes`` query, the source's own tasks over the slice's Arrow columns
-    #: (app/runtime/slice_writers.py, ADR 0007).
+    #: (app/runtime/step/slice_writers.py, ADR 0007).
     step_views: tuple[View, ...] = ()
     #: The tables' sources, as the query reads them (a job over its slices must read the same).
     sources: tuple[SourceSpec, ...] = ()
@@ -561,7 +561,7 @@ def _table_gate_rows(
     source: DataFrame, table: Table, carry: Sequence[SparkColumn]
 ) -> DataFrame:
     """The sink rows of the table's gate: its dead letters and probes (and, with ``carry``,
-    its accepted rows for the step views, app/runtime/step_views.py)."""
+    its accepted rows for the step views, app/runtime/step/step_views.py)."""
     return gate_rows(
         source,
         "_kind",
@@ -1066,7 +1066,7 @@ def _join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
     without a time bound (whose state is never freed); Tidemark's own operator runs such an
     interval or window join as LEFT, RIGHT or FULL OUTER, bounded on (or windowed on) any
     LATENESS column of each table, and a temporal join AS OF any LATENESS column of the
-    probe table (:mod:`app.runtime.join_operator`)."""
+    probe table (:mod:`app.runtime.operators.join_operator`)."""
     join = next(op for op in view.operators if isinstance(op, Join))
     fix = (
         "an INNER interval or window join on each table's first LATENESS column, an OUTER "

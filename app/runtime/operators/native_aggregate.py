@@ -1,7 +1,7 @@
 """Windowed AFTER WATERMARK views on Spark's own (JVM) streaming aggregation.
 
-The shared ``applyInPandasWithState`` operator (:mod:`app.runtime.aggregate`) runs every EMIT
-form, but pays a Python call and a pickled state record per group per step: 9-14x slower than
+The shared ``applyInPandasWithState`` operator (:mod:`app.runtime.operators.aggregate`) runs every
+EMIT form, but pays a Python call and a pickled state record per group per step: 9-14x slower than
 ``groupBy(window).agg`` (docs/differential.md). The commonest view, a window aggregated and
 written once complete (EMIT AFTER WATERMARK), needs none of that machinery: Spark's append-mode
 aggregation keeps the accumulators in the state store itself and writes each window's row
@@ -23,8 +23,8 @@ Why the results are equal to the reference evaluator's:
   candidates). Floating-point sums and extremes, DISTINCT and DECIMAL
   sums stay on the shared operator, whose arithmetic is the oracle's.
 - The finished row goes through the shared operator's own code: accumulator results
-  (:class:`app.runtime.aggregate._Acc`), HAVING and the SELECT list (``_finish``, the oracle's
-  scalar functions), the record shapes (``_emit_rows``) and the encoding (S13).
+  (:class:`app.runtime.operators.aggregate._Acc`), HAVING and the SELECT list (``_finish``, the
+  oracle's scalar functions), the record shapes (``_emit_rows``) and the encoding (S13).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from app.circuit.functions import spark_type, to_spark_sql
 from app.circuit.ir import AggCall, Aggregate, Circuit, ColumnRef, Filter, Project, View, Window
 from app.connectors.sink import SUMMARY_SCHEMA
 from app.connectors.sink.record import SINK_SCHEMA
-from app.runtime.aggregate import (
+from app.runtime.operators.aggregate import (
     _Acc,
     _emit_rows,
     _finish,
@@ -52,8 +52,8 @@ from app.runtime.aggregate import (
     _window_key,
     plan_of,
 )
-from app.runtime.encode import encode_record, encode_view_rows, output_batch
-from app.runtime.view_frame import batch_time
+from app.runtime.operators.view_frame import batch_time
+from app.runtime.step.encode import encode_record, encode_view_rows, output_batch
 
 __all__ = [
     "cascade_depth",

@@ -42,7 +42,7 @@ arrives. A row's columns travel as JSON of the side's columns (Spark's ``to_json
 ``from_json`` give back the same values); the state of a slot is one JSON document (both
 waterlines, the held rows, the versions), checkpointed with the step's offsets, so a replayed
 step starts from the state the first run started from and writes the same rows (S15).
-The slots, probes, wire rows and state document are :mod:`app.runtime.slot_operator`'s,
+The slots, probes, wire rows and state document are :mod:`app.runtime.operators.slot_operator`'s,
 shared with the OVER operator.
 """
 
@@ -79,7 +79,7 @@ from app.circuit.ir import (
     conjuncts,
 )
 from app.circuit.scalar import evaluate_expr, is_true
-from app.runtime.slot_operator import (
+from app.runtime.operators.slot_operator import (
     SLOTS,
     advance_waterlines,
     decode_values,
@@ -116,7 +116,7 @@ class JoinOperatorSpec:
     probe_lags: bool = False
     #: Of an OUTER interval or window join, the conditions that read both sides (None:
     #: none), checked on each pair, and the SQL type of each column they read, by which a
-    #: row's values are decoded (:func:`app.runtime.slot_operator.decode_values`).
+    #: row's values are decoded (:func:`app.runtime.operators.slot_operator.decode_values`).
     pair: Expr | None = None
     pair_types: tuple[tuple[str, str], ...] = ()
 
@@ -129,7 +129,7 @@ def step_slot(
     JSON, None if any is NULL), ``t`` (the bound or AS OF column in ms; a probe's: its
     table's step maximum), ``tbl`` (a probe's table: L or R), ``pt`` and ``of`` (arrival:
     Kafka partition and offset), ``row`` (the side's columns as JSON) and ``vals`` (the
-    columns the pair conditions read, :func:`~app.runtime.slot_operator.decode_values`;
+    columns the pair conditions read, :func:`~app.runtime.operators.slot_operator.decode_values`;
     None without any)."""
     doc = doc or {"w": {"L": None, "R": None}, "held": {"L": [], "R": []}, "versions": {}}
     started = doc["w"]["L"]

@@ -17,7 +17,7 @@ A query's Spark checkpoint is ``spark`` beside its first table's state directory
 them out).
 
 The plan's part of the fingerprint is the program's plan digest
-(:mod:`app.runtime.plan_fingerprint`): the one ``tidemark run`` recorded with the checkpoint
+(:mod:`app.runtime.planner.plan_fingerprint`): the one ``tidemark run`` recorded with the checkpoint
 before the queries started (ADR 0015, :func:`plan_digest`), else :func:`query_digest`, the
 digest of the one query as the step sink runs it.
 """
@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any
 from app.connectors.kafka_offsets import step_slices
 from app.connectors.sink.fingerprint import SourceRanges
 from app.errors import StateError
-from app.runtime.checkpoint_plan import read_recorded_plan
-from app.runtime.plan_fingerprint import canonical_json, plain_value, state_version
-from app.runtime.step_files import state_error
+from app.runtime.planner.checkpoint_plan import read_recorded_plan
+from app.runtime.planner.plan_fingerprint import canonical_json, plain_value, state_version
+from app.runtime.step.step_files import state_error
 
 if TYPE_CHECKING:
-    from app.runtime.plan import TablePlan
+    from app.runtime.operators.query import TablePlan
 
 __all__ = ["plan_digest", "query_digest", "spark_checkpoint", "step_input_ranges"]
 

@@ -25,9 +25,9 @@ from app.circuit.ir import Circuit, Diagnostic
 from app.errors import ProgramError
 from app.program.compile import compile_text
 from app.program.stages import DEFAULT_PREFIX, Composition
-from app.runtime.physical import PhysicalPlan, physical_plan
-from app.runtime.plan import refusals
-from app.runtime.step_files import write_atomically
+from app.runtime.operators.query import refusals
+from app.runtime.planner.physical import PhysicalPlan, physical_plan
+from app.runtime.step.step_files import write_atomically
 
 __all__ = ["Composed", "compose", "read_stage_prefix", "stage_prefix", "stage_text"]
 

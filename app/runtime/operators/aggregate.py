@@ -71,8 +71,8 @@ from app.connectors.sink.record import (
     TOPIC,
     VALUE,
 )
-from app.runtime.encode import ViewEncoding, encode_record
-from app.runtime.view_frame import hidden_watermark
+from app.runtime.operators.view_frame import hidden_watermark
+from app.runtime.step.encode import ViewEncoding, encode_record
 
 __all__ = [
     "aggregate_branch",
@@ -214,7 +214,7 @@ class _Plan:
 
 def plan_of(view: View, completion: GroupCompletion | None = None) -> _Plan:
     """What finishing and encoding a group of an aggregate output view needs (both the shared
-    operator and Spark's native aggregation, :mod:`app.runtime.native_aggregate`, use it).
+    operator and Spark's native aggregation, :mod:`app.runtime.operators.native_aggregate`, use it).
     ``completion``: the view's (:func:`app.circuit.derived_time.group_completion`); without
     it, a key of the view's own window."""
     aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
@@ -500,7 +500,7 @@ def aggregate_branch(
     """The Kafka records (sink records) of every aggregate output view of one table.
 
     ``event_time`` is the table column carrying Spark's watermark: it stays in the projection
-    (or rides along hidden, app/runtime/view_frame.py) because Spark's event-time timeout
+    (or rides along hidden, app/runtime/operators/view_frame.py) because Spark's event-time timeout
     needs the watermarked column in its input. ``completions``: per view, the key that
     completes its groups."""
     plans: list[_Plan] = []

@@ -40,7 +40,7 @@ from app.circuit.ir import (
     View,
     Window,
 )
-from app.runtime.physical import PhysicalPlan, QueryPlan, physical_plan
+from app.runtime.planner.physical import PhysicalPlan, QueryPlan, physical_plan
 
 __all__ = [
     "FINGERPRINT_FORMAT",
@@ -215,7 +215,7 @@ def _state_operator(query: QueryPlan, view: str) -> str | None:
 
 def _state_layout(query: QueryPlan) -> list[dict[str, Any]]:
     """The query's stateful operators in the order Spark numbers them (its branches'
-    order, :attr:`~app.runtime.physical.QueryPlan.state_operators`), each with the views
+    order, :attr:`~app.runtime.planner.physical.QueryPlan.state_operators`), each with the views
     whose state it holds; the one Python operator serves every ``state_operator`` view."""
     layout: list[dict[str, Any]] = []
     outputs = [v for v in query.views if v.output]

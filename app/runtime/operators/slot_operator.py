@@ -1,6 +1,6 @@
 """Tidemark's own operators on ``transformWithStateInPandas`` (ADR 0017, ADR 0019): what the
-join operator (app/runtime/join_operator.py) and the OVER operator
-(app/runtime/over_operator.py) share.
+join operator (app/runtime/operators/join_operator.py) and the OVER operator
+(app/runtime/operators/over_operator.py) share.
 
 - **Slots.** Rows are grouped by a slot, a hash of their key (``k``, the key values as JSON)
   into :data:`SLOTS`, and the operator runs with no time mode (Spark drops and times out

@@ -8,7 +8,7 @@ It runs on the driver once per micro-batch (= step, SPEC S1), in two Spark jobs:
 2. the second writes the output changes, with the S14 ``tidemark.waterline`` header of each
    view, which is why it waits for every probe, and the dead letters (S6); the stateless
    views that need no gate of their own are computed here, over the step's accepted rows,
-   and encoded in the same Python pass that produces them (:mod:`app.runtime.step_views`);
+   and encoded in the same Python pass that produces them (:mod:`app.runtime.step.step_views`);
 3. then the metrics, and the dead-letter log: late rows in powers of ten per table (S6).
 
 A step takes one of two shapes (ADR 0011), as the physical plan says. In the ``step_sink``
@@ -18,7 +18,7 @@ that job writes the dead letters (they do not need the new waterline); the sourc
 cache serves the second read. In the ``query_writes`` shape the query's
 own tasks write: when the source's tasks can compute every output (ADR 0007), both jobs
 collect the batch itself, whose source tasks do the work, told what by a writer in a Spark
-local property (:mod:`app.runtime.slice_writers`): the first brings back the probes, the
+local property (:mod:`app.runtime.step.slice_writers`): the first brings back the probes, the
 second writes the dead letters and the views' records; when the query ends in a native
 aggregate (ADR 0008), its last-stage tasks write once the probes are in.
 
@@ -27,8 +27,8 @@ task with a step marker keyed by Spark's ``batch_id``, which a replay of the bat
 crash reuses, so the replay writes nothing twice (S15); the second job's tasks are numbered
 from :data:`OUTPUT_TASKS` so no two tasks of a step share a marker. Before either job the
 sink computes the step's fingerprint (its input ranges from Spark's offset log and the plan's
-digest, :mod:`app.runtime.step_inputs`), which every marker of the step carries, and records
-it in the step files (:func:`~app.runtime.step_files.begin_step`): a replay that would read
+digest, :mod:`app.runtime.step.step_inputs`), which every marker of the step carries, and records
+it in the step files (:func:`~app.runtime.step.step_files.begin_step`): a replay that would read
 other input or run another plan refuses there, before any task writes (docs/reliability.md).
 """
 
@@ -69,15 +69,15 @@ from app.connectors.sink.transactions import behind
 from app.errors import KafkaError
 from app.fault_points import fault_point
 from app.observability.logging import LateRowLog, log_dead_letters
-from app.runtime.plan import TablePlan, TimeUnit, table_units, time_unit
-from app.runtime.query_writes import (
+from app.runtime.operators.query import TablePlan, TimeUnit, table_units, time_unit
+from app.runtime.step.query_writes import (
     ProbeRendezvous,
     SourceSide,
     StepWrite,
     waterline_after,
 )
-from app.runtime.slice_writers import ProbePass, SliceOutput
-from app.runtime.step_files import (
+from app.runtime.step.slice_writers import ProbePass, SliceOutput
+from app.runtime.step.step_files import (
     begin_step,
     forget_steps_before,
     load_waterlines,
@@ -85,10 +85,10 @@ from app.runtime.step_files import (
     store_waterlines,
     write_atomically,
 )
-from app.runtime.step_inputs import plan_digest, spark_checkpoint, step_input_ranges
-from app.runtime.step_orders import SliceWriter, StepOrder, collect_with_order, write_slices
-from app.runtime.step_views import produce_step_views
-from app.runtime.view_waterlines import view_waterlines
+from app.runtime.step.step_inputs import plan_digest, spark_checkpoint, step_input_ranges
+from app.runtime.step.step_orders import SliceWriter, StepOrder, collect_with_order, write_slices
+from app.runtime.step.step_views import produce_step_views
+from app.runtime.step.view_waterlines import view_waterlines
 
 __all__ = ["StepReport", "StepSink", "sink_identity"]
 
@@ -203,7 +203,7 @@ class StepSink:
         #: Each output view's S14 waterline after the last step, with its unit (metrics).
         self._headers_values: dict[str, tuple[int | None, TimeUnit]] = {}
         #: What each step's fingerprint hashes of the plan: the program's plan digest recorded
-        #: with the checkpoint, else the query's (:func:`app.runtime.step_inputs.plan_digest`).
+        #: with the checkpoint, else the query's (:func:`app.runtime.step.step_inputs.plan_digest`).
         self._plan_digest = plan_digest(plan)
         #: The fingerprint of the step being written (:meth:`_begin`), in its markers.
         self._fingerprint: str | None = None

@@ -1,7 +1,8 @@
 """A view's rows as Spark DataFrame operations over its input's rows (SPEC S8, S9).
 
-Used twice with one meaning: inside each table's streaming query (app/runtime/plan.py) and
-over a step's accepted rows for the views the step sink computes (app/runtime/step_views.py).
+Used twice with one meaning: inside each table's streaming query (app/runtime/operators/query.py)
+and over a step's accepted rows for the views the step sink computes
+(app/runtime/step/step_views.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pyspark.sql import functions as F
 from app.circuit.functions import to_spark_sql
 from app.circuit.ir import Aggregate, Filter, Join, Operator, Over, Project, Table, View, Window
 from app.circuit.processing_time import BATCH_TIME_COLUMN
-from app.runtime.view_gate import ORIGIN_COLUMNS
+from app.runtime.operators.view_gate import ORIGIN_COLUMNS
 
 __all__ = [
     "batch_time",
@@ -35,7 +36,7 @@ _HIDDEN = "_watermarked_"
 def hidden_watermark(column: str) -> str:
     """The name a watermarked column rides along under through a view that does not select
     it (a derived time attribute computed from it, S10): the state operator's event-time
-    timeout needs the watermarked column in its input (app/runtime/aggregate.py)."""
+    timeout needs the watermarked column in its input (app/runtime/operators/aggregate.py)."""
     return column if column.startswith(_HIDDEN) else f"{_HIDDEN}{column}"
 
 
@@ -99,7 +100,7 @@ def _window_types(df: DataFrame, op: Window, is_ts: bool) -> DataFrame:
     return df
 
 
-#: The rows an Over writes from the rows entering it (app/runtime/over_operator.py).
+#: The rows an Over writes from the rows entering it (app/runtime/operators/over_operator.py).
 OverRows = Callable[[DataFrame], DataFrame]
 
 
@@ -117,7 +118,7 @@ def view_frame(
     every branch has (a table's branch also carries its rows' arrival, a join's does not). A
     JOIN view's
     rows are Spark's join of its inputs, or ``joined`` when given (an OUTER or temporal join's, by
-    :mod:`app.runtime.join_operator`)."""
+    :mod:`app.runtime.operators.join_operator`)."""
     union = view.union
     if union is not None:
         frames = [_pipeline(inputs[b.source], b.operators) for b in union.branches]

@@ -10,7 +10,7 @@ whether Spark computes it in the streaming query or over the step's accepted row
 Python pass: out of the source and into the producer, twice in all.
 
 The accepted rows reach the step sink as the ``row`` struct of the table's gate branch
-(:func:`app.runtime.sink_rows.gate_rows` with ``carry``), with the step's batch time
+(:func:`app.runtime.step.sink_rows.gate_rows` with ``carry``), with the step's batch time
 ``_ptime`` taken inside the streaming query, so a replayed step encodes the same bytes (S15).
 """
 
@@ -26,8 +26,8 @@ from pyspark.sql import functions as F
 from app.circuit.ir import Circuit, Table, View
 from app.circuit.processing_time import view_reads_now
 from app.connectors.sink import SUMMARY_SCHEMA
-from app.runtime.encode import ViewEncoding, encode_view_rows
-from app.runtime.view_frame import batch_time, table_columns, view_frame
+from app.runtime.operators.view_frame import batch_time, table_columns, view_frame
+from app.runtime.step.encode import ViewEncoding, encode_view_rows
 
 __all__ = ["carried_columns", "per_step_views", "produce_step_views"]
 

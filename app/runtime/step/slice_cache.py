@@ -13,7 +13,7 @@ import pyarrow as pa
 from app.connectors.kafka_fetch import read_slice
 from app.connectors.kafka_source import KafkaPartitionSlice
 from app.connectors.late_gate import SourceSpec
-from app.runtime.step_files import forget_steps_before, state_error
+from app.runtime.step.step_files import forget_steps_before, state_error
 
 __all__ = ["SliceCache", "cached_slice"]
 

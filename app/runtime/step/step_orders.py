@@ -7,11 +7,11 @@ part pickled; a task reads the order back with :meth:`StepOrder.of_task`. A job 
 tasks hand Spark their slices' rows. The parts:
 
 * ``slice_output`` (:data:`SLICE_OUTPUT`, ADR 0007): a :class:`SliceWriter` each source task
-  runs over its slice itself (:mod:`app.runtime.slice_writers`); it hands Spark one row of
+  runs over its slice itself (:mod:`app.runtime.step.slice_writers`); it hands Spark one row of
   kind :data:`SLICE_SUMMARY` that says what it did;
 * ``source_side`` (:data:`STEP_SIDE`, ADR 0008): a :class:`SliceTee` each source task runs
-  beside handing Spark its slice (:class:`app.runtime.query_writes.SourceSide`);
-* ``step_write`` (:data:`STEP_OUTPUT`, ADR 0008): the :class:`~app.runtime.query_writes
+  beside handing Spark its slice (:class:`app.runtime.step.query_writes.SourceSide`);
+* ``step_write`` (:data:`STEP_OUTPUT`, ADR 0008): the :class:`~app.runtime.step.query_writes
   .StepWrite` the query's writing tasks produce their records with;
 * ``skip_accepted`` (:data:`SKIP_ACCEPTED`, ADR 0011): the source tasks read their slices
   in full (into the slice cache, for the step's next job) but hand Spark only the dead
@@ -38,12 +38,12 @@ import pyarrow as pa
 
 from app.connectors.kafka_source import KafkaPartitionSlice
 from app.connectors.late_gate import ACCEPTED, SourceSpec
-from app.runtime.slice_cache import cached_slice
+from app.runtime.step.slice_cache import cached_slice
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from app.runtime.query_writes import StepWrite
+    from app.runtime.step.query_writes import StepWrite
 
 __all__ = [
     "SLICE_OUTPUT",
@@ -61,7 +61,7 @@ __all__ = [
 #: The Spark local property carrying a step's :class:`SliceWriter` to its source tasks.
 SLICE_OUTPUT = "tidemark.slice_output"
 #: The Spark local property under which a step's source tasks also write their dead letters
-#: and leave their probes for the query's own writing tasks (app/runtime/query_writes.py).
+#: and leave their probes for the query's own writing tasks (app/runtime/step/query_writes.py).
 STEP_SIDE = "tidemark.step_side"
 #: The Spark local property carrying a step's StepWrite to the query's writing tasks.
 STEP_OUTPUT = "tidemark.step_output"
@@ -69,12 +69,12 @@ STEP_OUTPUT = "tidemark.step_output"
 SKIP_ACCEPTED = "tidemark.skip_accepted"
 
 #: The ``_kind`` of the one row a source task hands over under :data:`SLICE_OUTPUT`, the
-#: only rows a slice-views plan keeps (app/runtime/plan.py).
+#: only rows a slice-views plan keeps (app/runtime/operators/query.py).
 SLICE_SUMMARY = "slice_summary"
 
 
 class SliceWriter(Protocol):
-    """What a step's job asks of each source task (app/runtime/slice_writers.py: ProbePass,
+    """What a step's job asks of each source task (app/runtime/step/slice_writers.py: ProbePass,
     SliceOutput): do its work over the slice's batches and say what it did, as SUMMARY rows.
     The Kafka settings are the source's own."""
 
@@ -90,7 +90,7 @@ class SliceWriter(Protocol):
 
 class SliceTee(Protocol):
     """What a step's source tasks do with their slice while handing it to Spark
-    (app/runtime/query_writes.py: SourceSide)."""
+    (app/runtime/step/query_writes.py: SourceSide)."""
 
     def tee(
         self, batches: Iterable[pa.RecordBatch], conf: Mapping[str, str], step: int, partition: int

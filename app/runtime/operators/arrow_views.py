@@ -1,18 +1,18 @@
 """Stateless step views over Arrow, in the source's own task (ADR 0007).
 
-Why: a step sink view (:mod:`app.runtime.step_views`) computed by Spark sends every accepted
+Why: a step sink view (:mod:`app.runtime.step.step_views`) computed by Spark sends every accepted
 row of the step from the source's slice into the JVM and the view's rows back out to Python
 to be encoded and produced. The source's Python task already holds the slice as Arrow
 columns, so a view that only filters rows and forwards columns can be evaluated there, with
 pyarrow's kernels, and its records encoded and produced in the same task: the rows never
-enter the JVM (:mod:`app.runtime.slice_writers`).
+enter the JVM (:mod:`app.runtime.step.slice_writers`).
 
 Only what Arrow computes exactly as Spark and the reference evaluator do is taken here
 (:func:`arrow_evaluable`): column references and literals; comparisons of integers,
 strings, booleans, dates and timestamps; three-valued AND, OR, NOT; IS [NOT] NULL; a SELECT
 list of plain columns. Floating point (Spark orders NaN above everything), decimals,
 arithmetic, casts, CASE and every other function stay with Spark
-(:func:`app.runtime.view_frame.view_frame`), which remains the definition: the tests hold
+(:func:`app.runtime.operators.view_frame.view_frame`), which remains the definition: the tests hold
 this evaluator to the reference evaluator, and the differential tests the whole runtime.
 """
 

@@ -34,8 +34,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from app.circuit.waterline import advance, is_late
-from app.runtime.sink_rows import gate_rows
-from app.runtime.step_files import load_waterlines
+from app.runtime.step.sink_rows import gate_rows
+from app.runtime.step.step_files import load_waterlines
 
 __all__ = [
     "ORIGIN_COLUMNS",

@@ -1,8 +1,8 @@
 """The plan recorded with a checkpoint, and the guard ``tidemark run`` passes before Spark starts.
 
 ``<checkpoint>/tidemark-plan.json`` holds the fingerprint of the last plan that ran on the
-checkpoint (:mod:`app.runtime.plan_fingerprint`). Before a run reads anything else there, and
-while it holds the checkpoint lock, :func:`guard_checkpoint` compares it with the program's
+checkpoint (:mod:`app.runtime.planner.plan_fingerprint`). Before a run reads anything else there,
+and while it holds the checkpoint lock, :func:`guard_checkpoint` compares it with the program's
 plan by the rules of docs/adr/0015-checkpoint-compatibility-guard.md: a new checkpoint, one
 made before plans were recorded, the same plan or a compatible change proceed (and the plan is
 recorded); any change the checkpoint's state cannot follow is a
@@ -23,7 +23,7 @@ import structlog
 
 from app import __version__
 from app.errors import CheckpointError, StateError
-from app.runtime.plan_fingerprint import PlanComparison, PlanFingerprint, compare_plans
+from app.runtime.planner.plan_fingerprint import PlanComparison, PlanFingerprint, compare_plans
 
 __all__ = [
     "ADR",

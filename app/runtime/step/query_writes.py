@@ -1,12 +1,12 @@
 """Aggregates that write their records in the step's query itself (ADR 0008).
 
 A table whose every output view runs on Spark's native aggregation (:func:`app.runtime
-.native_aggregate.is_native`), besides stateless views its source tasks can compute (ADR
+.operators.native_aggregate.is_native`), besides stateless views its source tasks can compute (ADR
 0007), with no view of its own LATENESS, writes its aggregates' records in the query: each
 task of the aggregate's last stage finishes and encodes its completed groups and produces
 them, with the S14 header, in one transaction with a step marker (S15), and hands Spark only
 the summary rows. What the task needs that only this step knows (its marker, the headers)
-rides in the step's order (:mod:`app.runtime.step_orders`) as a :class:`StepWrite`.
+rides in the step's order (:mod:`app.runtime.step.step_orders`) as a :class:`StepWrite`.
 
 The header is the step's new waterline, which needs every source task's probe (S3). How the
 writing tasks learn it depends on where the tasks run:
@@ -50,10 +50,10 @@ from app.connectors.sink import (
 )
 from app.connectors.sink.record import SINK_RECORD
 from app.errors import TidemarkError
-from app.runtime.sink_rows import arrow_dead_letters, arrow_probes
-from app.runtime.step_files import write_atomically
-from app.runtime.step_orders import STEP_OUTPUT, StepOrder
-from app.runtime.view_waterlines import DerivedInput, MergedInput, view_waterlines
+from app.runtime.step.sink_rows import arrow_dead_letters, arrow_probes
+from app.runtime.step.step_files import write_atomically
+from app.runtime.step.step_orders import STEP_OUTPUT, StepOrder
+from app.runtime.step.view_waterlines import DerivedInput, MergedInput, view_waterlines
 
 __all__ = [
     "DEAD_LETTER_TASK",
@@ -185,7 +185,7 @@ class ProbeRendezvous:
 
     def headers(self) -> dict[str, list[tuple[str, bytes]]]:
         """S14 headers, from the waterline map the driver computes too
-        (:func:`app.runtime.view_waterlines.view_waterlines`)."""
+        (:func:`app.runtime.step.view_waterlines.view_waterlines`)."""
         tables = waterline_after(self.previous, self.summaries(), self.lateness)
         waterlines, units = view_waterlines(tables, self.units, self.merged, self.derived)
         return view_headers(waterlines, self.time_source, units)

@@ -1,8 +1,8 @@
 """Window Top-N views on Spark (ADR 0020): two shapes, by what the ranked rows are.
 
 - **Over an EMIT AFTER WATERMARK aggregate's final rows** (a native view's,
-  :func:`app.runtime.native_aggregate.native_rows`): Spark's append-mode aggregation evicts
-  every group of a window in the one step whose watermark passes its end, so a window's rows
+  :func:`app.runtime.operators.native_aggregate.native_rows`): Spark's append-mode aggregation
+  evicts every group of a window in the one step whose watermark passes its end, so a window's rows
   all arrive in one step (S18), complete. The ranking is a per-step operation: the step's
   rows are repartitioned by the PARTITION BY values and each task ranks its partitions with
   the reference evaluator's rule (:func:`app.circuit.ranking.rank_keyed`). No state.
@@ -25,7 +25,7 @@
   complete rows in one step, ranked by the same rule (ROW_NUMBER and RANK, keys in any
   directions).
 
-All end in the view's own Filter and Project (:func:`app.runtime.view_frame._pipeline`)
+All end in the view's own Filter and Project (:func:`app.runtime.operators.view_frame._pipeline`)
 and are encoded as a stateless view's rows.
 """
 
@@ -52,8 +52,8 @@ from app.circuit.ir import (
     Window,
 )
 from app.circuit.ranking import rank_keyed
-from app.runtime.native_aggregate import _native_shape, _windowed, cascade_time_column
-from app.runtime.view_frame import _pipeline
+from app.runtime.operators.native_aggregate import _native_shape, _windowed, cascade_time_column
+from app.runtime.operators.view_frame import _pipeline
 
 __all__ = ["spark_problem", "spark_shape", "top_n_rows"]
 

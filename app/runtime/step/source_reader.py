@@ -3,11 +3,11 @@ stream reader.
 
 When Spark plans step t, the reader takes the step's offsets from the connector
 (:mod:`app.connectors.kafka_offsets`), loads w(t-1) from the step files
-(:mod:`app.runtime.step_files`) and plans one input partition per Kafka partition with data
+(:mod:`app.runtime.step.step_files`) and plans one input partition per Kafka partition with data
 (a :class:`KafkaPartitionSlice`, which carries w(t-1) and the step's wall clock to the task).
-Each task reads its slice through the slice cache (:mod:`app.runtime.slice_cache`: else
+Each task reads its slice through the slice cache (:mod:`app.runtime.step.slice_cache`: else
 fetched and decoded by the connector, late gate included) and hands Spark what its job's
-order asks (:mod:`app.runtime.step_orders`). The name and the options are what checkpoints
+order asks (:mod:`app.runtime.step.step_orders`). The name and the options are what checkpoints
 and the runtime's queries hold: they never change.
 """
 
@@ -35,9 +35,9 @@ from app.connectors.kafka_offsets import (
 )
 from app.connectors.kafka_source import KafkaPartitionSlice, arrow_schema, source_schema
 from app.connectors.late_gate import SourceSpec
-from app.runtime.slice_cache import cached_slice
-from app.runtime.step_files import load_waterlines, record_planned_slices, write_atomically
-from app.runtime.step_orders import StepOrder
+from app.runtime.step.slice_cache import cached_slice
+from app.runtime.step.step_files import load_waterlines, record_planned_slices, write_atomically
+from app.runtime.step.step_orders import StepOrder
 
 __all__ = ["INITIAL_OFFSET", "KafkaSource", "KafkaStreamReader", "log_start_position"]
 

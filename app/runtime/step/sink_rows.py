@@ -1,8 +1,8 @@
 """Dead-letter and probe rows as sink records (app/connectors/sink/record.py), for every gate.
 
-Both the table's LateGate (in the source) and a view's LATENESS gate (app/runtime/view_gate.py)
-route late rows to the table's dead-letter topic and report their step maxima as probe rows;
-one place builds those rows so the two gates cannot drift apart.
+Both the table's LateGate (in the source) and a view's LATENESS gate
+(app/runtime/operators/view_gate.py) route late rows to the table's dead-letter topic and report
+their step maxima as probe rows; one place builds those rows so the two gates cannot drift apart.
 
 Both kinds come out of **one** branch of the gate's rows (everything but the accepted ones):
 Spark runs each branch of the plan's union as its own scan of the Python source, so a branch
@@ -44,7 +44,7 @@ from app.connectors.sink.record import (
     check_columns,
     sink_batch,
 )
-from app.runtime.encode import circuit_units
+from app.runtime.step.encode import circuit_units
 
 __all__ = ["TABLE_GATE", "arrow_dead_letters", "arrow_probes", "gate_rows"]
 
@@ -72,7 +72,7 @@ def gate_rows(
       headers, the source coordinates, the ``reason`` and ``message``, and the late-gate
       details from the ``late`` columns (column, value, waterline).
 
-    With ``carry`` (the columns a per-step view reads, see app/runtime/step_views.py), the
+    With ``carry`` (the columns a per-step view reads, see app/runtime/step/step_views.py), the
     ``ok`` rows come along too, as kind ``row`` with every other sink column NULL and a last
     column ``row``: the struct of ``carry`` (NULL in the other rows)."""
     late_column, late_value, late_waterline = late

@@ -2,7 +2,7 @@
 
 Spark has no streaming OVER aggregation. The rows entering a view's
 :class:`~app.circuit.ir.Over` (after its WHERE) go to one ``transformWithStateInPandas``
-(:mod:`app.runtime.slot_operator`: no time mode, grouped by a slot, a hash of the
+(:mod:`app.runtime.operators.slot_operator`: no time mode, grouped by a slot, a hash of the
 PARTITION BY values, so a partition's rows are all in one slot), with the probes of the
 table whose LATENESS column the ORDER BY column forwards copied to every slot: each slot
 computes that column's waterline w(t) by S3 itself, in every step that reads the table.
@@ -14,7 +14,7 @@ OverPartition`, the reference evaluator's own rule, over the slot's state docume
 
 On the wire a row is ``k`` (its PARTITION BY values as JSON), ``t`` (its ORDER BY value,
 epoch ms for a TIMESTAMP), ``row`` (its columns as Spark's ``to_json``) and ``vals`` (each
-aggregate's argument, :func:`~app.runtime.slot_operator.value_sql`); a written row comes
+aggregate's argument, :func:`~app.runtime.operators.slot_operator.value_sql`); a written row comes
 back as ``row`` and ``res`` (the aggregates' values as JSON, exact: decimals and doubles as
 text), read back by ``from_json`` and cast to each aggregate's SQL type.
 """
@@ -40,7 +40,7 @@ from pyspark.sql.types import (
 from app.circuit.functions import to_spark_sql
 from app.circuit.ir import Over, SqlType
 from app.circuit.over import Held, OverPartition
-from app.runtime.slot_operator import (
+from app.runtime.operators.slot_operator import (
     advance_waterlines,
     decode_value,
     encode_value,

@@ -1,0 +1,1 @@
+"""The step protocol: what each Spark micro-batch (one step t, SPEC S1) does, in order."""
