@@ -45,7 +45,7 @@ from app.config import Settings  # noqa: E402
 from app.connectors.avro_codec import AvroCodec  # noqa: E402
 from app.connectors.kafka_offsets import topic_end_offsets  # noqa: E402
 from app.program.compile import compile_program  # noqa: E402
-from app.runtime.operators.query import source_spec  # noqa: E402
+from app.runtime.operators.source import source_spec  # noqa: E402
 from app.runtime.service import Service  # noqa: E402
 from app.runtime.session import spark_session  # noqa: E402
 from app.runtime.step.source_reader import KafkaSource  # noqa: E402

@@ -40,7 +40,7 @@ TOPIC = "clicks.in"
 
 def _spec(workload: str) -> Any:
     from app.program.compile import compile_program
-    from app.runtime.operators.query import source_spec
+    from app.runtime.operators.source import source_spec
     from loadtests.workloads import WORKLOADS
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -71,7 +71,7 @@ class ProgramDecoder:
         from app.connectors.avro_codec import AvroCodec
         from app.connectors.json_records import JsonRecords
         from app.program.compile import compile_program
-        from app.runtime.operators.query import source_spec
+        from app.runtime.operators.source import source_spec
 
         if not program.is_file():
             raise TidemarkError(f"program file {program} does not exist")

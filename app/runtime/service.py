@@ -14,6 +14,7 @@ import signal
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,14 +34,15 @@ from app.connectors.topics import TopicDefaults, ensure_topics
 from app.errors import ConfigError, KafkaError, ProgramError, SparkError, kafka_reason
 from app.program.stages import STAGE_WRITER
 from app.runtime.checkpoint_lock import CheckpointLock
-from app.runtime.operators.aggregate import polls_every_step
+from app.runtime.operators.aggregate_support import polls_every_step
 from app.runtime.operators.query import plan_query
 from app.runtime.planner.checkpoint_plan import CheckpointVerdict, guard_checkpoint
-from app.runtime.planner.compose import Composed, compose, stage_prefix
+from app.runtime.planner.compose import PREFIX_FILE, Composed, compose
 from app.runtime.planner.physical import PhysicalPlan, QueryPlan
 from app.runtime.planner.plan_fingerprint import plan_fingerprint
 from app.runtime.session import spark_session
 from app.runtime.step.slice_cache import SliceCache
+from app.runtime.step.step_files import write_atomically
 from app.runtime.step.step_sink import StepMetrics, StepReport, StepSink
 
 __all__ = [
@@ -70,6 +72,18 @@ def prepare_checkpoint(checkpoint: Path) -> None:
             f" ({exc.strerror or type(exc).__name__}): give a directory this user can write"
             " with --checkpoint or TIDEMARK_CHECKPOINT"
         ) from exc
+
+
+def stage_prefix(checkpoint: Path, program: str) -> str:
+    """The prefix of the internal topics of a checkpoint's stage boundaries:
+    ``tidemark.<program>.<id>``, the id made once per checkpoint and kept in it, so two runs
+    of one program on two checkpoints never share an internal topic."""
+    path = checkpoint / PREFIX_FILE
+    if path.is_file():
+        return path.read_text(encoding="utf-8").strip()
+    prefix = f"tidemark.{re.sub(r'[^A-Za-z0-9_-]', '_', program)}.{uuid.uuid4().hex[:8]}"
+    write_atomically(path, prefix)
+    return prefix
 
 
 #: A Tidemark error raised in a Python worker or in a step's sink, as its traceback ends.

@@ -42,8 +42,8 @@ from table_steps import (
 from app.circuit.reference import evaluate
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
-from app.runtime.operators.query import refused_by_spark
 from app.runtime.planner.physical import explain_physical_text, physical_plan
+from app.runtime.planner.support import refused_by_spark
 
 pytestmark = pytest.mark.e2e
 

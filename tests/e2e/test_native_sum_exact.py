@@ -21,7 +21,7 @@ import pytest
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
-from app.runtime.operators.native_aggregate import is_native
+from app.runtime.operators.native_aggregate_support import is_native
 from app.runtime.service import Service
 
 pytestmark = pytest.mark.e2e

@@ -27,8 +27,8 @@ from table_steps import clock_ms, frozen, new_values_per_step, oracle_written, r
 from app.circuit.reference import evaluate
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
-from app.runtime.operators.query import refused_by_spark
 from app.runtime.planner.physical import physical_plan
+from app.runtime.planner.support import refused_by_spark
 
 pytestmark = pytest.mark.e2e
 

@@ -23,7 +23,7 @@ from app.connectors.avro_codec import AvroCodec
 from app.connectors.kafka_fetch import read_slice
 from app.connectors.kafka_source import KafkaPartitionSlice
 from app.program.compile import compile_program
-from app.runtime.operators.query import source_spec
+from app.runtime.operators.source import source_spec
 from app.runtime.step.slice_cache import SliceCache
 from app.runtime.step.source_reader import KafkaStreamReader
 from app.runtime.step.step_orders import StepOrder

@@ -39,9 +39,9 @@ from table_steps import clock_ms, frozen, internal_dead_letters, new_values_per_
 from app.circuit.reference import evaluate
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
-from app.runtime.operators.query import refused_by_spark
 from app.runtime.planner.compose import compose
 from app.runtime.planner.physical import physical_plan
+from app.runtime.planner.support import refused_by_spark
 
 pytestmark = pytest.mark.e2e
 

@@ -34,7 +34,7 @@ from app.connectors.late_gate import LateGate
 from app.connectors.record_metadata import RecordMeta
 from app.errors import ProgramError, TidemarkError
 from app.program.compile import compile_program
-from app.runtime.operators.query import source_spec
+from app.runtime.operators.source import source_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = [p.read_text() for p in sorted((ROOT / "pipelines").glob("*.sql"))] + [

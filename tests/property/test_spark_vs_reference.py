@@ -43,10 +43,9 @@ from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.runtime.operators.arrow_views import slice_computable
-from app.runtime.planner.physical import physical_plan
+from app.runtime.planner.physical import per_step_views, physical_plan
 from app.runtime.service import Service
 from app.runtime.step.step_sink import StepReport
-from app.runtime.step.step_views import per_step_views
 
 pytestmark = pytest.mark.e2e
 

@@ -52,14 +52,12 @@ from app.circuit.functions import arg_type, evaluate, to_spark_sql
 from app.circuit.ir import (
     AggCall,
     Aggregate,
-    ColumnRef,
     Filter,
     Operator,
     Project,
     SqlType,
     TimeStep,
     View,
-    Window,
 )
 from app.circuit.waterline import completion_threshold
 from app.connectors.sink.record import (
@@ -71,16 +69,15 @@ from app.connectors.sink.record import (
     TOPIC,
     VALUE,
 )
+from app.runtime.operators.aggregate_support import (
+    polls_every_step,
+    processing_window,
+    window_end_key,
+)
 from app.runtime.operators.view_frame import hidden_watermark
 from app.runtime.step.encode import ViewEncoding, encode_record
 
-__all__ = [
-    "aggregate_branch",
-    "plan_of",
-    "polls_every_step",
-    "processing_window",
-    "window_key_index",
-]
+__all__ = ["aggregate_branch", "plan_of"]
 
 _SEQ = ("_step", "_partition", "_offset")
 
@@ -219,7 +216,7 @@ def plan_of(view: View, completion: GroupCompletion | None = None) -> _Plan:
     it, a key of the view's own window."""
     aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
     position = view.operators.index(aggregate)
-    window_key, size, key_is_start = _window_key(view, aggregate)
+    window_key, size, key_is_start = window_end_key(view, aggregate)
     offset = size if key_is_start else 0
     steps: tuple[TimeStep, ...] = ()
     if completion is not None:
@@ -451,25 +448,6 @@ def _sink_frame(plan: _Plan, rows: list[dict[str, Any]], ptime_ms: int) -> pd.Da
     )
 
 
-def window_key_index(view: View) -> int | None:
-    """The index of the GROUP BY key an aggregate view's group reads its window end from
-    (S11), or None: the operator then never completes a group."""
-    aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
-    return _window_key(view, aggregate)[0]
-
-
-def _window_key(view: View, aggregate: Aggregate) -> tuple[int | None, int, bool]:
-    """The key a group's window end is read from (S11): ``window_end`` if grouped by (a
-    CUMULATE's windows of one start differ in their ends only), else ``window_start``, whose
-    window ends ``size`` later."""
-    size = next((op.size for op in view.operators if isinstance(op, Window)), 0)
-    for wanted in ("window_end", "window_start"):
-        for index, (_, expr) in enumerate(aggregate.keys):
-            if isinstance(expr, ColumnRef) and expr.name == wanted and size:
-                return index, size, wanted == "window_start"
-    return None, 0, False
-
-
 def _json_fields(exprs: Sequence[Any]) -> str:
     """``'0', e0, '1', e1, ...`` for ``named_struct``, in the circuit's representation:
     TIMESTAMP as epoch ms, DATE as days, DECIMAL as exact text (JSON numbers would be floats)."""
@@ -544,23 +522,6 @@ def aggregate_branch(
         .groupBy("_view", "_key")
         .applyInPandasWithState(run, SINK_SCHEMA, "acc binary", "append", timeout)
     )
-
-
-def polls_every_step(views: Sequence[View]) -> bool:
-    """Whether the aggregate operator over ``views`` runs on processing-time timeouts: some
-    view has EMIT ... AFTER DELAY, or a window on a processing-time attribute. Spark then runs
-    a step every trigger interval, with or without input (the service's ``--once`` waits for
-    one such step, see its ``_caught_up``), which writes held changes and closes
-    processing-time windows when no input comes."""
-    return any(
-        (v.emit.delay_ms is not None or processing_window(v)) and not v.is_stateless
-        for v in views
-    )
-
-
-def processing_window(view: View) -> bool:
-    """The view windows a processing-time attribute (``AS PROCTIME()``)."""
-    return any(isinstance(op, Window) and op.processing_time for op in view.operators)
 
 
 def _event_time_column(df: DataFrame, event_time: str) -> Any:

@@ -70,6 +70,7 @@ from pyspark.sql.types import (
 from app.circuit.functions import to_spark_sql
 from app.circuit.ir import (
     Call,
+    Circuit,
     Expr,
     Join,
     JoinSide,
@@ -79,6 +80,8 @@ from app.circuit.ir import (
     conjuncts,
 )
 from app.circuit.scalar import evaluate_expr, is_true
+from app.connectors.late_gate import ACCEPTED
+from app.runtime.operators.join_support import join_time_source
 from app.runtime.operators.slot_operator import (
     SLOTS,
     advance_waterlines,
@@ -90,8 +93,9 @@ from app.runtime.operators.slot_operator import (
     value_sql,
     wire_row,
 )
+from app.runtime.operators.view_frame import ms_sql, table_columns
 
-__all__ = ["SLOTS", "JoinOperatorSpec", "operator_joined", "step_slot"]
+__all__ = ["SLOTS", "JoinOperatorSpec", "join_operator_rows", "operator_joined", "step_slot"]
 
 _OUT = StructType([StructField("lrow", StringType()), StructField("rrow", StringType())])
 
@@ -269,6 +273,64 @@ def _outer(spec: JoinOperatorSpec, side: str) -> bool:
 
 def _padded(side: str, row: str) -> Pair:
     return (row, None) if side == "L" else (None, row)
+
+
+def join_operator_rows(
+    circuit: Circuit,
+    join: Join,
+    frames: Mapping[str, DataFrame],
+    sources: Mapping[str, DataFrame],
+) -> DataFrame:
+    """The rows of a join by Tidemark's operator (ADR 0017): each side's rows and its
+    table's probes, whose column of the LATENESS column the join reads on that side holds
+    the step's maximum (ADR 0001)."""
+    probes: dict[str, DataFrame] = {}
+    lateness: list[int] = []
+    # A temporal join's probe side may be a native aggregate's final rows (ADR 0017).
+    lags = any(v.name == join.left.source and not v.is_stateless for v in circuit.views)
+    if join.as_of is not None:
+        times = [
+            join_time_source(circuit, join.left.source, join.as_of.probe_column, lags),
+            join_time_source(circuit, join.right.source, join.as_of.version_column),
+        ]
+    else:
+        assert join.bound is not None, join
+        # A window join's rows are windows of their table's column (w(window_end) = w(c)).
+        ends = join.form == "window"
+        times = [
+            join_time_source(circuit, join.left.source, join.bound.left_column, ends),
+            join_time_source(circuit, join.right.source, join.bound.right_column, ends),
+        ]
+    for side, found in zip((join.left, join.right), times, strict=True):
+        assert found is not None, (side, "refused by check_supported")
+        table = circuit.table(found[0])
+        read = next(x for x in table.lateness if x.column == found[1])
+        probes[side.source] = (
+            sources[table.name].filter(F.col("_kind") == "probe").select(
+                F.expr(ms_sql(read.column)).alias("t")
+            )
+        )
+        lateness.append(read.amount)
+    inputs = dict(frames)
+    versioned = circuit.root_table(join.right.source)
+    if join.as_of is not None and versioned.deletes_by_tombstone:
+        # The deletions of its keys (tombstones) end versions; no other view reads them.
+        inputs[join.right.source] = (
+            sources[versioned.name]
+            .filter(F.col("_kind").isin(*ACCEPTED))
+            .select(
+                *table_columns(versioned),
+                "_partition",
+                "_offset",
+                (F.col("_kind") == "delete").alias("_deleted"),
+            )
+        )
+    bound = (0, 0) if join.bound is None else (join.bound.lower, join.bound.upper)
+    spec = JoinOperatorSpec(
+        join.kind, join.form, *bound, lateness[0], lateness[1], probe_lags=lags
+    )
+    return operator_joined(join, inputs, probes, spec)
+
 
 
 def operator_joined(

@@ -22,6 +22,7 @@ text), read back by ``from_json`` and cast to each aggregate's SQL type.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -38,8 +39,9 @@ from pyspark.sql.types import (
 )
 
 from app.circuit.functions import to_spark_sql
-from app.circuit.ir import Over, SqlType
+from app.circuit.ir import Circuit, Over, SqlType, View
 from app.circuit.over import Held, OverPartition
+from app.runtime.operators.join_support import join_time_source
 from app.runtime.operators.slot_operator import (
     advance_waterlines,
     decode_value,
@@ -51,8 +53,10 @@ from app.runtime.operators.slot_operator import (
     value_sql,
     wire_row,
 )
+from app.runtime.operators.view_frame import ms_sql
+from app.runtime.planner.waterline_keys import time_unit
 
-__all__ = ["OverOperatorSpec", "over_rows", "rows_held", "step_slot"]
+__all__ = ["OverOperatorSpec", "over_rows", "rows_held", "step_slot", "view_over_rows"]
 
 _OUT = StructType([StructField("row", StringType()), StructField("res", StringType())])
 
@@ -126,6 +130,32 @@ def rows_held(doc: dict[str, Any]) -> int:
         len(part["written"]) + len(part["waiting"]) + (part["running"] is not None)
         for part in doc["parts"].values()
     )
+
+
+def view_over_rows(
+    circuit: Circuit, view: View, sources: Mapping[str, DataFrame], rows: DataFrame
+) -> DataFrame:
+    """The rows of a view's OVER aggregates by Tidemark's OVER operator (ADR 0019), over the
+    rows entering its Over and the probes of the table whose LATENESS column its ORDER BY
+    column forwards (ADR 0001: their column holds the step's maximum)."""
+    over = view.over
+    assert over is not None, view.name
+    found = join_time_source(circuit, view.source, over.order_column)
+    assert found is not None, (view.name, "refused by check_supported")
+    table = circuit.table(found[0])
+    read = next(x for x in table.lateness if x.column == found[1])
+    kind = table.column(read.column).type
+    time = ms_sql(read.column) if time_unit(kind) == "ms" else f"cast(`{read.column}` as bigint)"
+    probes = sources[table.name].filter(F.col("_kind") == "probe").select(
+        F.expr(time).alias("t")
+    )
+    relation = (
+        table if view.source == table.name else circuit.view(view.source)
+    )
+    columns = [c.name for c in relation.columns]
+    spec = OverOperatorSpec.of(over, read.amount)
+    return over_rows(over, rows, columns, probes, spec, kind)
+
 
 
 def over_rows(

@@ -14,7 +14,8 @@
   the ORDER BY keys then the row's columns, so rows tied on the keys are ordered by their
   columns in the keys' direction, the reference's rule; NULL is the smallest field value in
   Spark's struct order, as in the rule. Only ROW_NUMBER, with every ORDER BY key in one
-  direction, has this form (:func:`spark_shape`); RANK's ties are unbounded in number.
+  direction, has this form (:func:`~app.runtime.operators.top_n_support.spark_shape`); RANK's ties
+  are unbounded in number.
 - **Over an aggregate's final rows read through a stage boundary** (a table with
   ``stage_input``, ADR 0023, whose first LATENESS column is the rows' ``window_end``): the
   rows of one window may arrive over several steps (the upstream step's records are read
@@ -32,7 +33,6 @@ and are encoded as a stateless view's rows.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Literal
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -52,81 +52,17 @@ from app.circuit.ir import (
     Window,
 )
 from app.circuit.ranking import rank_keyed
-from app.runtime.operators.native_aggregate import _native_shape, _windowed, cascade_time_column
+from app.runtime.operators.native_aggregate import _windowed
+from app.runtime.operators.top_n_support import spark_shape, split_top_n
 from app.runtime.operators.view_frame import _pipeline
 
-__all__ = ["spark_problem", "spark_shape", "top_n_rows"]
-
-Shape = Literal["per_step", "held"]
-
-
-def _split(view: View) -> tuple[list[Operator], TopN, list[Operator]]:
-    top_n = view.top_n
-    assert top_n is not None, view.name
-    index = view.operators.index(top_n)
-    return list(view.operators[:index]), top_n, list(view.operators[index + 1 :])
-
-
-def spark_shape(circuit: Circuit, view: View) -> Shape | None:
-    """How Spark runs the Top-N ``view`` (see the module docstring), or None if it cannot."""
-    return None if spark_problem(circuit, view) else (
-        "held" if any(t.name == view.source for t in circuit.tables) else "per_step"
-    )
-
-
-def spark_problem(circuit: Circuit, view: View) -> str | None:
-    """Why Spark cannot run the Top-N ``view``, or None: the fix's text for ``_unsupported``."""
-    pre, top_n, _ = _split(view)
-    if view.lateness:
-        return "LATENESS on a Top-N view: declare it on its input"
-    if any(t.name == view.source for t in circuit.tables):
-        table = circuit.table(view.source)
-        windows = [op for op in pre if isinstance(op, Window)]
-        if table.stage_input is not None and not windows:
-            return _stage_problem(table, pre, top_n)
-        if not (len(windows) == 1 and all(isinstance(op, Window | Filter) for op in pre)):
-            return "rank the rows of one window function in FROM"
-        window = windows[0]
-        if window.kind not in ("TUMBLE", "HOP"):
-            return (f"over a {window.kind} window's rows: rank a TUMBLE or HOP window's rows, "
-                    "or the final rows of an EMIT AFTER WATERMARK aggregate")
-        if (not table.lateness or window.time_column != table.lateness[0].column
-                or table.column(window.time_column).type.name != "TIMESTAMP"):
-            return (f"window on {table.name}'s first LATENESS column, a TIMESTAMP, whose "
-                    "waterline frees the held rows")
-        if top_n.function != "ROW_NUMBER":
-            return ("RANK over a window function's rows (ties are held without bound): use "
-                    "ROW_NUMBER, or rank the final rows of an EMIT AFTER WATERMARK aggregate")
-        if len({key.descending for key in top_n.order}) != 1:
-            return ("ORDER BY keys in both directions over a window function's rows: order "
-                    "every key ASC or every key DESC")
-        return None
-    source = circuit.view(view.source)
-    if not _native_shape(circuit, source) or cascade_time_column(source) is None:
-        return ("rank the rows of a window function in FROM, or of an EMIT AFTER WATERMARK "
-                "aggregate Spark runs natively (COUNT, SUM, MIN or MAX of a TUMBLE or HOP on "
-                "a table's first LATENESS column, plain columns in its SELECT)")
-    return None
-
-
-def _stage_problem(table: Table, pre: list[Operator], top_n: TopN) -> str | None:
-    """Why Spark cannot rank the rows of the stage boundary's ``table`` as they are (ADR
-    0023), or None: they are held by their window's end, the column Spark's watermark
-    follows."""
-    if not all(isinstance(op, Filter) for op in pre):
-        return "rank the rows of the stage boundary's table as they are"
-    first = table.lateness[0].column if table.lateness else None
-    if (first is None or top_n.window_end != first
-            or table.column(first).type.name != "TIMESTAMP"):
-        return (f"PARTITION BY the window end {first} of {table.stage_input}'s rows, a "
-                "TIMESTAMP, whose waterline completes a window")
-    return None
+__all__ = ["top_n_rows"]
 
 
 def top_n_rows(circuit: Circuit, view: View, rows: DataFrame) -> DataFrame:
     """The Top-N view's rows (its columns), each written once when its window is complete,
     from its input's rows: the table's accepted rows, or a native view's final rows."""
-    pre, top_n, post = _split(view)
+    pre, top_n, post = split_top_n(view)
     if spark_shape(circuit, view) != "held":
         source = circuit.view(view.source)
         ranked = _per_step(top_n, _pipeline(rows.drop("_tw"), pre), source.columns)

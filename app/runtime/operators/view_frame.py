@@ -149,7 +149,7 @@ def _joined(join: Join, inputs: Mapping[str, DataFrame]) -> DataFrame:
     every row: its columns lose their watermark metadata, so Spark drops no input row as
     late (S5 has let it through) and frees no state, as S16 keeps every row."""
     bound = join.bound
-    assert join.kind == "inner", "refused by plan.check_supported"
+    assert join.kind == "inner", "refused by check_supported"
     assert join.form != "window" or bound is not None, join
     times = (None, None) if bound is None else (bound.left_column, bound.right_column)
     sides = []

@@ -23,8 +23,8 @@ view is freed by the view's waterline (S11).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import pyarrow as pa
@@ -33,7 +33,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from app.circuit.ir import Column, Lateness, Table, View
 from app.circuit.waterline import advance, is_late
+from app.runtime.planner.waterline_keys import time_unit, waterline_key
 from app.runtime.step.sink_rows import gate_rows
 from app.runtime.step.step_files import load_waterlines
 
@@ -43,7 +45,8 @@ __all__ = [
     "bounded_watermark",
     "gate_view_rows",
     "gated_view",
-    "waterline_key",
+    "sink_table",
+    "view_gate_spec",
     "with_watermark",
 ]
 
@@ -63,11 +66,6 @@ _GATE_FIELDS = (
 Unit = Literal["ms", "integer"]
 
 
-def waterline_key(view: str, column: str) -> str:
-    """The key of a view column's waterline in the table's waterline files."""
-    return f"{view}.{column}"
-
-
 @dataclass(frozen=True)
 class ViewGateSpec:
     """One view with LATENESS: its columns ``(column, lateness, unit)`` in declaration order."""
@@ -75,6 +73,33 @@ class ViewGateSpec:
     view: str
     state_dir: str
     columns: tuple[tuple[str, int, Unit], ...]
+
+
+def view_gate_spec(view: View, state_dir: str) -> ViewGateSpec:
+    """The gate of ``view``'s own LATENESS columns, whose waterlines live in ``state_dir``."""
+    types = {c.name: c.type for c in view.columns}
+    return ViewGateSpec(
+        view.name,
+        state_dir,
+        tuple((x.column, x.amount, time_unit(types[x.column])) for x in view.lateness),
+    )
+
+
+def sink_table(table: Table, gated_views: Sequence[View]) -> Table:
+    """The table with each view LATENESS column as a ``"<view>.<column>"`` LATENESS column:
+    what the step sink computes, stores and reports waterlines for (see
+    :class:`~app.runtime.operators.query.TablePlan`)."""
+    if not gated_views:
+        return table
+    columns = list(table.columns)
+    lateness = list(table.lateness)
+    for view in gated_views:
+        types = {c.name: c.type for c in view.columns}
+        for x in view.lateness:
+            key = waterline_key(view.name, x.column)
+            columns.append(Column(key, types[x.column]))
+            lateness.append(Lateness(key, x.amount))
+    return replace(table, columns=tuple(columns), lateness=tuple(lateness))
 
 
 def _values_ms(column: pa.Array, unit: Unit) -> list[int | None]:

@@ -2,21 +2,19 @@
 
 One function decides whether and how a program runs on Spark, for ``tidemark run`` and
 ``tidemark explain`` alike (:func:`compose`). It starts with every relation in stage 0 (one
-query per table, ADR 0002 and 0013) and asks the placement check (:func:`refusals`) what one
-query cannot run. A refused view that reads a relation of its own stage moves one stage on,
-with every view that reads it; the relations it now reads from an earlier stage become stage
-boundaries, and the program is compiled again with them (app/program/stages.py). It stops when
-nothing is refused, or when a refused view reads only earlier stages: no boundary can help it,
-and its refusal is the program's; unless its query also reads tables it does not read (an
-aggregate beside a join of other relations): then it moves on again, to a query of its own.
-Each round moves at least one view, and none past as many stages as there are views, so it
-ends.
+query per table, ADR 0002 and 0013) and asks the support pass
+(:func:`~app.runtime.planner.support.refusals`) what one query cannot run. A refused view that reads
+a relation of its own stage moves one stage on, with every view that reads it; the relations it now
+reads from an earlier stage become stage boundaries, and the program is compiled again with them
+(app/program/stages.py). It stops when nothing is refused, or when a refused view reads only earlier
+stages: no boundary can help it, and its refusal is the program's; unless its query also reads
+tables it does not read (an aggregate beside a join of other relations): then it moves on again, to
+a query of its own. Each round moves at least one view, and none past as many stages as there are
+views, so it ends.
 """
 
 from __future__ import annotations
 
-import re
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,11 +23,10 @@ from app.circuit.ir import Circuit, Diagnostic
 from app.errors import ProgramError
 from app.program.compile import compile_text
 from app.program.stages import DEFAULT_PREFIX, Composition
-from app.runtime.operators.query import refusals
 from app.runtime.planner.physical import PhysicalPlan, physical_plan
-from app.runtime.step.step_files import write_atomically
+from app.runtime.planner.support import refusals
 
-__all__ = ["Composed", "compose", "read_stage_prefix", "stage_prefix", "stage_text"]
+__all__ = ["PREFIX_FILE", "Composed", "compose", "read_stage_prefix", "stage_text"]
 
 #: Where a checkpoint keeps the prefix of its internal topics.
 PREFIX_FILE = "stage-prefix"
@@ -178,18 +175,6 @@ def read_stage_prefix(checkpoint: Path) -> str:
     """The prefix of a checkpoint's internal topics, or the default for one that has none."""
     path = checkpoint / PREFIX_FILE
     return path.read_text(encoding="utf-8").strip() if path.is_file() else DEFAULT_PREFIX
-
-
-def stage_prefix(checkpoint: Path, program: str) -> str:
-    """The prefix of the internal topics of a checkpoint's stage boundaries:
-    ``tidemark.<program>.<id>``, the id made once per checkpoint and kept in it, so two runs
-    of one program on two checkpoints never share an internal topic."""
-    path = checkpoint / PREFIX_FILE
-    if path.is_file():
-        return path.read_text(encoding="utf-8").strip()
-    prefix = f"tidemark.{re.sub(r'[^A-Za-z0-9_-]', '_', program)}.{uuid.uuid4().hex[:8]}"
-    write_atomically(path, prefix)
-    return prefix
 
 
 def stage_text(composed: Composed) -> str:

@@ -24,33 +24,34 @@ Spark's micro-batch mode; ``trigger`` is where a low-latency placement would be 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from app.circuit.ir import Circuit, Join, View
 from app.circuit.processing_time import processing_time_columns
-from app.runtime.operators.aggregate import processing_window
+from app.runtime.operators.aggregate_support import processing_window
 from app.runtime.operators.arrow_views import slice_computable
-from app.runtime.operators.native_aggregate import is_native, union_time_tables
-from app.runtime.operators.top_n import spark_shape
-from app.runtime.step.step_views import per_step_views
+from app.runtime.operators.join_support import by_join_operator, join_time_source
+from app.runtime.operators.native_aggregate_support import is_native, union_time_tables
+from app.runtime.operators.top_n_support import spark_shape
 
 __all__ = [
     "PASSES",
     "PhysicalPlan",
     "QueryPlan",
     "ViewPlacement",
-    "by_join_operator",
     "choose_step_shape",
     "explain_physical_json",
     "explain_physical_text",
     "first_lateness",
     "free_state",
     "group_queries",
+    "per_step_views",
     "physical_plan",
     "place_views",
     "watermark_owner",
+    "watermarked_tables",
 ]
 
 Placement = Literal["source_task", "step_sink", "jvm", "native", "state_operator"]
@@ -180,11 +181,6 @@ class PhysicalPlan:
 Pass = Callable[[Circuit, PhysicalPlan], PhysicalPlan]
 
 
-def by_join_operator(join: Join) -> bool:
-    """The join runs on Tidemark's own operator (ADR 0017): an OUTER or a temporal one."""
-    return join.kind != "inner" or join.form == "temporal"
-
-
 def _is_join(view: View) -> bool:
     return any(isinstance(op, Join) for op in view.operators)
 
@@ -234,9 +230,9 @@ def group_queries(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
 
 def place_views(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
     """Each view's placement. Aggregates: ``native`` when Spark computes them exactly
-    (:func:`~app.runtime.operators.native_aggregate.is_native`), else ``state_operator``. Stateless
-    views with no LATENESS on their way from the table are step views
-    (:func:`~app.runtime.step.step_views.per_step_views`), computed at the end of the step
+    (:func:`~app.runtime.operators.native_aggregate_support.is_native`), else
+    ``state_operator``. Stateless views with no LATENESS on their way from the table are
+    step views (:func:`per_step_views`), computed at the end of the step
     (``step_sink``; :func:`choose_step_shape` may move them into the source's tasks). Every
     other stateless view is ``jvm``."""
     queries = []
@@ -269,6 +265,27 @@ def place_views(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
             placed.append(replace(entry, placement=where))
         queries.append(replace(query, views=tuple(placed)))
     return replace(plan, queries=tuple(queries))
+
+
+def per_step_views(circuit: Circuit, views: Sequence[View]) -> tuple[View, ...]:
+    """The views of one table the step sink computes: stateless (OVER aggregates are not:
+    their operator holds rows), with no LATENESS on them or
+    on any view they read, in the circuit's order (a view comes after the views it reads);
+    none when none of them is an output view (then the query carries no rows for them)."""
+    tables = {t.name for t in circuit.tables}
+    chosen: dict[str, View] = {}
+    for view in views:
+        if (
+            view.is_stateless
+            and view.over is None
+            and not view.lateness
+            and (view.source in tables or view.source in chosen)
+        ):
+            chosen[view.name] = view
+    if all(view.output is None for view in chosen.values()):
+        return ()
+    return tuple(chosen.values())
+
 
 
 def _input_text(view: View) -> str:
@@ -338,6 +355,29 @@ def first_lateness(circuit: Circuit, relation: str) -> str | None:
         return attributes[0].column if attributes else None
     lateness = (tables[relation] if relation in tables else circuit.view(relation)).lateness
     return lateness[0].column if lateness else None
+
+
+def watermarked_tables(circuit: Circuit, query: QueryPlan) -> tuple[str, ...]:
+    """The query's tables that carry Spark's watermark (whose minimum is the query's): each
+    table that owns an aggregate's state, the tables of a join's time bound (the watermark
+    frees the join's state, S16), and the tables of a native aggregate over a UNION ALL."""
+    found = [v.state_owner for v in query.views if v.state_owner in query.tables]
+    for entry in query.views:
+        view = circuit.view(entry.view)
+        join = view.join
+        if join is not None and join.bound is not None and not by_join_operator(join):
+            # Tidemark's join operator reads each table's waterline from its probes.
+            for side, column in (
+                (join.left, join.bound.left_column),
+                (join.right, join.bound.right_column),
+            ):
+                time = join_time_source(circuit, side.source, column, join.form == "window")
+                if time is not None:
+                    found.append(time[0])
+        if entry.placement == "native":
+            found.extend(union_time_tables(circuit, view) or ())
+    return tuple(t for t in query.tables if t in found)
+
 
 
 #: ``state_freed_by`` of a window on a processing-time attribute.

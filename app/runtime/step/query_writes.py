@@ -1,9 +1,9 @@
 """Aggregates that write their records in the step's query itself (ADR 0008).
 
 A table whose every output view runs on Spark's native aggregation (:func:`app.runtime
-.operators.native_aggregate.is_native`), besides stateless views its source tasks can compute (ADR
-0007), with no view of its own LATENESS, writes its aggregates' records in the query: each
-task of the aggregate's last stage finishes and encodes its completed groups and produces
+.operators.native_aggregate_support.is_native`), besides stateless views its source tasks can
+compute (ADR 0007), with no view of its own LATENESS, writes its aggregates' records in the query:
+each task of the aggregate's last stage finishes and encodes its completed groups and produces
 them, with the S14 header, in one transaction with a step marker (S15), and hands Spark only
 the summary rows. What the task needs that only this step knows (its marker, the headers)
 rides in the step's order (:mod:`app.runtime.step.step_orders`) as a :class:`StepWrite`.

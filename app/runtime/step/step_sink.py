@@ -69,7 +69,8 @@ from app.connectors.sink.transactions import behind
 from app.errors import KafkaError
 from app.fault_points import fault_point
 from app.observability.logging import LateRowLog, log_dead_letters
-from app.runtime.operators.query import TablePlan, TimeUnit, table_units, time_unit
+from app.runtime.operators.query import TablePlan
+from app.runtime.planner.waterline_keys import TimeUnit, table_units, time_unit
 from app.runtime.step.query_writes import (
     ProbeRendezvous,
     SourceSide,

@@ -23,35 +23,15 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from app.circuit.ir import Circuit, Table, View
+from app.circuit.ir import Table, View
 from app.circuit.processing_time import view_reads_now
 from app.connectors.sink import SUMMARY_SCHEMA
 from app.runtime.operators.view_frame import batch_time, table_columns, view_frame
 from app.runtime.step.encode import ViewEncoding, encode_view_rows
 
-__all__ = ["carried_columns", "per_step_views", "produce_step_views"]
+__all__ = ["carried_columns", "produce_step_views"]
 
 Produce = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
-
-
-def per_step_views(circuit: Circuit, views: Sequence[View]) -> tuple[View, ...]:
-    """The views of one table the step sink computes: stateless (OVER aggregates are not:
-    their operator holds rows), with no LATENESS on them or
-    on any view they read, in the circuit's order (a view comes after the views it reads);
-    none when none of them is an output view (then the query carries no rows for them)."""
-    tables = {t.name for t in circuit.tables}
-    chosen: dict[str, View] = {}
-    for view in views:
-        if (
-            view.is_stateless
-            and view.over is None
-            and not view.lateness
-            and (view.source in tables or view.source in chosen)
-        ):
-            chosen[view.name] = view
-    if all(view.output is None for view in chosen.values()):
-        return ()
-    return tuple(chosen.values())
 
 
 def carried_columns(table: Table, views: Sequence[View]) -> list[Column]:

@@ -7,8 +7,8 @@ import pytest
 
 from app.errors import ProgramError
 from app.program.compile import compile_program
-from app.runtime.operators.query import check_supported
 from app.runtime.planner.physical import explain_physical_text, physical_plan
+from app.runtime.planner.support import check_supported
 
 TABLE = """
 CREATE TABLE t (
@@ -20,7 +20,7 @@ CREATE TABLE t (
 
 def test_json_tables_run_and_their_source_decodes_json_l1() -> None:
     from app.connectors.late_gate import SourceSpec
-    from app.runtime.operators.query import source_spec
+    from app.runtime.operators.source import source_spec
 
     circuit = compile_program("p.sql", TABLE.format(extra=", 'format' = 'json'"))
     check_supported(circuit, physical_plan(circuit))
@@ -31,7 +31,7 @@ def test_json_tables_run_and_their_source_decodes_json_l1() -> None:
 
 def test_avro_confluent_tables_run_and_their_source_reads_the_registry_l1() -> None:
     from app.connectors.late_gate import SourceSpec
-    from app.runtime.operators.query import source_spec
+    from app.runtime.operators.source import source_spec
 
     circuit = compile_program(
         "p.sql",

@@ -9,8 +9,8 @@ import pytest
 from app.errors import ProgramError
 from app.program.compile import compile_program
 from app.runtime.operators.aggregate import plan_of
-from app.runtime.operators.query import check_supported
 from app.runtime.planner.physical import physical_plan
+from app.runtime.planner.support import check_supported
 
 TABLE = """
 CREATE TABLE t (

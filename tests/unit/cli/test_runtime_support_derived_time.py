@@ -13,8 +13,8 @@ from app.circuit.ir import TimeStep
 from app.errors import ProgramError
 from app.program.compile import compile_program
 from app.runtime.operators.aggregate import plan_of
-from app.runtime.operators.query import check_supported
 from app.runtime.planner.physical import physical_plan
+from app.runtime.planner.support import check_supported
 from app.runtime.step.view_waterlines import view_waterlines
 
 TABLE = """

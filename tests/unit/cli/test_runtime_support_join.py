@@ -13,8 +13,8 @@ import pytest
 
 from app.errors import ProgramError
 from app.program.compile import compile_program
-from app.runtime.operators.query import check_supported, refused_by_spark
 from app.runtime.planner.physical import physical_plan
+from app.runtime.planner.support import check_supported, refused_by_spark
 
 TABLES = """
 CREATE TABLE a (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE, k BIGINT NOT NULL,

@@ -9,9 +9,11 @@ import pytest
 
 from app.errors import ProgramError
 from app.program.compile import compile_program
-from app.runtime.operators.aggregate import plan_of, polls_every_step
-from app.runtime.operators.query import check_supported, source_spec
+from app.runtime.operators.aggregate import plan_of
+from app.runtime.operators.aggregate_support import polls_every_step
+from app.runtime.operators.source import source_spec
 from app.runtime.planner.physical import FREED_BY_BATCH_TIME, physical_plan
+from app.runtime.planner.support import check_supported
 
 TABLE = """
 CREATE TABLE t (

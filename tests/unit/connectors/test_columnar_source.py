@@ -32,7 +32,7 @@ from app.connectors.avro_columns import ColumnarDecoder
 from app.connectors.kafka_source import KafkaPartitionSlice, decode_slice
 from app.connectors.late_gate import SourceSpec
 from app.program.compile import compile_program
-from app.runtime.operators.query import source_spec
+from app.runtime.operators.source import source_spec
 
 NOW = 1_800_000_000_000
 

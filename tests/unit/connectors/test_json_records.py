@@ -24,7 +24,7 @@ from app.connectors.json_records import JsonRecordError, JsonRecords
 from app.connectors.kafka_source import KafkaPartitionSlice, decode_slice
 from app.connectors.late_gate import LateGate, SourceSpec
 from app.program.compile import compile_program
-from app.runtime.operators.query import source_spec
+from app.runtime.operators.source import source_spec
 
 NOW = 1_800_000_000_000  # 2027-01-15T08:00:00Z
 

@@ -17,7 +17,7 @@ import pytest
 
 from app.connectors.late_gate import LateGate
 from app.program.compile import compile_program
-from app.runtime.operators.query import source_spec
+from app.runtime.operators.source import source_spec
 
 NOW = 1_800_000_000_000
 

@@ -11,8 +11,8 @@ from collections import Counter
 
 from app.circuit.reference import StepInput, evaluate
 from app.program.compile import compile_program
-from app.runtime.operators.query import check_supported
 from app.runtime.planner.physical import physical_plan
+from app.runtime.planner.support import check_supported
 from loadtests.bench import pair_shape_of
 from loadtests.generator import AUCTION, pair_timeline
 from loadtests.workloads import WORKLOADS

@@ -19,8 +19,8 @@ import pytest
 from app.circuit.ir import Circuit, EmitPolicy, Join, Position, UnionAll, Window
 from app.errors import ProgramError
 from app.program.compile import compile_program
-from app.runtime.operators.query import refused_by_spark
 from app.runtime.planner.physical import explain_physical_text, physical_plan
+from app.runtime.planner.support import refused_by_spark
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -20,8 +20,8 @@ from app.circuit.ir import Aggregate, Circuit
 from app.circuit.reference import StepInput, evaluate
 from app.errors import ProgramError
 from app.program.compile import compile_program
-from app.runtime.operators.query import refused_by_spark
 from app.runtime.planner.physical import explain_physical_text, physical_plan
+from app.runtime.planner.support import refused_by_spark
 
 CLICKS = """
 CREATE TABLE clicks (

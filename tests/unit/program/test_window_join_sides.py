@@ -15,8 +15,8 @@ from test_ctes_and_subqueries import assert_same_circuit, plain
 from app.circuit.ir import Circuit
 from app.errors import ProgramError
 from app.program.compile import compile_program
-from app.runtime.operators.query import refused_by_spark
 from app.runtime.planner.physical import explain_physical_text, physical_plan
+from app.runtime.planner.support import refused_by_spark
 
 TABLES = """
 CREATE TABLE clicks (

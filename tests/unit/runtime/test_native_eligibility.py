@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.program.compile import compile_program
-from app.runtime.operators.native_aggregate import is_native
+from app.runtime.operators.native_aggregate_support import is_native
 from app.runtime.planner.physical import physical_plan
 
 TABLE = """

@@ -18,12 +18,8 @@ from hypothesis import strategies as st
 
 from app.program.compile import compile_program
 from app.runtime.operators.aggregate import _Plan, plan_of
-from app.runtime.operators.native_aggregate import (
-    columnar_outputs,
-    finish_columns,
-    finish_rows,
-    is_native,
-)
+from app.runtime.operators.native_aggregate import columnar_outputs, finish_columns, finish_rows
+from app.runtime.operators.native_aggregate_support import is_native
 from app.runtime.step.encode import encode_view_rows
 
 TABLE = """

@@ -102,8 +102,8 @@ def test_rows_frame_frees_all_but_the_last_n_rows_and_empty_partitions() -> None
 
 
 def _refused(views: str) -> tuple[str, ...]:
-    from app.runtime.operators.query import refused_by_spark
     from app.runtime.planner.physical import physical_plan
+    from app.runtime.planner.support import refused_by_spark
 
     circuit = compile_program("over.sql", text=TABLE + TABLE.replace("TABLE t", "TABLE t2")
                               .replace("'t'", "'t2'") + views)

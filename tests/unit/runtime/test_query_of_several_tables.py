@@ -8,7 +8,7 @@ import json
 from app.circuit.waterline import merged_waterline
 from app.observability.listener import parse_end_offsets
 from app.program.compile import compile_program
-from app.runtime.operators.query import waterline_inputs
+from app.runtime.planner.waterline_keys import waterline_inputs
 from app.runtime.service import _past_target
 
 PROGRAM = """

@@ -14,7 +14,8 @@ import pytest
 from app.connectors.sink.fingerprint import SourceRanges
 from app.errors import StateError
 from app.program.compile import compile_program
-from app.runtime.operators.query import TablePlan, source_spec
+from app.runtime.operators.query import TablePlan
+from app.runtime.operators.source import source_spec
 from app.runtime.planner.physical import physical_plan
 from app.runtime.step.step_inputs import (
     plan_digest,

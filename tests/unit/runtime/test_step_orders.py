@@ -23,7 +23,7 @@ from app.connectors.kafka_source import (
 )
 from app.connectors.late_gate import SourceSpec
 from app.program.compile import compile_program
-from app.runtime.operators.query import source_spec
+from app.runtime.operators.source import source_spec
 from app.runtime.step.query_writes import SourceSide
 from app.runtime.step.slice_writers import ProbePass
 from app.runtime.step.step_orders import (

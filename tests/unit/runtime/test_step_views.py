@@ -5,7 +5,7 @@ aggregates keep state, so those stay in the streaming query."""
 from __future__ import annotations
 
 from app.program.compile import compile_program
-from app.runtime.step.step_views import per_step_views
+from app.runtime.planner.physical import per_step_views
 
 PROGRAM = """
 CREATE TABLE raw (

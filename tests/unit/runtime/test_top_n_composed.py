@@ -10,10 +10,10 @@ import pytest
 
 from app.circuit.ir import Circuit, Filter
 from app.program.compile import compile_program, compile_text
-from app.runtime.operators.query import refused_by_spark
-from app.runtime.operators.top_n import spark_problem
+from app.runtime.operators.top_n_support import spark_problem
 from app.runtime.planner.compose import compose
 from app.runtime.planner.physical import physical_plan
+from app.runtime.planner.support import refused_by_spark
 
 FLINK = Path(__file__).parents[2] / "fixtures" / "programs" / "composed" / "topn_decimal.sql"
 

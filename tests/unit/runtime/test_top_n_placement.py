@@ -7,8 +7,8 @@ import pytest
 
 from app.circuit.ir import Circuit
 from app.program.compile import compile_text
-from app.runtime.operators.query import refused_by_spark
 from app.runtime.planner.physical import explain_physical_text, physical_plan
+from app.runtime.planner.support import refused_by_spark
 
 TABLE = """
 CREATE TABLE bid (

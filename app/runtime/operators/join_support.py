@@ -1,0 +1,141 @@
+"""Which joins Spark runs, and on which operator (SPEC S16, ADR 0017): the placement
+predicates the planner reads, apart from :mod:`app.runtime.operators.join_operator`, which
+builds Tidemark's own join operator (Spark's INNER stream-stream join is built with the
+stateless views, :mod:`app.runtime.operators.view_frame`). Nothing here imports pyspark."""
+
+from __future__ import annotations
+
+from app.circuit.ir import Circuit, Join, Table, View
+from app.runtime.operators.native_aggregate_support import is_native, joined_on_window_end
+
+__all__ = ["by_join_operator", "join_problem", "join_time_source"]
+
+
+def by_join_operator(join: Join) -> bool:
+    """The join runs on Tidemark's own operator (ADR 0017): an OUTER or a temporal one."""
+    return join.kind != "inner" or join.form == "temporal"
+
+
+def join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
+    """What keeps a JOIN view off Spark, as (what, fix), or None: Spark's stream-stream join
+    runs an INNER interval join of two tables (or views over them) bounded on each table's
+    first LATENESS column, a TIMESTAMP (whose watermark frees the join's state), an INNER
+    window join of windows on those columns (bounded on ``window_end``), and an INNER join
+    without a time bound (whose state is never freed); Tidemark's own operator runs such an
+    interval or window join as LEFT, RIGHT or FULL OUTER, bounded on (or windowed on) any
+    LATENESS column of each table, and a temporal join AS OF any LATENESS column of the
+    probe table (:mod:`app.runtime.operators.join_operator`)."""
+    join = next(op for op in view.operators if isinstance(op, Join))
+    fix = (
+        "an INNER interval or window join on each table's first LATENESS column, an OUTER "
+        "one on any of them, an INNER join without a time bound, or a temporal join AS OF a "
+        "LATENESS column of the probe table runs on Spark; "
+        "the reference evaluator runs the others (tidemark explain shows the plan)"
+    )
+    if join.as_of is not None:
+        problem = _temporal_problem(circuit, view, join)
+        return None if problem is None else (problem, fix)
+    if join.kind != "inner" and join.form not in ("interval", "window"):
+        return f"a {join.kind.upper()} OUTER {join.form} join", fix
+    if join.form == "regular":
+        # Spark keeps every row of both sides, as S16 does (an L7 warning).
+        try:
+            roots = [circuit.root_table(side.source).name for side in (join.left, join.right)]
+        except ValueError:
+            return "a join over a UNION ALL", fix
+        if roots[0] == roots[1]:
+            return f"a join of table {roots[0]} with itself", fix
+        return None
+    if join.bound is None:
+        return f"a {join.form} join", fix
+    tables: list[str] = []
+    aggregated = False
+    for side, column in (
+        (join.left, join.bound.left_column),
+        (join.right, join.bound.right_column),
+    ):
+        source = next((v for v in circuit.views if v.name == side.source), None)
+        if source is not None and not source.is_stateless:
+            # The final rows of a native aggregate, bounded on its window's end (Q7 as a
+            # join): their window carries Spark's event time (view_frame._joined). One side.
+            if aggregated or join.kind != "inner" or not (
+                is_native(circuit, source) and joined_on_window_end(view, source)
+            ):
+                return f"a join bound on {side.qualified(column)}", fix
+            aggregated = True
+            continue
+        table = _on_first_lateness(
+            circuit,
+            join_time_source(circuit, side.source, column, join.form == "window"),
+            any_lateness=by_join_operator(join),
+        )
+        if table is None:
+            return f"a join bound on {side.qualified(column)}", fix
+        tables.append(table.name)
+    if len(tables) == 2 and tables[0] == tables[1]:
+        return f"a join of table {tables[0]} with itself", fix
+    return None
+
+
+def _temporal_problem(circuit: Circuit, view: View, join: Join) -> str | None:
+    """What keeps a temporal join off Spark (Tidemark's operator runs one AS OF a LATENESS
+    column of the probe table, or AS OF a native aggregate's window end), or None."""
+    assert join.as_of is not None, view.name
+    aggregate = next(
+        (v for v in circuit.views if v.name == join.left.source and not v.is_stateless),
+        None,
+    )
+    if aggregate is not None and not (
+        is_native(circuit, aggregate) and joined_on_window_end(view, aggregate)
+    ):
+        return f"a temporal join AS OF {join.left.qualified(join.as_of.probe_column)}"
+    # The final rows of a native aggregate, AS OF their window's end (seed 004's daily
+    # sums): their window is on the table's first LATENESS column.
+    found = join_time_source(
+        circuit, join.left.source, join.as_of.probe_column, aggregate is not None
+    )
+    probe = _on_first_lateness(circuit, found, any_lateness=aggregate is None)
+    versions = circuit.root_table(join.right.source)
+    if probe is None:
+        return f"a temporal join AS OF {join.left.qualified(join.as_of.probe_column)}"
+    if versions.column(join.as_of.version_column).type.name != "TIMESTAMP":
+        return f"a temporal join of versions by {join.as_of.version_column}"
+    if probe.name == versions.name:
+        return f"a temporal join of table {probe.name} with itself"
+    return None
+
+
+def _on_first_lateness(
+    circuit: Circuit, found: tuple[str, str] | None, any_lateness: bool = False
+) -> Table | None:
+    """The table of ``found`` (table, column) if the column is the table's first LATENESS
+    column (with ``any_lateness``, any of its LATENESS columns) and a TIMESTAMP: the
+    waterline a join on Spark follows (Spark's watermark follows the first; the join
+    operator reads any column's from the probes); else None."""
+    if found is None:
+        return None
+    table = circuit.table(found[0])
+    columns = [x.column for x in table.lateness]
+    if found[1] not in (columns if any_lateness else columns[:1]):
+        return None
+    return table if table.column(found[1]).type.name == "TIMESTAMP" else None
+
+
+def join_time_source(
+    circuit: Circuit, relation: str, column: str, window_end: bool = False
+) -> tuple[str, str] | None:
+    """The (table, column) a relation's column forwards verbatim, or None; with
+    ``window_end``, the (table, column) whose windows the relation's ``window_end`` column
+    (forwarded verbatim) ends."""
+    while not any(t.name == relation for t in circuit.tables):
+        view = circuit.view(relation)
+        attr = next((a for a in view.time_attributes if a.column == column), None)
+        if attr is None or attr.merged or attr.join is not None:
+            return None
+        if window_end and attr.kind == "window_end":
+            return join_time_source(circuit, attr.table, attr.source_column)
+        if attr.kind != "forwarded":
+            return None
+        relation, column = attr.table, attr.source_column
+    return None if window_end else (relation, column)
+

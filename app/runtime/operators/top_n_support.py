@@ -1,0 +1,78 @@
+"""Which window Top-N views Spark runs, and in which shape (ADR 0020): what the planner reads,
+apart from :mod:`app.runtime.operators.top_n`, which builds them (its docstring describes the
+shapes). Nothing here imports pyspark."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from app.circuit.ir import Circuit, Filter, Operator, Table, TopN, View, Window
+from app.runtime.operators.native_aggregate_support import cascade_time_column, native_shape
+
+__all__ = ["Shape", "spark_problem", "spark_shape", "split_top_n"]
+
+Shape = Literal["per_step", "held"]
+
+
+def split_top_n(view: View) -> tuple[list[Operator], TopN, list[Operator]]:
+    top_n = view.top_n
+    assert top_n is not None, view.name
+    index = view.operators.index(top_n)
+    return list(view.operators[:index]), top_n, list(view.operators[index + 1 :])
+
+
+def spark_shape(circuit: Circuit, view: View) -> Shape | None:
+    """How Spark runs the Top-N ``view`` (see the module docstring), or None if it cannot."""
+    return None if spark_problem(circuit, view) else (
+        "held" if any(t.name == view.source for t in circuit.tables) else "per_step"
+    )
+
+
+def spark_problem(circuit: Circuit, view: View) -> str | None:
+    """Why Spark cannot run the Top-N ``view``, or None: the fix's text for the support check."""
+    pre, top_n, _ = split_top_n(view)
+    if view.lateness:
+        return "LATENESS on a Top-N view: declare it on its input"
+    if any(t.name == view.source for t in circuit.tables):
+        table = circuit.table(view.source)
+        windows = [op for op in pre if isinstance(op, Window)]
+        if table.stage_input is not None and not windows:
+            return _stage_problem(table, pre, top_n)
+        if not (len(windows) == 1 and all(isinstance(op, Window | Filter) for op in pre)):
+            return "rank the rows of one window function in FROM"
+        window = windows[0]
+        if window.kind not in ("TUMBLE", "HOP"):
+            return (f"over a {window.kind} window's rows: rank a TUMBLE or HOP window's rows, "
+                    "or the final rows of an EMIT AFTER WATERMARK aggregate")
+        if (not table.lateness or window.time_column != table.lateness[0].column
+                or table.column(window.time_column).type.name != "TIMESTAMP"):
+            return (f"window on {table.name}'s first LATENESS column, a TIMESTAMP, whose "
+                    "waterline frees the held rows")
+        if top_n.function != "ROW_NUMBER":
+            return ("RANK over a window function's rows (ties are held without bound): use "
+                    "ROW_NUMBER, or rank the final rows of an EMIT AFTER WATERMARK aggregate")
+        if len({key.descending for key in top_n.order}) != 1:
+            return ("ORDER BY keys in both directions over a window function's rows: order "
+                    "every key ASC or every key DESC")
+        return None
+    source = circuit.view(view.source)
+    if not native_shape(circuit, source) or cascade_time_column(source) is None:
+        return ("rank the rows of a window function in FROM, or of an EMIT AFTER WATERMARK "
+                "aggregate Spark runs natively (COUNT, SUM, MIN or MAX of a TUMBLE or HOP on "
+                "a table's first LATENESS column, plain columns in its SELECT)")
+    return None
+
+
+def _stage_problem(table: Table, pre: list[Operator], top_n: TopN) -> str | None:
+    """Why Spark cannot rank the rows of the stage boundary's ``table`` as they are (ADR
+    0023), or None: they are held by their window's end, the column Spark's watermark
+    follows."""
+    if not all(isinstance(op, Filter) for op in pre):
+        return "rank the rows of the stage boundary's table as they are"
+    first = table.lateness[0].column if table.lateness else None
+    if (first is None or top_n.window_end != first
+            or table.column(first).type.name != "TIMESTAMP"):
+        return (f"PARTITION BY the window end {first} of {table.stage_input}'s rows, a "
+                "TIMESTAMP, whose waterline completes a window")
+    return None
+
