@@ -24,7 +24,7 @@ from app.cli import with_schema_registry
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_text
 from app.runtime.service import Service
-from app.runtime.step_sink import StepReport
+from app.runtime.step.step_sink import StepReport
 
 pytestmark = pytest.mark.e2e
 

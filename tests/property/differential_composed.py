@@ -41,7 +41,7 @@ from differential_cases import BASE_MS, S, Step
 
 from app.errors import ProgramError
 from app.program.compile import compile_text
-from app.runtime.compose import compose
+from app.runtime.planner.compose import compose
 
 __all__ = ["Col", "Composed", "Rel", "Stack", "ViewDraw", "generate"]
 

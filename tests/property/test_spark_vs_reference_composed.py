@@ -45,9 +45,9 @@ from app.connectors.avro_codec import AvroCodec
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.program.stages import Composition
-from app.runtime.compose import compose
+from app.runtime.planner.compose import compose
 from app.runtime.service import Service
-from app.runtime.step_sink import StepReport
+from app.runtime.step.step_sink import StepReport
 
 pytestmark = pytest.mark.e2e
 

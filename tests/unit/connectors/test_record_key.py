@@ -22,8 +22,8 @@ from app.connectors.late_gate import SourceSpec
 from app.connectors.output_reader import OutputReader
 from app.connectors.record_key import KeyEncoder
 from app.program.compile import compile_text
-from app.runtime.encode import ViewEncoding, encode_record
-from app.runtime.plan import source_spec
+from app.runtime.operators.source import source_spec
+from app.runtime.step.encode import ViewEncoding, encode_record
 
 NOW = 1_800_000_000_000
 
