@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 from differential_cases import Step
 from differential_composed import Composed, generate
-from test_spark_vs_reference import _oracle_step, _produce_step
+from test_spark_vs_reference import _oracle_step, _produce_step, _seeds
 
 from app.circuit.reference import Reference, StepResult
 from app.connectors.avro_codec import AvroCodec
@@ -264,11 +264,6 @@ def check(seed: int, compositions: int, kafka: Any, unique_topic: Any,
                     f"(seed {seed}):\n{details}\n\n{scenario.describe(set(found))}",
                     pytrace=False)
     return run
-
-
-def _seeds(default: list[int]) -> list[int]:
-    chosen = os.environ.get("DIFFERENTIAL_SEED")
-    return [int(chosen)] if chosen else default
 
 
 CI_COMPOSITIONS = int(os.environ.get("DIFFERENTIAL_COMPOSITIONS", "40"))
