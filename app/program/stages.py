@@ -177,6 +177,15 @@ def stage_table(
                                             derivation=Derivation(base, (TimeStep(
                                                 "shift", -span),))))
             continue
+        of_end = _of_window_end(attr, end)
+        if of_end is not None:
+            # Derived from the window end beside it (Flink's window_time, window_end - 1 ms):
+            # derived from that column again, so it follows the watermark Spark keeps.
+            assert end is not None
+            base = TimeAttribute(end, name, end, "forwarded")
+            attributes.append(TimeAttribute(attr.column, name, end, "derived",
+                                            derivation=Derivation(base, of_end)))
+            continue
         attributes.append(own)
         lateness.append(Lateness(attr.column, 0))
     topic = composition.topic(relation)
@@ -196,6 +205,18 @@ def stage_table(
         derived_attributes=derived,
     )
     return table, tuple(attributes)
+
+
+def _of_window_end(attr: TimeAttribute, end: str | None) -> tuple[TimeStep, ...] | None:
+    """The steps of a derived attribute computed from the relation's window end column
+    ``end`` alone, else None."""
+    derivation = attr.derivation
+    if attr.kind != "derived" or derivation is None or end is None:
+        return None
+    source = derivation.source
+    if source.kind != "window_end" or source.column != end or source.derivation is not None:
+        return None
+    return derivation.steps
 
 
 def punctuated_columns(

@@ -50,6 +50,12 @@ def _window(df: DataFrame, op: Window) -> DataFrame:
     the windows of :func:`app.circuit.windows.window_bounds`, in its order."""
     # The input's own type: a view may decode a table column of the same name (L2).
     is_ts = dict(df.dtypes).get(op.time_column, "timestamp") == "timestamp"
+    for name in ("window_start", "window_end"):
+        if name in df.columns and _WATERMARK_KEY in df.schema[name].metadata:
+            # A window over rows that have a watermarked window column (a cascade on Flink's
+            # window_time read through a stage boundary) replaces it; the state operator's
+            # event-time timeout still needs it, so it rides along hidden.
+            df = df.withColumn(hidden_watermark(name), F.col(name))
     c = ms_sql(op.time_column) if is_ts else f"`{op.time_column}`"
     first = _last_start(c, op.offset, op.slide)
     if op.kind == "CUMULATE":

@@ -137,3 +137,28 @@ GROUP BY window_start, window_end EMIT AFTER WATERMARK;
     (read,) = composed.circuit.view("c").sources
     assert composed.physical.query_of("c").tables == (read,)
     assert composed.circuit.table(read).stage_input == "tb"
+
+
+def test_s10_s19_a_cascade_on_window_time_reads_it_derived_from_the_window_end() -> None:
+    """Flink's cascade windows on window_time (window_end - 1 ms): behind the boundary it is
+    derived from the window end again, the column the reader's watermark follows."""
+    composed = compose(compile_text("p.sql", """
+CREATE TABLE Bid (bidtime TIMESTAMP(3), price DECIMAL(10, 2), supplier_id STRING,
+  WATERMARK FOR bidtime AS bidtime - INTERVAL '1' SECOND)
+WITH ('connector' = 'kafka', 'topic' = 'bid', 'format' = 'avro');
+CREATE TABLE result (window_start TIMESTAMP(3), window_end TIMESTAMP(3),
+  total_price DECIMAL(10, 2)) WITH ('connector' = 'kafka', 'topic' = 'result', 'format' = 'avro');
+CREATE VIEW window1 AS
+SELECT window_start, window_end, window_time as rowtime, SUM(price) as partial_price
+  FROM TABLE(TUMBLE(TABLE Bid, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES))
+  GROUP BY supplier_id, window_start, window_end, window_time;
+INSERT INTO result
+SELECT window_start, window_end, SUM(partial_price) as total_price
+  FROM TABLE(TUMBLE(TABLE window1, DESCRIPTOR(rowtime), INTERVAL '10' MINUTES))
+  GROUP BY window_start, window_end;
+"""))
+    assert composed.refused == ()
+    table = composed.circuit.table("__in_window1")
+    assert [x.column for x in table.lateness] == ["window_end"]
+    (rowtime,) = [a for a in table.derived_attributes if a.column == "rowtime"]
+    assert rowtime.derivation is not None and rowtime.derivation.steps[0].amount == -1
