@@ -257,3 +257,55 @@ def test_s19_joins_and_aggregates_over_each_other_run_through_stage_boundaries(
     for view in views:
         assert values_written(kafka, circuit, view, topics[view]) == oracle_values(
             oracle, view), view
+
+
+FOUR_LEVELS = (Path(__file__).resolve().parents[1] / "fixtures" / "programs" / "composed"
+               / "four_levels.sql")
+
+
+@pytest.mark.slow  # two stages per step, five steps: `-m slow -k four_levels`
+def test_s18_s19_four_levels_of_filter_aggregate_filter_aggregate_s11(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """clicks -> shop (a filter) -> per_min (a count per minute, AFTER WATERMARK) -> busy
+    (a filter over it, read through a boundary) -> busy_per_5 (a 5-minute window on the
+    minute's end). LATENESS 5 s.
+
+        step  clicks (ts usr page)                                   per_min final rows
+        1     a 10:00:05 shop1, a 10:00:20 shop2, b 10:00:30 shop1,   -
+              b 10:00:40 home
+        2     a 10:01:10, b 10:01:20, b 10:01:30, c 10:02:10,         [10:00] a 2, b 1
+              c 10:02:20 (all shop)
+        3-5   bound 10:20                                             [10:01] a 1, b 2;
+                                                                      [10:02] c 2
+
+    busy: a at 10:01, b at 10:02, c at 10:03 (minute ends); busy_per_5: [10:00, 10:05)
+    with 3 busy users, peak 2, once the boundary's waterline passes 10:05.
+    """
+    topics = {"clicks": unique_topic("clicks"), "b5": unique_topic("b5")}
+    kafka.create_topic(topics["clicks"], partitions=2)
+    path = tmp_path / "four_levels.sql"
+    path.write_text(FOUR_LEVELS.read_text(encoding="utf-8")
+                    .replace("'topic' = 'clicks'", f"'topic' = '{topics['clicks']}'")
+                    .replace("'topic' = 'b5'", f"'topic' = '{topics['b5']}'"), encoding="utf-8")
+    circuit = compile_program(path)
+    composed = compose(circuit)
+    assert composed.refused == () and composed.boundaries == frozenset({"per_min"})
+
+    def click(clock: str, usr: str, page: str) -> dict[str, Any]:
+        return {"ts": clock_ms(clock), "usr": usr, "page": page}
+
+    steps: list[dict[str, list[Any]]] = [
+        {"clicks": [click("10:00:05", "a", "shop1"), click("10:00:20", "a", "shop2"),
+                    click("10:00:30", "b", "shop1"), click("10:00:40", "b", "home")]},
+        {"clicks": [click("10:01:10", "a", "shop"), click("10:01:20", "b", "shop"),
+                    click("10:01:30", "b", "shop"), click("10:02:10", "c", "shop"),
+                    click("10:02:20", "c", "shop")]},
+        *[{"clicks": [("bound", clock_ms("10:20"))]} for _ in range(3)],
+    ]
+    _, inputs = run_steps(kafka, tmp_path, circuit, {"clicks": topics["clicks"]}, steps)
+    got = values_written(kafka, circuit, "busy_per_5", topics["b5"])
+    assert got == oracle_values(evaluate(circuit, inputs), "busy_per_5")
+    assert got == Counter([frozen({"window_start": clock_ms("10:00"),
+                                   "window_end": clock_ms("10:05"),
+                                   "busy_users": 3, "peak": 2})])
