@@ -56,6 +56,7 @@ from app.connectors.sink.record import (
     SRC_OFFSET,
     SRC_PARTITION,
     STEP,
+    TIMESTAMP_MS,
     VALUE,
     spark_sql_type,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "arrow_schema",
     "arrow_type",
     "decode_slice",
+    "kafka_timestamp_ms",
     "source_schema",
     "spark_type",
 ]
@@ -84,6 +86,7 @@ TABLE_GATE: Mapping[str, str] = {
     KEY: "_key",
     VALUE: "_value",
     HEADERS: "_headers",
+    TIMESTAMP_MS: "_timestamp",
     SRC_PARTITION: "_partition",
     SRC_OFFSET: "_offset",
     STEP: "_step",
@@ -403,9 +406,10 @@ def _payload_columns(
     values: list[bytes | None],
     keep: npt.NDArray[np.int64] | None,
     headers: pa.DataType,
-) -> tuple[pa.Array, pa.Array, pa.Array]:
-    """The ``_key``, ``_value`` and ``_headers`` columns: of every message, or (``keep``:
-    row indices) of those rows only and NULL elsewhere, without a Python object per row."""
+) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:
+    """The ``_key``, ``_value``, ``_headers`` and ``_timestamp`` columns: of every message,
+    or (``keep``: row indices) of those rows only and NULL elsewhere, without a Python object
+    per row but the key, value and timestamp."""
     from confluent_kafka import Message
 
     if keep is None:
@@ -413,6 +417,7 @@ def _payload_columns(
             pa.array(list(map(Message.key, chunk)), pa.binary()),
             pa.array(values, pa.binary()),
             _headers_column(chunk, headers),
+            pa.array(list(map(kafka_timestamp_ms, chunk)), pa.int64()),
         )
     rows = keep.tolist()
     picked = [chunk[i] for i in rows]
@@ -423,7 +428,15 @@ def _payload_columns(
         pa.array(list(map(Message.key, picked)), pa.binary()).take(index),
         pa.array([values[i] for i in rows], pa.binary()).take(index),
         _headers_column(picked, headers).take(index),
+        pa.array(list(map(kafka_timestamp_ms, picked)), pa.int64()).take(index),
     )
+
+
+def kafka_timestamp_ms(msg: Any) -> int | None:
+    """A message's Kafka timestamp (create or log-append time) in epoch ms; None when the
+    record has none (a pre-0.10 message format), so its dead letter is stamped when written."""
+    kind, stamp = msg.timestamp()
+    return int(stamp) if kind != 0 and stamp >= 0 else None
 
 
 def _headers_column(chunk: list[Any], kind: pa.DataType) -> pa.Array:
@@ -484,6 +497,9 @@ def _to_batch(
             ],
             schema.field("_headers").type,
         )
+    )
+    columns.append(
+        pa.array([kafka_timestamp_ms(m) if m is not None else None for m in kept], pa.int64())
     )
     columns.append(pa.array([part.partition] * len(items), pa.int32()))
     columns.append(pa.array([m.offset() if m is not None else None for _, m in items], pa.int64()))

@@ -38,6 +38,7 @@ from app.connectors.sink.record import (
     SRC_OFFSET,
     SRC_PARTITION,
     STEP,
+    TIMESTAMP_MS,
     TOPIC,
     VALUE,
 )
@@ -118,7 +119,9 @@ def _produce_partition(
             headers = [(h["key"], h["value"]) for h in found] if found else []
             row = dead_rows.get(i)
             key, value = keys[i], values[i]
+            stamp: int | None = None
             if row is not None:
+                stamp = row[TIMESTAMP_MS]  # the source record's, kept (SPEC S6)
                 own_headers = len(headers)
                 headers.extend(dead_letter_headers(row, tables[rel]))
                 # The dead-letter topic may take less than the input topic did (oversize.py).
@@ -139,7 +142,7 @@ def _produce_partition(
                     )
             else:
                 headers.extend(view_headers.get(rel, ()))
-            runs.append((topics[i], headers, [key], [value]))
+            runs.append((topics[i], headers, [key], [value], stamp))
     summary = [
         {"kind": k, "rel": r, "topic": t, "reason": reason, "n": n, "detail": None}
         for (k, r, t, reason), n in counts.items()
@@ -188,9 +191,9 @@ def write_idempotent(conf: Mapping[str, str], runs: list[Run]) -> None:
             errors.append(str(err))
 
     try:
-        for topic, headers, keys, values in runs:
+        for topic, headers, keys, values, stamp in runs:
             for key, value in zip(keys, values, strict=True):
-                produce_record(producer, topic, key, value, headers, on_delivery)
+                produce_record(producer, topic, key, value, headers, on_delivery, stamp)
         remaining = flush(producer)
     except KafkaException as exc:
         raise SinkError(
@@ -206,4 +209,4 @@ def write_idempotent(conf: Mapping[str, str], runs: list[Run]) -> None:
 
 
 def _topics(runs: list[Run]) -> str:
-    return "topic(s) " + ", ".join(sorted({topic for topic, _, _, _ in runs}))
+    return "topic(s) " + ", ".join(sorted({run[0] for run in runs}))

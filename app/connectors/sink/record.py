@@ -17,6 +17,8 @@ Columns:
 * ``key``, ``value``: the record's bytes (a probe's ``value`` is its JSON);
 * ``headers``: the record's own headers (a dead letter's original ones), before the sink adds
   the S6 or S14 headers;
+* ``record_timestamp_ms``: the record's Kafka timestamp (epoch ms): a dead letter's is its source
+  record's, which it keeps (SPEC S6); NULL lets the producer stamp the time of writing;
 * ``reason`` .. ``late_waterline``: a dead letter's S6 details (source coordinates, the late
   gate's column, value and waterline), from which the sink builds its headers;
 * ``step``: the step of a dead letter or probe.
@@ -49,6 +51,7 @@ __all__ = [
     "SRC_OFFSET",
     "SRC_PARTITION",
     "STEP",
+    "TIMESTAMP_MS",
     "TOPIC",
     "VALUE",
     "check_columns",
@@ -63,6 +66,7 @@ TOPIC = "topic"
 KEY = "key"
 VALUE = "value"
 HEADERS = "headers"
+TIMESTAMP_MS = "record_timestamp_ms"
 REASON = "reason"
 MESSAGE = "message"
 SRC_PARTITION = "src_partition"
@@ -84,6 +88,7 @@ SINK_RECORD = pa.schema(
         pa.field(KEY, pa.binary()),
         pa.field(VALUE, pa.binary()),
         pa.field(HEADERS, HEADERS_TYPE),
+        pa.field(TIMESTAMP_MS, pa.int64()),
         pa.field(REASON, pa.string()),
         pa.field(MESSAGE, pa.string()),
         pa.field(SRC_PARTITION, pa.int32()),

@@ -1,5 +1,5 @@
 """Records handed to a producer in runs: a topic, the headers its records all share, their keys
-and values, in the order of the sink rows they came from.
+and values, in the order of the sink rows they came from, and their Kafka timestamp.
 
 Two records of one key (a changelog's retraction and insertion) land on one partition in the
 order they are produced, so a run never reorders rows; a batch of one view's records is one
@@ -22,8 +22,10 @@ __all__ = ["STUCK_SECONDS", "Run", "flush", "output_runs", "produce_record", "pr
 #: How long a flush waits before it asks why records are still waiting.
 STUCK_SECONDS = 5.0
 
-#: Records to produce in order: a topic, the headers they all carry, their keys and values.
-Run = tuple[str, list[tuple[str, bytes]], list[bytes | None], list[bytes | None]]
+#: Records to produce in order: a topic, the headers they all carry, their keys and values,
+#: and the Kafka timestamp they all carry in epoch ms (None: the time they are produced; a dead
+#: letter's run is its one record, with its source record's timestamp, SPEC S6).
+Run = tuple[str, list[tuple[str, bytes]], list[bytes | None], list[bytes | None], int | None]
 
 
 def output_runs(
@@ -37,14 +39,14 @@ def output_runs(
     rel_column, topic_column = batch.column(REL), batch.column(TOPIC)
     if len(pc.unique(rel_column)) == 1 and len(pc.unique(topic_column)) == 1:
         rel, topic = rel_column[0].as_py(), topic_column[0].as_py()
-        return [(topic, list(view_headers.get(rel, ())), keys, values)]
+        return [(topic, list(view_headers.get(rel, ())), keys, values, None)]
     rels, topics = rel_column.to_pylist(), topic_column.to_pylist()
     runs: list[Run] = []
     start = 0
     for end in range(1, len(rels) + 1):
         if end == len(rels) or (rels[end], topics[end]) != (rels[start], topics[start]):
             headers = list(view_headers.get(rels[start], ()))
-            runs.append((topics[start], headers, keys[start:end], values[start:end]))
+            runs.append((topics[start], headers, keys[start:end], values[start:end], None))
             start = end
     return runs
 
@@ -56,15 +58,19 @@ def produce_record(
     value: bytes | None,
     headers: list[tuple[str, bytes]],
     on_delivery: Any = None,
+    timestamp_ms: int | None = None,
 ) -> None:
-    """One record, waiting while the producer's local queue is full."""
+    """One record, waiting while the producer's local queue is full; ``timestamp_ms`` None
+    (or 0, as confluent-kafka reads it) stamps it with the time it is produced."""
+    stamp = timestamp_ms or 0
     while True:
         try:
             if on_delivery is None:  # no callback argument at all: no per-record state
-                producer.produce(topic, value=value, key=key, headers=headers)
+                producer.produce(topic, value=value, key=key, headers=headers, timestamp=stamp)
             else:
                 producer.produce(
-                    topic, value=value, key=key, headers=headers, on_delivery=on_delivery
+                    topic, value=value, key=key, headers=headers, on_delivery=on_delivery,
+                    timestamp=stamp,
                 )
             return
         except BufferError:
@@ -74,8 +80,12 @@ def produce_record(
 def produce_run(producer: Any, run: Run) -> None:
     """A run's records, without a delivery callback and without a Python call per record of
     our own: :func:`produce_record` only when the local queue is full."""
-    topic, headers, keys, values = run
+    topic, headers, keys, values, stamp = run
     produce = producer.produce
+    if stamp is not None:
+        for key, value in zip(keys, values, strict=True):
+            produce_record(producer, topic, key, value, headers, timestamp_ms=stamp)
+        return
     for key, value in zip(keys, values, strict=True):
         try:
             produce(topic, value, key, headers=headers)

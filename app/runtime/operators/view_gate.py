@@ -7,8 +7,8 @@ That view's rows then get their own late gate, exactly S3/S5 over the view's row
 - the view's waterline moves by S3 over the step's view rows, late rows included, NULLs (a
   failed CAST) ignored; a view row is late by S5 (both :mod:`app.circuit.waterline`'s); it
   becomes a dead letter of the **root table** with the original Kafka key, value and headers
-  (the table frame carries ``_key``/``_value``/``_headers``/``_partition``/``_offset`` as far
-  as this gate), and ``tidemark.late.column = "<view>.<column>"``.
+  (the table frame carries ``_key``/``_value``/``_headers``/``_timestamp``/``_partition``/
+  ``_offset`` as far as this gate), and ``tidemark.late.column = "<view>.<column>"``.
 
 The view's waterline lives next to the table's, in the table's waterline files, under the
 key ``"<view>.<column>"`` (:func:`waterline_key`), so one file per step still holds everything
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 #: What a table row carries to the view gate so a late view row can be written back unchanged.
-ORIGIN_COLUMNS = ("_key", "_value", "_headers", "_partition", "_offset", "_step")
+ORIGIN_COLUMNS = ("_key", "_value", "_headers", "_timestamp", "_partition", "_offset", "_step")
 
 #: Columns the gate adds: the verdict and the S6 details of a late row.
 _GATE_FIELDS = (

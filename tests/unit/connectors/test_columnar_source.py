@@ -23,7 +23,7 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 import pytest
-from confluent_kafka import Message
+from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -78,7 +78,7 @@ def _rows(batches: Sequence[pa.RecordBatch]) -> list[str]:
 
 def _both(spec: SourceSpec, msgs: list[Any], part: KafkaPartitionSlice | None = None) -> None:
     """Both paths agree, with and without the accepted rows' Kafka payload (ok_payload); the
-    lean rows are the full ones with the ``ok`` rows' key, value and headers NULL."""
+    lean rows are the full ones with the ``ok`` rows' key, value, headers and timestamp NULL."""
     part = part or _slice()
     fast = list(decode_slice(spec, part, msgs))
     slow = list(decode_slice(spec, part, msgs, columnar=False))
@@ -90,7 +90,7 @@ def _both(spec: SourceSpec, msgs: list[Any], part: KafkaPartitionSlice | None = 
     expected = pa.Table.from_batches(fast).to_pylist()
     for row in expected:
         if row["_kind"] == "ok":
-            row.update(_key=None, _value=None, _headers=None)
+            row.update(_key=None, _value=None, _headers=None, _timestamp=None)
     assert _rows(lean) == _rows([pa.RecordBatch.from_pylist(expected, schema=fast[0].schema)])
 
 
@@ -103,6 +103,8 @@ def _messages(values: Sequence[bytes | None], headers: Sequence[Any] | None = No
             key=None if i % 7 == 0 else str(i).encode(),
             value=v,
             headers=headers[i] if headers else None,
+            # Most with a timestamp (a dead letter keeps it, S6), some without.
+            timestamp=(TIMESTAMP_CREATE_TIME, NOW - 1000 * i) if i % 5 else (0, 0),
         )
         for i, v in enumerate(values)
     ]

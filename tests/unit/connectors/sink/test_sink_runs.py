@@ -39,7 +39,7 @@ def test_one_views_batch_is_one_run_with_its_headers() -> None:
     batch = _batch([("output", "v", "tv")] * 3)
     keys, values = batch.column("key").to_pylist(), batch.column("value").to_pylist()
     assert output_runs(batch, keys, values, HEADERS) == [
-        ("tv", [("tidemark.waterline", b"1")], [b"k0", b"k1", b"k2"], [b"v0", b"v1", b"v2"])
+        ("tv", [("tidemark.waterline", b"1")], [b"k0", b"k1", b"k2"], [b"v0", b"v1", b"v2"], None)
     ]
 
 
@@ -50,17 +50,17 @@ def test_interleaved_views_keep_row_order() -> None:
     keys, values = batch.column("key").to_pylist(), batch.column("value").to_pylist()
     runs = output_runs(batch, keys, values, HEADERS)
     assert runs == [
-        ("tv", HEADERS["v"], [b"k0", b"k1"], [b"v0", b"v1"]),
-        ("tw", HEADERS["w"], [b"k2"], [b"v2"]),
-        ("tv", HEADERS["v"], [b"k3"], [b"v3"]),
+        ("tv", HEADERS["v"], [b"k0", b"k1"], [b"v0", b"v1"], None),
+        ("tw", HEADERS["w"], [b"k2"], [b"v2"], None),
+        ("tv", HEADERS["v"], [b"k3"], [b"v3"], None),
     ]
-    produced = [(topic, key) for topic, _, keys_, _ in runs for key in keys_]
+    produced = [(topic, key) for topic, _, keys_, _, _ in runs for key in keys_]
     assert produced == [("tv", b"k0"), ("tv", b"k1"), ("tw", b"k2"), ("tv", b"k3")]
 
 
 def test_a_view_without_headers_gets_none() -> None:
     batch = _batch([("output", "x", "tx")])
-    assert output_runs(batch, [b"k0"], [b"v0"], HEADERS) == [("tx", [], [b"k0"], [b"v0"])]
+    assert output_runs(batch, [b"k0"], [b"v0"], HEADERS) == [("tx", [], [b"k0"], [b"v0"], None)]
 
 
 def test_counts_per_kind_view_topic_and_reason() -> None:
