@@ -610,15 +610,24 @@ def dead_letters_show(
     ] = 100,
     program: Annotated[
         Path | None,
-        typer.Option("--program", help="Decode values with their table's schema in this program."),
+        typer.Option(
+            "--program",
+            help="Decode values (and keys of a 'key.format') with their table's schema in this"
+            " program.",
+        ),
     ] = None,
     format: Annotated[
         Literal["text", "json"], typer.Option("--format", help="Output format (json: one a line).")
     ] = "text",
     bootstrap_servers: _Servers = None,
+    schema_registry_url: Annotated[
+        str | None,
+        _setting("schema_registry_url", "Registry of 'avro-confluent' tables.", "none"),
+    ] = None,
     config: _Config = None,
 ) -> None:
     """The selected dead letters with their headers, keys and values."""
+    from app.config import load_settings
     from app.dead_letters.reading import SelectionReader
     from app.dead_letters.show import ProgramDecoder, letter_json, letter_text
     from app.observability.logging import configure_logging
@@ -628,18 +637,26 @@ def dead_letters_show(
         selection = _selection(
             reason, table, partition, from_offset, to_offset, since, until, limit
         )
-        conf = _kafka_conf(config, bootstrap_servers)
-        decoder = ProgramDecoder(program) if program is not None else None
+        settings = load_settings(
+            config, bootstrap_servers=bootstrap_servers, schema_registry_url=schema_registry_url
+        )
+        conf = settings.kafka_config()
+        decoder = (
+            ProgramDecoder(program, settings.schema_registry_config)
+            if program is not None
+            else None
+        )
         reader = SelectionReader(conf, topic, selection)
         replayed = _replayed(conf, topic)
         shown = 0
         for letter in reader:
             decoded = decoder.decode(letter) if decoder is not None else None
+            key = decoder.decode_key(letter) if decoder is not None else None
             targets = replayed.get(letter.coordinates, ())
             if format == "json":
-                typer.echo(json.dumps(letter_json(letter, decoded, targets)))
+                typer.echo(json.dumps(letter_json(letter, decoded, targets, key)))
             else:
-                typer.echo(letter_text(letter, decoded, targets))
+                typer.echo(letter_text(letter, decoded, targets, key))
             shown += 1
         if format == "text":
             more = f"; more match: raise --limit {limit}" if reader.more else ""

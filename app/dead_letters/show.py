@@ -3,23 +3,28 @@
 Each record with its place (partition, offset, Kafka time), its S6 headers (reason, table,
 message, source coordinates; a late one's column, value and waterline at rejection), its own
 headers, its key, and its value: decoded with its table's schema when a program that declares
-the table is given (:class:`ProgramDecoder`), else as bytes (hex in text, base64 in JSON).
+the table is given (:class:`ProgramDecoder`: every ``'format'`` a table reads, Avro, JSON and
+``avro-confluent``, and keys of a table with a ``'key.format'``), else as bytes (hex in text,
+base64 in JSON).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.dead_letters.records import DeadLetter, iso_ms
 from app.errors import TidemarkError
 
-__all__ = ["HEX_SHOWN", "ProgramDecoder", "letter_json", "letter_text"]
+if TYPE_CHECKING:
+    from app.connectors.late_gate import SourceSpec
+
+__all__ = ["HEX_SHOWN", "ProgramDecoder", "RegistryFor", "letter_json", "letter_text"]
 
 #: How many bytes of an undecoded key or value the text output shows.
 HEX_SHOWN = 48
@@ -63,13 +68,27 @@ def _shown(kind: str, value: Any) -> Any:
     return value
 
 
-class ProgramDecoder:
-    """Decodes a dead letter's value with the schema of its table (``tidemark.table``) in a
-    program: Avro or JSON as the table's ``'format'`` says."""
+#: The schema registry client's settings for a table's own ``'schema-registry.url'`` (None:
+#: the ``schema_registry_url`` setting), or None when there is no registry to ask.
+RegistryFor = Callable[[str | None], Mapping[str, str] | None]
 
-    def __init__(self, program: Path) -> None:
-        from app.connectors.avro_codec import AvroCodec
-        from app.connectors.json_records import JsonRecords
+_NO_REGISTRY = (
+    "{option} = 'avro-confluent' is not decoded without a schema registry: give"
+    " --schema-registry-url (TIDEMARK_SCHEMA_REGISTRY_URL) or the table's"
+    " 'schema-registry.url'"
+)
+
+
+class ProgramDecoder:
+    """Decodes a dead letter's value, and its key where the table declares ``'key.format'``,
+    with the schema of its table (``tidemark.table``) in a program, as the table's source
+    does: ``'format'`` Avro, JSON or ``avro-confluent`` (writer schemas fetched from the
+    registry by the id each value carries, resolved to the table's), keys in any
+    ``'key.format'`` (:mod:`app.connectors.record_key`)."""
+
+    def __init__(self, program: Path, registry_for: RegistryFor | None = None) -> None:
+        from dataclasses import replace
+
         from app.program.compile import compile_program
         from app.runtime.operators.source import source_spec
 
@@ -77,18 +96,30 @@ class ProgramDecoder:
             raise TidemarkError(f"program file {program} does not exist")
         self.program = program
         circuit = compile_program(program)
-        self._decoders: dict[str, tuple[Callable[[bytes], dict[str, Any]], dict[str, str]]] = {}
+        self._values: dict[str, Callable[[bytes], dict[str, Any]]] = {}
+        self._keys: dict[str, Callable[[bytes | None], dict[str, Any]]] = {}
+        self._kinds: dict[str, dict[str, str]] = {}
         self._refused: dict[str, str] = {}
+        self._keys_refused: dict[str, str] = {}
         for table in circuit.tables:
+            registry = None
+            if "avro-confluent" in (table.format, table.key_format) and registry_for is not None:
+                registry = registry_for((table.schema_registry or {}).get("url"))
+            if registry is not None:
+                table = replace(table, schema_registry=dict(registry))
             spec = source_spec(table)
-            kinds = {c.name: c.kind for c in spec.columns}
-            if table.format == "json":
-                records = JsonRecords(table.name, [(c.name, c.kind) for c in spec.value_columns])
-                self._decoders[table.name] = (records.decode, kinds)
-            elif table.format == "avro":
-                self._decoders[table.name] = (AvroCodec(table.avro_schema).decode, kinds)
+            self._kinds[table.name] = {c.name: c.kind for c in spec.columns}
+            value = _value_decoder(spec)
+            if isinstance(value, str):
+                self._refused[table.name] = value
             else:
-                self._refused[table.name] = f"'format' = '{table.format}' is not decoded here"
+                self._values[table.name] = value
+            if spec.key_format is not None:
+                key = _key_decoder(spec)
+                if isinstance(key, str):
+                    self._keys_refused[table.name] = key
+                else:
+                    self._keys[table.name] = key
 
     def decode(self, letter: DeadLetter) -> tuple[dict[str, Any] | None, str | None]:
         """The value as a row (JSON-ready), or None and why it is not."""
@@ -97,27 +128,81 @@ class ProgramDecoder:
             return None, "no value"
         if table in self._refused:
             return None, self._refused[table]
-        found = self._decoders.get(table)
-        if found is None:
+        decode = self._values.get(table)
+        if decode is None:
             return None, f"table {table} is not in {self.program}"
-        decode, kinds = found
         try:
             row = decode(letter.value)
         except (TidemarkError, ValueError) as exc:
             return None, f"not a row of table {table}: {exc}"
-        return {name: _shown(kinds.get(name, ""), v) for name, v in row.items()}, None
+        return self._shown(table, row), None
+
+    def decode_key(self, letter: DeadLetter) -> tuple[dict[str, Any] | None, str | None]:
+        """The key as its table's key columns (JSON-ready), or None and why not; (None,
+        None) when the table declares no ``'key.format'`` (its key is shown as bytes)."""
+        table = letter.table or "?"
+        if table in self._keys_refused:
+            return None, self._keys_refused[table]
+        decode = self._keys.get(table)
+        if decode is None:
+            return None, None
+        try:
+            row = decode(letter.key)
+        except (TidemarkError, ValueError) as exc:
+            return None, f"not a key of table {table}: {exc}"
+        return self._shown(table, row), None
+
+    def _shown(self, table: str, row: Mapping[str, Any]) -> dict[str, Any]:
+        kinds = self._kinds[table]
+        return {name: _shown(kinds.get(name, ""), v) for name, v in row.items()}
+
+
+def _value_decoder(spec: SourceSpec) -> Callable[[bytes], dict[str, Any]] | str:
+    """The decoder of a table's values, or why there is none."""
+    from app.connectors.avro_codec import AvroCodec
+    from app.connectors.confluent_avro import ConfluentAvroRecords
+    from app.connectors.json_records import JsonRecords
+
+    if spec.format == "json":
+        return JsonRecords(spec.table, [(c.name, c.kind) for c in spec.value_columns]).decode
+    if spec.format == "avro":
+        return AvroCodec(spec.avro_schema).decode
+    if spec.format == "avro-confluent":
+        if spec.registry is None:
+            return _NO_REGISTRY.format(option="'format'")
+        return ConfluentAvroRecords(spec.table, spec.avro_schema, spec.registry).decode
+    return f"'format' = '{spec.format}' is not decoded here"
+
+
+def _key_decoder(spec: SourceSpec) -> Callable[[bytes | None], dict[str, Any]] | str:
+    """The decoder of a table's keys (its ``'key.format'``), or why there is none."""
+    from app.connectors.record_key import KeyDecoder
+
+    assert spec.key_format is not None and spec.key_schema is not None
+    if spec.key_format == "avro-confluent" and spec.registry is None:
+        return _NO_REGISTRY.format(option="'key.format'")
+    kinds = {c.name: c.kind for c in spec.columns}
+    return KeyDecoder(
+        spec.table, spec.key_format, [(n, kinds[n]) for n in spec.key_fields], spec.key_schema,
+        spec.registry,
+    ).decode
 
 
 Decoded = tuple[dict[str, Any] | None, str | None]
 
 
 def letter_json(
-    letter: DeadLetter, decoded: Decoded | None = None, replayed_to: Iterable[str] = ()
+    letter: DeadLetter,
+    decoded: Decoded | None = None,
+    replayed_to: Iterable[str] = (),
+    key: Decoded | None = None,
 ) -> dict[str, Any]:
-    """One dead letter as a JSON object (one line of ``show --format json``)."""
+    """One dead letter as a JSON object (one line of ``show --format json``); ``decoded``
+    and ``key``: its value and key as :class:`ProgramDecoder` decodes them."""
     source_topic, source_partition, source_offset = letter.source
     late = letter.late
     row, why = decoded if decoded is not None else (None, None)
+    key_row, key_why = key if key is not None else (None, None)
     return {
         "topic": letter.topic,
         "partition": letter.partition,
@@ -132,6 +217,8 @@ def letter_json(
         else {"column": late[0], "value": late[1], "waterline": late[2]},
         "key": None if letter.key is None else _printable(letter.key),
         "key_base64": None if letter.key is None else base64.b64encode(letter.key).decode(),
+        "key_columns": key_row,
+        "key_not_decoded": key_why,
         "value": row,
         "value_not_decoded": why,
         "value_base64": None if letter.value is None else base64.b64encode(letter.value).decode(),
@@ -141,9 +228,13 @@ def letter_json(
 
 
 def letter_text(
-    letter: DeadLetter, decoded: Decoded | None = None, replayed_to: Iterable[str] = ()
+    letter: DeadLetter,
+    decoded: Decoded | None = None,
+    replayed_to: Iterable[str] = (),
+    key: Decoded | None = None,
 ) -> str:
-    """One dead letter as a few indented lines."""
+    """One dead letter as a few indented lines; ``decoded`` and ``key``: its value and key as
+    :class:`ProgramDecoder` decodes them."""
     stamp = "?" if letter.timestamp_ms is None else iso_ms(letter.timestamp_ms)
     lines = [
         f"{letter.topic} partition {letter.partition} offset {letter.offset} at {stamp}:"
@@ -158,11 +249,16 @@ def letter_text(
     late = letter.late
     if late is not None:
         lines.append(f"  late:      {late[0]} = {late[1]}, waterline {late[2]}")
-    if letter.key is None:
+    key_row, key_why = key if key is not None else (None, None)
+    if key_row is not None:
+        lines.append(f"  key:       {json.dumps(key_row, ensure_ascii=False)}")
+    elif letter.key is None:
         lines.append("  key:       null")
     else:
         text = _printable(letter.key)
         lines.append(f"  key:       {json.dumps(text) if text is not None else _hex(letter.key)}")
+    if key_why:
+        lines.append(f"             ({key_why})")
     row, why = decoded if decoded is not None else (None, None)
     if letter.value is None:
         lines.append("  value:     null")

@@ -31,6 +31,8 @@ def test_each_subcommand_shows_its_connection_options_with_variables_and_default
                       "--until", "TIDEMARK_BOOTSTRAP_SERVERS", "127.0.0.1:9092",
                       "TIDEMARK_CONFIG"):
             assert words in result.stdout, (command, words)
+    show = _tidemark("show", "--help").stdout
+    assert "--schema-registry-url" in show and "TIDEMARK_SCHEMA_REGISTRY_URL" in show
     replay = _tidemark("replay", "--help").stdout
     assert "--to " in replay and "--force" in replay and "--progress-every" in replay
     assert "late|malformed|invalid|future" in replay
