@@ -508,11 +508,13 @@ _Since = Annotated[
     str | None,
     typer.Option(
         "--since",
-        help="Written at or after: ISO-8601, epoch ms, or a duration before now (2h).",
+        help="Kafka timestamp (the source record's) at or after: ISO-8601, epoch ms, or a"
+        " duration before now (2h).",
     ),
 ]
 _Until = Annotated[
-    str | None, typer.Option("--until", help="Written before: ISO-8601, epoch ms, or 2h.")
+    str | None,
+    typer.Option("--until", help="Kafka timestamp before: ISO-8601, epoch ms, or 2h."),
 ]
 
 
@@ -525,6 +527,7 @@ def _selection(
     since: str | None,
     until: str | None,
     limit: int | None,
+    include_replayed: bool = True,
 ) -> Any:
     from app.dead_letters.selection import Selection
 
@@ -537,6 +540,7 @@ def _selection(
         since=since,
         until=until,
         limit=limit,
+        include_replayed=include_replayed,
     )
 
 
@@ -687,6 +691,13 @@ def dead_letters_replay(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say what would be written; write nothing.")
     ] = False,
+    include_replayed: Annotated[
+        bool,
+        typer.Option(
+            "--include-replayed",
+            help="Also records a replay wrote that were refused again (left out by default).",
+        ),
+    ] = False,
     progress_every: Annotated[
         int, typer.Option("--progress-every", help="A progress line every this many records.")
     ] = 10_000,
@@ -705,7 +716,8 @@ def dead_letters_replay(
         if progress_every < 1:
             raise ConfigError(f"--progress-every {progress_every}: give at least 1")
         selection = _selection(
-            reason, table, partition, from_offset, to_offset, since, until, limit
+            reason, table, partition, from_offset, to_offset, since, until, limit,
+            include_replayed,
         )
         conf = _kafka_conf(config, bootstrap_servers)
         report = Replay(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.dead_letters.records import REASON, DeadLetter
@@ -125,7 +125,9 @@ def read_partition(
 class SelectionReader:
     """Reads the dead letters ``selection`` takes from ``topic``. After iterating:
     ``scanned`` records in the offset and time range, ``foreign`` of them without the S6
-    reason header (skipped), ``more`` whether records beyond ``limit`` matched."""
+    reason header (skipped), ``replays``: the places (partition, offset) of the replayed
+    records refused again that the selection left out, ``more`` whether records beyond
+    ``limit`` matched."""
 
     conf: Mapping[str, str]
     topic: str
@@ -133,6 +135,7 @@ class SelectionReader:
     stall_seconds: float = 30.0
     scanned: int = 0
     foreign: int = 0
+    replays: list[tuple[int, int]] = field(default_factory=list)
     more: bool = False
 
     def __iter__(self) -> Iterator[DeadLetter]:
@@ -173,6 +176,9 @@ class SelectionReader:
                         self.foreign += 1
                         continue
                     if not self.selection.matches(letter):
+                        continue
+                    if self.selection.leaves_out_replay(letter):
+                        self.replays.append((letter.partition, letter.offset))
                         continue
                     if limit is not None and taken >= limit:
                         self.more = True

@@ -126,6 +126,12 @@ class DeadLetter:
         return self.reason is not None
 
     @property
+    def replayed_from(self) -> str | None:
+        """Where a replay took the record from (``<dead-letter topic>/<partition>/<offset>``)
+        when this dead letter is a replayed record that was refused again, else None."""
+        return self.header(REPLAYED_FROM)
+
+    @property
     def reason(self) -> str | None:
         return self.header(REASON)
 

@@ -1,8 +1,11 @@
 """``tidemark dead-letters replay``: re-produce a selection of dead letters to a topic.
 
-Each selected record goes to the target topic with its key, value and every header (the
-original ones and the S6 ones), plus ``tidemark.replayed-from`` =
-``<dead-letter topic>/<partition>/<offset>``. Each is recorded in the ledger topic
+Each selected record goes to the target topic with its key, value, Kafka timestamp (its
+source record's, which the dead letter kept) and every header (the original ones and the S6
+ones), plus ``tidemark.replayed-from`` = ``<dead-letter topic>/<partition>/<offset>``. A dead
+letter that already carries ``tidemark.replayed-from`` (a replayed record refused again) is
+left out unless the selection includes replays (``--include-replayed``), so a full replay
+does not send the same records round a loop. Each is recorded in the ledger topic
 ``<dead-letter topic>.replays`` (compacted, one partition) under the key
 ``<dead-letter topic>/<partition>/<offset>><target>``; a record the ledger holds for the
 target is not written again unless ``force`` (docs/adr/0012-dead-letter-replay-ledger.md).
@@ -173,6 +176,7 @@ class ReplayReport:
     already: list[tuple[DeadLetter, LedgerEntry]] = field(default_factory=list)
     would_write: list[DeadLetter] = field(default_factory=list)
     not_dead_letters: int = 0
+    replays: list[tuple[int, int]] = field(default_factory=list)
 
     def to_text(self) -> str:
         lines = []
@@ -181,7 +185,7 @@ class ReplayReport:
             lines.append(
                 f"dry run: would replay {len(self.would_write)} dead letter(s) of"
                 f" {self.dead_letter_topic} to {self.target}"
-                + "".join(f"\n  {span}" for span in _spans(self.would_write))
+                + "".join(f"\n  {span}" for span in _spans(_places(self.would_write)))
             )
         elif self.written:
             lines.append(
@@ -200,10 +204,19 @@ class ReplayReport:
                 by_replay.setdefault(entry.replay, []).append((letter, entry))
             for replay, items in by_replay.items():
                 stamp = iso_ms(max(e.replayed_at_ms for _l, e in items))
-                for span in _spans([letter for letter, _e in items]):
+                for span in _spans(_places([letter for letter, _e in items])):
                     lines.append(f"  {span}, by replay {replay} at {stamp}")
             if not self.forced:
                 lines.append("  (--force writes them again)")
+        if self.replays:
+            lines.append(
+                f"left out: {len(self.replays)} dead letter(s) of records a replay wrote"
+                " that were refused again:"
+            )
+            lines.extend(f"  {span}" for span in _spans(self.replays))
+            lines.append(
+                "  (a replay does not send them round again; --include-replayed takes them)"
+            )
         if not self.dry_run and not self.written:
             lines.append(f"nothing written to {self.target}")
         if self.not_dead_letters:
@@ -214,12 +227,16 @@ class ReplayReport:
         return "\n".join(lines) + "\n"
 
 
-def _spans(letters: list[DeadLetter]) -> list[str]:
+def _places(letters: list[DeadLetter]) -> list[tuple[int, int]]:
+    return [(letter.partition, letter.offset) for letter in letters]
+
+
+def _spans(places: list[tuple[int, int]]) -> list[str]:
     """Runs of consecutive offsets per partition: ``partition 0 offsets 3..7 (5)``."""
     out: list[str] = []
     by_partition: dict[int, list[int]] = {}
-    for letter in letters:
-        by_partition.setdefault(letter.partition, []).append(letter.offset)
+    for partition, offset in places:
+        by_partition.setdefault(partition, []).append(offset)
     for partition, offsets in sorted(by_partition.items()):
         offsets.sort()
         runs: list[tuple[int, int]] = []
@@ -409,6 +426,7 @@ class Replay:
                 + _fenced_hint(exc, self.dead_letter_topic)
             ) from exc
         report.not_dead_letters = reader.foreign
+        report.replays = reader.replays
 
     def _produce(
         self, producer: Any, letter: DeadLetter, key: str, entry: LedgerEntry,
@@ -419,16 +437,19 @@ class Replay:
                 failures.append(str(err))
 
         headers = [*letter.headers, (REPLAYED_FROM, letter.coordinates.encode())]
+        # The dead letter's timestamp is its source record's (SPEC S6): the replayed record
+        # keeps it, so a table timed by METADATA FROM 'timestamp' reads the same event time.
+        # The ledger record is stamped when written (0).
         records = (
-            (self.target, letter.key, letter.value, headers),
-            (ledger_topic(self.dead_letter_topic), key.encode(), entry.to_json(), None),
+            (self.target, letter.key, letter.value, headers, letter.timestamp_ms or 0),
+            (ledger_topic(self.dead_letter_topic), key.encode(), entry.to_json(), None, 0),
         )
-        for topic, record_key, value, record_headers in records:
+        for topic, record_key, value, record_headers, stamp in records:
             while True:
                 try:
                     producer.produce(
                         topic, key=record_key, value=value, headers=record_headers,
-                        on_delivery=delivered,
+                        on_delivery=delivered, timestamp=stamp,
                     )
                     break
                 except BufferError:

@@ -1,10 +1,13 @@
 """Which dead letters a command takes: :class:`Selection`.
 
 Offsets bound every partition (both ends included); ``since``/``until`` bound the Kafka
-timestamp of the dead letter (when the sink wrote it: ``since`` included, ``until``
-excluded); reason, table and partition filters take any of the values given. ``limit``
-takes the first matching records in partition, then offset order, so the same selection
-over the same topic is the same records.
+timestamp of the dead letter, which is its source record's (SPEC S6; ``since`` included,
+``until`` excluded); reason, table and partition filters take any of the values given. Without
+``include_replayed`` a dead letter that is a replayed record refused again (it carries
+``tidemark.replayed-from``) is left out, so a replay does not send a record round the same
+loop again (``replay`` leaves them out unless ``--include-replayed``; ``summary`` and ``show``
+take them). ``limit`` takes the first matching records in partition, then offset order, so
+the same selection over the same topic is the same records.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class Selection:
     since_ms: int | None = None
     until_ms: int | None = None
     limit: int | None = None
+    include_replayed: bool = True
 
     @classmethod
     def of(
@@ -72,6 +76,7 @@ class Selection:
         until: str | None = None,
         limit: int | None = None,
         now_ms: int | None = None,
+        include_replayed: bool = True,
     ) -> Selection:
         """A selection from the commands' options, each checked (a ConfigError names the
         option and what it takes)."""
@@ -110,6 +115,7 @@ class Selection:
             since_ms=since_ms,
             until_ms=until_ms,
             limit=limit,
+            include_replayed=include_replayed,
         )
 
     def reads_partition(self, partition: int) -> bool:
@@ -139,8 +145,14 @@ class Selection:
                 return False
         return self.reads_partition(letter.partition)
 
+    def leaves_out_replay(self, letter: DeadLetter) -> bool:
+        """Whether ``letter`` is a replayed record refused again that this selection leaves
+        out (without ``include_replayed``)."""
+        return not self.include_replayed and letter.replayed_from is not None
+
     def matches(self, letter: DeadLetter) -> bool:
-        """Whether a dead letter in range is selected by its reason and table."""
+        """Whether a dead letter in range is selected by its reason and table (a replayed
+        record refused again too: :meth:`leaves_out_replay` says whether it is taken)."""
         if not letter.is_dead_letter or not self.in_range(letter):
             return False
         if self.reasons and letter.reason not in self.reasons:
@@ -165,7 +177,9 @@ class Selection:
 
             low = "" if self.since_ms is None else iso_ms(self.since_ms)
             high = "" if self.until_ms is None else iso_ms(self.until_ms)
-            parts.append(f"written {low}..{high}")
+            parts.append(f"timestamp {low}..{high}")
+        if not self.include_replayed:
+            parts.append("no replayed records")
         if self.limit is not None:
             parts.append(f"first {self.limit}")
         return ", ".join(parts) or "every dead letter"

@@ -35,6 +35,7 @@ def test_each_subcommand_shows_its_connection_options_with_variables_and_default
     assert "--schema-registry-url" in show and "TIDEMARK_SCHEMA_REGISTRY_URL" in show
     replay = _tidemark("replay", "--help").stdout
     assert "--to " in replay and "--force" in replay and "--progress-every" in replay
+    assert "--include-replayed" in replay
     assert "late|malformed|invalid|future" in replay
 
 

@@ -63,3 +63,17 @@ def test_a_replay_reports_what_it_wrote_and_a_dry_run_what_it_would(letter: Any)
         "dry run: would replay 20 dead letter(s) of readings.dlq to fix\n"
         "  partition 0 offset(s) 0..19 (20)\n"
     )
+
+
+def test_a_replay_says_which_replayed_records_refused_again_it_left_out() -> None:
+    report = ReplayReport("readings.dlq", "fix", "r3", forced=False, dry_run=False, written=2,
+                          transactions=1)
+    report.replays = [(0, 7), (0, 8), (0, 9), (2, 1)]
+    assert report.to_text() == (
+        "replayed 2 dead letter(s) of readings.dlq to fix in 1 transaction(s) (replay r3,"
+        " recorded in readings.dlq.replays)\n"
+        "left out: 4 dead letter(s) of records a replay wrote that were refused again:\n"
+        "  partition 0 offset(s) 7..9 (3)\n"
+        "  partition 2 offset(s) 1 (1)\n"
+        "  (a replay does not send them round again; --include-replayed takes them)\n"
+    )

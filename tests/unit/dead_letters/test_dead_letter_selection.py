@@ -79,4 +79,21 @@ def test_a_record_without_s6_headers_is_in_range_but_never_selected() -> None:
 def test_a_selection_says_what_it_takes() -> None:
     assert Selection().describe() == "every dead letter"
     text = Selection.of(reasons=["late"], from_offset=2, since=str(T0), limit=5).describe()
-    assert text == "reason late, offsets 2.., written 2026-01-01T00:00:00.000Z.., first 5"
+    assert text == "reason late, offsets 2.., timestamp 2026-01-01T00:00:00.000Z.., first 5"
+    text = Selection.of(reasons=["late"], include_replayed=False).describe()
+    assert text == "reason late, no replayed records"
+
+
+def test_without_include_replayed_a_replayed_record_refused_again_is_left_out(
+    letter: Any,
+) -> None:
+    first = letter("late", 0, 3)
+    again = letter("late", 0, 4, own=(("origin", b"feed"),
+                                      ("tidemark.replayed-from", b"readings.dlq/0/3")))
+    assert first.replayed_from is None
+    assert again.replayed_from == "readings.dlq/0/3"
+    guarded = Selection.of(include_replayed=False)
+    assert guarded.matches(again) and guarded.leaves_out_replay(again)
+    assert guarded.matches(first) and not guarded.leaves_out_replay(first)
+    # summary and show take every dead letter (the default)
+    assert not Selection.of().leaves_out_replay(again)
