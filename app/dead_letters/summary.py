@@ -2,9 +2,9 @@
 
 Counts by reason and by table, the range of the late dead letters' event times and of the
 waterlines that refused them (per ``table.column``, from the S6 ``tidemark.late.*``
-headers: the other reasons carry no event time), the range of the Kafka timestamps (when
-the sink wrote them), the offsets per partition, and how many of them the replay ledger
-records as replayed, per target topic.
+headers: the other reasons carry no event time), the range of the Kafka timestamps (the
+source records', which dead letters keep, SPEC S6), the offsets per partition, and how
+many of them the replay ledger records as replayed, per target topic.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ class Summary:
                 lines.append(f"  {title} {name}: {s.low} .. {s.high}")
         if self.kafka_first_ms is not None and self.kafka_last_ms is not None:
             lines.append(
-                f"  written (Kafka time): {iso_ms(self.kafka_first_ms)} .."
+                f"  Kafka time (of the source records): {iso_ms(self.kafka_first_ms)} .."
                 f" {iso_ms(self.kafka_last_ms)}"
             )
         for p, part in sorted(self.partitions.items()):

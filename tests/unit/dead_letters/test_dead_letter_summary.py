@@ -54,6 +54,7 @@ def test_the_text_says_the_same(letter: Any) -> None:
     assert (f"  event time of late reading.ts: {format_time_value(T0 - 90_000, 'ms')} .."
             f" {format_time_value(T0 - 10_000, 'ms')}\n") in text
     assert "  partition 0: offsets 3 .. 9 (4 dead letter(s))\n" in text
+    assert "  Kafka time (of the source records): " in text
     assert "  replayed (ledger): none\n" in text
 
 
