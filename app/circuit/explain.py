@@ -370,8 +370,9 @@ def explain_text(circuit: Circuit) -> str:
     for table in circuit.tables:
         lines.append(f"table {table.name}")
         lines.append(f"  topic:        {table.topic} (format {table.format})")
+        connect = "; Kafka Connect headers too" if table.dead_letter_connect_headers else ""
         lines.append(f"  dead letters: {table.dead_letter_topic} (late, malformed, invalid"
-                     f"{', future' if table.max_future_ms is not None else ''} records)")
+                     f"{', future' if table.max_future_ms is not None else ''} records{connect})")
         lines.append("  columns:      " + ", ".join(_table_column(c) for c in table.columns))
         if table.key_format is not None:
             read = (f"columns {', '.join(table.key_fields)}" if all(

@@ -629,6 +629,10 @@ class Table:
     #: value (``raw``; ``avro`` and ``avro-confluent`` of a primitive writer schema) that
     #: field's type as ``{"type": T}``.
     key_schema: dict[str, Any] | None = field(default=None, metadata=OMIT_DEFAULT)
+    #: ``'dead_letter.connect-headers' = 'true'``: each dead letter also carries Kafka
+    #: Connect's ``__connect.errors.*`` headers (the source coordinates, stage, reason and
+    #: message under Connect's names), for tools that read Connect's dead-letter queues.
+    dead_letter_connect_headers: bool = field(default=False, metadata=OMIT_DEFAULT)
 
     @property
     def deletes_by_tombstone(self) -> bool:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
+    "CONNECT_PREFIX",
     "LATE_COLUMN",
     "LATE_VALUE",
     "LATE_WATERLINE",
@@ -39,6 +40,10 @@ TABLE = "tidemark.table"
 LATE_COLUMN = "tidemark.late.column"
 LATE_VALUE = "tidemark.late.value"
 LATE_WATERLINE = "tidemark.late.waterline"
+
+#: The prefix of Kafka Connect's dead-letter headers, which a table's
+#: ``'dead_letter.connect-headers'`` adds beside the S6 ones.
+CONNECT_PREFIX = "__connect.errors."
 
 #: The header a replayed record carries: ``<dead-letter topic>/<partition>/<offset>``.
 REPLAYED_FROM = "tidemark.replayed-from"
@@ -162,13 +167,16 @@ class DeadLetter:
         return (column, self.header(LATE_VALUE) or "", self.header(LATE_WATERLINE) or "")
 
     def own_headers(self) -> Headers:
-        """The headers that are not S6 ones: the original record's own (and any earlier
+        """The headers that are not S6 ones (nor Kafka Connect's ``__connect.errors.*`` the
+        sink adds beside them on request): the original record's own (and any earlier
         replay's ``tidemark.replayed-from``)."""
         s6 = {
             REASON, MESSAGE, SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET, TABLE,
             LATE_COLUMN, LATE_VALUE, LATE_WATERLINE,
         }
-        return tuple((k, v) for k, v in self.headers if k not in s6)
+        return tuple(
+            (k, v) for k, v in self.headers if k not in s6 and not k.startswith(CONNECT_PREFIX)
+        )
 
 
 def _int(text: str | None) -> int | None:

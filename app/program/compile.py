@@ -90,7 +90,7 @@ __all__ = ["compile_program", "compile_text"]
 
 TABLE_OPTIONS = ("topic", "format", "schema", "dead_letter", "max_future", "schema-registry.url",
                  "scan.startup.mode", "scan.startup.timestamp-millis", "key.format",
-                 "key.fields")
+                 "key.fields", "dead_letter.connect-headers")
 VIEW_OPTIONS = ("topic", "format", "encoding", "schema-registry.url", "key", "key.format",
                 "partitions", "replicas", "retention")
 #: Where a new checkpoint starts reading a table's topic (Flink's Kafka connector's names).
@@ -313,6 +313,16 @@ class _Compiler:
         if dead_letter == topic_value:
             raise CompileFailure(options["dead_letter"].value_position,
                                  "the dead-letter topic must differ from the input topic")
+        connect_headers = False
+        if "dead_letter.connect-headers" in options:
+            option = options["dead_letter.connect-headers"]
+            flag = self._string(option).strip().lower()
+            if flag not in ("true", "false"):
+                raise CompileFailure(option.value_position,
+                                     f"'dead_letter.connect-headers' is '{flag}'",
+                                     "write 'true' (Kafka Connect's __connect.errors.* headers "
+                                     "beside Tidemark's) or 'false'")
+            connect_headers = flag == "true"
         max_future_ms: int | None = None
         if "max_future" in options:
             option = options["max_future"]
@@ -342,7 +352,8 @@ class _Compiler:
                       tuple(lateness), max_future_ms, decl.position, registry,
                       *self._startup(options), primary_key=_primary_key(decl, columns),
                       bootstrap_servers=bootstrap, key_format=key.format,
-                      key_fields=key.fields, key_schema=key.schema)
+                      key_fields=key.fields, key_schema=key.schema,
+                      dead_letter_connect_headers=connect_headers)
         self.tables.append(table)
         self.relations[decl.name] = Relation(
             decl.name, tuple(Column(c.name, c.type) for c in table.columns),

@@ -24,10 +24,30 @@ from app.connectors.sink.record import (
     SRC_PARTITION,
 )
 
-__all__ = ["WATERLINE_HEADER", "dead_letter_headers", "format_time_value", "view_headers"]
+__all__ = [
+    "CONNECT_PREFIX",
+    "WATERLINE_HEADER",
+    "connect_headers",
+    "dead_letter_headers",
+    "format_time_value",
+    "view_headers",
+]
 
 #: S14: the header carrying the waterline of an output record's view.
 WATERLINE_HEADER = "tidemark.waterline"
+
+#: The prefix of Kafka Connect's dead-letter headers (its
+#: ``errors.deadletterqueue.context.headers.enable``).
+CONNECT_PREFIX = "__connect.errors."
+
+#: The Connect stage a reason stands for: a value (or key) the converter could not read, or
+#: a record the pipeline refused after reading it (Connect's transformations' stage).
+_CONNECT_STAGE = {
+    "malformed": "VALUE_CONVERTER",
+    "invalid": "VALUE_CONVERTER",
+    "late": "TRANSFORMATION",
+    "future": "TRANSFORMATION",
+}
 
 Headers = list[tuple[str, bytes]]
 
@@ -74,4 +94,29 @@ def dead_letter_headers(row: Mapping[str, Any], table: Mapping[str, Any]) -> Hea
             ("tidemark.late.value", format_time_value(row[LATE_VALUE], unit).encode()),
             ("tidemark.late.waterline", format_time_value(row[LATE_WATERLINE], unit).encode()),
         ]
+    if table.get("connect_headers"):
+        out += connect_headers(row, str(table["topic"]))
     return out
+
+
+def connect_headers(row: Mapping[str, Any], source_topic: str) -> Headers:
+    """Kafka Connect's dead-letter headers for a dead-letter sink row, after Tidemark's: the
+    same source coordinates and message under Connect's names, the table as the connector,
+    task 0, the stage the reason stands for (a ``key:`` message is the key converter's) and
+    ``tidemark.<reason>`` as the exception class. No stack trace: there is none."""
+    message = row[MESSAGE] or ""
+    stage = _CONNECT_STAGE.get(row[REASON], "TRANSFORMATION")
+    if stage == "VALUE_CONVERTER" and message.startswith("key:"):
+        stage = "KEY_CONVERTER"
+    fields = (
+        ("topic", source_topic),
+        ("partition", str(row[SRC_PARTITION])),
+        ("offset", str(row[SRC_OFFSET])),
+        ("connector.name", str(row[REL])),
+        ("task.id", "0"),
+        ("stage", stage),
+        ("class.name", "tidemark.LateGate"),
+        ("exception.class.name", f"tidemark.{row[REASON]}"),
+        ("exception.message", message),
+    )
+    return [(CONNECT_PREFIX + name, value.encode()) for name, value in fields]

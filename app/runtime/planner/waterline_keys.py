@@ -53,10 +53,12 @@ def time_unit(t: SqlType) -> TimeUnit:
 
 
 def table_units(table: Table) -> dict[str, Any]:
-    """The table's topic and the unit of each of its LATENESS columns' waterlines."""
+    """The table's topic, the unit of each of its LATENESS columns' waterlines, and whether
+    its dead letters carry Kafka Connect's headers too (what the sink's S6 headers need)."""
     return {
         "topic": table.topic,
         "units": {x.column: time_unit(table.column(x.column).type) for x in table.lateness},
+        "connect_headers": table.dead_letter_connect_headers,
     }
 
 
