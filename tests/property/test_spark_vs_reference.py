@@ -38,10 +38,12 @@ from spark_offset_log import spark_batches
 from app.circuit.ir import Circuit
 from app.circuit.processing_time import attribute_is_processing_time
 from app.circuit.reference import Punctuation, Reference, StepInput, StepResult
+from app.circuit.waterline import derived_waterline
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
+from app.program.stages import attribute_steps
 from app.runtime.operators.arrow_views import slice_computable
 from app.runtime.planner.physical import per_step_views, physical_plan
 from app.runtime.service import Service
@@ -160,16 +162,21 @@ def run_scenario(
 def compare_step_headers(run: Run, views: Sequence[str]) -> Mismatches:
     """S14 step by step: every record a step wrote carries the waterline the step sink
     computed after that step. The output topics have one partition, so a step's records are
-    the next ``report.outputs[view]`` of the topic, in step order."""
+    the next ``report.outputs[view]`` of the topic, in step order. The view's waterline is
+    its first time attribute's: of a view led by ``window_start``, S10's start waterline."""
     problems: Mismatches = []
+    relations = {v.name: v for v in run.circuit.views}
     for name in views:
         table = run.circuit.root_table(name).name
+        view = relations[name]
+        first = view.time_attributes[0] if view.time_attributes else None
+        steps = attribute_steps(relations, view, first) if first is not None else ()
         messages = list(read_topic(run.kafka_conf, run.topics[name]))
         assert {m.partition() for m in messages} <= {0}, "give the outputs one partition"
         position = 0
         for report in (r for r in run.reports if r.table == table):
             count = report.outputs.get(name, 0)
-            want = format_time_value(report.waterlines.get("ts"), "ms")
+            want = format_time_value(derived_waterline(steps, report.waterlines.get("ts")), "ms")
             block = messages[position : position + count]
             position += count
             got = {dict(m.headers() or ()).get("tidemark.waterline", b"").decode() for m in block}
