@@ -38,9 +38,9 @@ from typing import Any
 import pytest
 from differential_cases import Step
 from differential_composed import Composed, generate
-from test_spark_vs_reference import _oracle_step, _produce_step, _seeds
+from test_spark_vs_reference import Run, _oracle_step, _produce_step, _seeds
 
-from app.circuit.reference import Reference, StepResult
+from app.circuit.reference import Reference
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
@@ -56,18 +56,14 @@ def _frozen(value: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((value or {}).items()))
 
 
-class ComposedRun:
-    """Both sides' observations of one generated program."""
+class ComposedRun(Run):
+    """Both sides' observations of one generated program: :class:`Run`'s, and per step the
+    reports, the time taken and how the planner split the program."""
 
     def __init__(self, scenario: Composed, circuit: Any, topics: dict[str, str],
                  kafka_conf: dict[str, str]) -> None:
-        self.scenario = scenario
-        self.circuit = circuit
-        self.topics = topics
-        self.kafka_conf = kafka_conf
-        self.placed: list[dict[str, list[tuple[int, int, str, Any]]]] = []
-        self.oracle: list[StepResult] = []
-        self.reports: list[StepReport] = []
+        super().__init__(scenario, circuit, topics, kafka_conf)  # type: ignore[arg-type]
+        self.scenario: Composed = scenario  # type: ignore[assignment]  # Run's, drawn here
         #: Per step, the reports the step's run added.
         self.step_reports: list[list[StepReport]] = []
         self.prefix = ""
