@@ -633,6 +633,9 @@ class Table:
     #: Connect's ``__connect.errors.*`` headers (the source coordinates, stage, reason and
     #: message under Connect's names), for tools that read Connect's dead-letter queues.
     dead_letter_connect_headers: bool = field(default=False, metadata=OMIT_DEFAULT)
+    #: Of a stage boundary's table of an updating view (S18, S19): its records are the
+    #: view's changelog, each row's ``undo`` saying whether it retracts the row.
+    changes: bool = field(default=False, metadata=OMIT_DEFAULT)
 
     @property
     def deletes_by_tombstone(self) -> bool:
@@ -647,6 +650,11 @@ class Table:
             if col.name == name:
                 return col
         raise KeyError(name)
+
+
+#: The column a row of an updating relation's changes carries on Spark, true when the row
+#: retracts one written before (S18; a changelog's ``undo``).
+RETRACTION_COLUMN = "_undo"
 
 
 @dataclass(frozen=True)
@@ -744,6 +752,19 @@ class Circuit:
                 return self.table(seen)
             except KeyError:
                 seen = self.view(seen).source
+
+    def updating(self, relation: str) -> bool:
+        """S18: the relation's rows are updated, so its readers see retractions: an
+        aggregate without EMIT AFTER WATERMARK, a stage boundary's table of one
+        (:attr:`Table.changes`), or a stateless view of an updating relation."""
+        if any(t.name == relation for t in self.tables):
+            return self.table(relation).changes
+        view = self.view(relation)
+        if any(isinstance(op, Aggregate) for op in view.operators):
+            return not view.emit.after_watermark
+        if view.join is not None or view.union is not None or not view.is_stateless:
+            return False
+        return self.updating(view.source)
 
     def join_upstream(self, relation: str) -> str | None:
         """The nearest JOIN view ``relation`` is or reads (through any views), or None."""

@@ -588,6 +588,10 @@ class _ViewRuntime:
             else:
                 self.post.append(op)
         self.groups: dict[tuple[Any, ...], _Group] = {}
+        #: Of an updating aggregate (S18): the step's changes as its readers see them, each
+        #: group's last written row retracted (-1) and its new one inserted (+1), in the order
+        #: the view writes them; taken by :meth:`take_changes`.
+        self.changes: list[tuple[dict[str, Any], int]] = []
         #: A SESSION window's (docs/semantics.md): per group of the window (the GROUP BY
         #: keys other than its columns), the rows not yet in a closed session, as (time,
         #: arrival, row after WHERE); a closed session's rows go to ``groups`` at once.
@@ -1031,10 +1035,13 @@ class _ViewRuntime:
     ) -> list[OutputRecord]:
         """Write this step's records per EmitPolicy and format, then free closed groups."""
         records: list[OutputRecord] = []
+        # A local view that writes nothing still moves its groups on when it updates:
+        # its readers see those changes (S18).
+        emitting = self.view.output is not None or not self.view.emit.after_watermark
         for key in sorted(self.groups, key=_sort_key):
             group = self.groups[key]
             complete = self.complete(group, waterlines)
-            if self.view.output is not None:
+            if emitting:
                 records.extend(
                     self._group_records(group, complete, batch_time_ms, view_waterline)
                 )
@@ -1079,10 +1086,17 @@ class _ViewRuntime:
     def _records(
         self, group: _Group, batch_time_ms: int, waterline: int | None
     ) -> list[OutputRecord]:
-        """Records taking the group from ``emitted`` to ``current`` (S13 encodings)."""
+        """Records taking the group from ``emitted`` to ``current`` (S13 encodings), and the
+        same step as readers see it (:attr:`changes`)."""
+        if group.emitted is not None:
+            self.changes.append((dict(group.emitted), -1))
+        if group.current is not None:
+            self.changes.append((dict(group.current), 1))
         output = self.view.output
-        assert output is not None
         records: list[OutputRecord] = []
+        if output is None:
+            group.emitted, group.emitted_key = group.current, group.current_key
+            return records
         fmt = output.format
 
         def record(key: Mapping[str, Any] | None, value: Mapping[str, Any] | None) -> None:
@@ -1104,6 +1118,13 @@ class _ViewRuntime:
             record(group.current_key, dict(group.current))
         group.emitted, group.emitted_key = group.current, group.current_key
         return records
+
+    def take_changes(self, next_seq: _Sequence) -> list[_Change]:
+        """S18: what readers of an updating aggregate see in this step: every change
+        :meth:`emit` wrote, a retraction before the insertion that replaces it."""
+        taken = [_Change(row, weight, next_seq()) for row, weight in self.changes]
+        self.changes = []
+        return taken
 
     def _changelog(
         self, group: _Group, row: Mapping[str, Any], undo: bool, batch_time_ms: int
@@ -1233,6 +1254,7 @@ class Reference:
         dead: list[DeadLetter] = []
         deltas: dict[str, list[_Change]] = {}
         deletions: dict[str, list[_Change]] = {}
+        emitted: dict[str, list[OutputRecord]] = {}
         for table in self.circuit.tables:
             accepted = self._gate_table(table, step, dead)
             deltas[table.name] = [c for c in accepted if not c.deleted]
@@ -1244,6 +1266,12 @@ class Reference:
                 delta = self._gate_view(runtime, runtime.gate, delta, dead)
             if runtime.aggregate is not None and view.emit.after_watermark:
                 delta = runtime.released(self.waterlines, self.next_seq)
+            elif runtime.aggregate is not None:
+                # S18: an updating aggregate writes its step now, so that its readers see
+                # the changes it writes, retractions included.
+                emitted[view.name] = runtime.emit(self.waterlines, step.batch_time_ms,
+                                                  self._view_waterline(runtime))
+                delta = runtime.take_changes(self.next_seq)
             deltas[view.name] = delta
 
         outputs: dict[str, tuple[OutputRecord, ...]] = {}
@@ -1259,7 +1287,9 @@ class Reference:
                         runtime.stateless_records(deltas[view.name], step.batch_time_ms, waterline)
                     )
             else:
-                records = runtime.emit(self.waterlines, step.batch_time_ms, waterline)
+                records = emitted.get(view.name)
+                if records is None:
+                    records = runtime.emit(self.waterlines, step.batch_time_ms, waterline)
                 if view.output is not None:
                     outputs[view.name] = tuple(records)
         return StepResult(

@@ -130,6 +130,8 @@ class _StageSource:
     position: Position
     joined: Mapping[str, Mapping[str, str]]
     primary_key: tuple[str, ...]
+    #: The relation's rows are updated (S18): the boundary carries its changelog.
+    updating: bool = False
 
 
 def compile_text(program: str, text: str, composition: Composition | None = None) -> Circuit:
@@ -461,10 +463,11 @@ class _Compiler:
     def _stage_input(self, relation: str, columns: Sequence[Column],
                      time_attributes: Sequence[TimeAttribute], position: Position,
                      joined: Mapping[str, Mapping[str, str]] | None = None,
-                     primary_key: tuple[str, ...] = ()) -> None:
+                     primary_key: tuple[str, ...] = (), updating: bool = False) -> None:
         """Keep what the tables later stages read ``relation`` through are made of."""
         self.stage_sources[relation] = _StageSource(tuple(columns), tuple(time_attributes),
-                                                    position, joined or {}, primary_key)
+                                                    position, joined or {}, primary_key,
+                                                    updating)
 
     def _stage_read(self, relation: str, stage: int) -> Relation:
         """The table views of ``stage`` read ``relation`` through (app/program/stages.py):
@@ -482,14 +485,17 @@ class _Compiler:
                 if start is not None and relation in views else None)
         later = stage - self.composition.stage(relation) - 1
         table, attributes = stage_table(self.composition, relation, source.columns, event_time,
-                                        span, source.position, source.primary_key, later)
+                                        span, source.position, source.primary_key, later,
+                                        source.updating)
         self.declared[table.name] = source.position
         self.tables.append(table)
         lateness = {x.column for x in table.lateness}
         # A window Top-N ranks the rows of one window end (app/program/top_n.py).
         ends = tuple(a.column for a in event_time
                      if a.kind == "window_end" and a.column in lateness)
-        made = Relation(table.name, table.columns, attributes, True, "table",
+        # The reader of an updating relation's changelog sees its columns, and its rows
+        # as changes (S18): ``undo`` is the runtime's, never a column of the reader's.
+        made = Relation(table.name, source.columns, attributes, not source.updating, "table",
                         source.primary_key, joined=source.joined, window_ends=ends)
         self.stage_inputs[(relation, stage)] = made
         return made
@@ -505,12 +511,12 @@ class _Compiler:
                       and self.composition.stage(rel.name) < stage else rel)
                 for key, rel in scope.items()}
 
-    def _stage_writer(self, view: View, position: Position) -> View:
+    def _stage_writer(self, view: View, position: Position, updating: bool) -> View:
         """A boundary view with its internal output: itself when it writes no topic of its
         own, else beside it a twin that computes the same rows for the internal topic."""
         if not self.composition.boundaries or view.name not in self.composition.boundaries:
             return view
-        output = stage_output(self.composition, view.name, view.columns)
+        output = stage_output(self.composition, view.name, view.columns, updating)
         if view.output is None:
             return replace(view, output=output)
         twin = replace(view, name=stage_writer_name(view.name), output=output)
@@ -705,7 +711,7 @@ class _Compiler:
                                  "only once they close: its rows can only be final",
                                  "end the view with EMIT AFTER WATERMARK")
         state = self._state(decl, planned, after_watermark)
-        insert_only = not planned.aggregate or after_watermark
+        insert_only = (not planned.aggregate or after_watermark) and not planned.updating
 
         view_lateness, time_attributes = self._view_lateness(decl, planned, lateness_decls)
         if sink is not None:
@@ -721,13 +727,13 @@ class _Compiler:
                     planned.key, time_attributes, emit, output, state, decl.position,
                     view_lateness)
         at = len(self.views)
-        view = self._stage_writer(view, decl.position)
+        view = self._stage_writer(view, decl.position, not insert_only)
         self.views.insert(at, view)
         relation = Relation(decl.name, view.columns, time_attributes, insert_only, "view",
                             joined=planned.joined)
         if view.name in self.composition.boundaries:
             self._stage_input(view.name, view.columns, time_attributes, decl.position,
-                              planned.joined)
+                              planned.joined, updating=not insert_only)
         return relation
 
     def _final_rows_emit(self, decl: ViewDecl, emit: EmitPolicy) -> EmitPolicy:
@@ -1076,7 +1082,7 @@ class _Compiler:
                 raise CompileFailure(format_option.value_position, f"bad view format '{fmt}'",
                                      f"use one of {', '.join(VIEW_FORMATS)}")
         elif not planned.aggregate:
-            fmt = "changelog" if emit.stream else "append"
+            fmt = "changelog" if emit.stream or planned.updating else "append"
         else:
             fmt = "changelog" if emit.stream else "upsert"
         where = format_option.value_position if format_option else decl.position
@@ -1085,6 +1091,12 @@ class _Compiler:
                                  "input row gives one final output row, so it is written as "
                                  f"'append', not '{fmt}'",
                                  "use 'format' = 'append' (and no EMIT STREAM)")
+        if planned.updating and fmt != "changelog":
+            raise CompileFailure(where, f"view {decl.name} reads the updated rows of view "
+                                 f"{planned.source} and passes their retractions on (SPEC "
+                                 f"S18), which 'changelog' writes and '{fmt}' cannot",
+                                 "use 'format' = 'changelog', or add EMIT AFTER WATERMARK to "
+                                 f"{planned.source}")
         if fmt == "append" and not insert_only:
             raise CompileFailure(where, f"view {decl.name} updates its rows (GROUP BY without "
                                  "EMIT AFTER WATERMARK), so it cannot be written as 'append'",

@@ -191,6 +191,9 @@ class PlannedQuery:
     #: Of the generated view of a join chain's earlier relations (:func:`plan_join_prefix`):
     #: each relation's alias -> its columns -> this view's column.
     joined: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: A stateless query over an updating relation (S18): its rows are changes, each an
+    #: insertion or a retraction of the relation's rows, passed on as they come.
+    updating: bool = False
 
 
 @dataclass(frozen=True)
@@ -1353,6 +1356,13 @@ def _plan_union(source: SourceText, branches: Sequence[Sequence[Token]],
     planned: list[PlannedQuery] = []
     for index, tokens in enumerate(branches, start=1):
         branch = _plan_select(source, tokens, relations, view_name)
+        if branch.updating:
+            raise CompileFailure(source.position(tokens[0].start), f"unsupported: branch "
+                                 f"{index} of the UNION ALL of view {view_name} reads view "
+                                 f"{branch.source}, whose rows are updated (it aggregates "
+                                 "without EMIT AFTER WATERMARK)",
+                                 f"add EMIT AFTER WATERMARK to {branch.source}, or union its "
+                                 "inputs")
         if branch.aggregate:
             raise CompileFailure(source.position(tokens[0].start), f"unsupported: branch "
                                  f"{index} of the UNION ALL of view {view_name} aggregates",
@@ -1473,10 +1483,30 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
                  view_name: str) -> PlannedQuery:
     """Plan one parsed SELECT (``tokens`` its query as written, ``tvf`` its window function
     in FROM) over the relations defined before it."""
-    first = tokens[0]
     _unsupported_clauses(source, tokens, select)
     if select.args.get("joins"):
         return _plan_join(source, tokens, select, relations, view_name, tvf)
+    planned = _plan_single(source, tokens, select, tvf, relations, view_name)
+    relation = next((r for r in relations.values() if r.name == planned.source), None)
+    if relation is None or relation.insert_only:
+        return planned
+    # S18: a stateless reader of an updating relation passes its retractions on.
+    assert not planned.aggregate and planned.over_position is None and planned.top_n is None
+    return replace(planned, updating=True)
+
+
+def _stateful_select(select: exp.Select) -> bool:
+    """The SELECT keeps state over its rows (GROUP BY, DISTINCT, an aggregate or OVER)."""
+    return bool(select.args.get("group") or select.args.get("distinct")
+                or select.args.get("having") or select.find(exp.AggFunc)
+                or select.find(exp.Window))
+
+
+def _plan_single(source: SourceText, tokens: Sequence[Token], select: exp.Select,
+                 tvf: _Tvf | None, relations: dict[str, Relation],
+                 view_name: str) -> PlannedQuery:
+    """Plan one parsed SELECT of one relation (no JOIN)."""
+    first = tokens[0]
     fallback = source.position(first.start)
 
     from_ = select.args.get("from_") or select.args.get("from")
@@ -1510,10 +1540,13 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
         fix = (f"did you mean {close[0]}?" if close else
                "tables and views must be created before the views that read them")
         raise CompileFailure(table_position, f"unknown table or view {table_name}", fix)
-    if not relation.insert_only:
-        raise CompileFailure(table_position, f"unsupported: view {view_name} reads view "
+    if not relation.insert_only and (tvf is not None or _stateful_select(select)):
+        raise CompileFailure(table_position, f"unsupported: view {view_name} "
+                             f"{'windows' if tvf is not None else 'aggregates'} view "
                              f"{relation.name}, whose rows are updated (it aggregates without "
-                             "EMIT AFTER WATERMARK)",
+                             "EMIT AFTER WATERMARK); a filter or projection of it passes its "
+                             "retractions on (SPEC S18), a window or aggregate over them is "
+                             "not supported yet",
                              f"add EMIT AFTER WATERMARK to {relation.name}, or read its input "
                              "directly")
     if relation.ranking is not None:

@@ -32,7 +32,7 @@ from app.circuit.ir import (
     Window,
 )
 from app.circuit.waterline import WaterlineStep
-from app.program.avro_schema import record_schema
+from app.program.avro_schema import CHANGELOG_FIELDS, record_schema
 
 __all__ = [
     "STAGE_WRITER",
@@ -97,15 +97,17 @@ def stage_writer_name(relation: str) -> str:
     return f"{STAGE_WRITER}{_safe(relation)}"
 
 
-def stage_output(composition: Composition, relation: str, columns: Sequence[Column]) -> Output:
-    """The internal topic's binding: ``append`` Avro rows on one partition, so that the
-    punctuations a step ends with follow every row of that step (ADR 0023)."""
+def stage_output(composition: Composition, relation: str, columns: Sequence[Column],
+                 updating: bool = False) -> Output:
+    """The internal topic's binding: Avro rows on one partition, so that the punctuations a
+    step ends with follow every row of that step (ADR 0023); ``append`` rows, or for an
+    ``updating`` relation its ``changelog`` (S18: its readers see the retractions)."""
     return Output(
         composition.topic(relation),
-        "append",
+        "changelog" if updating else "append",
         (),
         None,
-        record_schema(_safe(relation), columns),
+        record_schema(_safe(relation), columns, CHANGELOG_FIELDS if updating else ()),
         partitions=1,
         stage_output=True,
     )
@@ -146,6 +148,7 @@ def stage_table(
     position: Position,
     primary_key: tuple[str, ...] = (),
     later: int = 0,
+    updating: bool = False,
 ) -> tuple[Table, tuple[TimeAttribute, ...]]:
     """The table a later stage reads ``relation`` through, and its time attributes;
     ``later``: how many stages after the one right after the relation's (each stage that
@@ -155,7 +158,8 @@ def stage_table(
     LATENESS column of amount 0, ``window_end`` first (the one Spark's watermark follows),
     but a ``window_start`` beside a ``window_end``: that one is ``window_end - span``, a time
     attribute derived from it (S10; never above the exact start waterline, so nothing it
-    completes can still change). ``span`` is the window's size (:func:`window_span`)."""
+    completes can still change). ``span`` is the window's size (:func:`window_span`). The
+    table of an ``updating`` relation reads its changelog (:attr:`Table.changes`)."""
     plain = stage_columns(columns)
     types = {c.name: c.type for c in plain}
     timed = [a for a in event_time if a.column in types and not types[a.column].nullable
@@ -190,12 +194,13 @@ def stage_table(
         lateness.append(Lateness(attr.column, 0))
     topic = composition.topic(relation)
     derived = tuple(a for a in attributes if a.kind == "derived")
+    read = (*plain, *CHANGELOG_FIELDS) if updating else plain
     table = Table(
         name,
-        plain,
+        read,
         topic,
         "avro",
-        record_schema(_safe(relation), plain),
+        record_schema(_safe(relation), read),
         f"{topic}.dlq",
         tuple(lateness),
         None,
@@ -203,6 +208,7 @@ def stage_table(
         primary_key=primary_key,
         stage_input=relation,
         derived_attributes=derived,
+        changes=updating,
     )
     return table, tuple(attributes)
 

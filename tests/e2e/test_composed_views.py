@@ -43,6 +43,7 @@ from table_steps import (
 )
 
 from app.circuit.reference import evaluate
+from app.connectors.output_reader import OutputReader
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.runtime.planner.compose import compose
@@ -309,3 +310,77 @@ def test_s18_s19_four_levels_of_filter_aggregate_filter_aggregate_s11(
     assert got == Counter([frozen({"window_start": clock_ms("10:00"),
                                    "window_end": clock_ms("10:05"),
                                    "busy_users": 3, "peak": 2})])
+
+
+RETRACTING = """
+CREATE TABLE clicks (
+    ts  TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND,
+    usr VARCHAR NOT NULL
+) WITH ('topic' = '{clicks}', 'dead_letter' = '{clicks_dlq}');
+
+CREATE LOCAL VIEW per_min AS
+SELECT window_end AS minute_end, usr, COUNT(*) AS c
+FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end, usr EMIT STREAM;
+
+CREATE VIEW busy WITH ('topic' = '{busy}') AS
+SELECT minute_end, usr, c FROM per_min WHERE c >= 2;
+"""
+
+
+def test_s18_a_changelog_reader_of_an_emit_stream_aggregate_sees_its_retractions(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """``per_min`` updates each minute's count every step (EMIT STREAM); ``busy`` filters
+    its changes, so each count it wrote before is retracted when the count moves on (S18),
+    in its changelog (S13: ``undo``), the retraction before the row that replaces it.
+
+        step  clicks                      per_min changes           busy changes
+        1     a :10, a :20, b :30         +a 2, +b 1                +a 2
+        2     a :50, b :55                -a 2 +a 3, -b 1 +b 2      -a 2 +a 3, +b 2
+        3     a :58, b 8:01:05            -a 3 +a 4, +(8:02) b 1    -a 3 +a 4
+        4     bound 8:03                  (the minutes close)       -
+
+    The reader runs in a query after the aggregate's, reading its changelog through a stage
+    boundary (ADR 0023); Spark writes what the reference evaluator writes, in the same step.
+    """
+    names = ("clicks", "clicks_dlq", "busy")
+    topics = {name: unique_topic(name) for name in names}
+    kafka.create_topic(topics["clicks"], partitions=2)
+    program = tmp_path / "busy.sql"
+    program.write_text(RETRACTING.format(**topics), encoding="utf-8")
+    circuit = compile_program(program)
+    composed = compose(circuit)
+    assert composed.refused == ()
+    assert composed.boundaries == frozenset({"per_min"})
+    output = circuit.view("busy").output
+    assert output is not None and output.format == "changelog"
+    steps: list[dict[str, list[Any]]] = [
+        {"clicks": [_click("8:00:10", "a"), _click("8:00:20", "a"), _click("8:00:30", "b")]},
+        {"clicks": [_click("8:00:50", "a"), _click("8:00:55", "b")]},
+        {"clicks": [_click("8:00:58", "a"), _click("8:01:05", "b")]},
+        {"clicks": [("bound", clock_ms("8:03"))]},
+    ]
+    reader = OutputReader("busy", output)
+    per_step: list[list[tuple[bool, str, int, int]]] = []
+
+    def after_step() -> None:
+        records = [reader.value(m.value()) for m in read_topic(kafka.conf(), topics["busy"])]
+        rows = [(r["undo"], r["usr"], r["c"], r["minute_end"]) for r in records]
+        per_step.append(rows[sum(map(len, per_step)):])
+
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, steps, after_step=after_step)
+    minute = clock_ms("8:01")
+    assert per_step[0] == [(False, "a", 2, minute)]
+    assert Counter(per_step[1]) == Counter(
+        [(True, "a", 2, minute), (False, "a", 3, minute), (False, "b", 2, minute)])
+    assert per_step[1].index((True, "a", 2, minute)) < per_step[1].index((False, "a", 3, minute))
+    assert per_step[2] == [(True, "a", 3, minute), (False, "a", 4, minute)]
+    assert per_step[3] == []
+    assert read_topic(kafka.conf(), topics["clicks_dlq"]) == []
+    assert internal_dead_letters(kafka, tmp_path / "ck", "per_min") == []
+    # The reference evaluator, in one query, writes the same changes in the same steps.
+    oracle = evaluate(circuit, inputs)
+    assert [Counter((r.value["undo"], r.value["usr"], r.value["c"], r.value["minute_end"])
+                    for r in result.outputs["busy"] if r.value is not None)
+            for result in oracle] == [Counter(rows) for rows in per_step]

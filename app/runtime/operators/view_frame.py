@@ -14,8 +14,20 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from app.circuit.functions import to_spark_sql
-from app.circuit.ir import Aggregate, Filter, Join, Operator, Over, Project, Table, View, Window
+from app.circuit.ir import (
+    RETRACTION_COLUMN,
+    Aggregate,
+    Filter,
+    Join,
+    Operator,
+    Over,
+    Project,
+    Table,
+    View,
+    Window,
+)
 from app.circuit.processing_time import BATCH_TIME_COLUMN
+from app.program.avro_schema import CHANGELOG_FIELDS
 from app.runtime.operators.view_gate import ORIGIN_COLUMNS
 
 __all__ = [
@@ -27,10 +39,12 @@ __all__ = [
     "with_batch_time",
 ]
 
-_CARRIED = (*ORIGIN_COLUMNS, BATCH_TIME_COLUMN)
+_CARRIED = (*ORIGIN_COLUMNS, BATCH_TIME_COLUMN, RETRACTION_COLUMN)
 #: Spark's column metadata key of a column with a watermark (``withWatermark``).
 _WATERMARK_KEY = "spark.watermarkDelayMs"
 _HIDDEN = "_watermarked_"
+#: The fields a changelog adds to its rows (SPEC S13).
+_CHANGELOG = {c.name for c in CHANGELOG_FIELDS}
 
 
 def hidden_watermark(column: str) -> str:
@@ -240,7 +254,13 @@ def _pipeline(
 def table_columns(table: Table) -> list[Column]:
     """A table's columns as its rows carry them in the streaming query: each ``AS PROCTIME()``
     column is the step's recorded batch time (Spark's ``current_timestamp()`` inside the
-    query), the others are read from the source."""
+    query), the others are read from the source. A table of an updating view's changes
+    carries each row's ``undo`` as :data:`RETRACTION_COLUMN` (S18), not as a column."""
+    if table.changes:
+        return [
+            *(F.col(c.name) for c in table.columns if c.name not in _CHANGELOG),
+            F.col("undo").alias(RETRACTION_COLUMN),
+        ]
     return [
         F.current_timestamp().alias(c.name) if c.processing_time else F.col(c.name)
         for c in table.columns

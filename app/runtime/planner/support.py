@@ -156,6 +156,15 @@ def _read_problems(
             ranking or "rank the rows of one table's query",
         )]
     tables = {t.name for t in circuit.tables}
+    # S18: an aggregate's changes reach its readers through its changelog, which only a
+    # stage boundary carries (ADR 0023).
+    updating = next((s for s in view.sources if s not in tables
+                     and not circuit.view(s).is_stateless and circuit.updating(s)), None)
+    if updating is not None:
+        return [(
+            f"reading the changes of the updating view {updating} in its own query",
+            f"read {updating} in a later query, through a stage boundary",
+        )]
     if any(circuit.view(s).top_n is not None for s in view.sources if s not in tables):
         return [(
             "a view over a window Top-N view",

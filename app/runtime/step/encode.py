@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from app.circuit.ir import View
+from app.circuit.ir import RETRACTION_COLUMN, View
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.avro_column_encoder import ColumnarEncoder, ColumnValues
 from app.connectors.confluent_avro import frame
@@ -174,7 +174,7 @@ def encode_record(
     """One row (circuit values, plus ``_undo``/``_ver``/``_delete``) as Kafka key and value."""
     record = {c: row[c] for c in enc.columns}
     if enc.format == "changelog":
-        record["undo"] = bool(row.get("_undo") or False)
+        record["undo"] = bool(row.get(RETRACTION_COLUMN) or False)
         record["ptime"] = ptime_ms
         record["ver"] = int(row.get("_ver") or 0)
     if enc.encoding == "json":
@@ -255,7 +255,10 @@ def _encode_columns(
     columns = {c: _column_values(batch.column(c)) for c in enc.columns}
     if enc.format == "changelog":
         none = np.zeros(n, np.bool_)
-        columns["undo"] = ColumnValues(none, numbers=np.zeros(n, np.bool_))
+        # A stateless view of an updating relation's changes carries each row's (S18).
+        columns["undo"] = (_column_values(batch.column(RETRACTION_COLUMN))
+                           if RETRACTION_COLUMN in batch.schema.names
+                           else ColumnValues(none, numbers=np.zeros(n, np.bool_)))
         columns["ptime"] = _column_values(batch.column("_ptime"))
         columns["ver"] = ColumnValues(none, numbers=np.zeros(n, np.int64))
     values = _framed(value_encoder.encode(columns, n), enc.schema_ids[1])
