@@ -248,7 +248,8 @@ def source_options(decl: TableDecl) -> FlinkTable:
     """A table that views read: Tidemark's table options (docs/language.md, Tables)."""
 
     def handle(reader: _Reader, key: str, option: OptionDecl) -> bool:
-        if key in ("scan.startup.mode", "scan.startup.timestamp-millis"):
+        if key in ("scan.startup.mode", "scan.startup.timestamp-millis",
+                   "dead_letter.connect-headers"):
             reader.emit(key, option)
         elif key == "scan.topic-partition-discovery.interval":
             reader.warn(option, "each step reads every partition the topic has then")
