@@ -359,6 +359,8 @@ def _table_column(column: Column) -> str:
     if column.processing_time:
         return f"{column.name} AS PROCTIME()"
     text = f"{column.name} {column.type}"
+    if column.computed is not None:
+        return f"{text} AS {column.computed.written}"
     return text if column.metadata is None else f"{text} METADATA FROM '{column.metadata}'"
 
 
@@ -463,7 +465,8 @@ def explain_json(circuit: Circuit) -> dict[str, Any]:
             "topic": t.topic,
             "format": t.format,
             "dead_letter_topic": t.dead_letter_topic,
-            "columns": [{"name": c.name, "type": str(c.type), "metadata": c.metadata}
+            "columns": [{"name": c.name, "type": str(c.type), "metadata": c.metadata,
+                         **({"computed": c.computed.written} if c.computed else {})}
                         for c in t.columns],
             "lateness": [{"column": lt.column, "amount": lt.amount,
                           "waterline": _waterline_formula(t, lt.column, lt.amount)}

@@ -34,6 +34,7 @@ __all__ = [
     "Circuit",
     "Column",
     "ColumnRef",
+    "Computed",
     "Derivation",
     "Diagnostic",
     "EmitPolicy",
@@ -134,6 +135,10 @@ class Column:
     #: ``name AS PROCTIME()`` (app/circuit/processing_time.py): a table column whose value is
     #: the batch time of the step its row arrives in; no field of the value schema either.
     processing_time: bool = field(default=False, metadata=OMIT_DEFAULT)
+    #: ``name AS expr`` (app/circuit/computed_columns.py): a table column computed from the
+    #: record's other columns when it is decoded, before the late gate; no field of the
+    #: value schema. None for every other column.
+    computed: Computed | None = field(default=None, metadata=OMIT_DEFAULT)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,6 +185,15 @@ class Case:
 
 
 Expr = ColumnRef | Literal_ | Call | Cast | Case
+
+
+@dataclass(frozen=True)
+class Computed:
+    """A computed table column's expression over the table's other columns (never another
+    computed one), and its text as written (for dead letters and ``explain``)."""
+
+    expr: Expr
+    written: str
 
 
 def column_names(expr: Expr) -> list[str]:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.circuit.aggregates import Accumulator, accumulator_for
+from app.circuit.computed_columns import computed_values, null_message
 from app.circuit.derived_time import monotone_steps
 from app.circuit.ir import (
     Aggregate,
@@ -1334,7 +1335,10 @@ class Reference:
             row: dict[str, Any] = {
                 col.name: step.batch_time_ms if col.processing_time else original.get(col.name)
                 for col in table.columns
+                if col.computed is None
             }
+            row.update(computed_values(table.columns, row))
+            row = {col.name: row[col.name] for col in table.columns}
             required = (
                 deletion_required
                 if deleted
@@ -1342,10 +1346,12 @@ class Reference:
             )
             missing = next((name for name in required if row[name] is None), None)
             if missing is not None:
+                computed = table.column(missing).computed
                 dead.append(
                     DeadLetter(
                         table.name, original, "invalid",
-                        f"column {missing} is NOT NULL but the record has no value for it",
+                        f"column {missing} is NOT NULL but the record has no value for it"
+                        if computed is None else null_message(missing, computed.written),
                         column=missing,
                     )
                 )

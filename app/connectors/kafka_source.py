@@ -244,7 +244,9 @@ class _SliceReader:
         self.accepted = 0
         # JSON values take the per-record path: the gate decodes each with json_records.
         # So do tables with a key format: the gate decodes each record's key.
-        avro = spec.format in ("avro", "avro-confluent") and spec.key_format is None
+        # So do tables with computed columns: the gate computes them from each decoded row.
+        avro = (spec.format in ("avro", "avro-confluent") and spec.key_format is None
+                and not spec.computes)
         decoder = ColumnarDecoder(spec.avro_schema) if avro else None
         self.decoder = (
             decoder

@@ -45,6 +45,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from app.circuit.computed_columns import computed_values, expr_from_json, null_message
+from app.circuit.ir import Column, Computed, SqlType
 from app.circuit.waterline import is_late, late_mask
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.confluent_avro import ConfluentAvroRecords, ConfluentRecordError
@@ -132,6 +134,10 @@ class SourceColumn:
     #: The metadata key of a column read from the Kafka record, not its value
     #: (app/circuit/metadata.py); None for a value column.
     metadata: str | None = None
+    #: Of a computed column (app/circuit/computed_columns.py): its expression as
+    #: ``expr_to_json`` writes it, and as written; None for every other column.
+    computed: Mapping[str, Any] | None = None
+    computed_text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -172,7 +178,9 @@ class SourceSpec:
         return {
             "table": self.table,
             "topic": self.topic,
-            "columns": [[c.name, c.kind, c.nullable, c.metadata] for c in self.columns],
+            "columns": [[c.name, c.kind, c.nullable, c.metadata]
+                        + ([c.computed, c.computed_text] if c.computed is not None else [])
+                        for c in self.columns],
             "avro_schema": self.avro_schema,
             "lateness": [list(x) for x in self.lateness],
             "max_future_ms": self.max_future_ms,
@@ -193,7 +201,8 @@ class SourceSpec:
             table=data["table"],
             topic=data["topic"],
             columns=tuple(
-                SourceColumn(c[0], c[1], bool(c[2]), c[3] if len(c) > 3 else None)
+                SourceColumn(c[0], c[1], bool(c[2]), c[3] if len(c) > 3 else None,
+                             c[4] if len(c) > 4 else None, c[5] if len(c) > 5 else None)
                 for c in data["columns"]
             ),
             avro_schema=data["avro_schema"],
@@ -212,8 +221,14 @@ class SourceSpec:
 
     @property
     def value_columns(self) -> tuple[SourceColumn, ...]:
-        """The columns decoded from the record's value (not its metadata), in table order."""
-        return tuple(c for c in self.columns if c.metadata is None)
+        """The columns decoded from the record's value (not its metadata, not computed), in
+        table order."""
+        return tuple(c for c in self.columns if c.metadata is None and c.computed is None)
+
+    @property
+    def computes(self) -> bool:
+        """Some column is computed from the others (app/circuit/computed_columns.py)."""
+        return any(c.computed is not None for c in self.columns)
 
 
 @dataclass(frozen=True)
@@ -291,6 +306,14 @@ class LateGate:
         self._timestamp_cols = {c.name for c in spec.columns if c.kind == "timestamp"}
         self._future_cols = [c for c, _ in spec.lateness if c in self._timestamp_cols]
         self._value_required = value_required
+        self._computed = [
+            Column(c.name, SqlType("VARCHAR"), computed=Computed(expr_from_json(c.computed),
+                                                                 c.computed_text or ""))
+            for c in spec.columns
+            if c.computed is not None
+        ]
+        self._computed_text = {c.name: c.computed.written for c in self._computed
+                               if c.computed is not None}
 
     @property
     def confluent(self) -> ConfluentAvroRecords | None:
@@ -337,6 +360,8 @@ class LateGate:
                 return GateVerdict("invalid", None, str(exc))
             except KeyRecordError as exc:
                 return GateVerdict(exc.reason, None, exc.message)
+        if self._computed:
+            row.update(computed_values(self._computed, row))
         missing = self._missing(row, self._required, "record")
         return missing if missing is not None else self._timed("ok", row)
 
@@ -346,6 +371,9 @@ class LateGate:
         """``invalid`` for the first of ``required`` that ``row`` has no value of (a NOT NULL
         column), naming what the record lacks; None when it has them all."""
         for name in required:
+            if row.get(name) is None and name in self._computed_text:
+                return GateVerdict("invalid", None,
+                                   null_message(name, self._computed_text[name]))
             if row.get(name) is None:
                 lacks = self._metadata.missing(name)
                 return GateVerdict(
@@ -368,6 +396,8 @@ class LateGate:
             return GateVerdict("invalid", None, str(exc))
         except KeyRecordError as exc:
             return GateVerdict(exc.reason, None, exc.message)
+        if self._computed:
+            row.update(computed_values(self._computed, row))
         metadata = {c.name: c.metadata for c in self.spec.columns}
         for name, _ in self.spec.lateness:
             if metadata[name] is None:

@@ -22,6 +22,7 @@ from app.circuit.explain import waterline_text
 from app.circuit.ir import (
     Circuit,
     Column,
+    Computed,
     Diagnostic,
     EmitPolicy,
     Lateness,
@@ -65,6 +66,7 @@ from app.program.query import (
     UNNAMED,
     PlannedQuery,
     Relation,
+    column_expression,
     join_chain,
     plan_decorrelated,
     plan_join_prefix,
@@ -287,13 +289,20 @@ class _Compiler:
         columns: list[Column] = []
         lateness: list[Lateness] = []
         seen: set[str] = set()
+        read = [Column(c.name, c.type) for c in decl.columns
+                if c.computed is None and not c.processing_time]
         for col in decl.columns:
             if col.name in seen:
                 raise CompileFailure(col.position, f"duplicate column {col.name} in table "
                                      f"{decl.name}", "rename one of them")
             seen.add(col.name)
-            columns.append(Column(col.name, col.type, _metadata_key(decl.name, col),
-                                  processing_time=col.processing_time))
+            if col.computed is not None:
+                column = self._computed_column(decl.name, col, read)
+                col = replace(col, type=column.type)
+                columns.append(column)
+            else:
+                columns.append(Column(col.name, col.type, _metadata_key(decl.name, col),
+                                      processing_time=col.processing_time))
             if col.lateness is not None:
                 assert col.lateness_position is not None
                 lateness.append(Lateness(col.name, _lateness_amount(
@@ -343,7 +352,8 @@ class _Compiler:
                                       "table")
         # Metadata columns come from the Kafka record, not its value, and a processing-time
         # column from the step: no schema field.
-        value_columns = [c for c in columns if c.metadata is None and not c.processing_time]
+        value_columns = [c for c in columns if c.metadata is None and not c.processing_time
+                         and c.computed is None]
         schema: dict[str, Any]
         if "schema" in options:
             schema = self._schema_file(options["schema"], value_columns, decl.name)
@@ -375,6 +385,18 @@ class _Compiler:
             self._stage_input(decl.name, writer.columns, writer.time_attributes, decl.position,
                               primary_key=table.primary_key)
 
+    def _computed_column(self, table: str, col: ColumnDecl, read: Sequence[Column]) -> Column:
+        """``name AS expr``: computed from the record's columns (value, key and metadata
+        ones) when it is decoded, before the late gate (docs/language.md, Computed columns).
+        Its type is the expression's; NOT NULL when its LATENESS, WATERMARK or PRIMARY KEY
+        says so (a NULL then makes the record an invalid dead letter, S7)."""
+        assert col.computed is not None
+        what = f"computed column {table}.{col.name}"
+        expr = column_expression(self.source, col.computed, read, what)
+        written = self.source.text[col.computed[0].start:col.computed[-1].end]
+        return Column(col.name, expr.type.with_nullable(col.type.nullable),
+                      computed=Computed(expr, written))
+
     # -- INSERT INTO (Flink SQL; docs/porting-from-flink.md) --------------------------------------
 
     def _sink_table(self, decl: TableDecl) -> TableDecl:
@@ -388,10 +410,10 @@ class _Compiler:
                                  f"VIEW {decl.name} WITH ('topic' = ...) AS SELECT ...")
         decl = _with_watermarks(decl)
         for col in decl.columns:
-            if col.metadata is not None or col.processing_time:
+            if col.metadata is not None or col.processing_time or col.computed is not None:
                 raise CompileFailure(col.position, f"column {decl.name}.{col.name} is not "
                                      "written by INSERT INTO: writing Kafka metadata (or a "
-                                     "processing time) is not supported",
+                                     "processing time, or a computed column) is not supported",
                                      "remove the column from the table INSERT INTO writes")
         return decl
 

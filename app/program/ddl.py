@@ -4,7 +4,8 @@ Grammar (case-insensitive keywords; ``[]`` optional)::
 
     CREATE [TEMPORARY] TABLE [IF NOT EXISTS] name (
                         column type [NOT NULL | NULL] [METADATA [FROM 'key'] [VIRTUAL]]
-                        [LATENESS lateness] [PRIMARY KEY [NOT ENFORCED]] , ...
+                        [LATENESS lateness] [PRIMARY KEY [NOT ENFORCED]]
+                      | column AS PROCTIME() | column AS expr [LATENESS lateness] , ...
                         [, WATERMARK FOR column AS column [- INTERVAL 'n' unit]]
                         [, [CONSTRAINT name] PRIMARY KEY ( column , ... ) [NOT ENFORCED]] )
         [WITH ( 'key' = value , ... )]
@@ -87,6 +88,10 @@ class ColumnDecl:
     #: ``name AS PROCTIME()``: a processing-time attribute (TIMESTAMP NOT NULL), no field of
     #: the record: its value is the batch time of the step its row arrives in.
     processing_time: bool = False
+    #: ``name AS expr``: the expression's tokens (a computed column, compiled over the table's
+    #: other columns, which then gives the column its type: ``type`` holds only whether it is
+    #: NOT NULL, by its LATENESS, WATERMARK or PRIMARY KEY).
+    computed: tuple[Token, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -576,7 +581,7 @@ def _column(cursor: _Cursor) -> ColumnDecl:
     if after is not None and after.is_word("AS"):
         if _proctime_follows(cursor):
             return _proctime_column(cursor, name)
-        raise _computed_column(cursor, name)
+        return _computed_column(cursor, name)
     sql_type = parse_type(cursor)
     nullable = True
     lateness: IntervalDecl | None = None
@@ -673,24 +678,46 @@ def _element_end(cursor: _Cursor, start: int) -> int:
     return end
 
 
-def _computed_column(cursor: _Cursor, name: Token) -> CompileFailure:
-    """The error for Flink's computed column ``name AS expr`` (the cursor at AS): a table
-    holds the columns its records carry, and time is event time only (SPEC L1, S10, L7)."""
+def _computed_column(cursor: _Cursor, name: Token) -> ColumnDecl:
+    """Flink's computed column ``name AS expr [LATENESS ...]`` (the cursor at AS): a column
+    computed from the record's other columns when it is decoded (docs/language.md). Time
+    is event time only: an expression of processing time is refused but ``PROCTIME()``
+    itself (SPEC S10, L7)."""
     start = cursor.index + 1
     end = _element_end(cursor, start)
     column = identifier(name)
-    body = cursor.tokens[start:end]
+    lateness_at = next((i for i in range(start, end) if cursor.tokens[i].is_word("LATENESS")),
+                       end)
+    body = cursor.tokens[start:lateness_at]
     written = (cursor.source.text[body[0].start:body[-1].end] if body else "")
-    shown = f"{column} AS {written}".strip()
+    if not body:
+        raise CompileFailure(cursor.pos(cursor.tokens[start] if start < len(cursor.tokens)
+                                        else name),
+                             f"computed column {column} has no expression",
+                             f"write {column} AS <expression of the table's columns>")
     if any(t.is_word(*_PROCESSING_TIME) for t in body):
-        return CompileFailure(cursor.pos(name), f"unsupported: processing-time column "
-                              f"{shown} (a table's processing-time column is exactly "
-                              f"{column} AS PROCTIME())",
-                              f"write {column} AS PROCTIME(), or compute {written} in a "
-                              "view that reads the table")
-    fix = f"compute it in a view that reads the table: SELECT ..., {written} AS {column}"
-    return CompileFailure(cursor.pos(name), f"unsupported: computed column {shown} (a table "
-                          "has the columns its records carry)", fix + " FROM ...")
+        shown = f"{column} AS {written}"
+        raise CompileFailure(cursor.pos(name), f"unsupported: processing-time column "
+                             f"{shown} (a table's processing-time column is exactly "
+                             f"{column} AS PROCTIME())",
+                             f"write {column} AS PROCTIME(), or compute {written} in a "
+                             "view that reads the table")
+    cursor.index = lateness_at
+    lateness: IntervalDecl | None = None
+    lateness_position: Position | None = None
+    if lateness_at < end:
+        lateness_position = cursor.pos(cursor.tokens[lateness_at])
+        cursor.index += 1
+        lateness = _lateness_amount(cursor)
+        if cursor.index != end:
+            token = cursor.tokens[cursor.index]
+            raise CompileFailure(cursor.pos(token), f"unexpected {_show(token)} after the "
+                                 f"LATENESS of computed column {column}",
+                                 f"a computed column is: {column} AS expr [LATENESS INTERVAL "
+                                 "'n' unit]")
+    # LATENESS makes the column NOT NULL (SPEC L2): a row without a time is invalid (S7).
+    return ColumnDecl(column, SqlType("VARCHAR", lateness is None), lateness, cursor.pos(name),
+                      lateness_position, computed=tuple(body))
 
 
 def _lateness_amount(cursor: _Cursor) -> IntervalDecl:

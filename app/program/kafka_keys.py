@@ -138,7 +138,7 @@ def table_key(table: str, options: Mapping[str, OptionDecl], columns: Sequence[C
         if column is None:
             raise CompileFailure(where, f"unknown column {name} in 'key.fields' of table "
                                  f"{table}", "columns: " + ", ".join(by_name))
-        if column.metadata is not None or column.processing_time:
+        if column.metadata is not None or column.processing_time or column.computed:
             raise CompileFailure(where, f"column {table}.{name} is not read from the record's "
                                  "key or value", "remove its METADATA (or PROCTIME), or "
                                  "leave it out of 'key.fields'")

@@ -69,6 +69,7 @@ __all__ = [
     "WINDOW_TIME",
     "PlannedQuery",
     "Relation",
+    "column_expression",
     "find_window_function",
     "join_chain",
     "plan_decorrelated",
@@ -826,7 +827,9 @@ class _Translator:
         if self.aggregates is None:
             raise CompileFailure(self.func_pos(node), f"aggregate function {name} is not "
                                  f"allowed in {self.clause}",
-                                 "filter groups with HAVING" if self.clause == "WHERE" else None)
+                                 "filter groups with HAVING" if self.clause == "WHERE" else
+                                 "aggregate in a view that reads the table"
+                                 if self.clause.startswith("computed column") else None)
         if self._in_aggregate:
             raise CompileFailure(self.func_pos(node), "aggregate functions cannot be nested",
                                  "aggregate in a LOCAL view, then aggregate its rows in a view "
@@ -944,6 +947,8 @@ class _Translator:
             if node.args.get("position") or node.args.get("expression") is not None:
                 raise CompileFailure(position, "unsupported: TRIM with LEADING/TRAILING or "
                                      "characters", "TRIM(x) removes spaces at both ends")
+        if isinstance(node, exp.Anonymous) and str(node.this).upper() == "TO_TIMESTAMP_LTZ":
+            return self._to_timestamp_ltz(node, position)
         if isinstance(node, exp.Anonymous):
             name = str(node.this).upper()
             name = {"LENGTH": "CHAR_LENGTH", "CEILING": "CEIL", "CHARACTER_LENGTH":
@@ -968,6 +973,32 @@ class _Translator:
         raw.extend(node.expressions)
         args = [self.translate(a) for a in raw]
         return self._call(catalog_name, args, node, position)
+
+    def _to_timestamp_ltz(self, node: exp.Anonymous, position: Position) -> Expr:
+        """Flink's ``TO_TIMESTAMP_LTZ(epoch, precision)``: integer epoch seconds (precision 0)
+        or milliseconds (3, the default) as a TIMESTAMP, NULL outside years 1 to 9999 (and,
+        for seconds, where the milliseconds overflow BIGINT)."""
+        fix = ("write TO_TIMESTAMP_LTZ(epoch_ms, 3) for epoch milliseconds, or "
+               "TO_TIMESTAMP_LTZ(epoch_s, 0) for seconds")
+        if not 1 <= len(node.expressions) <= 2:
+            raise CompileFailure(position, "TO_TIMESTAMP_LTZ takes an epoch number and its "
+                                 "precision", fix)
+        value = self.translate(node.expressions[0])
+        precision = 3
+        if len(node.expressions) == 2:
+            given = self.translate(node.expressions[1])
+            if not isinstance(given, Literal_) or given.value not in (0, 3) \
+                    or isinstance(given.value, bool):
+                raise CompileFailure(self.pos(node.expressions[1]), "TO_TIMESTAMP_LTZ's "
+                                     "precision must be 0 (seconds) or 3 (milliseconds)", fix)
+            precision = int(given.value)
+        if value.type.name not in ("INT", "BIGINT"):
+            raise CompileFailure(position, f"TO_TIMESTAMP_LTZ needs an integer epoch, not "
+                                 f"{value.type.name}", fix + " (CAST a number to BIGINT)")
+        if precision == 0:
+            value = self._call("*", [value, Literal_(1000, SqlType("BIGINT", False))], node,
+                               position)
+        return self._call("TIMESTAMP_MILLIS", [value], node, position)
 
     def _keyed_call(self, catalog_name: str, keys: tuple[str, ...], node: exp.Expression,
                     written: str, position: Position) -> Expr:
@@ -1091,6 +1122,27 @@ _PROCESSING_TIME_NAMES = {"CURRENT_ROW_TIMESTAMP", "CURRENT_DATE", "CURRENT_TIME
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def column_expression(source: SourceText, tokens: Sequence[Token], columns: Sequence[Column],
+                      what: str) -> Expr:
+    """A table's computed column ``name AS <tokens>``, over ``columns`` (SPEC L3's scalar
+    expressions: no aggregate, window or subquery), type-checked through the catalog."""
+    start, end = tokens[0].start, tokens[-1].end
+    try:
+        parsed = sqlglot.parse_one(source.blank_except(start, end))
+    except (ParseError, TokenError) as exc:
+        raise CompileFailure(source.position(start), f"syntax error in {what}: {exc}",
+                             "check the SQL at this position against the forms in "
+                             "docs/language.md") from exc
+    if not isinstance(parsed, exp.Expression):
+        raise CompileFailure(source.position(start), f"expected an expression in {what}")
+    node = parsed
+    if any(isinstance(n, (exp.Select, exp.Window)) for n in node.walk()):
+        raise CompileFailure(source.position(start), f"a subquery or OVER in {what}",
+                             "a computed column is a scalar expression of the table's columns")
+    scope = _Scope({c.name: c for c in columns}, set())
+    return _Translator(source, scope, source.position(start), None, what).translate(node)
 
 
 def _parse_select(source: SourceText, tokens: Sequence[Token], tvf: _Tvf | None) -> exp.Select:

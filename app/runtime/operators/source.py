@@ -20,6 +20,7 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from app.circuit.computed_columns import expr_to_json
 from app.circuit.ir import SqlType, Table
 from app.connectors.late_gate import ACCEPTED, SourceColumn, SourceSpec
 from app.errors import TidemarkError
@@ -55,7 +56,9 @@ def source_spec(table: Table, ok_payload: bool = True) -> SourceSpec:
         table=table.name,
         topic=table.topic,
         columns=tuple(
-            SourceColumn(c.name, _kind(c.type), c.type.nullable, c.metadata)
+            SourceColumn(c.name, _kind(c.type), c.type.nullable, c.metadata,
+                         None if c.computed is None else expr_to_json(c.computed.expr),
+                         None if c.computed is None else c.computed.written)
             for c in table.columns
             if not c.processing_time  # the query adds it: the source knows no batch time
         ),

@@ -1,17 +1,17 @@
 """SPEC L1, L7, S10 in the compiler: Flink's computed columns in CREATE TABLE.
 
-A table has the columns its records carry (or their Kafka metadata), and one computed column
-form: ``pt AS PROCTIME()``, a processing-time attribute. Another processing-time expression
-is named as such, with ``AS PROCTIME()`` as the fix; LATENESS on a PROCTIME column is refused
-(it is never late); any other ``c AS expr`` is named as a computed column, with the view that
-computes it as the fix. Each error is at the column's name (or the LATENESS), with the
-expression as written.
+A table has the columns its records carry (or their Kafka metadata), a processing-time
+attribute ``pt AS PROCTIME()``, and computed columns ``c AS expr`` of the others, computed
+when a record is decoded. Another processing-time expression is named as such, with ``AS
+PROCTIME()`` as the fix; LATENESS on a PROCTIME column is refused (it is never late). A
+computed column's errors are at its expression.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from app.circuit.explain import explain_text
 from app.errors import ProgramError
 from app.program.compile import compile_program
 
@@ -61,18 +61,42 @@ def test_l7_lateness_on_a_proctime_column_is_refused_with_the_fix() -> None:
     assert fix.startswith("write pt AS PROCTIME() without LATENESS")
 
 
-def test_l7_computed_column_is_refused_with_the_view_that_computes_it() -> None:
-    line, column, message, fix = rejected(
-        "price DECIMAL(10, 2) NOT NULL,\n    qty INT,\n"
-        "    total AS CAST(price * qty AS DECIMAL(12, 2)), note VARCHAR")
-    assert (line, column) == (5, 5)
-    assert message == ("unsupported: computed column total AS CAST(price * qty AS DECIMAL(12, "
-                       "2)) (a table has the columns its records carry)")
-    assert fix == ("compute it in a view that reads the table: SELECT ..., CAST(price * qty AS "
-                   "DECIMAL(12, 2)) AS total FROM ...")
+def test_l1_computed_column_takes_its_expressions_type_and_is_no_value_field() -> None:
+    circuit = compile_program("p.sql", "CREATE TABLE t (\n"
+                              "    ts TIMESTAMP NOT NULL LATENESS INTERVAL '5' SECOND,\n"
+                              "    price DECIMAL(10, 2) NOT NULL, qty INT,\n"
+                              "    total AS CAST(price * qty AS DECIMAL(12, 2)), note VARCHAR\n"
+                              ") WITH ('topic' = 't');\n")
+    table = circuit.table("t")
+    total = table.column("total")
+    assert str(total.type) == "DECIMAL(12, 2)"
+    assert total.computed is not None
+    assert total.computed.written == "CAST(price * qty AS DECIMAL(12, 2))"
+    assert [f["name"] for f in table.avro_schema["fields"]] == ["ts", "price", "qty", "note"]
+    assert "total DECIMAL(12, 2) AS CAST(price * qty AS DECIMAL(12, 2))" in explain_text(circuit)
 
 
-def test_l7_computed_column_last_in_the_table() -> None:
-    line, column, message, _ = rejected("doubled AS 2 * 2")
-    assert (line, column) == (3, 5)
-    assert message.startswith("unsupported: computed column doubled AS 2 * 2 ")
+def test_l2_lateness_on_a_computed_column_makes_it_a_not_null_time_attribute() -> None:
+    circuit = compile_program("p.sql", "CREATE TABLE t (\n    epoch_ms BIGINT,\n"
+                              "    ts AS TIMESTAMP_MILLIS(epoch_ms) LATENESS INTERVAL '5' SECOND\n"
+                              ") WITH ('topic' = 't');\n"
+                              "CREATE VIEW v WITH ('topic' = 'v') AS SELECT ts FROM t;\n")
+    table = circuit.table("t")
+    assert str(table.column("ts").type) == "TIMESTAMP NOT NULL"
+    assert [(lt.column, lt.amount) for lt in table.lateness] == [("ts", 5000)]
+    assert [a.column for a in circuit.view("v").time_attributes] == ["ts"]
+
+
+@pytest.mark.parametrize(("columns", "at", "message", "fix"), [
+    ("doubled AS 2 * nothing", (3, 20), "unknown column nothing", "available columns: ts"),
+    ("a INT, b AS a + 1, c AS b * 2", (3, 29), "unknown column b", "available columns: ts, a"),
+    ("n VARCHAR, big AS n LATENESS INTERVAL '1' SECOND", (3, 25),
+     "LATENESS on t.big, a VARCHAR column", ""),
+    ("pt AS NOW()", (3, 5), "unsupported: processing-time column pt AS NOW()", "write pt AS"),
+])
+def test_l7_computed_column_errors_are_at_the_expression(
+        columns: str, at: tuple[int, int], message: str, fix: str) -> None:
+    line, column, got, got_fix = rejected(columns)
+    assert (line, column) == at
+    assert got.startswith(message)
+    assert got_fix.startswith(fix)
