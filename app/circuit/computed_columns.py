@@ -23,17 +23,61 @@ from decimal import Decimal
 from typing import Any
 
 from app.circuit import functions
-from app.circuit.ir import Call, Case, Cast, Column, ColumnRef, Expr, Literal_, SqlType
+from app.circuit.ir import (
+    Call,
+    Case,
+    Cast,
+    Column,
+    ColumnRef,
+    Computed,
+    Expr,
+    Literal_,
+    SqlType,
+    column_names,
+)
 
-__all__ = ["computed_values", "expr_from_json", "expr_to_json", "null_message"]
+__all__ = [
+    "CURRENT_WATERMARK",
+    "WATERMARK_PREFIX",
+    "computed_values",
+    "current_watermark_column",
+    "expr_from_json",
+    "expr_to_json",
+    "null_message",
+]
+
+#: The call of a hidden computed column holding its table's waterline (never in a view's
+#: expressions: a view reads the column).
+CURRENT_WATERMARK = "CURRENT_WATERMARK"
+#: The name of that column is this prefix and its LATENESS column's (no user name starts
+#: with ``__``).
+WATERMARK_PREFIX = "__watermark__"
 
 
-def computed_values(columns: Sequence[Column], row: Mapping[str, Any]) -> dict[str, Any]:
-    """Each computed column of ``columns`` over ``row`` (the record's other columns). An
+def current_watermark_column(table: str, column: Column) -> Column:
+    """The hidden computed column of LATENESS column ``column`` that Flink's
+    ``CURRENT_WATERMARK(column)`` reads in a view of the table: the waterline the row's step
+    started with, w(t-1) (S3, S5: the one the late gate judges the row by), NULL before the
+    first. It is evaluated with the table's other computed columns, where the gate's
+    waterlines are at hand, so both engines read the same value."""
+    kind = column.type.with_nullable(True)
+    call = Call(CURRENT_WATERMARK, (ColumnRef(column.name, column.type),), kind)
+    return Column(f"{WATERMARK_PREFIX}{column.name}", kind,
+                  computed=Computed(call, f"CURRENT_WATERMARK({table}.{column.name})"))
+
+
+def computed_values(columns: Sequence[Column], row: Mapping[str, Any],
+                    waterlines: Mapping[str, int | None]) -> dict[str, Any]:
+    """Each computed column of ``columns`` over ``row`` (the record's other columns), with
+    ``waterlines`` the table's at the start of the step (w(t-1), for CURRENT_WATERMARK). An
     expression the catalog cannot evaluate is NULL, as its Spark rendering's ``try_*`` is."""
     values: dict[str, Any] = {}
     for column in columns:
         if column.computed is None:
+            continue
+        expr = column.computed.expr
+        if isinstance(expr, Call) and expr.fn == CURRENT_WATERMARK:
+            values[column.name] = waterlines.get(column_names(expr)[0])
             continue
         try:
             values[column.name] = functions.evaluate(column.computed.expr, row)

@@ -1337,7 +1337,7 @@ class Reference:
                 for col in table.columns
                 if col.computed is None
             }
-            row.update(computed_values(table.columns, row))
+            row.update(computed_values(table.columns, row, gate.values))
             row = {col.name: row[col.name] for col in table.columns}
             required = (
                 deletion_required

@@ -361,7 +361,7 @@ class LateGate:
             except KeyRecordError as exc:
                 return GateVerdict(exc.reason, None, exc.message)
         if self._computed:
-            row.update(computed_values(self._computed, row))
+            row.update(computed_values(self._computed, row, self.waterlines))
         missing = self._missing(row, self._required, "record")
         return missing if missing is not None else self._timed("ok", row)
 
@@ -397,7 +397,7 @@ class LateGate:
         except KeyRecordError as exc:
             return GateVerdict(exc.reason, None, exc.message)
         if self._computed:
-            row.update(computed_values(self._computed, row))
+            row.update(computed_values(self._computed, row, self.waterlines))
         metadata = {c.name: c.metadata for c in self.spec.columns}
         for name, _ in self.spec.lateness:
             if metadata[name] is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, Literal, cast
 
 from sqlglot import exp
 
+from app.circuit.computed_columns import current_watermark_column
 from app.circuit.explain import waterline_text
 from app.circuit.ir import (
     Circuit,
@@ -347,6 +349,13 @@ class _Compiler:
             max_future_ms = option.value.amount
         key = table_key(decl.name, options, columns, key_in_value)
         columns = list(key.columns)
+        watermarks: dict[str, Column] = {}
+        if _READS_CURRENT_WATERMARK.search(self.source.text):
+            # Each row carries the waterlines its step started with, for CURRENT_WATERMARK.
+            by_name = {c.name: c for c in columns}
+            watermarks = {lt.column: current_watermark_column(decl.name, by_name[lt.column])
+                          for lt in lateness}
+            columns += watermarks.values()
         registry = self._registry_url(options.get("schema-registry.url"),
                                       "avro-confluent" if key.format == "avro-confluent" else fmt,
                                       "table")
@@ -368,11 +377,13 @@ class _Compiler:
                       dead_letter_connect_headers=connect_headers)
         self.tables.append(table)
         self.relations[decl.name] = Relation(
-            decl.name, tuple(Column(c.name, c.type) for c in table.columns),
+            decl.name, tuple(Column(c.name, c.type) for c in table.columns
+                             if c not in watermarks.values()),
             tuple(TimeAttribute(name, decl.name, name, "forwarded") for name in
                   [lt.column for lt in lateness] + [c.name for c in columns if c.processing_time]),
             True, "table", table.primary_key,
-            processing_time=tuple(c.name for c in columns if c.processing_time))
+            processing_time=tuple(c.name for c in columns if c.processing_time),
+            current_watermarks=watermarks)
         if decl.name in self.composition.boundaries:
             if table.deletes_by_tombstone:
                 # A view sees no deletions (S16): a boundary would drop the tombstones.
@@ -1345,6 +1356,10 @@ def _primary_key(decl: TableDecl, columns: Sequence[Column]) -> tuple[str, ...]:
                                  "list each key column once")
         names.append(name)
     return tuple(names)
+
+
+#: A program that calls CURRENT_WATERMARK: its tables' rows carry their waterlines.
+_READS_CURRENT_WATERMARK = re.compile(r"\bCURRENT_WATERMARK\s*\(", re.IGNORECASE)
 
 
 def _with_watermarks(decl: TableDecl) -> TableDecl:

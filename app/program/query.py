@@ -122,6 +122,9 @@ class Relation:
     #: Of the generated view of a join chain's earlier relations: each relation's alias ->
     #: each of its columns -> this view's column holding it (``alias__column``).
     joined: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: Of a table of a program that calls CURRENT_WATERMARK: each LATENESS column -> the
+    #: hidden column its rows carry its waterline in (app/circuit/computed_columns.py).
+    current_watermarks: Mapping[str, Column] = field(default_factory=dict)
 
     def time_attribute(self, column: str) -> TimeAttribute | None:
         for attr in self.time_attributes:
@@ -361,6 +364,8 @@ class _Scope:
     #: Names that stand for an expression of the columns: Flink's ``window_time`` of a
     #: window function, ``window_end - INTERVAL '1' MILLISECOND``.
     computed: dict[str, exp.Expression] = field(default_factory=dict)
+    #: The table's columns CURRENT_WATERMARK(column) reads (Relation.current_watermarks).
+    watermarks: Mapping[str, Column] = field(default_factory=dict)
 
 
 #: Flink's ``window_time`` of a window function: the time attribute of a window's rows,
@@ -947,6 +952,8 @@ class _Translator:
             if node.args.get("position") or node.args.get("expression") is not None:
                 raise CompileFailure(position, "unsupported: TRIM with LEADING/TRAILING or "
                                      "characters", "TRIM(x) removes spaces at both ends")
+        if isinstance(node, exp.Anonymous) and str(node.this).upper() == "CURRENT_WATERMARK":
+            return self._current_watermark(node, position)
         if isinstance(node, exp.Anonymous) and str(node.this).upper() == "TO_TIMESTAMP_LTZ":
             return self._to_timestamp_ltz(node, position)
         if isinstance(node, exp.Anonymous):
@@ -973,6 +980,23 @@ class _Translator:
         raw.extend(node.expressions)
         args = [self.translate(a) for a in raw]
         return self._call(catalog_name, args, node, position)
+
+    def _current_watermark(self, node: exp.Anonymous, position: Position) -> Expr:
+        """Flink's ``CURRENT_WATERMARK(ts)``: the waterline of the table's LATENESS column
+        ts that the row's step started with, w(t-1), NULL before the first (docs/semantics.md,
+        CURRENT_WATERMARK): a column the table's rows carry."""
+        args = node.expressions
+        fix = ("write CURRENT_WATERMARK(ts) in a view that reads the table whose LATENESS "
+               "(or WATERMARK) column ts is")
+        if len(args) != 1 or not isinstance(args[0], exp.Column):
+            raise CompileFailure(position, "CURRENT_WATERMARK takes one column", fix)
+        name = _ident(args[0].parts[-1])
+        held = self.scope.watermarks.get(name)
+        if held is None:
+            raise CompileFailure(self.pos(args[0]), f"CURRENT_WATERMARK({name}): {name} is "
+                                 "not a LATENESS column of the table this view reads", fix)
+        self.refs.append((name, self.pos(args[0])))
+        return ColumnRef(held.name, held.type)
 
     def _to_timestamp_ltz(self, node: exp.Anonymous, position: Position) -> Expr:
         """Flink's ``TO_TIMESTAMP_LTZ(epoch, precision)``: integer epoch seconds (precision 0)
@@ -1638,7 +1662,8 @@ def _plan_single(source: SourceText, tokens: Sequence[Token], select: exp.Select
         qualifiers.add(_PLACEHOLDER)
     if table.alias:
         qualifiers = {table.alias if table.args["alias"].this.quoted else table.alias.lower()}
-    scope = _Scope(columns, qualifiers, computed=computed)
+    scope = _Scope(columns, qualifiers, computed=computed,
+                   watermarks=relation.current_watermarks)
     every_column = [*columns, *computed]
 
     where = select.args.get("where")
