@@ -67,10 +67,12 @@ class TableInputs:
 
     def __init__(self, table: Table, rng: random.Random, late_fraction: float) -> None:
         if table.format not in _MALFORMED:
+            why = ("change events the demo does not generate" if table.changelog else
+                   "a schema registry the demo does not start")
             raise ConfigError(
-                f"table {table.name} reads '{table.format}' records, which need a schema "
-                "registry the demo does not start: run the program with tidemark run, or "
-                "demo a program whose tables are 'avro' or 'json'"
+                f"table {table.name} reads '{table.format}' records, which need {why}: run "
+                "the program with tidemark run, or demo a program whose tables are 'avro' or "
+                "'json'"
             )
         self.table, self.random, self.late_fraction = table, rng, late_fraction
         schema = table.avro_schema

@@ -384,6 +384,9 @@ def explain_text(circuit: Circuit) -> str:
                          "decode is a dead letter)")
         if table.primary_key:
             deletes = (", a tombstone deletes its key" if table.deletes_by_tombstone else "")
+            if table.changelog:
+                deletes = (", a delete event deletes its key" + (", so does a tombstone" if
+                           table.deletes_by_tombstone else ""))
             lines.append(f"  primary key:  {', '.join(table.primary_key)} (NOT ENFORCED: each "
                          f"row is one more version of its key{deletes})")
         if table.lateness:

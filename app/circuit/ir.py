@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from app.circuit.metadata import CHANGELOG_FORMATS
+
 #: Field metadata of an IR field added after plans were first fingerprinted: a value equal
 #: to the field's default is left out of plan digests
 #: (:func:`app.runtime.planner.plan_fingerprint.plain_value`), so a program that does not use the
@@ -600,7 +602,9 @@ class Table:
     name: str
     columns: tuple[Column, ...]
     topic: str
-    format: Literal["avro", "avro-confluent", "json"]
+    #: How record values are decoded; ``debezium-json``: Debezium change events of a keyed
+    #: table (:attr:`changelog`).
+    format: Literal["avro", "avro-confluent", "json", "debezium-json"]
     avro_schema: dict[str, Any]
     dead_letter_topic: str
     lateness: tuple[Lateness, ...]
@@ -658,6 +662,20 @@ class Table:
         topic, which ends the key's last version for a temporal join (S16)."""
         return (len(self.primary_key) == 1 or self.key_format is not None) and bool(
             self.primary_key) and all(self.column(k).metadata == "key" for k in self.primary_key)
+
+    @property
+    def changelog(self) -> bool:
+        """The table's records are change events of a keyed table (``'format' =
+        'debezium-json'``): creates and updates are versions of their key, a delete event
+        the deletion of its key (ADR 0028)."""
+        return self.format in CHANGELOG_FORMATS
+
+    @property
+    def deletes_keys(self) -> bool:
+        """Records of the table may delete keys: its tombstones
+        (:attr:`deletes_by_tombstone`) or its delete events (:attr:`changelog`). A deletion
+        ends its key's last version for a temporal join and reaches no other view (S16)."""
+        return self.deletes_by_tombstone or self.changelog
 
     def column(self, name: str) -> Column:
         for col in self.columns:

@@ -18,8 +18,8 @@ in plain Python, favouring obviousness over speed. Per step, in this order:
    each match when its second row arrives and an outer row once it is proven unmatched
    (S16); a temporal join holds its probe rows until the versioned table's waterline
    passes their time, then writes each with the version valid at it; a table keyed by its
-   Kafka key also takes :class:`Deletion` records (tombstones), which end their key's last
-   version for temporal joins and reach no other view.
+   Kafka key, or a changelog table, also takes :class:`Deletion` records (tombstones, delete
+   events), which end their key's last version for temporal joins and reach no other view.
 3. **Completeness, emission, state** (S11-S14): after all rows of the step are applied, each
    output view writes its records per its :class:`~app.circuit.ir.EmitPolicy` and format, and
    groups that are complete and fully written are freed.
@@ -96,9 +96,10 @@ class Punctuation:
 
 @dataclass(frozen=True)
 class Deletion:
-    """A tombstone of a table keyed by its Kafka key (``Table.deletes_by_tombstone``): the
-    deletion of its key at its time. ``row`` holds the record's metadata columns (the key,
-    the timestamp, ...); the value columns are NULL. Gated like a row (S5, S7)."""
+    """The deletion of a key at its time (``Table.deletes_keys``): a tombstone of a table
+    keyed by its Kafka key, whose ``row`` holds the record's metadata columns (the key, the
+    timestamp, ...), or a delete event of a changelog table, whose ``row`` holds its key and
+    time columns; the other columns are NULL. Gated like a row (S5, S7)."""
 
     row: Row
 
@@ -1328,9 +1329,10 @@ class Reference:
         for given in step.rows.get(table.name, ()):
             deleted = isinstance(given, Deletion)
             original = given.row if isinstance(given, Deletion) else given
-            if deleted and not table.deletes_by_tombstone:
+            if deleted and not table.deletes_keys:
                 raise ValueError(
-                    f"a deletion of table {table.name}, whose PRIMARY KEY is not its Kafka key"
+                    f"a deletion of table {table.name}, whose PRIMARY KEY is not its Kafka key "
+                    "and whose records are no change events"
                 )
             row: dict[str, Any] = {
                 col.name: step.batch_time_ms if col.processing_time else original.get(col.name)

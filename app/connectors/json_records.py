@@ -26,13 +26,13 @@ import json
 import math
 import re
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from decimal import Decimal, InvalidOperation, localcontext
 from typing import Any
 
 from app.circuit.functions import parse_date, parse_timestamp
 
-__all__ = ["JsonRecordError", "JsonRecords", "sql_type_name"]
+__all__ = ["JsonRecordError", "JsonRecords", "shown", "sql_type_name"]
 
 _INT64 = (-(2**63), 2**63 - 1)
 #: A DECIMAL given as a JSON string: an optionally signed decimal number, nothing else (no
@@ -78,7 +78,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     """A field value as the JSON text a producer wrote, shortened for a header."""
     if value is None or isinstance(value, bool):
         text = json.dumps(value)
@@ -237,29 +237,45 @@ class JsonRecords:
 
     def decode(self, value: bytes) -> dict[str, Any]:
         """The row of one record value; raises :class:`JsonRecordError` when there is none."""
+        found = self.parse(value)
+        if not isinstance(found, dict):
+            raise self._malformed(f"the value is {shown(found)}, not a JSON object")
+        return self.row(found)
+
+    def parse(self, value: bytes) -> Any:
+        """The JSON value of one record value (numbers with a fraction as exact
+        :class:`~decimal.Decimal`); raises :class:`JsonRecordError` (``malformed``) when the
+        bytes are no UTF-8 JSON text."""
         try:
-            found = self._parser.decode(value.decode("utf-8"))
+            return self._parser.decode(value.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise self._malformed(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         except (ValueError, RecursionError) as exc:
             raise self._malformed(str(exc) or type(exc).__name__) from None
-        if not isinstance(found, dict):
-            raise self._malformed(f"the value is {_shown(found)}, not a JSON object")
+
+    def row(self, found: Mapping[str, Any], only: Collection[str] | None = None,
+            where: str = "") -> dict[str, Any]:
+        """The row of a parsed JSON object: each column's field read by its column's
+        conventions (``only``: these columns, the others NULL); raises
+        :class:`JsonRecordError` (``invalid``) for a field its column cannot hold, naming
+        the column (``where``: the object it is a field of, as in ``after.amount``)."""
         row: dict[str, Any] = {}
         for name, read, expected in self._readers:
             field = found.get(name)
-            if field is None:
+            if field is None or (only is not None and name not in only):
                 row[name] = None
                 continue
             try:
                 row[name] = read(field)
             except _Mismatch:
                 raise JsonRecordError(
-                    "invalid", f"column {name}: expected {expected}, got {_shown(field)}"
+                    "invalid", f"column {name}: expected {expected}, got {shown(field)}"
+                    + (f" (in {where})" if where else "")
                 ) from None
             except _Problem as problem:
                 raise JsonRecordError(
-                    "invalid", f"column {name} = {_shown(field)} is {problem}"
+                    "invalid", f"column {name} = {shown(field)} is {problem}"
+                    + (f" (in {where})" if where else "")
                 ) from None
         return row
 

@@ -286,6 +286,8 @@ class _SliceReader:
                 for col, bound in verdict.bounds.items():
                     self._note(col, bound)
                 continue
+            elif verdict.kind == "skipped":
+                continue  # a Debezium tombstone after its delete event: no row, no letter
             items.append((verdict, msg))
         return _to_batch(self.schema, self.names, items, self.part, None, self.spec.ok_payload)
 

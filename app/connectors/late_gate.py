@@ -7,7 +7,13 @@ reference comparison share it. A record is exactly one of:
 - ``delete``: of a table keyed by its Kafka key (``SourceSpec.deletes``), a null value without
   that header (a tombstone, S16): the deletion of its key at its time, a row of its metadata
   columns only, which only a temporal join reads (it ends the key's last version); gated like
-  a row (its key and times must be there, and it may be future or late);
+  a row (its key and times must be there, and it may be future or late); of a
+  ``'format' = 'debezium-json'`` table also a delete event (``op`` ``d``,
+  :mod:`app.connectors.debezium_records`), its key and times read from ``before``;
+- ``skipped``: of a ``debezium-json`` table, a tombstone whose key or time the record does
+  not give (the table's key or time is read from the events): the compaction marker that
+  follows the delete event of its key, which already deleted it, so it changes nothing and
+  is no dead letter (ADR 0028);
 - ``malformed``: cannot be decoded with the table's schema (S7): garbage bytes, a record written
   with another schema (bytes left over or missing), a value of another Avro type; for a
   ``'format' = 'json'`` table, a value that is not UTF-8 JSON text of an object
@@ -50,6 +56,7 @@ from app.circuit.ir import Column, Computed, SqlType
 from app.circuit.waterline import is_late, late_mask
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.confluent_avro import ConfluentAvroRecords, ConfluentRecordError
+from app.connectors.debezium_records import ENVELOPE, DebeziumJsonRecords
 from app.connectors.json_records import JsonRecordError, JsonRecords
 from app.connectors.record_key import KeyDecoder, KeyRecordError
 from app.connectors.record_metadata import MetadataError, RecordMeta, RecordMetadata
@@ -173,6 +180,8 @@ class SourceSpec:
     key_format: str | None = None
     key_fields: tuple[str, ...] = ()
     key_schema: Mapping[str, Any] | None = None
+    #: The table's PRIMARY KEY: the columns a ``debezium-json`` delete event must give.
+    primary_key: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -193,6 +202,7 @@ class SourceSpec:
             "key_format": self.key_format,
             "key_fields": list(self.key_fields),
             "key_schema": self.key_schema,
+            "primary_key": list(self.primary_key),
         }
 
     @classmethod
@@ -217,6 +227,7 @@ class SourceSpec:
             key_format=data.get("key_format"),
             key_fields=tuple(data.get("key_fields", ())),
             key_schema=data.get("key_schema"),
+            primary_key=tuple(data.get("primary_key", ())),
         )
 
     @property
@@ -233,7 +244,7 @@ class SourceSpec:
 
 @dataclass(frozen=True)
 class GateVerdict:
-    kind: str  # ok|delete|late|malformed|invalid|future|punctuation
+    kind: str  # ok|delete|late|malformed|invalid|future|punctuation|skipped
     row: dict[str, Any] | None = None
     message: str = ""
     column: str | None = None
@@ -275,15 +286,31 @@ class LateGate:
             key = KeyDecoder(spec.table, spec.key_format,
                              [(n, kinds[n]) for n in spec.key_fields], spec.key_schema,
                              spec.registry)
+        changelog = spec.format == "debezium-json"
         self._metadata = RecordMetadata(
-            [(c.name, c.kind, c.metadata) for c in spec.columns if c.metadata is not None], key
+            [(c.name, c.kind, c.metadata) for c in spec.columns
+             if c.metadata is not None and not (changelog and c.metadata in ENVELOPE)], key
         )
         value_required = [c.name for c in spec.value_columns if not c.nullable]
+        times = [c for c, _ in spec.lateness]
+        #: What a deletion must have: its key and its times.
+        self._deletion_required = [*spec.primary_key, *(c for c in times
+                                                        if c not in spec.primary_key)]
+        self._debezium: DebeziumJsonRecords | None = None
         self._json: JsonRecords | None = None
         self._confluent: ConfluentAvroRecords | None = None
         self._nullable_codecs: list[AvroCodec] = []
         if spec.format == "json":
             self._json = JsonRecords(spec.table, [(c.name, c.kind) for c in spec.value_columns])
+        elif changelog:
+            values = {c.name for c in spec.value_columns}
+            self._debezium = DebeziumJsonRecords(
+                spec.table,
+                [(c.name, c.kind) for c in spec.value_columns],
+                [(c.name, c.kind, c.metadata) for c in spec.columns
+                 if c.metadata is not None and c.metadata in ENVELOPE],
+                [c for c in self._deletion_required if c in values],
+            )
         elif spec.format == "avro-confluent":
             if spec.registry is None:
                 raise ValueError(f"table {spec.table}: avro-confluent values need a registry")
@@ -314,6 +341,12 @@ class LateGate:
         ]
         self._computed_text = {c.name: c.computed.written for c in self._computed
                                if c.computed is not None}
+        # A Debezium tombstone deletes its key only when the record itself gives the key
+        # and the times (ADR 0018's table); else the delete event before it did.
+        record_columns = {c.name for c in spec.columns if c.metadata is not None} - {
+            c.name for c in spec.columns if c.metadata in ENVELOPE}
+        self._tombstones_delete = spec.deletes and (
+            not changelog or all(c in record_columns for c in times))
 
     @property
     def confluent(self) -> ConfluentAvroRecords | None:
@@ -333,12 +366,23 @@ class LateGate:
     ) -> GateVerdict:
         """The verdict on one record: its value, headers and (for metadata columns) the
         record's key, timestamp, partition and offset (None: all NULL)."""
+        kind = "ok"
         if value is None:
             bound = any(key.startswith(BOUND_HEADER) for key, _ in headers or ())
-            if self.spec.deletes and not bound:
+            if self._tombstones_delete and not bound:
                 return self._deletion(headers, record)
+            if self._debezium is not None and not bound:
+                return GateVerdict(
+                    "skipped", None, "a tombstone of a Debezium topic whose key or time only "
+                    "its change events give: the delete event before it deleted its key")
             return self._punctuation(headers)
-        if self._json is not None:
+        if self._debezium is not None:
+            try:
+                event = self._debezium.decode(value)
+            except JsonRecordError as exc:
+                return GateVerdict(exc.reason, None, exc.message)
+            kind, row = event.kind, event.row
+        elif self._json is not None:
             try:
                 row = self._json.decode(value)
             except JsonRecordError as exc:
@@ -362,8 +406,11 @@ class LateGate:
                 return GateVerdict(exc.reason, None, exc.message)
         if self._computed:
             row.update(computed_values(self._computed, row, self.waterlines))
-        missing = self._missing(row, self._required, "record")
-        return missing if missing is not None else self._timed("ok", row)
+        if kind == "delete":
+            missing = self._missing(row, self._deletion_required, "delete event")
+        else:
+            missing = self._missing(row, self._required, "record")
+        return missing if missing is not None else self._timed(kind, row)
 
     def _missing(
         self, row: Mapping[str, Any], required: Sequence[str], what: str
@@ -376,6 +423,9 @@ class LateGate:
                                    null_message(name, self._computed_text[name]))
             if row.get(name) is None:
                 lacks = self._metadata.missing(name)
+                if lacks is None and self._debezium is not None:
+                    lacks = self._debezium.missing(name) or (
+                        f"no before.{name}" if what == "delete event" else None)
                 return GateVerdict(
                     "invalid",
                     None,

@@ -165,6 +165,18 @@ def _value_decoder(spec: SourceSpec) -> Callable[[bytes], dict[str, Any]] | str:
 
     if spec.format == "json":
         return JsonRecords(spec.table, [(c.name, c.kind) for c in spec.value_columns]).decode
+    if spec.format == "debezium-json":
+        from app.connectors.late_gate import LateGate
+
+        gate = LateGate(spec, {}, 0)
+
+        def event(value: bytes) -> dict[str, Any]:
+            verdict = gate.classify(value, None)
+            if verdict.row is None:
+                raise ValueError(verdict.message)
+            return verdict.row
+
+        return event
     if spec.format == "avro":
         return AvroCodec(spec.avro_schema).decode
     if spec.format == "avro-confluent":

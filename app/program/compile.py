@@ -36,7 +36,13 @@ from app.circuit.ir import (
     View,
     ViewLateness,
 )
-from app.circuit.metadata import HEADER_PREFIX, METADATA_TYPES, metadata_types
+from app.circuit.metadata import (
+    CHANGELOG_FORMATS,
+    CHANGELOG_METADATA_TYPES,
+    HEADER_PREFIX,
+    METADATA_TYPES,
+    metadata_types,
+)
 from app.circuit.processing_time import mark_processing_windows
 from app.errors import ProgramError
 from app.program.avro_schema import CHANGELOG_FIELDS, record_schema, schema_mismatches
@@ -100,7 +106,7 @@ VIEW_OPTIONS = ("topic", "format", "encoding", "schema-registry.url", "key", "ke
 #: Where a new checkpoint starts reading a table's topic (Flink's Kafka connector's names).
 STARTUP_MODES = ("earliest-offset", "latest-offset", "timestamp")
 VIEW_ENCODINGS = ("avro", "avro-confluent", "json")
-TABLE_FORMATS = ("avro", "avro-confluent", "json")
+TABLE_FORMATS = ("avro", "avro-confluent", "json", *CHANGELOG_FORMATS)
 VIEW_FORMATS = ("upsert", "changelog", "append")
 
 
@@ -216,6 +222,8 @@ class _Compiler:
                 if not any(failure.message == f"unknown table or view {name}"
                            for name in failed):
                     self.error(failure)
+        for view in self.views:
+            self._changelog_readers(view)
         if self.errors:
             raise ProgramError(sorted(self.errors, key=lambda d: (d.position.line,
                                                                  d.position.column)))
@@ -225,6 +233,25 @@ class _Compiler:
         return mark_processing_windows(Circuit(
             self.source.path, tuple(tables), tuple(self.views), tuple(self.warnings),
             self.source.text, cast(Literal["tidemark", "flink"], self.source.dialect)))
+
+    def _changelog_readers(self, view: View) -> None:
+        """A changelog table (``'format' = 'debezium-json'``) is read only as the versioned
+        side of a temporal join (S16): its updates and deletes are versions of keys, which
+        no other view reads (a view of the table as it is now would be an updating input,
+        ADR 0028)."""
+        join = view.join
+        for source in view.sources:
+            table = next((t for t in self.tables if t.name == source), None)
+            if table is None or not table.changelog:
+                continue
+            if join is not None and join.as_of is not None and join.right.source == source:
+                continue
+            self.error(CompileFailure(
+                view.position, f"view {view.name} reads table {source}, a changelog of "
+                f"updates and deletes ('format' = '{table.format}'), which only a temporal "
+                "join reads (as the latest row per key)",
+                f"join it as the versioned side: ... JOIN {source} FOR SYSTEM_TIME AS OF "
+                "<probe time> ON <its PRIMARY KEY>"))
 
     def _dialect(self, decls: Sequence[Decl]) -> str:
         """Flink's dialect when a table names a ``'connector'`` (Flink's way to bind a table
@@ -293,6 +320,9 @@ class _Compiler:
         seen: set[str] = set()
         read = [Column(c.name, c.type) for c in decl.columns
                 if c.computed is None and not c.processing_time]
+        format_option = next((o for o in decl.options if o.key == "format"), None)
+        changelog = (format_option is not None and isinstance(format_option.value, str)
+                     and format_option.value in CHANGELOG_FORMATS)
         for col in decl.columns:
             if col.name in seen:
                 raise CompileFailure(col.position, f"duplicate column {col.name} in table "
@@ -303,7 +333,8 @@ class _Compiler:
                 col = replace(col, type=column.type)
                 columns.append(column)
             else:
-                columns.append(Column(col.name, col.type, _metadata_key(decl.name, col),
+                columns.append(Column(col.name, col.type,
+                                      _metadata_key(decl.name, col, changelog),
                                       processing_time=col.processing_time))
             if col.lateness is not None:
                 assert col.lateness_position is not None
@@ -369,7 +400,8 @@ class _Compiler:
         else:
             schema = record_schema(decl.name, value_columns)
         table = Table(decl.name, tuple(columns), topic_value,
-                      cast(Literal["avro", "avro-confluent", "json"], fmt), schema, dead_letter,
+                      cast(Literal["avro", "avro-confluent", "json", "debezium-json"], fmt),
+                      schema, dead_letter,
                       tuple(lateness), max_future_ms, decl.position, registry,
                       *self._startup(options), primary_key=_primary_key(decl, columns),
                       bootstrap_servers=bootstrap, key_format=key.format,
@@ -384,12 +416,19 @@ class _Compiler:
             True, "table", table.primary_key,
             processing_time=tuple(c.name for c in columns if c.processing_time),
             current_watermarks=watermarks)
+        if table.changelog and not table.primary_key:
+            raise CompileFailure(decl.position, f"table {decl.name} reads change events "
+                                 f"('format' = '{fmt}'), which update and delete rows by key, "
+                                 "but has no PRIMARY KEY",
+                                 "add PRIMARY KEY (<the database table's key columns>) NOT "
+                                 "ENFORCED")
         if decl.name in self.composition.boundaries:
-            if table.deletes_by_tombstone:
-                # A view sees no deletions (S16): a boundary would drop the tombstones.
-                raise CompileFailure(decl.position, f"table {decl.name} deletes keys by "
-                                     "tombstone, which a later query cannot read through a "
-                                     "stage boundary", "read it in the query of its table")
+            if table.deletes_keys:
+                # A view sees no deletions (S16): a boundary would drop them.
+                raise CompileFailure(decl.position, f"table {decl.name} deletes keys (by "
+                                     "tombstone or delete event), which a later query cannot "
+                                     "read through a stage boundary",
+                                     "read it in the query of its table")
             writer = table_passthrough(self.composition, table)
             self.declared[writer.name] = decl.position
             self.views.append(writer)
@@ -1284,8 +1323,9 @@ def _lateness_amount(relation: str, column: str, type_name: str, nullable: bool,
     return amount.amount
 
 
-def _metadata_key(table: str, col: ColumnDecl) -> str | None:
-    """The checked metadata key of a table column (None for a value column)."""
+def _metadata_key(table: str, col: ColumnDecl, changelog: bool = False) -> str | None:
+    """The checked metadata key of a table column (None for a value column); a change
+    event's keys only in a ``changelog`` table."""
     if col.metadata is None:
         return None
     assert col.metadata_position is not None
@@ -1293,11 +1333,17 @@ def _metadata_key(table: str, col: ColumnDecl) -> str | None:
     fixed = key.lower()
     if fixed.startswith(HEADER_PREFIX):
         key = HEADER_PREFIX + key[len(HEADER_PREFIX):]
-    elif fixed in METADATA_TYPES:
+    elif fixed in METADATA_TYPES or fixed in CHANGELOG_METADATA_TYPES:
         key = fixed
-    types = metadata_types(key)
+    types = metadata_types(key, changelog)
+    if types is None and key in CHANGELOG_METADATA_TYPES:
+        raise CompileFailure(col.metadata_position, f"METADATA FROM '{key}' of column "
+                             f"{table}.{col.name} is a Debezium change event's",
+                             "declare the table 'format' = 'debezium-json', or read another "
+                             "key")
     if types is None:
-        known = ", ".join(f"'{k}'" for k in METADATA_TYPES)
+        known = ", ".join(f"'{k}'" for k in
+                          [*METADATA_TYPES, *(CHANGELOG_METADATA_TYPES if changelog else ())])
         raise CompileFailure(col.metadata_position, f"unknown metadata key '{col.metadata}' "
                              f"of column {table}.{col.name}", f"metadata keys are {known}")
     if col.type.name not in types:

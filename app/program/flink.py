@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app.circuit.ir import Diagnostic
+from app.circuit.metadata import CHANGELOG_FORMATS
 from app.program.ddl import OptionDecl, SetDecl, TableDecl
 from app.program.kafka_keys import KEY_FORMATS
 from app.program.lexer import CompileFailure
@@ -120,7 +121,7 @@ class _Reader:
         if option is None:
             return None
         fmt = _text(option)
-        if fmt in _FORMATS:
+        if fmt in _FORMATS or (fmt in CHANGELOG_FORMATS and not self.sink):
             return fmt, option
         if fmt in _CHANGELOG_FORMATS:
             raise self.refuse(option, f"'{fmt}' is a changelog of updates and deletes, which "
@@ -204,6 +205,8 @@ def _read(decl: TableDecl, sink: bool,
                      ) and not sink:
             reader.warn(option, "a record that does not parse is neither skipped nor fatal: "
                         "it goes to the table's dead-letter topic (S7)")
+        elif key.startswith(("debezium-json.", "value.debezium-json.")) and not sink:
+            _debezium_option(reader, key, option, fmt)
         elif key.startswith(("json.", "value.json.")):
             raise reader.refuse(option, "Tidemark's JSON values have one form "
                                 "(docs/language.md, JSON values)", "remove it")
@@ -242,6 +245,24 @@ def _read(decl: TableDecl, sink: bool,
                              "add 'topic' = '<kafka topic>'")
     reader.emit("encoding" if sink else "format", fmt[1], fmt[0])
     return reader
+
+
+def _debezium_option(reader: _Reader, key: str, option: OptionDecl,
+                     fmt: tuple[str, OptionDecl] | None) -> None:
+    """An option of Flink's ``debezium-json`` format, of a table that reads it."""
+    name = key.removeprefix("value.").removeprefix("debezium-json.")
+    if fmt is None or fmt[0] != "debezium-json":
+        raise reader.refuse(option, "it is an option of 'debezium-json' values",
+                            "declare 'format' = 'debezium-json' or remove it")
+    if name == "schema-include":
+        reader.warn(option, "change events are read with or without the JsonConverter's "
+                    "schema wrapping, whatever the option says")
+    elif name == "ignore-parse-errors":
+        reader.warn(option, "an event that does not parse is neither skipped nor fatal: it "
+                    "goes to the table's dead-letter topic (S7)")
+    elif name != "timestamp-format.standard":  # every form is read, as of a JSON value
+        raise reader.refuse(option, "Tidemark's Debezium events are read in one way "
+                            "(docs/language.md, Debezium topics)", "remove it")
 
 
 def source_options(decl: TableDecl) -> FlinkTable:

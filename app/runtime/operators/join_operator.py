@@ -313,8 +313,9 @@ def join_operator_rows(
         lateness.append(read.amount)
     inputs = dict(frames)
     versioned = circuit.root_table(join.right.source)
-    if join.as_of is not None and versioned.deletes_by_tombstone:
-        # The deletions of its keys (tombstones) end versions; no other view reads them.
+    if join.as_of is not None and versioned.deletes_keys:
+        # The deletions of its keys (tombstones, delete events) end versions; no other view
+        # reads them.
         inputs[join.right.source] = (
             sources[versioned.name]
             .filter(F.col("_kind").isin(*ACCEPTED))

@@ -74,6 +74,7 @@ def source_spec(table: Table, ok_payload: bool = True) -> SourceSpec:
         key_format=table.key_format,
         key_fields=table.key_fields,
         key_schema=table.key_schema,
+        primary_key=table.primary_key,
     )
 
 

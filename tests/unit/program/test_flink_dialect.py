@@ -324,10 +324,10 @@ def test_l7_regular_outer_joins_are_refused_with_the_reason() -> None:
     assert "without a time bound" in message
 
 
-def test_l7_the_event_time_temporal_join_over_debezium_is_refused_at_its_format() -> None:
-    """The page's versioned table reads a Debezium changelog (a later part of the work);
-    the same join over a Kafka-keyed table compiles (docs/porting-from-flink.md)."""
-    text = ("""CREATE TABLE orders (
+def test_s16_the_event_time_temporal_join_of_the_page_over_debezium_compiles() -> None:
+    """The page's versioned table reads a Debezium changelog, timed by each change's
+    ``source.ts_ms``: its delete events delete keys (ADR 0028)."""
+    circuit = compiled("""CREATE TABLE orders (
     order_id    STRING,
     price       DECIMAL(32,2),
     currency    STRING,
@@ -345,11 +345,20 @@ CREATE TABLE currency_rates (
    'topic' = 'rates',
    'value.format' = 'debezium-json'
 );
-""")
-    line, _, message, _ = refused(text)
-    assert message.startswith("unsupported option 'value.format' of table currency_rates: "
-                              "'debezium-json' is a changelog of updates and deletes")
-    assert line == 17
+CREATE TABLE result (order_id STRING, price DECIMAL(32, 2), currency STRING,
+    conversion_rate DECIMAL(32, 2), order_time TIMESTAMP(3))
+WITH ('connector' = 'kafka', 'topic' = 'result', 'format' = 'json');
+INSERT INTO result
+SELECT order_id, price, orders.currency, conversion_rate, order_time
+FROM orders
+LEFT JOIN currency_rates FOR SYSTEM_TIME AS OF orders.order_time
+ON orders.currency = currency_rates.currency;""")
+    rates = circuit.table("currency_rates")
+    assert rates.format == "debezium-json" and rates.deletes_keys
+    assert rates.column("update_time").metadata == "value.source.timestamp"
+    assert [lt.column for lt in rates.lateness] == ["update_time"]
+    join = circuit.view("result").join
+    assert join is not None and join.form == "temporal"
 
 
 def test_s16_the_temporal_join_of_the_page_over_a_kafka_keyed_table_compiles() -> None:
@@ -769,8 +778,9 @@ WITH ('connector' = 'kafka', 'topic' = 'users',
     assert table_.schema_registry == {"url": "http://localhost:8082"}
 
 
-def test_l7_the_debezium_pages_table_is_refused_as_a_changelog_format() -> None:
-    line, column, message, _ = refused("""CREATE TABLE topic_products (
+def test_l7_the_debezium_pages_table_without_a_primary_key_is_refused() -> None:
+    """Its updates and deletes are by key (ADR 0028): the page's table, as written, has none."""
+    line, column, message, fix = refused("""CREATE TABLE topic_products (
   -- schema is totally the same to the MySQL "products" table
   id BIGINT,
   name STRING,
@@ -785,9 +795,24 @@ def test_l7_the_debezium_pages_table_is_refused_as_a_changelog_format() -> None:
  -- please use 'debezium-avro-confluent' if Debezium encodes messages in Avro format
  'format' = 'debezium-json'
 )""")
-    assert (line, column) == (14, 2)
+    assert (line, column) == (1, 14)
+    assert message == ("table topic_products reads change events ('format' = "
+                       "'debezium-json'), which update and delete rows by key, but has no "
+                       "PRIMARY KEY")
+    assert fix.startswith("add PRIMARY KEY (")
+
+
+def test_l7_the_debezium_avro_format_is_refused_as_a_changelog_format() -> None:
+    line, column, message, _ = refused("""CREATE TABLE topic_products (
+  id BIGINT, name STRING, PRIMARY KEY (id) NOT ENFORCED
+) WITH (
+ 'connector' = 'kafka',
+ 'topic' = 'products_binlog',
+ 'format' = 'debezium-avro-confluent'
+)""")
+    assert (line, column) == (6, 2)
     assert message.startswith("unsupported option 'format' of table topic_products: "
-                              "'debezium-json' is a changelog of updates and deletes")
+                              "'debezium-avro-confluent' is a changelog of updates and deletes")
 
 
 # -- The dialect, SET, WATERMARK FOR (docs/semantics.md, Flink dialect) -------------------------
