@@ -6,7 +6,9 @@ punctuations make the reference evaluator's :class:`StepInput`, so a test compar
 A table with a ``METADATA FROM 'key'`` column is produced as a keyed topic is: each row
 with its key (the producer's partitioner places it, so a key's records keep their order)
 and, with a ``METADATA FROM 'timestamp'`` column, its timestamp; ``("delete", row)`` is
-its tombstone.
+its tombstone. ``("record", key, value)`` is a record's bytes as given (a Debezium change
+event, a tombstone, garbage), produced with its key; the oracle reads it as the table's
+source decodes it (ok rows, deletions; dead letters and skipped tombstones are no input).
 """
 
 from __future__ import annotations
@@ -20,17 +22,21 @@ from typing import Any
 from app.circuit.ir import Circuit
 from app.circuit.reference import Deletion, Punctuation, StepInput, StepResult
 from app.connectors.avro_codec import AvroCodec
+from app.connectors.late_gate import LateGate
 from app.connectors.output_reader import OutputReader
+from app.connectors.record_metadata import RecordMeta
 from app.connectors.sink import format_time_value
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
+from app.runtime.operators.source import source_spec
 from app.runtime.service import Service
 from app.runtime.step.step_sink import StepReport
 
 ROOT = Path(__file__).resolve().parents[2]
 
 #: A step: per table, its rows (dicts), punctuations (``("bound", epoch ms)``) and
-#: tombstones (``("delete", row)``, the row's key and timestamp columns).
+#: tombstones (``("delete", row)``, the row's key and timestamp columns) and records
+#: (``("record", key, value)``, bytes).
 Step = Mapping[str, Sequence[Any]]
 
 
@@ -81,6 +87,13 @@ def run_steps(
                         )
                     marks[table].append(Punctuation(entry[1]))
                     continue
+                if isinstance(entry, tuple) and entry[0] == "record":
+                    _, key_bytes, value_bytes = entry
+                    producer.produce(topics[table], key=key_bytes, value=value_bytes)
+                    decoded = _decoded(circuit, table, key_bytes, value_bytes)
+                    if decoded is not None:
+                        rows[table].append(decoded)
+                    continue
                 deleted = isinstance(entry, tuple) and entry[0] == "delete"
                 row = dict(entry[1] if deleted else entry)
                 value = None if deleted else codecs[table].encode(row)
@@ -100,6 +113,17 @@ def run_steps(
         if after_step is not None:
             after_step()
     return reports, inputs
+
+
+def _decoded(circuit: Circuit, table: str, key: bytes | None, value: bytes | None) -> Any:
+    """The oracle's input of one record as the table's source decodes it (no waterline: the
+    oracle gates it): a row, a :class:`Deletion`, or None for a record with neither."""
+    gate = LateGate(source_spec(circuit.table(table)), {}, 0)
+    verdict = gate.classify(value, None, RecordMeta(key, None, 0, 0))
+    if verdict.kind == "delete":
+        assert verdict.row is not None
+        return Deletion(verdict.row)
+    return verdict.row if verdict.kind == "ok" else None
 
 
 def frozen(value: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
