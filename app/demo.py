@@ -345,7 +345,14 @@ def _show_dead_letter(console: Console, table: Table, dlq: list[Any]) -> None:
 
 
 def _check_program(circuit: Circuit) -> None:
-    """Refuse what the demo cannot run before anything starts: registry formats."""
+    """Refuse what the demo cannot run before anything starts: registry formats, change
+    events (only a temporal join reads them; the demo shows none of their updates)."""
+    for table in circuit.tables:
+        if table.changelog:
+            raise ConfigError(
+                f"table {table.name} reads '{table.format}' change events, whose updates and "
+                "deletes the demo does not generate: run the program with tidemark run"
+            )
     for view in circuit.views:
         if view.output is not None and view.output.encoding == "avro-confluent":
             raise ConfigError(

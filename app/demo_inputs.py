@@ -18,7 +18,8 @@ a value of its type:
 A ``late_fraction`` of the records are sent with every event time two to three hours (and at
 least their lateness) behind the clock: late once the waterline has moved. One record in 200
 is malformed (bytes no decoder reads). Metadata columns are read from the Kafka record, so
-they get no value here.
+they get no value here. A ``'debezium-json'`` table's record is the create event of its row
+(``after``), made in the database at the demo's clock (``source.ts_ms``).
 """
 
 from __future__ import annotations
@@ -66,13 +67,11 @@ class TableInputs:
     """Encoded records of one table (see the module doc)."""
 
     def __init__(self, table: Table, rng: random.Random, late_fraction: float) -> None:
-        if table.format not in _MALFORMED:
-            why = ("change events the demo does not generate" if table.changelog else
-                   "a schema registry the demo does not start")
+        if table.format not in _MALFORMED and not table.changelog:
             raise ConfigError(
-                f"table {table.name} reads '{table.format}' records, which need {why}: run "
-                "the program with tidemark run, or demo a program whose tables are 'avro' or "
-                "'json'"
+                f"table {table.name} reads '{table.format}' records, which need a schema "
+                "registry the demo does not start: run the program with tidemark run, or "
+                "demo a program whose tables are 'avro' or 'json'"
             )
         self.table, self.random, self.late_fraction = table, rng, late_fraction
         schema = table.avro_schema
@@ -90,10 +89,13 @@ class TableInputs:
         self.sent += 1
         if r.random() < MALFORMED_SHARE:
             self.malformed_sent += 1
-            return _MALFORMED[self.table.format]
+            return _MALFORMED.get(self.table.format, _MALFORMED["json"])
         late = r.random() < self.late_fraction
         self.late_sent += late
-        return self._encode(self.row(clock_ms, late))
+        value = self._encode(self.row(clock_ms, late))
+        if self.table.changelog:  # a Debezium create event of the row, made at clock_ms
+            value = b'{"op": "c", "source": {"ts_ms": %d}, "after": %s}' % (clock_ms, value)
+        return value
 
     def row(self, clock_ms: int, late: bool = False) -> dict[str, Any]:
         """The values of one record's columns (circuit values: TIMESTAMP epoch ms)."""

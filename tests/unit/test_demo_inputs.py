@@ -72,3 +72,28 @@ def test_a_table_that_needs_a_registry_is_refused() -> None:
     )
     with pytest.raises(ConfigError, match="schema registry"):
         table_inputs(circuit, 0, 0.0)
+
+
+def test_a_debezium_tables_records_are_create_events_its_source_reads_as_rows() -> None:
+    """ADR 0028: each record is the create event of a row, made at the clock; the demo
+    itself refuses such a program (it shows no updates), the generator still feeds it."""
+    from app.connectors.late_gate import LateGate
+    from app.demo import _check_program
+    from app.runtime.operators.source import source_spec
+
+    circuit = compile_text("cdc.sql", """CREATE TABLE rates (
+        changed TIMESTAMP NOT NULL METADATA FROM 'value.source.timestamp'
+                LATENESS INTERVAL '1' SECOND,
+        currency VARCHAR NOT NULL, rate DECIMAL(10, 2) NOT NULL,
+        PRIMARY KEY (currency) NOT ENFORCED
+    ) WITH ('topic' = 'rates', 'format' = 'debezium-json');""")
+    table = circuit.table("rates")
+    inputs = TableInputs(table, random.Random(3), late_fraction=0.0)
+    gate = LateGate(source_spec(table), {}, 0)
+    clock = 1_795_000_000_000
+    verdicts = [gate.classify(inputs.record(clock), None) for _ in range(400)]
+    rows = [v.row for v in verdicts if v.kind == "ok"]
+    assert len(rows) >= 390 and all(r is not None and r["changed"] == clock for r in rows)
+    assert {v.kind for v in verdicts} <= {"ok", "malformed"}
+    with pytest.raises(ConfigError, match="change events, whose updates and deletes"):
+        _check_program(circuit)
