@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -158,6 +157,8 @@ class _Compiler:
         self.stage_inputs: dict[tuple[str, int], Relation] = {}
         self.errors: list[Diagnostic] = []
         self.warnings: list[Diagnostic] = []
+        #: The program calls CURRENT_WATERMARK (set from its tokens by :meth:`run`).
+        self.reads_watermarks = False
         self.tables: list[Table] = []
         self.views: list[View] = []
         self.relations: dict[str, Relation] = {}
@@ -174,6 +175,10 @@ class _Compiler:
         except CompileFailure as failure:
             raise ProgramError([Diagnostic("error", failure.position, failure.message,
                                            failure.fix)]) from failure
+        # A program that calls CURRENT_WATERMARK: its tables' rows carry their waterlines.
+        self.reads_watermarks = any(
+            t.is_word("CURRENT_WATERMARK") and i + 1 < len(tokens) and tokens[i + 1].is_punct("(")
+            for i, t in enumerate(tokens))
         decls: list[Decl] = []
         for statement in split_statements(tokens):
             try:
@@ -381,7 +386,7 @@ class _Compiler:
         key = table_key(decl.name, options, columns, key_in_value)
         columns = list(key.columns)
         watermarks: dict[str, Column] = {}
-        if _READS_CURRENT_WATERMARK.search(self.source.text):
+        if self.reads_watermarks:
             # Each row carries the waterlines its step started with, for CURRENT_WATERMARK.
             by_name = {c.name: c for c in columns}
             watermarks = {lt.column: current_watermark_column(decl.name, by_name[lt.column])
@@ -1404,8 +1409,6 @@ def _primary_key(decl: TableDecl, columns: Sequence[Column]) -> tuple[str, ...]:
     return tuple(names)
 
 
-#: A program that calls CURRENT_WATERMARK: its tables' rows carry their waterlines.
-_READS_CURRENT_WATERMARK = re.compile(r"\bCURRENT_WATERMARK\s*\(", re.IGNORECASE)
 
 
 def _with_watermarks(decl: TableDecl) -> TableDecl:
