@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from circuit_builders import at
 
 from app.circuit.ir import Circuit
 from app.circuit.reference import StepInput, StepResult, evaluate
+from app.errors import ProgramError
 from app.program.compile import compile_program
 
 TABLE = """
@@ -125,3 +127,59 @@ def test_s18_readers_of_after_watermark_hold_no_freed_window_twice() -> None:
     results = run()
     assert [r.state_rows["per_minute"] for r in results] == [2, 1, 2, 1]
     assert [r.state_rows["per_two"] for r in results] == [0, 1, 1, 0]
+
+
+UPDATING = """
+CREATE LOCAL VIEW counts AS
+SELECT k, COUNT(*) AS n FROM ev GROUP BY k{emit};
+
+CREATE VIEW busy WITH ('topic' = 'busy') AS
+SELECT k, n FROM counts WHERE n >= 2;
+"""
+
+
+def _changes(results: list[StepResult], view: str) -> list[list[tuple[bool, str, int]]]:
+    return [[(r.value["undo"], r.value["k"], r.value["n"]) for r in result.outputs[view]
+             if r.value is not None] for result in results]
+
+
+def test_s18_a_filter_of_an_updating_aggregate_passes_its_retractions_on() -> None:
+    """``counts`` (no EMIT AFTER WATERMARK) updates each key's count every step; ``busy``
+    writes a count once it reaches 2 and retracts it when it moves on, the retraction first.
+
+        step  ev              counts changes       busy changes
+        1     a, a, b         +a 2, +b 1           +a 2
+        2     a, b            -a 2 +a 3, -b 1 +b 2 -a 2 +a 3, +b 2
+        3     b               -b 2 +b 3            -b 2 +b 3
+    """
+    circuit = compile_sql(TABLE + UPDATING.format(emit=""))
+    output = circuit.view("busy").output
+    assert output is not None and output.format == "changelog"
+    steps = [[ev("8:00:10"), ev("8:00:20"), ev("8:00:30", "b")],
+             [ev("8:00:40"), ev("8:00:50", "b")],
+             [ev("8:01:00", "b")]]
+    results = evaluate(circuit, [StepInput({"ev": rows}, batch_time_ms=1) for rows in steps])
+    assert _changes(results, "busy") == [
+        [(False, "a", 2)],
+        [(True, "a", 2), (False, "a", 3), (False, "b", 2)],
+        [(True, "b", 2), (False, "b", 3)],
+    ]
+    # The same changes whatever the aggregate's own EMIT writes (STREAM: the changelog).
+    streamed = compile_sql(TABLE + UPDATING.format(emit=" EMIT STREAM"))
+    assert _changes(evaluate(streamed, [StepInput({"ev": rows}, batch_time_ms=1)
+                                        for rows in steps]), "busy") == _changes(results, "busy")
+
+
+def test_s18_a_reader_of_an_updating_view_is_a_changelog_and_cannot_aggregate() -> None:
+    with pytest.raises(ProgramError, match="passes their retractions on .* 'upsert' cannot"):
+        compile_sql(TABLE + UPDATING.format(emit="").replace(
+            "('topic' = 'busy')", "('topic' = 'busy', 'format' = 'upsert')"))
+    with pytest.raises(ProgramError, match="aggregates view counts, whose rows are updated"):
+        compile_sql(TABLE + UPDATING.format(emit="").replace(
+            "SELECT k, n FROM counts WHERE n >= 2",
+            "SELECT n, COUNT(*) AS c FROM counts GROUP BY n"))
+    with pytest.raises(ProgramError, match="windows view counts, whose rows are updated"):
+        compile_sql(TABLE + UPDATING.format(emit="").replace(
+            "SELECT k, n FROM counts WHERE n >= 2",
+            "SELECT window_end, COUNT(*) AS c FROM TABLE(TUMBLE(TABLE counts, DESCRIPTOR(k), "
+            "INTERVAL '1' MINUTE)) GROUP BY window_start, window_end"))
