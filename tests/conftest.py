@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -87,6 +88,7 @@ def kafka() -> Iterator[Broker]:
 
         with KafkaContainer() as container:
             yield Broker(container.get_bootstrap_server(), "testcontainers")
+            _stop_spark()
         return
     subprocess.run(["bash", str(ROOT / "scripts" / "fetch-kafka.sh")], check=True)
     from app.local_kafka import LocalKafka
@@ -95,7 +97,21 @@ def kafka() -> Iterator[Broker]:
     try:
         yield Broker(broker.bootstrap_servers, "local", local=broker)
     finally:
+        _stop_spark()
         broker.cleanup()
+
+
+def _stop_spark() -> None:
+    """Stop the test process's Spark session before the broker it read: its Python workers
+    keep their Kafka clients (one per process, app/connectors/per_process.py) until Spark
+    stops, and would retry a stopped broker, logging each attempt, until the process ends."""
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    if context is not None:
+        context.stop()
 
 
 @pytest.fixture
