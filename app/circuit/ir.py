@@ -653,7 +653,7 @@ class Table:
     dead_letter_connect_headers: bool = field(default=False, metadata=OMIT_DEFAULT)
     #: Of a stage boundary's table of an updating view (S18, S19): its records are the
     #: view's changelog, each row's ``undo`` saying whether it retracts the row.
-    changes: bool = field(default=False, metadata=OMIT_DEFAULT)
+    retractions: bool = field(default=False, metadata=OMIT_DEFAULT)
 
     @property
     def deletes_by_tombstone(self) -> bool:
@@ -788,9 +788,9 @@ class Circuit:
     def updating(self, relation: str) -> bool:
         """S18: the relation's rows are updated, so its readers see retractions: an
         aggregate without EMIT AFTER WATERMARK, a stage boundary's table of one
-        (:attr:`Table.changes`), or a stateless view of an updating relation."""
+        (:attr:`Table.retractions`), or a stateless view of an updating relation."""
         if any(t.name == relation for t in self.tables):
-            return self.table(relation).changes
+            return self.table(relation).retractions
         view = self.view(relation)
         if any(isinstance(op, Aggregate) for op in view.operators):
             return not view.emit.after_watermark

@@ -159,7 +159,7 @@ def stage_table(
     but a ``window_start`` beside a ``window_end``: that one is ``window_end - span``, a time
     attribute derived from it (S10; never above the exact start waterline, so nothing it
     completes can still change). ``span`` is the window's size (:func:`window_span`). The
-    table of an ``updating`` relation reads its changelog (:attr:`Table.changes`)."""
+    table of an ``updating`` relation reads its changelog (:attr:`Table.retractions`)."""
     plain = stage_columns(columns)
     types = {c.name: c.type for c in plain}
     timed = [a for a in event_time if a.column in types and not types[a.column].nullable
@@ -208,7 +208,7 @@ def stage_table(
         primary_key=primary_key,
         stage_input=relation,
         derived_attributes=derived,
-        changes=updating,
+        retractions=updating,
     )
     return table, tuple(attributes)
 

@@ -256,7 +256,7 @@ def table_columns(table: Table) -> list[Column]:
     column is the step's recorded batch time (Spark's ``current_timestamp()`` inside the
     query), the others are read from the source. A table of an updating view's changes
     carries each row's ``undo`` as :data:`RETRACTION_COLUMN` (S18), not as a column."""
-    if table.changes:
+    if table.retractions:
         return [
             *(F.col(c.name) for c in table.columns if c.name not in _CHANGELOG),
             F.col("undo").alias(RETRACTION_COLUMN),
