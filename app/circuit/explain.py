@@ -229,7 +229,11 @@ def emit_clause(view: View) -> str | None:
     return "EMIT " + " AND ".join(parts) if parts else None
 
 
-def _emit_text(view: View) -> str:
+def _emit_text(circuit: Circuit, view: View) -> str:
+    if view.is_stateless and view.join is None and view.union is None and circuit.updating(
+            view.name):
+        return (f"each change of {view.source} as it comes, retractions included (S18): "
+                "after the step that writes it")
     clause = emit_clause(view)
     if clause is not None:
         return clause
@@ -442,7 +446,7 @@ def explain_text(circuit: Circuit) -> str:
                          f"{own.column} of step t - {amount})")
         lines.append(f"  late:         {_late_text(circuit, view)}")
         lines.append(f"  state:        {view.state.kind}: {view.state.description}")
-        lines.append(f"  emit:         {_emit_text(view)}")
+        lines.append(f"  emit:         {_emit_text(circuit, view)}")
         if view.output is not None:
             key = ", ".join(view.output.key_columns) or "null"
             if view.output.key_format is not None:
