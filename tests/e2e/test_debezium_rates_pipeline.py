@@ -112,6 +112,7 @@ STEPS: list[dict[str, list[Any]]] = [
 ]
 
 
+@pytest.mark.slow
 def test_s16_a_debezium_topic_is_the_versioned_side_of_a_temporal_join(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
