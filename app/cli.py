@@ -285,13 +285,16 @@ def _route_spark_logs(log_file: Path | None) -> None:
 
 def with_schema_registry(circuit: Any, settings: Settings) -> Any:
     """The circuit with each ``avro-confluent`` table's and output's schema registry client
-    settings complete (its ``'schema-registry.url'`` or the ``schema_registry_url`` setting,
-    with the setting's credentials), and each ``avro-confluent`` output's key and value
-    schemas registered, once, under ``<topic>-key`` and ``<topic>-value``. A ConfigError names
-    a table or view that has no registry."""
+    settings complete (its ``'schema-registry.url'`` or the service's URL, with the service's
+    credentials and TLS files), and each ``avro-confluent`` output's key and value schema
+    found once, as Confluent's serializers find it (app/connectors/output_schemas.py): the
+    subject's id, the subject and the schema its records are written in. A ConfigError names
+    a table or view that has no registry; a SubjectSchemaError an output whose subject gives
+    it no schema to write with."""
     from dataclasses import replace
 
-    from app.connectors.confluent_avro import register_output_schemas
+    from app.connectors.confluent_avro import REGISTRY_CLIENTS
+    from app.connectors.output_schemas import SerializerSettings, output_schema
 
     def conf(what: str, own: dict[str, str] | None, option: str) -> dict[str, str]:
         found = settings.schema_registry_config((own or {}).get("url"))
@@ -301,6 +304,10 @@ def with_schema_registry(circuit: Any, settings: Settings) -> Any:
                 " --schema-registry-url (TIDEMARK_SCHEMA_REGISTRY_URL) or its"
                 " 'schema-registry.url'"
             )
+        try:
+            REGISTRY_CLIENTS.get().get(found)  # no I/O: the settings are checked at start
+        except ConfigError as exc:
+            raise ConfigError(f"{what}: {exc}") from exc
         return found
 
     tables = tuple(
@@ -316,6 +323,7 @@ def with_schema_registry(circuit: Any, settings: Settings) -> Any:
         else t
         for t in circuit.tables
     )
+    service = settings.registry_serializer()
     views = []
     for view in circuit.views:
         out = view.output
@@ -324,14 +332,36 @@ def with_schema_registry(circuit: Any, settings: Settings) -> Any:
             registry = conf(
                 f"view {view.name}", out.schema_registry, "'encoding'" if value else "'key.format'"
             )
-            key_id, value_id = register_output_schemas(
-                registry,
-                out.topic,
-                out.key_schema if (out.key_format or out.encoding) == "avro-confluent" else None,
-                out.value_schema if value else None,
+            options = {**service, **dict(out.serializer)}
+            serializer = SerializerSettings(
+                auto_register_schemas=options.get("auto.register.schemas", "true") == "true",
+                use_latest_version=options.get("use.latest.version", "false") == "true",
+                key_subject_name_strategy=options.get(
+                    "key.subject.name.strategy", "TopicNameStrategy"
+                ),
+                value_subject_name_strategy=options.get(
+                    "value.subject.name.strategy", "TopicNameStrategy"
+                ),
             )
+            key = value_found = None
+            if out.key_schema is not None and (out.key_format or out.encoding) == "avro-confluent":
+                key = output_schema(
+                    registry, f"view {view.name}", out.topic, "key", out.key_schema, serializer
+                )
+            if value:
+                value_found = output_schema(
+                    registry, f"view {view.name}", out.topic, "value", out.value_schema,
+                    serializer,
+                )
             out = replace(
-                out, schema_registry=registry, key_schema_id=key_id, value_schema_id=value_id
+                out,
+                schema_registry=registry,
+                key_schema=out.key_schema if key is None else key.schema,
+                key_schema_id=None if key is None else key.schema_id,
+                key_subject=None if key is None else key.subject,
+                value_schema=out.value_schema if value_found is None else value_found.schema,
+                value_schema_id=None if value_found is None else value_found.schema_id,
+                value_subject=None if value_found is None else value_found.subject,
             )
             view = replace(view, output=out)
         views.append(view)

@@ -27,6 +27,8 @@ from app.errors import ConfigError
 
 __all__ = [
     "OWNED_CLIENT_SETTINGS",
+    "REGISTRY_SETTINGS",
+    "SERIALIZER_SETTINGS",
     "SPARK_LOG_NAME",
     "KafkaSecurity",
     "Settings",
@@ -99,6 +101,58 @@ _SECURITY_CLIENT_SETTINGS: dict[str, str] = {
     "sasl.oauthbearer.scope": "sasl_oauthbearer_scope",
     "sasl.oauthbearer.extensions": "sasl_oauthbearer_extensions",
 }
+
+#: The output serializers' settings, by the names Confluent's serializers give them: in the
+#: ``schema_registry`` settings for every output, or as a view's options for its own.
+SERIALIZER_SETTINGS = (
+    "auto.register.schemas",
+    "use.latest.version",
+    "key.subject.name.strategy",
+    "value.subject.name.strategy",
+)
+
+#: The TLS files of the registry client, by Confluent's names -> the Python client's.
+_REGISTRY_TLS = {
+    "schema.registry.ssl.ca.location": "ssl.ca.location",
+    "schema.registry.ssl.certificate.location": "ssl.certificate.location",
+    "schema.registry.ssl.key.location": "ssl.key.location",
+    "schema.registry.ssl.key.password": "ssl.key.password",
+}
+
+#: Every key the ``schema_registry`` settings take.
+REGISTRY_SETTINGS = (
+    "schema.registry.url",
+    "basic.auth.credentials.source",
+    "basic.auth.user.info",
+    "bearer.auth.credentials.source",
+    "bearer.auth.token",
+    "bearer.auth.logical.cluster",
+    "bearer.auth.identity.pool.id",
+    *_REGISTRY_TLS,
+    *SERIALIZER_SETTINGS,
+)
+_REGISTRY_SECRETS = (
+    "basic.auth.user.info", "bearer.auth.token", "schema.registry.ssl.key.password"
+)
+
+
+def _check_registry_value(name: str, text: str) -> None:
+    """ValueError when a ``schema_registry`` setting's value is none of its choices."""
+    choices = {
+        "basic.auth.credentials.source": ("USER_INFO", "URL", "SASL_INHERIT"),
+        "bearer.auth.credentials.source": ("STATIC_TOKEN",),
+        "auto.register.schemas": ("true", "false"),
+        "use.latest.version": ("true", "false"),
+    }.get(name)
+    if choices is not None and text not in choices:
+        raise ValueError(f"schema_registry {name!r} is {text!r}: use one of {', '.join(choices)}")
+    if name.endswith(".subject.name.strategy"):
+        from app.connectors.registry_subjects import strategy_name
+
+        strategy_name(text)
+    if name == "schema.registry.url" and not text.startswith(("http://", "https://")):
+        raise ValueError(f"schema_registry {name!r} is not an http:// or https:// URL: {text!r}")
+
 
 #: A setting whose name holds one of these words is a secret: masked by :func:`masked` and
 #: kept as a SecretStr in ``kafka.client``.
@@ -372,6 +426,10 @@ class Settings(BaseSettings):
     schema_registry_password: SecretStr | None = None
     #: A mounted secret: the registry password is the file's content (the variable wins).
     schema_registry_password_file: Path | None = None
+    #: The registry client's and the output serializers' settings under the names
+    #: Confluent's clients give them (:data:`REGISTRY_SETTINGS`), beside the ones above;
+    #: values of secret-named keys are kept as SecretStr.
+    schema_registry: dict[str, str | SecretStr] = Field(default_factory=dict)
 
     @field_validator("topic_retention_ms")
     @classmethod
@@ -379,6 +437,27 @@ class Settings(BaseSettings):
         if value == 0:
             raise ValueError("0 would delete every record at once: give milliseconds, or -1")
         return value
+
+    @field_validator("schema_registry", mode="before")
+    @classmethod
+    def _check_schema_registry(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        checked: dict[str, str | SecretStr] = {}
+        for key, raw in value.items():
+            name = str(key)
+            if name not in REGISTRY_SETTINGS:
+                raise ValueError(
+                    f"schema_registry {name!r} is no setting Tidemark reads: use one of"
+                    f" {', '.join(REGISTRY_SETTINGS)}"
+                )
+            if isinstance(raw, SecretStr):
+                checked[name] = raw
+                continue
+            text = _client_value(name, raw)
+            _check_registry_value(name, text)
+            checked[name] = SecretStr(text) if name in _REGISTRY_SECRETS else text
+        return checked
 
     @field_validator("schema_registry_url")
     @classmethod
@@ -407,21 +486,116 @@ class Settings(BaseSettings):
         return self
 
     def schema_registry_config(self, url: str | None = None) -> dict[str, str] | None:
-        """The schema registry client's settings for ``url`` (None: ``schema_registry_url``),
-        with the basic-auth credentials when set; None when there is no URL."""
-        url = url or self.schema_registry_url
+        """The schema registry client's settings for ``url`` (None: ``schema_registry_url``
+        or ``schema.registry.url``): with the basic-auth or bearer credentials and the TLS
+        files when set; None when there is no URL."""
+        url = url or self.registry_url
         if url is None:
             return None
         conf = {"url": url}
+        user_info = self._registry_user_info(url)
+        if user_info is not None:
+            conf["basic.auth.user.info"] = user_info
+        conf.update(self._registry_bearer())
+        for name, client_name in _REGISTRY_TLS.items():
+            value = self._registry_setting(name)
+            if value is not None:
+                conf[client_name] = value
+        return conf
+
+    @property
+    def registry_url(self) -> str | None:
+        """The service's registry URL: ``schema_registry_url`` or ``schema.registry.url``
+        (a ConfigError when they name different registries)."""
+        mapped = self._registry_setting("schema.registry.url")
+        if mapped is not None and self.schema_registry_url not in (None, mapped):
+            raise ConfigError(
+                f"schema_registry_url {self.schema_registry_url} and schema_registry"
+                f" 'schema.registry.url' {mapped} name different registries: set one"
+            )
+        return self.schema_registry_url or mapped
+
+    def _registry_setting(self, name: str) -> str | None:
+        value = self.schema_registry.get(name)
+        if isinstance(value, SecretStr):
+            return value.get_secret_value()
+        return value
+
+    def _registry_user_info(self, url: str) -> str | None:
+        """``user:password`` of HTTP basic auth by ``basic.auth.credentials.source``
+        (``USER_INFO``, the default; ``URL``: the URL's own; ``SASL_INHERIT``: the Kafka SASL
+        user's), or None."""
+        source = self._registry_setting("basic.auth.credentials.source") or "USER_INFO"
+        flat = self.schema_registry_username is not None or self.schema_registry_password
         if (self.schema_registry_username is None) != (self.schema_registry_password is None):
             raise ConfigError(
                 "schema registry credentials need both TIDEMARK_SCHEMA_REGISTRY_USERNAME and"
                 " TIDEMARK_SCHEMA_REGISTRY_PASSWORD"
             )
-        if self.schema_registry_username is not None and self.schema_registry_password:
-            password = self.schema_registry_password.get_secret_value()
-            conf["basic.auth.user.info"] = f"{self.schema_registry_username}:{password}"
+        mapped = self._registry_setting("basic.auth.user.info")
+        if flat and mapped is not None:
+            raise ConfigError(
+                "schema registry credentials are given twice: schema_registry_username and"
+                " schema_registry 'basic.auth.user.info': set one"
+            )
+        if source == "URL":
+            if flat or mapped is not None:
+                raise ConfigError(
+                    "basic.auth.credentials.source URL takes the credentials from the"
+                    " registry URL (https://user:password@host): remove the others"
+                )
+            return None
+        if source == "SASL_INHERIT":
+            user, password = self.kafka.sasl_username, self.kafka.sasl_password
+            if user is None or password is None:
+                raise ConfigError(
+                    "basic.auth.credentials.source SASL_INHERIT takes the Kafka SASL user:"
+                    " set TIDEMARK_KAFKA_SASL_USERNAME and TIDEMARK_KAFKA_SASL_PASSWORD"
+                )
+            return f"{user}:{password.get_secret_value()}"
+        if mapped is not None:
+            return mapped
+        user, password = self.schema_registry_username, self.schema_registry_password
+        if user is not None and password is not None:
+            return f"{user}:{password.get_secret_value()}"
+        return None
+
+    def _registry_bearer(self) -> dict[str, str]:
+        """The static bearer token's client settings (``bearer.auth.credentials.source``
+        ``STATIC_TOKEN``), or none."""
+        source = self._registry_setting("bearer.auth.credentials.source")
+        token = self._registry_setting("bearer.auth.token")
+        if source is None and token is None:
+            return {}
+        if source not in (None, "STATIC_TOKEN") or token is None:
+            raise ConfigError(
+                "a schema registry bearer token needs schema_registry"
+                " 'bearer.auth.credentials.source' = STATIC_TOKEN and 'bearer.auth.token'"
+            )
+        if self._registry_setting("basic.auth.user.info") or self.schema_registry_username:
+            raise ConfigError(
+                "the schema registry takes basic auth or a bearer token, not both: remove one"
+            )
+        conf = {
+            "bearer.auth.credentials.source": "STATIC_TOKEN",
+            "bearer.auth.token": token,
+            # The Python client sends it as target-sr-cluster, which only Confluent Cloud reads.
+            "bearer.auth.logical.cluster": self._registry_setting("bearer.auth.logical.cluster")
+            or "",
+        }
+        pool = self._registry_setting("bearer.auth.identity.pool.id")
+        if pool is not None:
+            conf["bearer.auth.identity.pool.id"] = pool
         return conf
+
+    def registry_serializer(self) -> dict[str, str]:
+        """The service's output serializer settings (``auto.register.schemas``,
+        ``use.latest.version``, ``key.subject.name.strategy``,
+        ``value.subject.name.strategy``) that are set, by name; a view's own options win."""
+        return {
+            name: value for name in SERIALIZER_SETTINGS
+            if (value := self._registry_setting(name)) is not None
+        }
 
     @field_validator("trigger_interval")
     @classmethod

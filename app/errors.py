@@ -22,6 +22,7 @@ __all__ = [
     "SinkError",
     "SparkError",
     "StateError",
+    "SubjectSchemaError",
     "TidemarkError",
     "kafka_reason",
 ]
@@ -61,6 +62,13 @@ class CheckpointError(TidemarkError):
     """The program cannot continue the checkpoint it was given: the plan recorded with the
     checkpoint differs in a way its state cannot follow (docs/adr/0015), or that record cannot
     be read. The text lists what changed and the options."""
+
+
+class SubjectSchemaError(TidemarkError):
+    """An output's subject in the schema registry gives it no schema to write with: its
+    latest version cannot carry the view's rows, or the view's schema is not registered and
+    may not be. Raised at start, before anything is written; the text names the view, the
+    subject, the schema id and version and what does not fit."""
 
 
 class SparkError(TidemarkError):

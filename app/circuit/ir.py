@@ -579,6 +579,15 @@ class Output:
     #: key columns in every view (a primitive ``{"type": T}`` for a bare value). None: the
     #: record ``<view>_key`` in the value's ``encoding``.
     key_format: str | None = field(default=None, metadata=OMIT_DEFAULT)
+    #: The view's own Confluent serializer options of an ``avro-confluent`` output, as
+    #: (name, value) pairs: ``auto.register.schemas``, ``use.latest.version`` ('true' or
+    #: 'false'), ``key.subject.name.strategy``, ``value.subject.name.strategy`` (a strategy's
+    #: bare class name). The service's ``schema_registry`` settings give the others.
+    serializer: tuple[tuple[str, str], ...] = field(default=(), metadata=OMIT_DEFAULT)
+    #: The subjects the key and value schemas were found under, set by ``tidemark run`` at
+    #: start with the schema ids (None until then).
+    key_subject: str | None = field(default=None, metadata=OMIT_DEFAULT)
+    value_subject: str | None = field(default=None, metadata=OMIT_DEFAULT)
 
 
 @dataclass(frozen=True)

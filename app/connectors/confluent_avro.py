@@ -39,7 +39,7 @@ from fastavro.read import SchemaResolutionError
 
 from app.connectors.avro_codec import raw_schema
 from app.connectors.per_process import PerProcess
-from app.errors import TidemarkError
+from app.errors import ConfigError, TidemarkError
 
 __all__ = [
     "MAGIC_BYTE",
@@ -108,14 +108,26 @@ class RegistryClients:
         self._lock = threading.Lock()
 
     def get(self, conf: Mapping[str, str]) -> Any:
-        """This process's client of ``conf`` (``url``, optionally ``basic.auth.user.info``)."""
+        """This process's client of ``conf`` (``url``, optionally ``basic.auth.user.info``,
+        a bearer token, TLS files); a ConfigError when the client cannot be made (a CA file
+        that is missing or no certificate, say)."""
         from confluent_kafka.schema_registry import SchemaRegistryClient
 
         key = json.dumps(dict(conf), sort_keys=True)
         with self._lock:
             client = self._clients.get(key)
             if client is None:
-                client = self._clients[key] = SchemaRegistryClient(dict(conf))
+                try:
+                    client = SchemaRegistryClient(dict(conf))
+                except (OSError, ValueError, TypeError) as exc:
+                    detail = f"{type(exc).__name__}: {exc}"
+                    if isinstance(exc, OSError):  # names no file: the CA file is read first
+                        detail += f" ({conf.get('ssl.ca.location')})"
+                    raise ConfigError(
+                        f"the schema registry client of {conf.get('url')} cannot be made:"
+                        f" {detail}: fix the schema_registry settings"
+                    ) from exc
+                self._clients[key] = client
             return client
 
     def close(self) -> None:

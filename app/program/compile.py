@@ -43,6 +43,7 @@ from app.circuit.metadata import (
     metadata_types,
 )
 from app.circuit.processing_time import mark_processing_windows
+from app.connectors.registry_subjects import strategy_name
 from app.errors import ProgramError
 from app.program.avro_schema import CHANGELOG_FIELDS, record_schema, schema_mismatches
 from app.program.ddl import (
@@ -100,8 +101,11 @@ __all__ = ["compile_program", "compile_text"]
 TABLE_OPTIONS = ("topic", "format", "schema", "dead_letter", "max_future", "schema-registry.url",
                  "scan.startup.mode", "scan.startup.timestamp-millis", "key.format",
                  "key.fields", "dead_letter.connect-headers")
+#: An ``avro-confluent`` output's serializer options, as Confluent's serializers name them.
+SERIALIZER_OPTIONS = ("auto.register.schemas", "use.latest.version", "key.subject.name.strategy",
+                      "value.subject.name.strategy")
 VIEW_OPTIONS = ("topic", "format", "encoding", "schema-registry.url", "key", "key.format",
-                "partitions", "replicas", "retention")
+                "partitions", "replicas", "retention", *SERIALIZER_OPTIONS)
 #: Where a new checkpoint starts reading a table's topic (Flink's Kafka connector's names).
 STARTUP_MODES = ("earliest-offset", "latest-offset", "timestamp")
 VIEW_ENCODINGS = ("avro", "avro-confluent", "json")
@@ -668,6 +672,32 @@ class _Compiler:
                                  "write 'schema-registry.url' = 'http://host:port'")
         return {"url": url}
 
+    def _serializer_options(self, options: dict[str, OptionDecl],
+                            registry: bool) -> tuple[tuple[str, str], ...]:
+        """A view's Confluent serializer options (:data:`SERIALIZER_OPTIONS`), checked: a
+        flag is 'true' or 'false', a strategy one of Confluent's (kept by its bare class
+        name); only an output with an ``avro-confluent`` key or value takes them."""
+        found: list[tuple[str, str]] = []
+        for name in SERIALIZER_OPTIONS:
+            option = options.get(name)
+            if option is None:
+                continue
+            if not registry:
+                raise CompileFailure(option.position, f"'{name}' is an option of outputs "
+                                     "with 'encoding' or 'key.format' 'avro-confluent'",
+                                     "declare 'encoding' = 'avro-confluent' or remove it")
+            value = self._string(option).strip()
+            if name.endswith("strategy"):
+                try:
+                    value = strategy_name(value)
+                except ValueError as exc:
+                    raise CompileFailure(option.value_position, str(exc)) from None
+            elif value.lower() not in ("true", "false"):
+                raise CompileFailure(option.value_position, f"'{name}' is '{value}'",
+                                     "write 'true' or 'false'")
+            found.append((name, value.lower() if not name.endswith("strategy") else value))
+        return tuple(found)
+
     def _string(self, option: OptionDecl) -> str:
         if not isinstance(option.value, str):
             raise CompileFailure(option.value_position, f"option '{option.key}' takes a quoted "
@@ -1219,10 +1249,12 @@ class _Compiler:
         registry = self._registry_url(
             options.get("schema-registry.url"),
             "avro-confluent" if key_format == "avro-confluent" else encoding, "view")
+        serializer = self._serializer_options(
+            options, "avro-confluent" in (encoding, key_format))
         return Output(topic, cast(Literal["upsert", "changelog", "append"], fmt), key_columns,
                       key_schema, value_schema,
                       cast(Literal["avro", "avro-confluent", "json"], encoding), registry,
-                      key_format=key_format,
+                      key_format=key_format, serializer=serializer,
                       partitions=self._count(options.get("partitions")),
                       replicas=self._count(options.get("replicas")),
                       retention_ms=(_retention_ms(options["retention"]) if "retention" in options

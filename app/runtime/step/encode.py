@@ -114,7 +114,7 @@ class ViewEncoding:
         """Column-wise encoders of the value and key schemas, or None when either schema has
         a field type they do not write or the output is JSON (then rows are encoded one by
         one)."""
-        if self.encoding == "json" or self.key_writer is not None:
+        if self.encoding == "json" or self.key_writer is not None or not self._fields_filled():
             return None
         if self._columnar is None:
             self._columnar = (
@@ -125,6 +125,18 @@ class ViewEncoding:
         if not value.supported or (key is not None and not key.supported):
             return None
         return self._columnar
+
+    def _fields_filled(self) -> bool:
+        """Whether a column fills every field of the schemas; a registered schema written
+        with (``use.latest.version``) may have fields that take their defaults, which only
+        the per-record encoder writes."""
+        values = {*self.columns, *(("undo", "ptime", "ver") if self.format == "changelog" else ())}
+        if any(f["name"] not in values for f in self.value_schema.get("fields", ())):
+            return False
+        keys = set(self.key_columns)
+        return self.key_schema is None or all(
+            f["name"] in keys for f in self.key_schema.get("fields", ())
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_codecs": None, "_json": None, "_columnar": None}

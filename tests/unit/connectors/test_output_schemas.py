@@ -1,0 +1,129 @@
+"""How an ``avro-confluent`` output finds the schema it writes with, against the tests' real
+schema registry (app/connectors/output_schemas.py): Confluent's ``auto.register.schemas``,
+``use.latest.version`` and subject name strategies, and the refusals at start."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from app.connectors.output_schemas import SerializerSettings, output_schema
+from app.errors import SubjectSchemaError
+from app.program.compile import compile_program
+
+PROGRAM = """
+CREATE TABLE t (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE, card BIGINT NOT NULL,
+                note VARCHAR) WITH ('topic' = 't');
+CREATE VIEW v WITH ('topic' = 'out', 'encoding' = 'avro-confluent', 'key' = 'card') AS
+SELECT ts, card, note FROM t;
+"""
+LATEST = SerializerSettings(auto_register_schemas=False, use_latest_version=True)
+
+
+def _view_schemas() -> tuple[dict[str, Any], dict[str, Any]]:
+    out = compile_program("p.sql", PROGRAM).view("v").output
+    assert out is not None and out.key_schema is not None
+    return out.key_schema, out.value_schema
+
+
+def _register(url: str, subject: str, schema: dict[str, Any]) -> tuple[int, int]:
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    client = SchemaRegistryClient({"url": url})
+    client.register_schema(subject, Schema(json.dumps(schema), "AVRO"))
+    latest = client.get_latest_version(subject)
+    return int(latest.schema_id), int(latest.version)
+
+
+def _purchase(*extra: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "record",
+        "name": "Purchase",
+        "namespace": "com.example",
+        "fields": [
+            {"name": "note", "type": ["null", "string"], "default": None},
+            {"name": "card", "type": "long"},
+            {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            *extra,
+        ],
+    }
+
+
+def test_each_strategy_registers_under_its_subject(schema_registry: str) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    key, value = _view_schemas()
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    registry = {"url": schema_registry}
+    found = {
+        strategy: (
+            output_schema(registry, "view v", topic, "key", key,
+                          SerializerSettings(key_subject_name_strategy=strategy)).subject,
+            output_schema(registry, "view v", topic, "value", value,
+                          SerializerSettings(value_subject_name_strategy=strategy)).subject,
+        )
+        for strategy in ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+    }
+    assert found == {
+        "TopicNameStrategy": (f"{topic}-key", f"{topic}-value"),
+        "RecordNameStrategy": ("tidemark.v_key", "tidemark.v"),
+        "TopicRecordNameStrategy": (f"{topic}-tidemark.v_key", f"{topic}-tidemark.v"),
+    }
+    subjects = set(SchemaRegistryClient({"url": schema_registry}).get_subjects())
+    assert {s for pair in found.values() for s in pair} <= subjects
+
+
+def test_use_latest_version_writes_with_the_registered_schema(schema_registry: str) -> None:
+    _, value = _view_schemas()
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    registered = _purchase({"name": "channel", "type": "string", "default": "web"})
+    schema_id, version = _register(schema_registry, f"{topic}-value", registered)
+    found = output_schema({"url": schema_registry}, "view v", topic, "value", value, LATEST)
+    assert (found.subject, found.schema_id, found.version) == (f"{topic}-value", schema_id,
+                                                               version)
+    assert found.schema == registered
+
+
+def test_a_latest_schema_that_cannot_carry_the_rows_is_refused_naming_it(
+    schema_registry: str,
+) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    _, value = _view_schemas()
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    incompatible = _purchase({"name": "channel", "type": "string"})
+    incompatible["fields"][1] = {"name": "card", "type": "int"}
+    schema_id, version = _register(schema_registry, f"{topic}-value", incompatible)
+    with pytest.raises(SubjectSchemaError) as refused:
+        output_schema({"url": schema_registry}, "view v", topic, "value", value, LATEST)
+    assert str(refused.value).startswith(
+        f"view v: the latest schema of subject {topic}-value (schema id {schema_id}, version"
+        f" {version}) cannot carry the view's rows: column card is long, which field card of"
+        " type int cannot hold; field channel has no default and the view has no column"
+        " channel: register a version that can"
+    )
+    versions = SchemaRegistryClient({"url": schema_registry}).get_versions(f"{topic}-value")
+    assert versions == [version], "nothing registered"
+
+
+def test_without_auto_registration_the_subject_must_have_the_schema(schema_registry: str) -> None:
+    key, value = _view_schemas()
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    lookup = SerializerSettings(auto_register_schemas=False)
+    with pytest.raises(SubjectSchemaError, match=f"view v: the view's schema is not registered"
+                       f" under subject {topic}-value and auto.register.schemas is false"):
+        output_schema({"url": schema_registry}, "view v", topic, "value", value, lookup)
+    with pytest.raises(SubjectSchemaError, match=f"subject {topic}-key has no registered version"):
+        output_schema({"url": schema_registry}, "view v", topic, "key", key, LATEST)
+    schema_id, _ = _register(schema_registry, f"{topic}-value", value)
+    found = output_schema({"url": schema_registry}, "view v", topic, "value", value, lookup)
+    assert (found.schema_id, found.schema) == (schema_id, value)
+
+
+def test_a_record_strategy_refuses_a_bare_key(schema_registry: str) -> None:
+    with pytest.raises(SubjectSchemaError, match="the key of topic out is a bare long"):
+        output_schema({"url": schema_registry}, "view v", "out", "key", {"type": "long"},
+                      SerializerSettings(key_subject_name_strategy="RecordNameStrategy"))
