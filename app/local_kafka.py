@@ -305,6 +305,16 @@ class TlsFiles:
     client_certificate: Path
     client_key: Path
 
+    @property
+    def server_certificate(self) -> Path:
+        """The broker's certificate (for 127.0.0.1 and localhost), for any test server."""
+        return self.ca.parent / "broker.pem"
+
+    @property
+    def server_key(self) -> Path:
+        """The broker's private key, PKCS#8 PEM."""
+        return self.ca.parent / "broker.p8"
+
 
 def make_tls_files(directory: Path) -> TlsFiles:
     """A CA, a broker certificate for 127.0.0.1/localhost and a client certificate, made with

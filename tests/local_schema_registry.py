@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -38,12 +39,21 @@ def _free_port() -> int:
 
 
 class LocalSchemaRegistry:
-    """One registry process; :attr:`url` is its Confluent-compatible base URL."""
+    """One registry process; :attr:`url` is its Confluent-compatible base URL. With ``tls``
+    (a certificate for 127.0.0.1 and its PKCS#8 key, PEM files; ``ca`` the CA that signed it)
+    it is served over HTTPS alone (Quarkus's ``quarkus.http.ssl.*`` settings)."""
 
-    def __init__(self, start_seconds: float = 120) -> None:
+    def __init__(
+        self,
+        start_seconds: float = 120,
+        tls: tuple[Path, Path] | None = None,
+        ca: Path | None = None,
+    ) -> None:
         self.start_seconds = start_seconds
         self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}{CCOMPAT_PATH}"
+        self.tls, self.ca = tls, ca
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}{CCOMPAT_PATH}"
         self.work_dir = Path(tempfile.mkdtemp(prefix="tidemark-schema-registry-"))
         self.log_file = self.work_dir / "registry.log"
         self._process: subprocess.Popen[Any] | None = None
@@ -59,11 +69,22 @@ class LocalSchemaRegistry:
         java = shutil.which("java")
         if java is None:
             raise RuntimeError("no java on PATH: the schema registry needs Java 17")
+        if self.tls is None:
+            ports = [f"-Dquarkus.http.port={self.port}"]
+        else:
+            certificate, key = self.tls
+            ports = [
+                f"-Dquarkus.http.port={_free_port()}",
+                f"-Dquarkus.http.ssl-port={self.port}",
+                f"-Dquarkus.http.ssl.certificate.file={certificate}",
+                f"-Dquarkus.http.ssl.certificate.key-file={key}",
+                "-Dquarkus.http.insecure-requests=disabled",
+            ]
         command = [
             java,
             "-Xmx384m",
             "-XX:TieredStopAtLevel=1",
-            f"-Dquarkus.http.port={self.port}",
+            *ports,
             "-Dquarkus.http.host=127.0.0.1",
             "-Dquarkus.log.level=WARN",
             "-jar",
@@ -80,6 +101,7 @@ class LocalSchemaRegistry:
         assert self._process is not None
         deadline = time.monotonic() + self.start_seconds
         probe = f"{self.url}/subjects"
+        context = ssl.create_default_context(cafile=self.ca) if self.tls is not None else None
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 raise RuntimeError(
@@ -87,7 +109,9 @@ class LocalSchemaRegistry:
                     f"{self.tail_log()}"
                 )
             try:
-                with urllib.request.urlopen(probe, timeout=2) as answer:  # noqa: S310
+                with urllib.request.urlopen(  # noqa: S310 - our own URL
+                    probe, timeout=2, context=context
+                ) as answer:
                     if answer.status == 200:
                         return
             except OSError:
