@@ -177,7 +177,8 @@ def _read(decl: TableDecl, sink: bool,
         elif key.startswith(("avro-confluent.", "value.avro-confluent.",
                              "key.avro-confluent.")):
             raise reader.refuse(option, "the schema registry's credentials and TLS settings "
-                                "are the service's (schema_registry_* in docs/configuration.md)",
+                                "are the service's (its schema_registry settings, by "
+                                "Confluent's names, in docs/configuration.md)",
                                 "remove it")
         elif key == "value.fields-include":
             include = _text(option).upper()
