@@ -294,13 +294,14 @@ def with_schema_registry(circuit: Any, settings: Settings) -> Any:
     from dataclasses import replace
 
     from app.connectors.confluent_avro import REGISTRY_CLIENTS
+    from app.connectors.json_encoder import json_schema
     from app.connectors.output_schemas import SerializerSettings, output_schema
 
     def conf(what: str, own: dict[str, str] | None, option: str) -> dict[str, str]:
         found = settings.schema_registry_config((own or {}).get("url"))
         if found is None:
             raise ConfigError(
-                f"{what} has {option} = 'avro-confluent' but no schema registry: set"
+                f"{what} has {option} but no schema registry: set"
                 " --schema-registry-url (TIDEMARK_SCHEMA_REGISTRY_URL) or its"
                 " 'schema-registry.url'"
             )
@@ -316,10 +317,11 @@ def with_schema_registry(circuit: Any, settings: Settings) -> Any:
             schema_registry=conf(
                 f"table {t.name}",
                 t.schema_registry,
-                "'format'" if t.format == "avro-confluent" else "'key.format'",
+                f"'format' = '{t.format}'" if t.format in ("avro-confluent", "json-registry")
+                else "'key.format' = 'avro-confluent'",
             ),
         )
-        if "avro-confluent" in (t.format, t.key_format)
+        if t.format in ("avro-confluent", "json-registry") or t.key_format == "avro-confluent"
         else t
         for t in circuit.tables
     )
@@ -327,10 +329,13 @@ def with_schema_registry(circuit: Any, settings: Settings) -> Any:
     views = []
     for view in circuit.views:
         out = view.output
-        if out is not None and "avro-confluent" in (out.encoding, out.key_format):
-            value = out.encoding == "avro-confluent"
+        registered = ("avro-confluent", "json-registry")
+        if out is not None and (out.encoding in registered or out.key_format == "avro-confluent"):
+            value = out.encoding in registered
             registry = conf(
-                f"view {view.name}", out.schema_registry, "'encoding'" if value else "'key.format'"
+                f"view {view.name}",
+                out.schema_registry,
+                f"'encoding' = '{out.encoding}'" if value else "'key.format' = 'avro-confluent'",
             )
             options = {**service, **dict(out.serializer)}
             serializer = SerializerSettings(
@@ -344,14 +349,17 @@ def with_schema_registry(circuit: Any, settings: Settings) -> Any:
                 ),
             )
             key = value_found = None
-            if out.key_schema is not None and (out.key_format or out.encoding) == "avro-confluent":
+            as_json = out.encoding == "json-registry"
+            key_format = out.key_format or out.encoding
+            if out.key_schema is not None and key_format in registered:
                 key = output_schema(
-                    registry, f"view {view.name}", out.topic, "key", out.key_schema, serializer
+                    registry, f"view {view.name}", out.topic, "key", out.key_schema, serializer,
+                    json_schema(out.key_schema) if key_format == "json-registry" else None,
                 )
             if value:
                 value_found = output_schema(
                     registry, f"view {view.name}", out.topic, "value", out.value_schema,
-                    serializer,
+                    serializer, json_schema(out.value_schema) if as_json else None,
                 )
             out = replace(
                 out,

@@ -549,10 +549,12 @@ class Output:
     key_columns: tuple[str, ...]
     key_schema: dict[str, Any] | None
     value_schema: dict[str, Any]
-    #: How keys and values are encoded: ``avro`` (schemaless), ``avro-confluent`` (framed
+    #: How keys and values are encoded: ``json-registry`` (JSON objects of the JSON Schema
+    #: registered for the fields, framed by confluent-kafka's JSONSerializer), ``avro``
+    #: (schemaless), ``avro-confluent`` (framed
     #: with the schema ids the registry gave ``<topic>-key`` and ``<topic>-value``) or
     #: ``json`` (JSON objects of the same fields, app/connectors/json_encoder.py).
-    encoding: Literal["avro", "avro-confluent", "json"] = "avro"
+    encoding: Literal["avro", "avro-confluent", "json", "json-registry"] = "avro"
     #: An ``avro-confluent`` output's schema registry client settings (the view's
     #: ``'schema-registry.url'``, completed by ``tidemark run`` as a table's are).
     schema_registry: dict[str, str] | None = None
@@ -612,14 +614,15 @@ class Table:
     columns: tuple[Column, ...]
     topic: str
     #: How record values are decoded; ``debezium-json``: Debezium change events of a keyed
-    #: table (:attr:`changelog`).
-    format: Literal["avro", "avro-confluent", "json", "debezium-json"]
+    #: table (:attr:`changelog`); ``json-registry``: JSON Schema records of a registry.
+    format: Literal["avro", "avro-confluent", "json", "json-registry", "debezium-json"]
     avro_schema: dict[str, Any]
     dead_letter_topic: str
     lateness: tuple[Lateness, ...]
     max_future_ms: int | None
     position: Position
-    #: An ``avro-confluent`` table's schema registry client settings: ``url`` (the table's
+    #: An ``avro-confluent`` or ``json-registry`` table's schema registry client settings:
+    #: ``url`` (the table's
     #: ``'schema-registry.url'``, else ``tidemark run``'s setting) and, with credentials,
     #: ``basic.auth.user.info``; ``tidemark run`` completes them from its settings.
     schema_registry: dict[str, str] | None = None

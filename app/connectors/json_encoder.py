@@ -31,7 +31,7 @@ from typing import Any
 
 from app.connectors.json_records import JsonRecords
 
-__all__ = ["JsonEncoder", "json_decoder", "json_timestamp"]
+__all__ = ["JsonEncoder", "json_decoder", "json_schema", "json_timestamp"]
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _EPOCH_DAY = dt.date(1970, 1, 1)
@@ -140,11 +140,71 @@ class JsonEncoder:
     def encode(self, record: Mapping[str, Any]) -> bytes:
         """One record (circuit values: TIMESTAMP epoch ms, DATE days, DECIMAL exact) as UTF-8
         JSON text; a field missing from ``record`` is null."""
+        return self.dump(self.document(record))
+
+    def document(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """One record as the JSON object :meth:`encode` writes, before it is text."""
         obj = {}
         for name, write in self._writers:
             value = record.get(name)
             obj[name] = None if value is None else write(value)
-        return self._dump(obj).encode("utf-8")
+        return obj
+
+    def dump(self, document: Any) -> bytes:
+        """A document as :meth:`encode` writes it: UTF-8 JSON text without spaces."""
+        return self._dump(document).encode("utf-8")
+
+
+def _field_schema(kind: Any) -> dict[str, Any]:
+    """The JSON Schema of what :func:`_writer` writes for a (non-null) field type."""
+    kind = _solid(kind)
+    if isinstance(kind, dict):
+        logical = kind.get("logicalType")
+        if logical == "timestamp-millis":
+            return {"type": "string", "format": "date-time"}
+        if logical == "date":
+            return {"type": "string", "format": "date"}
+        if logical == "decimal":
+            return {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?$"}
+        kind = kind.get("type")
+    forms: dict[str, dict[str, Any]] = {
+        "boolean": {"type": "boolean"},
+        "int": {"type": "integer"},
+        "long": {"type": "integer"},
+        "float": {"type": ["number", "string"]},  # NaN and the infinities are strings
+        "double": {"type": ["number", "string"]},
+        "string": {"type": "string"},
+        "bytes": {"type": "string", "contentEncoding": "base64"},
+    }
+    return forms[kind]
+
+
+def json_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON Schema (draft-07) of the objects :class:`JsonEncoder` writes for an Avro record
+    schema, as a ``'json-registry'`` output registers it: each field's form, ``null`` allowed
+    for a nullable one, every NOT NULL field required; titled with the record's full name,
+    which RecordNameStrategy subjects are named after."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for f in schema.get("fields", []):
+        kind = f["type"]
+        nullable = isinstance(kind, list) and "null" in kind
+        field = _field_schema(kind)
+        if nullable:
+            types = field["type"] if isinstance(field["type"], list) else [field["type"]]
+            field = {**field, "type": [*types, "null"]}
+        else:
+            required.append(f["name"])
+        properties[f["name"]] = field
+    name = str(schema.get("name", ""))
+    namespace = schema.get("namespace")
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": f"{namespace}.{name}" if namespace and "." not in name else name,
+        "type": "object",
+        "properties": properties,
+        "required": required,
+    }
 
 
 def json_decoder(name: str, schema: Mapping[str, Any]) -> JsonRecords:

@@ -56,6 +56,7 @@ from app.circuit.ir import Column, Computed, SqlType
 from app.circuit.waterline import is_late, late_mask
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.confluent_avro import ConfluentAvroRecords, ConfluentRecordError
+from app.connectors.confluent_json import ConfluentJsonRecords
 from app.connectors.debezium_records import ENVELOPE, DebeziumJsonRecords
 from app.connectors.json_records import JsonRecordError, JsonRecords
 from app.connectors.record_key import KeyDecoder, KeyRecordError
@@ -297,7 +298,7 @@ class LateGate:
         self._deletion_required = [*spec.primary_key, *(c for c in times
                                                         if c not in spec.primary_key)]
         self._debezium: DebeziumJsonRecords | None = None
-        self._json: JsonRecords | None = None
+        self._json: JsonRecords | ConfluentJsonRecords | None = None
         self._confluent: ConfluentAvroRecords | None = None
         self._nullable_codecs: list[AvroCodec] = []
         if spec.format == "json":
@@ -310,6 +311,13 @@ class LateGate:
                 [(c.name, c.kind, c.metadata) for c in spec.columns
                  if c.metadata is not None and c.metadata in ENVELOPE],
                 [c for c in self._deletion_required if c in values],
+            )
+        elif spec.format == "json-registry":
+            if spec.registry is None:
+                raise ValueError(f"table {spec.table}: json-registry values need a registry")
+            self._json = ConfluentJsonRecords(
+                spec.table, spec.topic, [(c.name, c.kind) for c in spec.value_columns],
+                spec.registry,
             )
         elif spec.format == "avro-confluent":
             if spec.registry is None:

@@ -26,6 +26,9 @@ Decode = Callable[[bytes], dict[str, Any]]
 def _decoder(name: str, schema: Mapping[str, Any], encoding: str) -> Decode:
     if encoding == "json":
         return json_decoder(name, schema).decode
+    if encoding == "json-registry":
+        document = json_decoder(name, schema).decode
+        return lambda data: document(unframe(data)[1])
     codec = AvroCodec(schema)
     if encoding == "avro-confluent":
         return lambda data: codec.decode(unframe(data)[1])

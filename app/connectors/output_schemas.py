@@ -75,9 +75,12 @@ def output_schema(
     field: Literal["key", "value"],
     ours: Mapping[str, Any],
     serializer: SerializerSettings,
+    json_document: Mapping[str, Any] | None = None,
 ) -> OutputSchema:
     """The schema ``what`` (``view v``) writes ``topic``'s ``field`` with (see the module
-    doc); ``ours``: the view's own schema of it."""
+    doc); ``ours``: the view's own (Avro) schema of it, which names the subject;
+    ``json_document``: for a ``json-registry`` output, the JSON Schema registered instead
+    (its records are written in it, so the subject's latest version is not taken)."""
     from confluent_kafka.schema_registry import Schema
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
@@ -91,13 +94,25 @@ def output_schema(
         raise SubjectSchemaError(f"{what}: {exc}") from None
     client = REGISTRY_CLIENTS.get().get(registry)
     url = registry.get("url")
+    registered = (
+        Schema(schema_text(ours), "AVRO") if json_document is None
+        else Schema(json.dumps(dict(json_document)), "JSON")
+    )
+    if json_document is not None and serializer.use_latest_version and not (
+        serializer.auto_register_schemas
+    ):
+        raise SubjectSchemaError(
+            f"{what}: use.latest.version writes with the subject's latest Avro schema, and"
+            f" 'encoding' = 'json-registry' writes its own JSON Schema (subject {subject}):"
+            " register it and set use.latest.version = false, or use 'avro-confluent'"
+        )
     try:
         if serializer.auto_register_schemas:
-            schema_id = client.register_schema(subject, Schema(schema_text(ours), "AVRO"))
+            schema_id = client.register_schema(subject, registered)
             return OutputSchema(subject, int(schema_id), dict(ours))
         if serializer.use_latest_version:
             return _latest(client, what, subject, ours)
-        found = client.lookup_schema(subject, Schema(schema_text(ours), "AVRO"))
+        found = client.lookup_schema(subject, registered)
         return OutputSchema(subject, int(found.schema_id), dict(ours), found.version)
     except SchemaRegistryError as exc:
         if exc.http_status_code == 404 and not serializer.auto_register_schemas:

@@ -73,7 +73,7 @@ def _shown(kind: str, value: Any) -> Any:
 RegistryFor = Callable[[str | None], Mapping[str, str] | None]
 
 _NO_REGISTRY = (
-    "{option} = 'avro-confluent' is not decoded without a schema registry: give"
+    "{option} is not decoded without a schema registry: give"
     " --schema-registry-url (TIDEMARK_SCHEMA_REGISTRY_URL) or the table's"
     " 'schema-registry.url'"
 )
@@ -103,7 +103,8 @@ class ProgramDecoder:
         self._keys_refused: dict[str, str] = {}
         for table in circuit.tables:
             registry = None
-            if "avro-confluent" in (table.format, table.key_format) and registry_for is not None:
+            registry_format = table.format in ("avro-confluent", "json-registry")
+            if (registry_format or table.key_format == "avro-confluent") and registry_for:
                 registry = registry_for((table.schema_registry or {}).get("url"))
             if registry is not None:
                 table = replace(table, schema_registry=dict(registry))
@@ -181,8 +182,15 @@ def _value_decoder(spec: SourceSpec) -> Callable[[bytes], dict[str, Any]] | str:
         return AvroCodec(spec.avro_schema).decode
     if spec.format == "avro-confluent":
         if spec.registry is None:
-            return _NO_REGISTRY.format(option="'format'")
+            return _NO_REGISTRY.format(option="'format' = 'avro-confluent'")
         return ConfluentAvroRecords(spec.table, spec.avro_schema, spec.registry).decode
+    if spec.format == "json-registry":
+        from app.connectors.confluent_json import ConfluentJsonRecords
+
+        if spec.registry is None:
+            return _NO_REGISTRY.format(option="'format' = 'json-registry'")
+        columns = [(c.name, c.kind) for c in spec.value_columns]
+        return ConfluentJsonRecords(spec.table, spec.topic, columns, spec.registry).decode
     return f"'format' = '{spec.format}' is not decoded here"
 
 
@@ -192,7 +200,7 @@ def _key_decoder(spec: SourceSpec) -> Callable[[bytes | None], dict[str, Any]] |
 
     assert spec.key_format is not None and spec.key_schema is not None
     if spec.key_format == "avro-confluent" and spec.registry is None:
-        return _NO_REGISTRY.format(option="'key.format'")
+        return _NO_REGISTRY.format(option="'key.format' = 'avro-confluent'")
     kinds = {c.name: c.kind for c in spec.columns}
     return KeyDecoder(
         spec.table, spec.key_format, [(n, kinds[n]) for n in spec.key_fields], spec.key_schema,

@@ -108,8 +108,10 @@ VIEW_OPTIONS = ("topic", "format", "encoding", "schema-registry.url", "key", "ke
                 "partitions", "replicas", "retention", *SERIALIZER_OPTIONS)
 #: Where a new checkpoint starts reading a table's topic (Flink's Kafka connector's names).
 STARTUP_MODES = ("earliest-offset", "latest-offset", "timestamp")
-VIEW_ENCODINGS = ("avro", "avro-confluent", "json")
-TABLE_FORMATS = ("avro", "avro-confluent", "json", *CHANGELOG_FORMATS)
+VIEW_ENCODINGS = ("avro", "avro-confluent", "json", "json-registry")
+TABLE_FORMATS = ("avro", "avro-confluent", "json", "json-registry", *CHANGELOG_FORMATS)
+#: Formats whose values are framed for a schema registry (a table's 'schema-registry.url').
+REGISTRY_FORMATS = ("avro-confluent", "json-registry")
 VIEW_FORMATS = ("upsert", "changelog", "append")
 
 
@@ -409,7 +411,8 @@ class _Compiler:
         else:
             schema = record_schema(decl.name, value_columns)
         table = Table(decl.name, tuple(columns), topic_value,
-                      cast(Literal["avro", "avro-confluent", "json", "debezium-json"], fmt),
+                      cast(Literal["avro", "avro-confluent", "json", "json-registry",
+                                   "debezium-json"], fmt),
                       schema, dead_letter,
                       tuple(lateness), max_future_ms, decl.position, registry,
                       *self._startup(options), primary_key=_primary_key(decl, columns),
@@ -661,9 +664,10 @@ class _Compiler:
         if option is None:
             return None
         key = "format" if what == "table" else "encoding"
-        if fmt != "avro-confluent":
+        if fmt not in REGISTRY_FORMATS:
+            kinds = "'avro-confluent' or 'json-registry'"
             raise CompileFailure(option.position, "'schema-registry.url' is an option of "
-                                 f"'{key}' = 'avro-confluent' {what}s",
+                                 f"'{key}' = {kinds} {what}s",
                                  f"declare '{key}' = 'avro-confluent' or remove the option")
         url = self._string(option)
         if not url.startswith(("http://", "https://")):
@@ -684,7 +688,8 @@ class _Compiler:
                 continue
             if not registry:
                 raise CompileFailure(option.position, f"'{name}' is an option of outputs "
-                                     "with 'encoding' or 'key.format' 'avro-confluent'",
+                                     "with 'encoding' or 'key.format' 'avro-confluent' (or "
+                                     "'encoding' 'json-registry')",
                                      "declare 'encoding' = 'avro-confluent' or remove it")
             value = self._string(option).strip()
             if name.endswith("strategy"):
@@ -1250,10 +1255,11 @@ class _Compiler:
             options.get("schema-registry.url"),
             "avro-confluent" if key_format == "avro-confluent" else encoding, "view")
         serializer = self._serializer_options(
-            options, "avro-confluent" in (encoding, key_format))
+            options, "avro-confluent" in (encoding, key_format) or encoding == "json-registry")
         return Output(topic, cast(Literal["upsert", "changelog", "append"], fmt), key_columns,
                       key_schema, value_schema,
-                      cast(Literal["avro", "avro-confluent", "json"], encoding), registry,
+                      cast(Literal["avro", "avro-confluent", "json", "json-registry"], encoding),
+                      registry,
                       key_format=key_format, serializer=serializer,
                       partitions=self._count(options.get("partitions")),
                       replicas=self._count(options.get("replicas")),

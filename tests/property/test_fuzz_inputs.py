@@ -11,6 +11,8 @@
    same, for each record's key.
 4. The Debezium change-event decoder (``'format' = 'debezium-json'``) on generated, mutated
    and wrapped events: the same, with ``delete`` and ``skipped`` among the verdicts.
+5. The ``'format' = 'json-registry'`` decoder on records confluent-kafka's JSONSerializer
+   wrote with the tests' schema registry, mutated (schema ids included) and random: the same.
 
 CI runs a short pass. The longer run (a few minutes) is ``slow``:
 ``TIDEMARK_FUZZ_EXAMPLES=20000 .venv/bin/pytest -m slow tests/property/test_fuzz_inputs.py``
@@ -358,6 +360,79 @@ def test_fuzz_finding_a_function_call_around_tumble_is_a_program_error_l7(tmp_pa
     )
     with pytest.raises(ProgramError):
         compile_program(tmp_path / "found.sql", text)
+
+
+JSON_REGISTRY = """
+CREATE TABLE reading (
+    ts      TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND,
+    sensor  BIGINT NOT NULL,
+    qty     INT,
+    price   DECIMAL(5, 2),
+    label   VARCHAR,
+    amount  DOUBLE NOT NULL
+) WITH ('topic' = '{topic}', 'format' = 'json-registry', 'schema-registry.url' = '{url}',
+        'max_future' = INTERVAL '1' HOUR);
+"""
+READING_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "ts": {"type": ["string", "integer"]},
+        "sensor": {"type": "integer"},
+        "qty": {"type": ["integer", "null"]},
+        "price": {"type": ["number", "string", "null"]},
+        "label": {"type": ["string", "null"]},
+        "amount": {"type": "number"},
+    },
+    "required": ["ts", "sensor", "amount"],
+}
+
+
+def _json_registry_property(tmp: Path, url: str, examples: int) -> None:
+    import json
+    import uuid
+
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    topic = f"fuzz-{uuid.uuid4().hex[:8]}"
+    path = tmp / "json_registry.sql"
+    path.write_text(JSON_REGISTRY.format(topic=topic, url=url))
+    gate = LateGate(source_spec(compile_program(path).table("reading")), {"ts": NOW - 5_000}, NOW)
+    serializer = JSONSerializer(json.dumps(READING_SCHEMA), SchemaRegistryClient({"url": url}),
+                                conf={"validate": False})  # invalid documents too
+    context = SerializationContext(topic, MessageField.VALUE)
+    longs = st.integers(-(2**63), 2**63 - 1)
+    document = st.fixed_dictionaries({
+        "ts": st.one_of(longs, st.integers(NOW - 20_000, NOW + 7_200_000),
+                        st.sampled_from(["2027-01-15T08:00:00Z", "later", ""])),
+        "sensor": st.one_of(longs, st.text(max_size=3)),
+        "qty": st.one_of(st.none(), longs),
+        "price": st.one_of(st.none(), st.floats(), st.text(max_size=8)),
+        "label": st.one_of(st.none(), st.text(max_size=20)),
+        "amount": st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.booleans()),
+    })
+
+    @settings(max_examples=examples, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        source = data.draw(st.sampled_from(["random", "valid", "mutated"]))
+        if source == "random":
+            value = data.draw(st.binary(max_size=120))
+        else:
+            value = bytes(serializer(data.draw(document), context) or b"")
+            if source == "mutated":
+                value = _mutate(value, data.draw)
+        _check_verdict(gate, value, [])
+
+    check()
+
+
+def test_fuzzed_registry_json_records_are_verdicts_never_exceptions_s7(
+    tmp_path: Path, schema_registry: str
+) -> None:
+    _json_registry_property(tmp_path, schema_registry, _examples(150))
 
 
 @pytest.mark.slow

@@ -94,7 +94,8 @@ def _table_problems(circuit: Circuit) -> list[Refusal]:
             ),
         )
         for table in circuit.tables
-        if table.format not in ("avro", "avro-confluent", "json", "debezium-json")
+        if table.format not in ("avro", "avro-confluent", "json", "json-registry",
+                                "debezium-json")
     ]
 
 

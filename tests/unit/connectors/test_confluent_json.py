@@ -1,0 +1,134 @@
+"""``'format' = 'json-registry'`` values, written by confluent-kafka's own JSONSerializer with
+the tests' real schema registry and read by ConfluentJsonRecords (app/connectors/confluent_json.py,
+SPEC L1, S7): the row as a ``'format' = 'json'`` table reads the document, and every bad record
+a dead-letter reason naming what is wrong."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from app.connectors.confluent_avro import frame
+from app.connectors.confluent_json import ConfluentJsonRecords
+from app.connectors.json_records import JsonRecordError
+
+COLUMNS = [("ts", "timestamp"), ("card", "int64"), ("price", "decimal(5,2)"), ("note", "string")]
+SCHEMA: dict[str, Any] = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "Purchase",
+    "type": "object",
+    "properties": {
+        "ts": {"type": "string"},
+        "card": {"type": "integer"},
+        "price": {"type": ["number", "null"]},
+        "note": {"type": ["string", "null"]},
+    },
+    "required": ["ts", "card"],
+}
+
+
+def _serialized(url: str, topic: str, record: dict[str, Any]) -> bytes:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    serializer = JSONSerializer(json.dumps(SCHEMA), SchemaRegistryClient({"url": url}))
+    data = serializer(record, SerializationContext(topic, MessageField.VALUE))
+    assert data is not None
+    return bytes(data)
+
+
+def _reason(decoder: ConfluentJsonRecords, value: bytes) -> tuple[str, str]:
+    with pytest.raises(JsonRecordError) as refused:
+        decoder.decode(value)
+    return refused.value.reason, refused.value.message
+
+
+def test_l1_a_json_schema_record_is_the_row_a_json_table_reads(schema_registry: str) -> None:
+    topic = f"purchases-{uuid.uuid4().hex[:8]}"
+    decoder = ConfluentJsonRecords("purchase", topic, COLUMNS, {"url": schema_registry})
+    value = _serialized(schema_registry, topic, {
+        "ts": "2026-11-26T10:00:00Z", "card": 7, "price": 12.34, "note": None,
+    })
+    assert decoder.decode(value) == {
+        "ts": 1_795_687_200_000, "card": 7, "price": Decimal("12.34"), "note": None
+    }
+
+
+def test_s7_each_bad_record_is_a_dead_letter_with_its_reason(schema_registry: str) -> None:
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    topic = f"purchases-{uuid.uuid4().hex[:8]}"
+    decoder = ConfluentJsonRecords("purchase", topic, COLUMNS, {"url": schema_registry})
+    good = _serialized(schema_registry, topic, {"ts": "2026-11-26T10:00:00Z", "card": 7})
+    json_id = int.from_bytes(good[1:5], "big")
+    avro_id = SchemaRegistryClient({"url": schema_registry}).register_schema(
+        f"{topic}-avro", Schema('{"type": "record", "name": "R", "fields": []}', "AVRO")
+    )
+    refuses = frame(json_id, b'{"ts": "2026-11-26T10:00:00Z", "card": "seven"}')
+    found = {
+        "unframed": _reason(decoder, b'{"ts": 1, "card": 2}'),
+        "short": _reason(decoder, b"\x00\x00"),
+        "unknown id": _reason(decoder, frame(999_999, b"{}")),
+        "avro id": _reason(decoder, frame(avro_id, b"{}")),
+        "not json": _reason(decoder, frame(json_id, b"{oops")),
+        "refused": _reason(decoder, refuses),
+        "no fit": _reason(decoder, frame(json_id, b'{"ts": "yesterday", "card": 1}')),
+    }
+    assert {k: reason for k, (reason, _) in found.items()} == {
+        "unframed": "malformed", "short": "malformed", "unknown id": "invalid",
+        "avro id": "invalid", "not json": "malformed", "refused": "invalid", "no fit": "invalid",
+    }
+    message = {k: text for k, (_, text) in found.items()}
+    assert message["unframed"].startswith(
+        "not a registry-framed JSON record of table purchase: the first byte is 0x7b"
+    )
+    assert message["unknown id"].startswith("schema id 999999 is not in the schema registry")
+    assert message["avro id"] == f"schema id {avro_id} is an Avro schema, not a JSON Schema"
+    assert message["refused"].startswith(
+        f"schema id {json_id}: the JSON Schema refuses the record: 'seven' is not of type"
+    )
+    assert message["no fit"].startswith("column ts: expected")
+
+
+def test_s13_a_json_registry_output_is_read_by_confluents_json_deserializer(
+    schema_registry: str,
+) -> None:
+    """``tidemark run`` registers the view's JSON Schema at start (keys too, under their
+    subjects); confluent-kafka's JSONSerializer then frames each record with its id and a
+    JSONDeserializer of the registry reads it back."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from app.cli import with_schema_registry
+    from app.config import Settings
+    from app.program.compile import compile_program
+    from app.runtime.step.encode import ViewEncoding, encode_record
+
+    topic = f"counts-{uuid.uuid4().hex[:8]}"
+    circuit = with_schema_registry(compile_program("p.sql", f"""
+        CREATE TABLE t (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE, k BIGINT NOT NULL,
+                        price DECIMAL(5, 2))
+        WITH ('topic' = 'in');
+        CREATE VIEW v WITH ('topic' = '{topic}', 'encoding' = 'json-registry',
+                            'value.subject.name.strategy' = 'RecordNameStrategy') AS
+        SELECT k, COUNT(*) AS n, MAX(price) AS top FROM t GROUP BY k;
+        """), Settings(schema_registry_url=schema_registry))
+    out = circuit.view("v").output
+    assert out is not None
+    assert (out.key_subject, out.value_subject) == (f"{topic}-key", "tidemark.v")
+    enc = ViewEncoding.for_view(circuit.view("v"))
+    key, value = encode_record(enc, {"k": 3, "n": 2, "top": Decimal("9.50")}, None)
+    assert key is not None and value is not None
+    assert value[:5] == b"\x00" + (out.value_schema_id or 0).to_bytes(4, "big")
+    reader = JSONDeserializer(None, schema_registry_client=SchemaRegistryClient(
+        {"url": schema_registry}))
+    assert reader(value, SerializationContext(topic, MessageField.VALUE)) == {
+        "k": 3, "n": 2, "top": "9.50"
+    }
+    assert reader(key, SerializationContext(topic, MessageField.KEY)) == {"k": 3}
