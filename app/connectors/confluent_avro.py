@@ -50,6 +50,7 @@ __all__ = [
     "SchemaRegistryUnavailable",
     "frame",
     "framed_schema_id",
+    "unassignable_id",
     "register_output_schemas",
     "unframe",
 ]
@@ -97,6 +98,16 @@ def framed_schema_id(value: bytes) -> int | None:
         return None
     schema_id = int.from_bytes(value[1:_HEADER], "big")
     return schema_id if 0 < schema_id < 2**31 else None
+
+
+def unassignable_id(schema_id: int) -> str | None:
+    """Why no registry holds ``schema_id``, or None when one may: registries assign signed
+    32-bit ids, and some (Apicurio's Confluent API) answer a larger one with an error status
+    instead of 404, which would fail the task on every retry rather than make its record a
+    dead letter."""
+    if schema_id >= 2**31:
+        return f"schema id {schema_id} is beyond the signed 32-bit ids registries assign"
+    return None
 
 
 class RegistryClients:
@@ -263,6 +274,9 @@ class ConfluentAvroRecords:
 
     def _resolution(self, schema_id: int) -> _Resolution | str:
         """How values of ``schema_id`` are read, or the invalid message naming the id."""
+        unassignable = unassignable_id(schema_id)
+        if unassignable is not None:
+            return unassignable
         writer = self._fetch(schema_id)
         if isinstance(writer, str):
             return writer

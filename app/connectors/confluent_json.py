@@ -29,7 +29,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from app.connectors.confluent_avro import MAGIC_BYTE, REGISTRY_CLIENTS, SchemaRegistryUnavailable
+from app.connectors.confluent_avro import (
+    MAGIC_BYTE,
+    REGISTRY_CLIENTS,
+    SchemaRegistryUnavailable,
+    unassignable_id,
+)
 from app.connectors.json_encoder import JsonEncoder, json_schema
 from app.connectors.json_records import JsonRecordError, JsonRecords, shown
 from app.errors import SerializationError
@@ -140,6 +145,9 @@ class ConfluentJsonRecords:
         cache)."""
         from confluent_kafka.schema_registry.error import SchemaRegistryError
 
+        unassignable = unassignable_id(schema_id)
+        if unassignable is not None:
+            return unassignable
         client = REGISTRY_CLIENTS.get().get(self._registry)
         try:
             schema = client.get_schema(schema_id)

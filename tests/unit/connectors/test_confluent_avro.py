@@ -145,6 +145,18 @@ def test_an_unknown_schema_id_is_invalid_naming_it(schema_registry: str) -> None
     ), verdict.message
 
 
+def test_an_id_beyond_what_registries_assign_is_invalid_not_a_task_failure(
+    schema_registry: str,
+) -> None:
+    """Apicurio answers such an id with status 500, which would fail the task on every retry
+    (found by tests/property/test_fuzz_inputs.py's mutated ids)."""
+    body = AvroCodec(TABLE_SCHEMA).encode({"ts": 1_000, "k": 1, "note": None})
+    verdict = _gate(schema_registry).classify(frame(2**32 - 1, body), None)
+    assert (verdict.kind, verdict.message) == (
+        "invalid", "schema id 4294967295 is beyond the signed 32-bit ids registries assign"
+    )
+
+
 def _registered(registry_url: str, schema: dict[str, Any]) -> int:
     client = SchemaRegistryClient({"url": registry_url})
     subject = f"other-{uuid.uuid4().hex[:8]}-value"

@@ -74,6 +74,7 @@ def test_s7_each_bad_record_is_a_dead_letter_with_its_reason(schema_registry: st
         "unframed": _reason(decoder, b'{"ts": 1, "card": 2}'),
         "short": _reason(decoder, b"\x00\x00"),
         "unknown id": _reason(decoder, frame(999_999, b"{}")),
+        "beyond ids": _reason(decoder, frame(2**31, b"{}")),
         "avro id": _reason(decoder, frame(avro_id, b"{}")),
         "not json": _reason(decoder, frame(json_id, b"{oops")),
         "refused": _reason(decoder, refuses),
@@ -81,6 +82,7 @@ def test_s7_each_bad_record_is_a_dead_letter_with_its_reason(schema_registry: st
     }
     assert {k: reason for k, (reason, _) in found.items()} == {
         "unframed": "malformed", "short": "malformed", "unknown id": "invalid",
+        "beyond ids": "invalid",
         "avro id": "invalid", "not json": "malformed", "refused": "invalid", "no fit": "invalid",
     }
     message = {k: text for k, (_, text) in found.items()}
@@ -88,6 +90,9 @@ def test_s7_each_bad_record_is_a_dead_letter_with_its_reason(schema_registry: st
         "not a registry-framed JSON record of table purchase: the first byte is 0x7b"
     )
     assert message["unknown id"].startswith("schema id 999999 is not in the schema registry")
+    assert message["beyond ids"] == (
+        "schema id 2147483648 is beyond the signed 32-bit ids registries assign"
+    )
     assert message["avro id"] == f"schema id {avro_id} is an Avro schema, not a JSON Schema"
     assert message["refused"].startswith(
         f"schema id {json_id}: the JSON Schema refuses the record: 'seven' is not of type"
