@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) | sha1sum
 DEMO_SECONDS ?= 45
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck setup kafka schema-registry tools constraints clean
+.PHONY: demo test lint typecheck setup kafka schema-registry s3proxy tools constraints clean
 
 # pip's output (setuptools' editable-install notices among it) goes to $(PIP_LOG), shown
 # only when the install fails.
@@ -43,13 +43,17 @@ constraints:
 	@rm -rf $(CONSTRAINTS_VENV) $(CONSTRAINTS_VENV).log
 	@git diff --stat -- $(CONSTRAINTS) || true
 
-setup: $(STAMP) kafka schema-registry
+setup: $(STAMP) kafka schema-registry s3proxy
 
 kafka:
 	@bash scripts/fetch-kafka.sh
 
 schema-registry:
 	@bash scripts/fetch-schema-registry.sh
+
+# S3Proxy for the tests' s3a:// checkpoints, and Spark's s3a:// filesystem (hadoop-aws).
+s3proxy: $(STAMP)
+	@bash scripts/fetch-s3proxy.sh
 
 tools:
 	@bash scripts/install-prometheus.sh
