@@ -127,10 +127,11 @@ def explain(
         ),
     ] = False,
     against: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--against",
-            help="A checkpoint directory: whether tidemark run would continue it with this "
+            help="A checkpoint (directory or s3a:// URL): whether tidemark run would continue"
+            " it with this "
             "program, or refuse and why (exit code 1); writes nothing (docs/adr/0015).",
         ),
     ] = None,
@@ -177,7 +178,7 @@ def explain(
                 typer.echo(f"  {reason}")
 
 
-def _explain_against(circuit: Any, plan: Any, checkpoint: Path, format: str) -> None:
+def _explain_against(circuit: Any, plan: Any, checkpoint: str | Path, format: str) -> None:
     """``explain --against``: the verdict ``tidemark run`` would reach on ``checkpoint``
     (app/runtime/planner/checkpoint_plan.py), exit code 1 when it would refuse."""
     from app.runtime.planner.checkpoint_plan import judge_checkpoint
@@ -216,7 +217,10 @@ def run(
     bootstrap_servers: Annotated[
         str | None, _setting("bootstrap_servers", "Kafka bootstrap servers.")
     ] = None,
-    checkpoint: Annotated[Path | None, _setting("checkpoint", "Checkpoint directory.")] = None,
+    checkpoint: Annotated[
+        str | None,
+        _setting("checkpoint", "Checkpoint: a directory, or s3a://BUCKET/PREFIX."),
+    ] = None,
     once: Annotated[
         bool, typer.Option("--once", help="Process everything available now, then stop.")
     ] = False,

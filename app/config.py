@@ -12,10 +12,17 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -30,7 +37,9 @@ __all__ = [
     "REGISTRY_SETTINGS",
     "SERIALIZER_SETTINGS",
     "SPARK_LOG_NAME",
+    "CheckpointLocation",
     "KafkaSecurity",
+    "ObjectStore",
     "Settings",
     "load_settings",
     "masked",
@@ -376,6 +385,67 @@ class _YamlFile(PydanticBaseSettingsSource):
         return dict(self._data)
 
 
+class ObjectStore(BaseSettings):
+    """The S3-compatible object store of an ``s3a://bucket/prefix`` checkpoint (ADR 0025):
+    Tidemark's own files there (app/runtime/store) and Spark's s3a:// filesystem
+    (``fs.s3a.*``, app/runtime/session.py) both use these. Without an access key, Tidemark
+    signs with ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and ``AWS_SESSION_TOKEN`` from
+    the environment, which Spark's default credential chain reads too.
+
+    The driver hands them to Spark's Python workers as environment variables of the same
+    names (:meth:`environment`), so a worker reads them with ``ObjectStore()``."""
+
+    model_config = SettingsConfigDict(env_prefix="TIDEMARK_S3_", extra="forbid")
+
+    #: The store's URL, ``http(s)://host:port``; None: AWS S3 of ``region``.
+    endpoint: str | None = None
+    region: str = "us-east-1"
+    #: ``http://endpoint/bucket/key`` rather than ``http://bucket.endpoint/key`` (most
+    #: S3-compatible servers want it).
+    path_style: bool = False
+    access_key_id: str | None = None
+    secret_access_key: SecretStr | None = None
+    #: Seconds a checkpoint lease lasts without a renewal before another run may take it
+    #: over (app/runtime/checkpoint_lease.py); the holder renews it every third of that.
+    lease_seconds: float = Field(default=30, gt=0)
+    #: The directory of Spark's s3a:// filesystem jars (hadoop-aws at pyspark's Hadoop
+    #: version and its AWS SDK bundle), put on the driver's and executors' class path; None:
+    #: ``.cache/hadoop-aws/libs`` of the source tree, where ``scripts/fetch-s3proxy.sh``
+    #: (``make setup``) puts them.
+    jars: Path | None = None
+
+    @field_validator("endpoint")
+    @classmethod
+    def _check_endpoint(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"not an http:// or https:// URL: {value!r}")
+        return value.rstrip("/") if value is not None else None
+
+    def environment(self) -> dict[str, str]:
+        """These settings as the environment variables ``ObjectStore()`` reads."""
+        values = {
+            "endpoint": self.endpoint,
+            "region": self.region,
+            "path_style": str(self.path_style).lower(),
+            "access_key_id": self.access_key_id,
+            "secret_access_key": (
+                self.secret_access_key.get_secret_value() if self.secret_access_key else None
+            ),
+            "lease_seconds": repr(self.lease_seconds),
+            "jars": str(self.jars) if self.jars is not None else None,
+        }
+        return {f"TIDEMARK_S3_{k.upper()}": v for k, v in values.items() if v is not None}
+
+
+def _location(value: Any) -> Any:
+    """A checkpoint given as a path (``Path``) is kept as its text, like a URL."""
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+#: A checkpoint: a local directory, or ``s3a://bucket/prefix`` (ADR 0025).
+CheckpointLocation = Annotated[str, BeforeValidator(_location)]
+
+
 class Settings(BaseSettings):
     """Everything ``tidemark run`` needs; see docs/configuration.md for each setting."""
 
@@ -383,7 +453,7 @@ class Settings(BaseSettings):
 
     program: Path | None = None
     bootstrap_servers: str = "127.0.0.1:9092"
-    checkpoint: Path = Path("var/checkpoint")
+    checkpoint: CheckpointLocation = "var/checkpoint"
     spark_master: str = "local[2]"
     metrics_port: int = Field(default=9108, ge=0, le=65535)
     log_format: Literal["json", "console"] | None = None
@@ -419,6 +489,7 @@ class Settings(BaseSettings):
     #: start when missing; Tidemark's own: never purged, its partition count never changed.
     marker_topic: str = "tidemark.step-markers"
     kafka: KafkaSecurity = Field(default_factory=KafkaSecurity)
+    s3: ObjectStore = Field(default_factory=ObjectStore)
     #: The schema registry of ``'format' = 'avro-confluent'`` tables (a table's
     #: ``'schema-registry.url'`` overrides the URL); the credentials are HTTP basic auth.
     schema_registry_url: str | None = None
@@ -610,10 +681,18 @@ class Settings(BaseSettings):
     @property
     def spark_log_path(self) -> Path | None:
         """The file Spark's logs go to (``spark_log_file``, else ``spark.log`` in the
-        checkpoint directory), or None when they go to the console."""
+        checkpoint directory, or for an ``s3a://bucket/prefix`` checkpoint in
+        ``var/log/s3a/bucket/prefix/``), or None when they go to the console."""
         if self.spark_log == "console":
             return None
-        return self.spark_log_file or self.checkpoint / SPARK_LOG_NAME
+        if self.spark_log_file is not None:
+            return self.spark_log_file
+        if "://" in self.checkpoint:
+            # Spark's log is a local file, appended to as it runs: an object store has no
+            # append, so a URL checkpoint's log goes to a local directory named after it.
+            scheme, _, rest = self.checkpoint.partition("://")
+            return Path("var/log") / scheme / rest.strip("/") / SPARK_LOG_NAME
+        return Path(self.checkpoint) / SPARK_LOG_NAME
 
     def kafka_config(self) -> dict[str, str]:
         """librdkafka settings for every client Tidemark creates."""
@@ -645,6 +724,8 @@ def _setting_name(model: str, loc: tuple[int | str, ...]) -> str:
     parts = [str(p) for p in loc]
     if model == KafkaSecurity.__name__:
         parts = ["kafka", *parts]
+    elif model == ObjectStore.__name__:
+        parts = ["s3", *parts]
     if not parts:
         return "settings"
     return f"{'.'.join(parts)} (TIDEMARK_{'_'.join(parts).upper()})"

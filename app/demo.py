@@ -456,7 +456,7 @@ def run_demo(
     conf: dict[str, str] = {}
     # The demo runs a fixed configuration: TIDEMARK_* variables configure `tidemark run`.
     settings = Settings(
-        checkpoint=workdir / "checkpoint",
+        checkpoint=str(workdir / "checkpoint"),
         spark_master="local[2]",
         trigger_interval="1000ms",
         max_records_per_step=max(1000, rate * 5),

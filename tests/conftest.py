@@ -159,3 +159,59 @@ def schema_registry() -> Iterator[str]:
         yield registry.url
     finally:
         registry.cleanup()
+
+
+@dataclass
+class ObjectStoreServer:
+    """A running S3-compatible server and a fresh bucket of it for one test."""
+
+    endpoint: str
+    environment: dict[str, str]
+    bucket: str
+
+    def settings(self) -> Any:
+        """The ``s3`` settings group of a run against this server."""
+        from app.config import ObjectStore
+
+        return ObjectStore(
+            endpoint=self.endpoint,
+            path_style=True,
+            access_key_id=self.environment["TIDEMARK_S3_ACCESS_KEY_ID"],
+            secret_access_key=self.environment["TIDEMARK_S3_SECRET_ACCESS_KEY"],
+        )
+
+    def url(self, *parts: str) -> str:
+        return "/".join([f"s3a://{self.bucket}", *parts])
+
+
+@pytest.fixture(scope="session")
+def s3proxy_server() -> Iterator[Any]:
+    """S3Proxy (tests/local_s3proxy.py) over a temporary directory, fetched by
+    ``scripts/fetch-s3proxy.sh``; one that cannot start fails the test, with why."""
+    subprocess.run(["bash", str(ROOT / "scripts" / "fetch-s3proxy.sh")], check=True)
+    from local_s3proxy import LocalS3Proxy
+
+    server = LocalS3Proxy()
+    try:
+        server.start()
+    except RuntimeError as exc:
+        server.cleanup()
+        pytest.fail(f"S3Proxy did not start: {exc}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def object_store(s3proxy_server: Any, monkeypatch: pytest.MonkeyPatch) -> ObjectStoreServer:
+    """A bucket of its own on the tests' S3Proxy, with ``TIDEMARK_S3_*`` set to reach it."""
+    from app.runtime.store.s3 import s3_store
+
+    environment = s3proxy_server.environment()
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    bucket = f"t-{uuid.uuid4().hex[:12]}"
+    served = ObjectStoreServer(s3proxy_server.endpoint, environment, bucket)
+    s3_store(served.settings()).create_bucket(bucket)
+    return served

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import tempfile
 import threading
 import time
 import uuid
@@ -33,6 +32,7 @@ from app.connectors.sink.markers import MarkerTopic, ensure_marker_topic
 from app.connectors.topics import TopicDefaults, ensure_topics
 from app.errors import ConfigError, KafkaError, ProgramError, SparkError, kafka_reason
 from app.program.stages import STAGE_WRITER
+from app.runtime.checkpoint_lease import CheckpointLease
 from app.runtime.checkpoint_lock import CheckpointLock
 from app.runtime.operators.aggregate_support import polls_every_step
 from app.runtime.operators.query import plan_query
@@ -42,8 +42,8 @@ from app.runtime.planner.physical import PhysicalPlan, QueryPlan
 from app.runtime.planner.plan_fingerprint import plan_fingerprint
 from app.runtime.session import spark_session
 from app.runtime.step.slice_cache import SliceCache
-from app.runtime.step.step_files import write_atomically
 from app.runtime.step.step_sink import StepMetrics, StepReport, StepSink
+from app.runtime.store import is_url, join, store_at
 
 __all__ = [
     "POLLED_INTERVAL_MS",
@@ -58,31 +58,26 @@ __all__ = [
 log = structlog.get_logger("tidemark.service")
 
 
-def prepare_checkpoint(checkpoint: Path) -> None:
-    """The checkpoint directory exists and this process can write in it (Spark's offsets,
-    the source's state and by default Spark's log all go there), else a ConfigError that
-    names it, before Spark or Kafka is touched."""
-    try:
-        checkpoint.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=checkpoint, prefix=".tidemark-write-check-"):
-            pass
-    except OSError as exc:
-        raise ConfigError(
-            f"checkpoint directory {checkpoint} is not writable"
-            f" ({exc.strerror or type(exc).__name__}): give a directory this user can write"
-            " with --checkpoint or TIDEMARK_CHECKPOINT"
-        ) from exc
+def prepare_checkpoint(checkpoint: str | Path) -> None:
+    """The checkpoint (a directory, or an ``s3a://bucket/prefix``, ADR 0025) exists and this
+    process can write in it (Spark's offsets, the source's state and for a directory by
+    default Spark's log all go there), else a ConfigError that names it, before Spark or
+    Kafka is touched."""
+    where = str(checkpoint)
+    store_at(where).check_writable(where)
 
 
-def stage_prefix(checkpoint: Path, program: str) -> str:
+def stage_prefix(checkpoint: str | Path, program: str) -> str:
     """The prefix of the internal topics of a checkpoint's stage boundaries:
     ``tidemark.<program>.<id>``, the id made once per checkpoint and kept in it, so two runs
     of one program on two checkpoints never share an internal topic."""
-    path = checkpoint / PREFIX_FILE
-    if path.is_file():
-        return path.read_text(encoding="utf-8").strip()
+    path = join(str(checkpoint), PREFIX_FILE)
+    store = store_at(path)
+    found = store.read_text(path)
+    if found is not None:
+        return found.strip()
     prefix = f"tidemark.{re.sub(r'[^A-Za-z0-9_-]', '_', program)}.{uuid.uuid4().hex[:8]}"
-    write_atomically(path, prefix)
+    store.write(path, prefix)
     return prefix
 
 
@@ -199,7 +194,7 @@ class Service:
     _once: bool = False
     _markers: MarkerTopic | None = None
     #: Held from start() until the queries stopped: one driver per checkpoint.
-    _lock: CheckpointLock | None = None
+    _lock: CheckpointLock | CheckpointLease | None = None
     #: What start() found in the checkpoint: the plan it was made with, against the
     #: circuit's (ADR 0015).
     plan_verdict: CheckpointVerdict | None = None
@@ -210,7 +205,8 @@ class Service:
         return self.settings.kafka_config()
 
     @property
-    def checkpoint(self) -> Path:
+    def checkpoint(self) -> str:
+        """The checkpoint: a directory, or an ``s3a://bucket/prefix`` (ADR 0025)."""
         return self.settings.checkpoint
 
     @property
@@ -245,7 +241,10 @@ class Service:
                     self.settings.shuffle_partitions,
                     rows_in_jvm=self.physical.rows_in_jvm,
                     spark_log=spark_log,
+                    object_store=self.settings.s3 if is_url(self.checkpoint) else None,
                 )
+            except ConfigError:
+                raise
             except Exception as exc:  # noqa: BLE001 - pyspark, py4j and OSError: the JVM's start
                 where = f"; Spark's log: {spark_log}" if spark_log is not None else ""
                 raise SparkError(
@@ -267,7 +266,11 @@ class Service:
         check_cluster(self.circuit, self.settings.bootstrap_servers)
         prepare_checkpoint(self.checkpoint)
         # Before anything in the checkpoint is read or created (the sink id above all).
-        self._lock = self._lock or CheckpointLock(self.checkpoint)
+        self._lock = self._lock or (
+            CheckpointLease(self.checkpoint, self.settings.s3)
+            if is_url(self.checkpoint)
+            else CheckpointLock(Path(self.checkpoint))
+        )
         program = self.settings.program
         self._lock.acquire(
             self.settings.checkpoint_lock_wait_seconds, str(program) if program else None
@@ -329,8 +332,8 @@ class Service:
             tables = [self.running.table(name) for name in query_plan.tables]
             # The query's Spark checkpoint is its first table's; each table keeps its own
             # step files (waterlines, slices) in its own directory.
-            base = self.checkpoint / tables[0].name
-            state_dirs = {t.name: str(self.checkpoint / t.name / "tidemark") for t in tables}
+            base = join(self.checkpoint, tables[0].name)
+            state_dirs = {t.name: join(self.checkpoint, t.name, "tidemark") for t in tables}
             stop_at: dict[str, dict[int, int]] | None = None
             if once:
                 stop_at = {t.name: self._end_offsets(t.name, t.topic) for t in tables}
@@ -351,6 +354,9 @@ class Service:
                 self.on_step,
                 markers,
                 position_group=f"tidemark.{program}.{query_plan.name}",
+                renew_lease=(
+                    self._lock.renew if isinstance(self._lock, CheckpointLease) else None
+                ),
             )
             polled = polls_every_step(list(plan.output_views))
             interval = step_interval_ms(
@@ -368,7 +374,7 @@ class Service:
                 query = (
                     plan.frame.writeStream.foreachBatch(sink)
                     .queryName(query_plan.name)
-                    .option("checkpointLocation", str(base / "spark"))
+                    .option("checkpointLocation", join(base, "spark"))
                     .outputMode("append")
                     .trigger(processingTime=f"{interval} milliseconds")
                     .start()
@@ -566,7 +572,7 @@ class Service:
     def _finish(self) -> None:
         for table in self.running.tables if self._composed is not None else self.circuit.tables:
             # The decoded slices only serve the branches of a running step (local disk).
-            SliceCache(str(self.checkpoint / table.name / "tidemark")).clear()
+            SliceCache(join(self.checkpoint, table.name, "tidemark")).clear()
         # The offset queries' consumers of this (driver) process end with its queries.
         consumer_pool().close()
         self._release_lock()

@@ -26,11 +26,15 @@ import structlog
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
+from app.config import ObjectStore
+from app.errors import ConfigError
 from app.observability.logging import jvm_output_path, write_spark_log4j2_config
 from app.runtime.step.source_reader import KafkaSource
 
 __all__ = [
     "COORDINATOR_JAVA_OPTIONS",
+    "hadoop_aws_jars",
+    "s3a_settings",
     "driver_java_options",
     "operator_log4j2_config",
     "spark_session",
@@ -56,6 +60,7 @@ def spark_session(
     local_dir: Path | None = None,
     rows_in_jvm: bool = True,
     spark_log: Path | None = None,
+    object_store: ObjectStore | None = None,
 ) -> SparkSession:
     """The session, with the JVM started for it if none runs yet (then every setting here
     applies; an existing session keeps its JVM and takes only the runtime SQL settings).
@@ -66,7 +71,12 @@ def spark_session(
     (:data:`COORDINATOR_JAVA_OPTIONS`).
 
     ``spark_log``: the file of Spark's own logs (see the module docstring); ``None`` leaves
-    them on the console. Both apply only to a JVM started here."""
+    them on the console. Both apply only to a JVM started here.
+
+    ``object_store``: the store of an ``s3a://`` checkpoint (ADR 0025): Spark's s3a://
+    filesystem is put on the class path and configured from it, and its settings are handed
+    to the Python workers as ``TIDEMARK_S3_*`` variables (this process's environment, which
+    a local Spark's workers inherit, and ``spark.executorEnv``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     python = os.environ["PYSPARK_PYTHON"]
@@ -129,6 +139,12 @@ def spark_session(
     )
     if local_dir is not None:
         conf.set("spark.local.dir", str(local_dir))
+    if object_store is not None:
+        for key, value in s3a_settings(object_store).items():
+            conf.set(key, value)
+        for name, value in object_store.environment().items():
+            conf.set(f"spark.executorEnv.{name}", value)
+            os.environ[name] = value
     java_options = driver_java_options(rows_in_jvm, spark_log)
     if java_options:
         # Spark prepends these to spark.driver.extraJavaOptions (the chart's spark-defaults
@@ -151,6 +167,51 @@ def spark_session(
     spark.sparkContext.setLogLevel("WARN")
     spark.dataSource.register(KafkaSource)
     return spark
+
+
+#: Where scripts/fetch-s3proxy.sh puts hadoop-aws and its AWS SDK bundle.
+_FETCHED_JARS = Path(__file__).resolve().parents[2] / ".cache" / "hadoop-aws" / "libs"
+
+
+def hadoop_aws_jars(store: ObjectStore) -> list[Path]:
+    """The jars of Spark's s3a:// filesystem: those in ``store.jars``, else those
+    ``scripts/fetch-s3proxy.sh`` fetched; none when pyspark already ships hadoop-aws. A
+    ConfigError naming the fix when they are nowhere."""
+    import pyspark
+
+    if any((Path(pyspark.__file__).parent / "jars").glob("hadoop-aws-*.jar")):
+        return []
+    directory = store.jars or _FETCHED_JARS
+    jars = sorted(directory.glob("*.jar")) if directory.is_dir() else []
+    if not any(jar.name.startswith("hadoop-aws-") for jar in jars):
+        raise ConfigError(
+            f"an s3a:// checkpoint needs Spark's s3a filesystem (hadoop-aws and the AWS SDK"
+            f" bundle), and {directory} has no hadoop-aws jar: run scripts/fetch-s3proxy.sh"
+            " (make setup), or set TIDEMARK_S3_JARS to a directory holding them"
+        )
+    return jars
+
+
+def s3a_settings(store: ObjectStore) -> dict[str, str]:
+    """The Spark settings of an s3a:// checkpoint on ``store``: its jars on the class path
+    and Hadoop's ``fs.s3a.*`` from the same settings Tidemark's own files use."""
+    out: dict[str, str] = {
+        "spark.hadoop.fs.s3a.endpoint.region": store.region,
+        "spark.hadoop.fs.s3a.path.style.access": str(store.path_style).lower(),
+    }
+    if store.endpoint is not None:
+        out["spark.hadoop.fs.s3a.endpoint"] = store.endpoint
+        out["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(
+            store.endpoint.startswith("https://")
+        ).lower()
+    if store.access_key_id is not None and store.secret_access_key is not None:
+        out["spark.hadoop.fs.s3a.access.key"] = store.access_key_id
+        out["spark.hadoop.fs.s3a.secret.key"] = store.secret_access_key.get_secret_value()
+    jars = os.pathsep.join(str(jar) for jar in hadoop_aws_jars(store))
+    if jars:
+        out["spark.driver.extraClassPath"] = jars
+        out["spark.executor.extraClassPath"] = jars
+    return out
 
 
 #: Names log4j2 looks for on the classpath, where spark-submit puts SPARK_CONF_DIR.

@@ -14,7 +14,6 @@ written. :func:`judge_checkpoint` is the same verdict without writing (``tidemar
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +23,7 @@ import structlog
 from app import __version__
 from app.errors import CheckpointError, StateError
 from app.runtime.planner.plan_fingerprint import PlanComparison, PlanFingerprint, compare_plans
+from app.runtime.store import join, store_at
 
 __all__ = [
     "ADR",
@@ -51,7 +51,7 @@ class CheckpointVerdict:
     the ``same`` plan; continue after compatible changes and record the new plan
     (``changed``); or refuse (``refused``), with ``comparison`` saying why."""
 
-    checkpoint: Path
+    checkpoint: str | Path
     verdict: Verdict
     fingerprint: PlanFingerprint
     comparison: PlanComparison | None = None
@@ -113,38 +113,33 @@ class CheckpointVerdict:
         return "\n".join(lines) + "\n"
 
 
-def _plan_path(checkpoint: Path) -> Path:
-    return checkpoint / PLAN_NAME
+def _plan_path(checkpoint: str | Path) -> str:
+    return join(str(checkpoint), PLAN_NAME)
 
 
-def _has_state(checkpoint: Path) -> bool:
+def _has_state(checkpoint: str | Path) -> bool:
     """The checkpoint holds something of an earlier run: a table's directory (Spark's
     checkpoint and the step files are under ``<checkpoint>/<table>/``; the lock, the plan
     and Spark's log are files)."""
+    where = str(checkpoint)
     try:
-        return any(p.is_dir() for p in checkpoint.iterdir() if not p.name.startswith("."))
-    except FileNotFoundError:
-        return False
-    except OSError as exc:
-        raise StateError(
-            f"checkpoint directory {checkpoint} cannot be read"
-            f" ({exc.strerror or type(exc).__name__})"
-        ) from exc
+        return any(not name.startswith(".") for name in store_at(where).directories(where))
+    except StateError as exc:
+        raise StateError(f"checkpoint {checkpoint} cannot be read: {exc}") from exc
 
 
-def read_recorded_plan(checkpoint: Path) -> dict[str, Any] | None:
+def read_recorded_plan(checkpoint: str | Path) -> dict[str, Any] | None:
     """The record of the checkpoint's plan (``digest``, ``recorded_by``, ``document``), or
     None when it has none. A record that cannot be read is a CheckpointError."""
     path = _plan_path(checkpoint)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
+        text = store_at(path).read_text(path)
+    except StateError as exc:
         raise CheckpointError(
-            f"the plan recorded with checkpoint {checkpoint} cannot be read ({path}:"
-            f" {exc.strerror or type(exc).__name__})"
+            f"the plan recorded with checkpoint {checkpoint} cannot be read: {exc}"
         ) from exc
+    if text is None:
+        return None
     try:
         record = json.loads(text)
         if not isinstance(record, dict) or not isinstance(record.get("document"), dict):
@@ -158,37 +153,26 @@ def read_recorded_plan(checkpoint: Path) -> dict[str, Any] | None:
     return record
 
 
-def record_plan(checkpoint: Path, fingerprint: PlanFingerprint) -> None:
-    """Write the plan's record atomically and durably: a temporary file, fsynced, renamed
-    over the old one, then the directory fsynced, so a crash leaves one whole record."""
+def record_plan(checkpoint: str | Path, fingerprint: PlanFingerprint) -> None:
+    """Write the plan's record whole and durably (app/runtime/store), so a crash leaves one
+    whole record."""
     path = _plan_path(checkpoint)
-    temporary = checkpoint / f".{PLAN_NAME}.{os.getpid()}.tmp"
     record = {
         "digest": fingerprint.digest,
         "recorded_by": __version__,
         "document": fingerprint.document,
     }
+    text = json.dumps(record, indent=1, sort_keys=True) + "\n"
     try:
-        with temporary.open("w", encoding="utf-8") as out:
-            json.dump(record, out, indent=1, sort_keys=True)
-            out.write("\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-        directory = os.open(checkpoint, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
-    except OSError as exc:
-        temporary.unlink(missing_ok=True)
+        store_at(path).write(path, text)
+    except StateError as exc:
         raise StateError(
-            f"the plan cannot be recorded in checkpoint {checkpoint} ({path}:"
-            f" {exc.strerror or type(exc).__name__}): give a writable --checkpoint"
+            f"the plan cannot be recorded in checkpoint {checkpoint}: {exc}; give a writable"
+            " --checkpoint"
         ) from exc
 
 
-def judge_checkpoint(checkpoint: Path, fingerprint: PlanFingerprint) -> CheckpointVerdict:
+def judge_checkpoint(checkpoint: str | Path, fingerprint: PlanFingerprint) -> CheckpointVerdict:
     """What ``tidemark run`` would do with ``checkpoint`` for this plan; writes nothing."""
     if not _has_state(checkpoint):
         # Nothing ran here yet (a run that stopped before its queries started may have
@@ -210,7 +194,7 @@ def judge_checkpoint(checkpoint: Path, fingerprint: PlanFingerprint) -> Checkpoi
     )
 
 
-def guard_checkpoint(checkpoint: Path, fingerprint: PlanFingerprint) -> CheckpointVerdict:
+def guard_checkpoint(checkpoint: str | Path, fingerprint: PlanFingerprint) -> CheckpointVerdict:
     """Judge ``checkpoint`` (the caller holds its lock), then refuse with a CheckpointError
     that lists the changes and the options, or record the plan where the verdict says so."""
     verdict = judge_checkpoint(checkpoint, fingerprint)

@@ -25,6 +25,7 @@ from app.program.compile import compile_text
 from app.program.stages import DEFAULT_PREFIX, Composition
 from app.runtime.planner.physical import PhysicalPlan, physical_plan
 from app.runtime.planner.support import refusals
+from app.runtime.store import join, store_at
 
 __all__ = ["PREFIX_FILE", "Composed", "compose", "read_stage_prefix", "stage_text"]
 
@@ -171,10 +172,11 @@ def compose(program: Circuit, prefix: str = DEFAULT_PREFIX) -> Composed:
     raise AssertionError("composition did not settle")  # each round moves a view: unreachable
 
 
-def read_stage_prefix(checkpoint: Path) -> str:
+def read_stage_prefix(checkpoint: str | Path) -> str:
     """The prefix of a checkpoint's internal topics, or the default for one that has none."""
-    path = checkpoint / PREFIX_FILE
-    return path.read_text(encoding="utf-8").strip() if path.is_file() else DEFAULT_PREFIX
+    path = join(str(checkpoint), PREFIX_FILE)
+    text = store_at(path).read_text(path)
+    return text.strip() if text is not None else DEFAULT_PREFIX
 
 
 def stage_text(composed: Composed) -> str:

@@ -33,7 +33,6 @@ import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -54,6 +53,7 @@ from app.runtime.step.sink_rows import arrow_dead_letters, arrow_probes
 from app.runtime.step.step_files import write_atomically
 from app.runtime.step.step_orders import STEP_OUTPUT, StepOrder
 from app.runtime.step.view_waterlines import DerivedInput, MergedInput, view_waterlines
+from app.runtime.store import join, store_at
 
 __all__ = [
     "DEAD_LETTER_TASK",
@@ -88,8 +88,8 @@ def waterline_after(
     }
 
 
-def _probe_path(directory: str, step: int, partition: int) -> Path:
-    return Path(directory) / f"{step}-{partition}.json"
+def _probe_path(directory: str, step: int, partition: int) -> str:
+    return join(directory, f"{step}-{partition}.json")
 
 
 def read_step_summaries(directory: str, step: int, partitions: Iterable[int]) -> list[Any]:
@@ -97,18 +97,18 @@ def read_step_summaries(directory: str, step: int, partitions: Iterable[int]) ->
     rows: list[Any] = []
     for partition in partitions:
         path = _probe_path(directory, step, partition)
-        try:
-            rows.extend(json.loads(path.read_text()))
-        except FileNotFoundError:
+        text = store_at(path).read_text(path)
+        if text is None:
             raise TidemarkError(
                 f"the source task of partition {partition} of step {step} left no probe at "
                 f"{path}: the query's tasks must share the driver's disk (local mode)"
-            ) from None
+            )
+        rows.extend(json.loads(text))
     return rows
 
 
-def _dead_letter_path(directory: str, step: int, partition: int) -> Path:
-    return Path(directory) / f"{step}-{partition}.dead.arrow"
+def _dead_letter_path(directory: str, step: int, partition: int) -> str:
+    return join(directory, f"{step}-{partition}.dead.arrow")
 
 
 #: The writing task that produces the source tasks' dead letters of a one-job step: every
@@ -194,7 +194,8 @@ class ProbeRendezvous:
         """The dead letters the step's source tasks left (:class:`SourceSide`), as records
         for :func:`produce_partition`."""
         for partition in self.partitions:
-            data = _dead_letter_path(self.directory, self.step, partition).read_bytes()
+            path = _dead_letter_path(self.directory, self.step, partition)
+            data = store_at(path).read_bytes(path)
             if data:
                 with pa.ipc.open_stream(data) as stream:
                     yield from stream

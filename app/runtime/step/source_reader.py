@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -38,6 +37,7 @@ from app.connectors.late_gate import SourceSpec
 from app.runtime.step.slice_cache import cached_slice
 from app.runtime.step.step_files import load_waterlines, record_planned_slices, write_atomically
 from app.runtime.step.step_orders import StepOrder
+from app.runtime.store import join, store_at
 
 __all__ = ["INITIAL_OFFSET", "KafkaSource", "KafkaStreamReader", "log_start_position"]
 
@@ -52,9 +52,10 @@ def log_start_position(
 ) -> None:
     """Say where the source of ``table`` starts: a new checkpoint at its start position
     (``'scan.startup.mode'``), one that has started continues from its own offsets."""
-    started = (Path(state_dir) / INITIAL_OFFSET).is_file() or (
-        Path(state_dir) / "waterlines"
-    ).is_dir()
+    store = store_at(state_dir)
+    started = store.exists(join(state_dir, INITIAL_OFFSET)) or bool(
+        store.names(join(state_dir, "waterlines"))
+    )
     if started:
         log.info("source.continues", table=table, topic=topic, ignored_startup_mode=mode)
     else:
@@ -121,9 +122,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         """Where a checkpoint without a committed step starts, the same every time Spark asks:
         it asks again when it replays step 0, and a ``latest-offset`` start must not move to
         the topic's end of then. The first answer is kept in ``state_dir`` (INITIAL_OFFSET)."""
-        kept = Path(self.state_dir) / INITIAL_OFFSET
-        if kept.is_file():
-            found: dict[str, Any] = json.loads(kept.read_text())
+        kept = join(self.state_dir, INITIAL_OFFSET)
+        text = store_at(kept).read_text(kept)
+        if text is not None:
+            found: dict[str, Any] = json.loads(text)
             if found.get("topic") == self.spec.topic:
                 return found
         ends = self._partition_ends()

@@ -9,8 +9,8 @@ Invariant: **a waterline file never changes once its step commits.** A replayed 
 the same w(t-1) its first run did, so it classifies and encodes every record as before (S15);
 a replay of the step that writes ``<t>.json`` writes the same content again. Every file here is
 written whole (:func:`write_atomically`): a reader sees the old file or the new one, never a
-part; and durably: the file and its directory are fsync'ed before the step goes on, so a
-machine that loses power keeps what the step's Kafka commit already depends on.
+part; and durably: the file (and locally its directory) is on stable storage before the step
+goes on, so a machine that loses power keeps what the step's Kafka commit already depends on.
 
 Beside them, ``planned-slices.json`` holds the slices of the step Spark planned last, which a
 step sink whose query writes its own records reads in a job of its own (ADR 0008), and
@@ -18,18 +18,20 @@ step sink whose query writes its own records reads in a job of its own (ADR 0008
 (:func:`begin_step`): a replay that would read other input or run another plan refuses
 before any task writes.
 
-A file that cannot be read or written raises :class:`~app.errors.StateError` naming it.
+The files live in a local directory or under an ``s3a://`` prefix (app/runtime/store, ADR
+0025), with the same invariants on both. A file that cannot be read or written raises
+:class:`~app.errors.StateError` naming it.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from app.connectors.kafka_source import KafkaPartitionSlice
-from app.errors import StateError
+from app.runtime.store import CheckpointStore, join, store_at
+from app.runtime.store.local import state_error
 
 __all__ = [
     "PLANNED_SLICES",
@@ -50,77 +52,52 @@ PLANNED_SLICES = "planned-slices.json"
 KEEP_WATERLINES = 50
 
 
-def state_error(action: str, path: Path, exc: OSError) -> StateError:
-    """The project's error for an ``OSError`` met while ``action`` (e.g. "write") ``path``."""
-    return StateError(
-        f"cannot {action} {path} ({exc.strerror or type(exc).__name__}): check that its"
-        " directory exists, is writable by this user and its disk is not full"
-    )
+def _waterline_dir(state_dir: str) -> str:
+    return join(state_dir, "waterlines")
 
 
-def _waterline_dir(state_dir: str) -> Path:
-    return Path(state_dir) / "waterlines"
+def _steps(store: CheckpointStore, directory: str, suffix: str = ".json") -> list[int]:
+    """The step numbers of the files ``<step><suffix>`` in ``directory``, ascending."""
+    stems = (name.removesuffix(suffix) for name in store.names(directory) if name.endswith(suffix))
+    return sorted(int(stem) for stem in stems if stem.isdigit())
 
 
 def load_waterlines(state_dir: str, before_step: int) -> dict[str, int | None]:
     """w(before_step - 1): the newest stored waterlines of a step below ``before_step``."""
     directory = _waterline_dir(state_dir)
-    try:
-        if not directory.is_dir():
-            return {}
-        steps = sorted(
-            (int(p.stem) for p in directory.glob("*.json") if p.stem.isdigit()), reverse=True
-        )
-    except OSError as exc:
-        raise state_error("list", directory, exc) from exc
-    for step in steps:
+    store = store_at(directory)
+    for step in reversed(_steps(store, directory)):
         if step < before_step:
-            path = directory / f"{step}.json"
-            try:
-                data: dict[str, int | None] = json.loads(path.read_text())
-            except OSError as exc:
-                raise state_error("read", path, exc) from exc
+            text = store.read_text(join(directory, f"{step}.json"))
+            if text is None:
+                continue  # dropped as old since it was listed
+            data: dict[str, int | None] = json.loads(text)
             return data
     return {}
 
 
-def write_atomically(path: Path, data: str | bytes, durable: bool = True) -> None:
-    """Write ``data`` to ``path`` so a reader sees the old file or the whole new one, never
-    a part (write beside it, then rename over it), creating its directory if needed.
+def write_atomically(location: str | Path, data: str | bytes, durable: bool = True) -> None:
+    """Write ``data`` to ``location`` so a reader sees the old file or the whole new one, never
+    a part, creating its directory if needed (app/runtime/store: a local file is written
+    beside and renamed over, an object is PUT whole).
 
-    ``durable``: the data is fsync'ed before the rename and the directory after it, so the
-    new file survives a crash of the machine, not only of the process. Only a file that every
-    attempt of a step writes again (a source task's probe for its step's writers, the planned
-    slices) may skip it: a durable write took 5-7 ms at the median here, a plain one 0.7 ms."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    raw = data if isinstance(data, bytes) else data.encode()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as out:
-            out.write(raw)
-            if durable:
-                out.flush()
-                os.fsync(out.fileno())
-        os.replace(tmp, path)
-        if durable:
-            directory = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(directory)
-            finally:
-                os.close(directory)
-    except OSError as exc:
-        raise state_error("write", path, exc) from exc
+    ``durable``: on stable storage when this returns (a local file and its directory are
+    fsync'ed), so the new file survives a crash of the machine, not only of the process. Only
+    a file that every attempt of a step writes again (a source task's probe for its step's
+    writers, the planned slices) may skip it: a durable local write took 5-7 ms at the
+    median here, a plain one 0.7 ms."""
+    text = str(location)
+    store_at(text).write(text, data, durable)
 
 
-def forget_steps_before(directory: Path, step: int, suffix: str) -> None:
+def forget_steps_before(directory: str | Path, step: int, suffix: str) -> None:
     """Remove the files ``<step>-...<suffix>`` of steps below ``step`` from ``directory``."""
-    try:
-        for old in directory.glob(f"*{suffix}"):
-            head = old.name.split("-", 1)[0]
-            if head.isdigit() and int(head) < step:
-                old.unlink(missing_ok=True)
-    except OSError as exc:
-        raise state_error("remove old files from", directory, exc) from exc
+    where = str(directory)
+    store = store_at(where)
+    for name in store.names(where):
+        head = name.split("-", 1)[0]
+        if name.endswith(suffix) and head.isdigit() and int(head) < step:
+            store.delete(join(where, name))
 
 
 def store_waterlines(
@@ -128,13 +105,10 @@ def store_waterlines(
 ) -> None:
     """Atomically write w(step) and drop files older than the newest ``keep``."""
     directory = _waterline_dir(state_dir)
-    write_atomically(directory / f"{step}.json", json.dumps(dict(waterlines), sort_keys=True))
-    try:
-        steps = sorted(int(p.stem) for p in directory.glob("*.json") if p.stem.isdigit())
-        for old in steps[:-keep]:
-            (directory / f"{old}.json").unlink(missing_ok=True)
-    except OSError as exc:
-        raise state_error("remove old waterlines from", directory, exc) from exc
+    store = store_at(directory)
+    store.write(join(directory, f"{step}.json"), json.dumps(dict(waterlines), sort_keys=True))
+    for old in _steps(store, directory)[:-keep]:
+        store.delete(join(directory, f"{old}.json"))
 
 
 def record_planned_slices(state_dir: str, slices: Sequence[KafkaPartitionSlice]) -> None:
@@ -142,7 +116,7 @@ def record_planned_slices(state_dir: str, slices: Sequence[KafkaPartitionSlice])
     can read them in a job of its own before the step's query runs. Not fsync'ed: Spark plans
     a replayed step again, which writes the file again before the sink reads it."""
     write_atomically(
-        Path(state_dir) / PLANNED_SLICES,
+        join(state_dir, PLANNED_SLICES),
         json.dumps([vars(part) for part in slices]),
         durable=False,
     )
@@ -151,14 +125,11 @@ def record_planned_slices(state_dir: str, slices: Sequence[KafkaPartitionSlice])
 def planned_slices(state_dir: str) -> list[KafkaPartitionSlice]:
     """The slices of the step Spark planned last, in the order of the query's source tasks
     (so a task of a job over them has the number the source task has)."""
-    path = Path(state_dir) / PLANNED_SLICES
-    try:
-        if not path.is_file():
-            return []
-        fields = json.loads(path.read_text())
-    except OSError as exc:
-        raise state_error("read", path, exc) from exc
-    return [KafkaPartitionSlice(**each) for each in fields]
+    location = join(state_dir, PLANNED_SLICES)
+    text = store_at(location).read_text(location)
+    if text is None:
+        return []
+    return [KafkaPartitionSlice(**each) for each in json.loads(text)]
 
 
 #: How many batches' fingerprint files are kept.
@@ -170,20 +141,16 @@ def begin_step(state_dir: str, batch_id: int, fingerprint: str) -> str | None:
     tasks writes; the fingerprint a run recorded before for the batch if it is another
     (nothing is recorded then), else None. Files of the newest :data:`KEEP_FINGERPRINTS`
     batches are kept."""
-    directory = Path(state_dir) / "step-fingerprints"
-    path = directory / str(batch_id)
-    try:
-        stored = path.read_text().strip() if path.is_file() else None
-    except OSError as exc:
-        raise state_error("read", path, exc) from exc
+    directory = join(state_dir, "step-fingerprints")
+    path = join(directory, str(batch_id))
+    store = store_at(directory)
+    found = store.read_text(path)
+    stored = found.strip() if found is not None else None
     if stored is not None and stored != fingerprint:
         return stored
     if stored is None:
-        write_atomically(path, fingerprint)
-        try:
-            batches = sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
-            for old in batches[:-KEEP_FINGERPRINTS]:
-                (directory / str(old)).unlink(missing_ok=True)
-        except OSError as exc:
-            raise state_error("remove old step fingerprints from", directory, exc) from exc
+        store.write(path, fingerprint)
+        batches = sorted(int(name) for name in store.names(directory) if name.isdigit())
+        for old in batches[:-KEEP_FINGERPRINTS]:
+            store.delete(join(directory, str(old)))
     return None

@@ -35,7 +35,7 @@ from app.connectors.sink.fingerprint import SourceRanges
 from app.errors import StateError
 from app.runtime.planner.checkpoint_plan import read_recorded_plan
 from app.runtime.planner.plan_fingerprint import canonical_json, plain_value, state_version
-from app.runtime.step.step_files import state_error
+from app.runtime.store import join, parent, store_at
 
 if TYPE_CHECKING:
     from app.runtime.operators.query import TablePlan
@@ -47,30 +47,28 @@ __all__ = ["plan_digest", "query_digest", "spark_checkpoint", "step_input_ranges
 _INITIAL_OFFSET = "initial-offset.json"
 
 
-def spark_checkpoint(state_dir: str) -> Path:
+def spark_checkpoint(state_dir: str) -> str:
     """The Spark checkpoint of the query whose first table keeps ``state_dir``."""
-    return Path(state_dir).parent / "spark"
+    return join(parent(state_dir), "spark")
 
 
 def plan_digest(plan: TablePlan) -> str:
     """The plan digest a step of ``plan`` hashes: the program's, as recorded with the
     checkpoint (``<checkpoint>/tidemark-plan.json``, written before any query starts), else
     the query's own (:func:`query_digest`)."""
-    record = read_recorded_plan(Path(plan.state_dirs[0]).parent.parent)
+    record = read_recorded_plan(parent(parent(plan.state_dirs[0])))
     digest = record.get("digest") if record is not None else None
     return digest if isinstance(digest, str) and digest else query_digest(plan)
 
 
-def _entry(checkpoint: Path, batch_id: int) -> list[dict[str, Any] | None] | None:
+def _entry(checkpoint: str | Path, batch_id: int) -> list[dict[str, Any] | None] | None:
     """The source offsets of ``batch_id``'s offset-log entry (None per source without
     one); None when the log has no such entry."""
-    path = checkpoint / "offsets" / str(batch_id)
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
+    path = join(str(checkpoint), "offsets", str(batch_id))
+    text = store_at(path).read_text(path)
+    if text is None:
         return None
-    except OSError as exc:
-        raise state_error("read", path, exc) from exc
+    lines = text.splitlines()
     if len(lines) < 3 or not lines[0].startswith("v"):
         raise StateError(
             f"Spark's offset log entry {path} is not of the layout Tidemark reads (a version"
@@ -81,14 +79,15 @@ def _entry(checkpoint: Path, batch_id: int) -> list[dict[str, Any] | None] | Non
 
 
 def step_input_ranges(
-    checkpoint: Path, batch_id: int, state_dirs: Mapping[str, str]
+    checkpoint: str | Path, batch_id: int, state_dirs: Mapping[str, str]
 ) -> list[SourceRanges]:
     """What each source of the query reads in ``batch_id``, in the query's source order.
     ``state_dirs``: each table's input topic -> its state directory (its initial offset)."""
     ends = _entry(checkpoint, batch_id)
     if ends is None:
         raise StateError(
-            f"Spark's offset log has no entry {checkpoint / 'offsets' / str(batch_id)} for the"
+            f"Spark's offset log has no entry {join(str(checkpoint), 'offsets', str(batch_id))}"
+            " for the"
             " step it runs: is the query's checkpoint somewhere else?"
         )
     starts = _entry(checkpoint, batch_id - 1) if batch_id > 0 else None
@@ -110,15 +109,12 @@ def _initial(state_dir: str | None, end: Mapping[str, Any]) -> dict[str, Any]:
     kept) every partition from 0, as :func:`step_slices` reads a partition it has no start
     for."""
     if state_dir is not None:
-        path = Path(state_dir) / _INITIAL_OFFSET
-        try:
-            found: dict[str, Any] = json.loads(path.read_text())
+        path = join(state_dir, _INITIAL_OFFSET)
+        text = store_at(path).read_text(path)
+        if text is not None:
+            found: dict[str, Any] = json.loads(text)
             if found.get("topic") == end.get("topic"):
                 return found
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise state_error("read", path, exc) from exc
     return {"topic": end.get("topic"), "partitions": {}, "step": 0}
 
 

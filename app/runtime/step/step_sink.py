@@ -40,7 +40,6 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial, reduce
-from pathlib import Path
 from typing import Any, Protocol, cast
 
 import pyarrow as pa
@@ -66,7 +65,7 @@ from app.connectors.sink.fingerprint import (
 )
 from app.connectors.sink.markers import FoundMarker, MarkerTopic, group_markers, read_markers
 from app.connectors.sink.transactions import behind
-from app.errors import KafkaError
+from app.errors import KafkaError, StateError
 from app.fault_points import fault_point
 from app.observability.logging import LateRowLog, log_dead_letters
 from app.runtime.operators.query import TablePlan
@@ -84,12 +83,12 @@ from app.runtime.step.step_files import (
     load_waterlines,
     planned_slices,
     store_waterlines,
-    write_atomically,
 )
 from app.runtime.step.step_inputs import plan_digest, spark_checkpoint, step_input_ranges
 from app.runtime.step.step_orders import SliceWriter, StepOrder, collect_with_order, write_slices
 from app.runtime.step.step_views import produce_step_views
 from app.runtime.step.view_waterlines import view_waterlines
+from app.runtime.store import join, store_at
 
 __all__ = ["StepReport", "StepSink", "sink_identity"]
 
@@ -141,12 +140,18 @@ def sink_identity(state_dir: str) -> str:
     the crashed run's writers and finds its markers, while two services on two checkpoints
     (or two tests on one broker) never share a marker.
     """
-    path = Path(state_dir) / "sink-id"
-    if path.is_file():
-        return path.read_text().strip()
-    identity = uuid.uuid4().hex[:16]
-    write_atomically(path, identity)
-    return identity
+    path = join(state_dir, "sink-id")
+    store = store_at(path)
+    found = store.read_text(path)
+    if found is None:
+        # Created once: of two runs racing on a fresh checkpoint (a lease taken over while
+        # its holder still ran) both read the one id, and the later fences the earlier.
+        store.create(path, uuid.uuid4().hex[:16])
+        found = store.read_text(path)
+    if found is None:
+        raise StateError(f"the sink id {path} vanished as it was created: is another run"
+                         " deleting the checkpoint?")
+    return found.strip()
 
 
 #: A table's step (None: the step read none of its records) and its waterlines after it.
@@ -165,8 +170,12 @@ class StepSink:
         on_step: Callable[[StepReport], None] | None = None,
         markers: MarkerTopic | None = None,
         position_group: str | None = None,
+        renew_lease: Callable[[], None] | None = None,
     ) -> None:
         self.plan = plan
+        #: Called as each step begins, before anything of it is written: renews the
+        #: checkpoint's lease (ADR 0025), raising when it was lost.
+        self._renew_lease = renew_lease
         self.state_dir = plan.state_dirs[0]
         self.sink_id = sink_identity(self.state_dir)
         #: Exactly once (S15) with ``markers``: the sink's partition of the markers' topic.
@@ -200,7 +209,7 @@ class StepSink:
         #: once, never again by a later step without data (ADR 0008).
         self._last_step = -1
         #: Where a one-job step's source tasks leave their probes (ADR 0008).
-        self._probe_dir = str(Path(self.state_dir) / "step-probes")
+        self._probe_dir = join(self.state_dir, "step-probes")
         #: Each output view's S14 waterline after the last step, with its unit (metrics).
         self._headers_values: dict[str, tuple[int | None, TimeUnit]] = {}
         #: What each step's fingerprint hashes of the plan: the program's plan digest recorded
@@ -220,6 +229,8 @@ class StepSink:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
+        if self._renew_lease is not None:
+            self._renew_lease()
         self._begin(batch_id)
         if self.plan.query.shape == "query_writes" or self.plan.rereadable:
             reports = self._write(batch, batch_id)
@@ -601,7 +612,7 @@ class StepSink:
             summary = rendezvous.summaries()
             steps = self._waterlines(summary)
             for suffix in (".json", ".dead.arrow"):
-                forget_steps_before(Path(self._probe_dir), step - 3, suffix)
+                forget_steps_before(self._probe_dir, step - 3, suffix)
             summary += rows
             fault_point("between_jobs", batch_id)
         else:

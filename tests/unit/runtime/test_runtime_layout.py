@@ -40,11 +40,13 @@ def _modules_after_import(modules: list[str]) -> list[str]:
     return loaded
 
 
-def test_the_runtime_is_three_folders_and_process_control() -> None:
+def test_the_runtime_is_four_folders_and_process_control() -> None:
     folders = sorted(p.name for p in RUNTIME.iterdir() if p.is_dir() and p.name != "__pycache__")
     modules = sorted(p.stem for p in RUNTIME.glob("*.py"))
-    assert folders == ["operators", "planner", "step"]
-    assert modules == ["__init__", "checkpoint_lock", "service", "session", "worker_daemon"]
+    assert folders == ["operators", "planner", "step", "store"]
+    assert modules == [
+        "__init__", "checkpoint_lease", "checkpoint_lock", "service", "session", "worker_daemon"
+    ]
 
 
 def test_the_planner_loads_no_spark_and_no_operator_that_builds_a_query() -> None:

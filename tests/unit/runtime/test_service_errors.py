@@ -32,7 +32,7 @@ def test_the_service_reads_everything_from_its_settings(tmp_path: Path) -> None:
     service = Service(compile_text("p.sql", PROGRAM), settings)
     assert service.kafka_conf == settings.kafka_config()
     assert service.kafka_conf["bootstrap.servers"] == "broker:9092"
-    assert service.checkpoint == tmp_path / "ck"
+    assert service.checkpoint == str(tmp_path / "ck")
 
 
 def test_a_writable_checkpoint_is_made(tmp_path: Path) -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+import app.runtime.store.local as local_store
 from app.connectors.kafka_source import KafkaPartitionSlice
 from app.errors import StateError, TidemarkError
-from app.runtime.step import step_files
 from app.runtime.step.slice_cache import SliceCache
 from app.runtime.step.step_files import (
     KEEP_FINGERPRINTS,
@@ -178,13 +178,13 @@ def test_step_files_are_fsynced_file_and_directory_before_the_step_goes_on(
     data before the rename, the directory after it. A probe for the step's own writers,
     written again by every attempt, skips both."""
     synced: list[str] = []
-    real_fsync = step_files.os.fsync
+    real_fsync = local_store.os.fsync
 
     def fsync(fd: int) -> None:
         synced.append(os.readlink(f"/proc/self/fd/{fd}"))
         real_fsync(fd)
 
-    monkeypatch.setattr(step_files.os, "fsync", fsync)
+    monkeypatch.setattr(local_store.os, "fsync", fsync)
     store_waterlines(str(tmp_path), 3, {"ts": 1})
     directory = tmp_path / "waterlines"
     assert synced[0].startswith(str(directory / ".3.json."))  # the data, before the rename

@@ -39,7 +39,8 @@ def _end(topic: str, step: int, partitions: dict[str, int], **extra: Any) -> dic
 
 
 def test_the_query_checkpoint_is_beside_its_first_tables_state_directory() -> None:
-    assert spark_checkpoint("/ck/purchase/tidemark") == Path("/ck/purchase/spark")
+    assert spark_checkpoint("/ck/purchase/tidemark") == "/ck/purchase/spark"
+    assert spark_checkpoint("s3a://b/ck/purchase/tidemark") == "s3a://b/ck/purchase/spark"
 
 
 def test_ranges_run_from_the_batch_before_to_this_batch_per_source_s1(tmp_path: Path) -> None:
