@@ -46,6 +46,7 @@ from app.connectors.topic_reader import read_topic
 from app.fault_points import POINTS
 from app.local_kafka import LocalKafka
 from app.program.compile import compile_program
+from app.runtime.store import join, parent, store_at
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_MS = 1_700_000_000_000
@@ -269,16 +270,16 @@ class Batch:
     ends: dict[str, dict[int, int]]
 
 
-def offset_log(spark_dir: Path) -> tuple[list[Batch], set[int]]:
-    """The batches of a query's offset log, and the ids its commit log holds."""
-    offsets, commits = spark_dir / "offsets", spark_dir / "commits"
-    done = (
-        {int(p.name) for p in commits.iterdir() if p.name.isdigit()} if commits.is_dir() else set()
-    )
+def offset_log(spark_dir: str | Path) -> tuple[list[Batch], set[int]]:
+    """The batches of a query's offset log, and the ids its commit log holds (a directory,
+    or an s3a:// prefix: read through the checkpoint's store, ADR 0025)."""
+    offsets, commits = join(str(spark_dir), "offsets"), join(str(spark_dir), "commits")
+    store = store_at(offsets)
+    done = {int(name) for name in store.names(commits) if name.isdigit()}
     batches = []
-    paths = [p for p in offsets.iterdir() if p.name.isdigit()] if offsets.is_dir() else []
-    for path in sorted(paths, key=lambda p: int(p.name)):
-        lines = path.read_text().splitlines()
+    for number in sorted(int(name) for name in store.names(offsets) if name.isdigit()):
+        text = store.read_text(join(offsets, str(number)))
+        lines = text.splitlines() if text is not None else []
         if len(lines) < 3:
             continue  # being written
         metadata = json.loads(lines[1])
@@ -290,7 +291,7 @@ def offset_log(spark_dir: Path) -> tuple[list[Batch], set[int]]:
                 continue
             if isinstance(source, dict) and "topic" in source:
                 ends[source["topic"]] = {int(p): int(o) for p, o in source["partitions"].items()}
-        batches.append(Batch(int(path.name), int(metadata["batchTimestampMs"]), ends))
+        batches.append(Batch(number, int(metadata["batchTimestampMs"]), ends))
     return batches, done
 
 
@@ -302,7 +303,7 @@ class Run:
         self,
         program: Path,
         broker: LocalKafka,
-        checkpoint: Path,
+        checkpoint: str | Path,
         steps: list[dict[str, Any]],
         fault: dict[str, str],
         per_step: int,
@@ -428,7 +429,7 @@ def open_transactions(conf: dict[str, str], topics: list[str]) -> list[str]:
     return found
 
 
-def written_topics(circuit: Circuit, checkpoint: Path | None = None) -> list[str]:
+def written_topics(circuit: Circuit, checkpoint: str | Path | None = None) -> list[str]:
     """Every topic a run writes in its transactions: outputs, dead letters, step markers, and
     with ``checkpoint`` the internal topics of its stage boundaries (ADR 0023)."""
     if checkpoint is not None:
@@ -459,11 +460,13 @@ def kill_loop(
     broker_pause: str | None,
     ahead: int = 2,  # the point fires in the run's ahead-th batch of its own
     seed: int = 7,
+    checkpoint: str | None = None,
 ) -> Figures:
     """Run ``scenario`` through ``kills`` (each a fault point name, or ``random``), then, with
     ``broker_pause`` (a point inside a transaction), hold a transaction open at that point
     while the broker restarts; run to the end of the input and check everything (module
-    docstring). Returns the figures."""
+    docstring). ``checkpoint``: where the runs keep it (an s3a:// URL, say); by default a
+    directory in ``work``. Returns the figures."""
     started = time.monotonic()
     figures = Figures()
     conf = {"bootstrap.servers": broker.bootstrap_servers}
@@ -473,8 +476,8 @@ def kill_loop(
     check_placement(program, scenario)
     circuit = compile_program(program)
     produced = produce_input(conf, circuit, rows, seed)
-    checkpoint = work / "checkpoint"
-    spark_dir = checkpoint / circuit.tables[0].name / "spark"
+    checkpoint = checkpoint or str(work / "checkpoint")
+    spark_dir = join(checkpoint, circuit.tables[0].name, "spark")
     steps: list[dict[str, Any]] = []
     rng = random.Random(seed)
 
@@ -572,7 +575,7 @@ def check_placement(program: Path, scenario: Scenario) -> None:
 def _broker_restart_run(
     program: Path,
     broker: LocalKafka,
-    checkpoint: Path,
+    checkpoint: str | Path,
     steps: list[dict[str, Any]],
     work: Path,
     per_step: int,
@@ -610,7 +613,7 @@ def _broker_restart_run(
 
 
 def _read_to_the_end(
-    run: Run, spark_dir: Path, circuit: Any, produced: dict[str, Produced], conf: dict[str, str]
+    run: Run, spark_dir: str, circuit: Any, produced: dict[str, Produced], conf: dict[str, str]
 ) -> list[Batch]:
     """Wait until a committed batch has read every table's whole input and then every
     committed batch a few seconds more (held changes due); the batches of the commit log."""
@@ -630,11 +633,11 @@ def _read_to_the_end(
 
     wait_for("the whole input read", all_read, run, 600)
     time.sleep(4)  # the AFTER DELAY changes (1 s) and the windows' final rows come out
-    _stages_read(run, spark_dir.parent.parent, circuit, conf)
+    _stages_read(run, parent(parent(spark_dir)), circuit, conf)
     return offset_log(spark_dir)[0]
 
 
-def _stages_read(run: Run, checkpoint: Path, circuit: Circuit, conf: dict[str, str]) -> None:
+def _stages_read(run: Run, checkpoint: str, circuit: Circuit, conf: dict[str, str]) -> None:
     """Wait until each query reading a stage boundary (ADR 0023) has committed a batch that
     read its internal topic to its end (the first query is at rest by now)."""
     from app.connectors.kafka_offsets import topic_end_offsets
@@ -643,10 +646,10 @@ def _stages_read(run: Run, checkpoint: Path, circuit: Circuit, conf: dict[str, s
     composed = compose(circuit, read_stage_prefix(checkpoint)).circuit
     for table in (t for t in composed.tables if t.stage_input is not None):
         ends = topic_end_offsets(conf, table.topic)
-        spark_dir = checkpoint / table.name / "spark"
+        spark_dir = join(checkpoint, table.name, "spark")
 
         def read(topic: str = table.topic, ends: dict[int, int] = ends,
-                 spark_dir: Path = spark_dir) -> bool:
+                 spark_dir: str = spark_dir) -> bool:
             batches, done = offset_log(spark_dir)
             return any(
                 b.batch_id in done
@@ -658,7 +661,7 @@ def _stages_read(run: Run, checkpoint: Path, circuit: Circuit, conf: dict[str, s
 
 
 def _snapshot(
-    run: Run, conf: dict[str, str], circuit: Any, spark_dir: Path, batches: list[Batch]
+    run: Run, conf: dict[str, str], circuit: Any, spark_dir: str, batches: list[Batch]
 ) -> dict[str, Counter[str]]:
     """Every topic's records read while no batch ran: the offset log ends at a batch of the
     commit log before and after the reading. A query that never rests (an AFTER DELAY

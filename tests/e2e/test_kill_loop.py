@@ -21,6 +21,7 @@ import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kill_loop import SCENARIOS, kill_loop
@@ -110,4 +111,28 @@ def test_twelve_kills_per_placement_lose_and_duplicate_nothing_s15(
         broker_pause=None,
     )
     _report(placement, figures)
+    assert sum(figures.kills_at.values()) == len(kills)
+
+
+@pytest.mark.slow
+def test_twelve_kills_on_an_s3a_checkpoint_lose_and_duplicate_nothing_s15(
+    tmp_path: Path, own_broker: LocalKafka, object_store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The native aggregate's twelve kills with the checkpoint in an S3-compatible store
+    (ADR 0025): a killed run leaves its lease unreleased, so the next one waits for it to
+    expire (3 s here) and takes it over."""
+    monkeypatch.setenv("TIDEMARK_S3_LEASE_SECONDS", "3")
+    monkeypatch.setenv("TIDEMARK_CHECKPOINT_LOCK_WAIT_SECONDS", "60")
+    kills = [*POINTS, "random", *POINTS, "random"]
+    figures = kill_loop(
+        SCENARIOS["native_aggregate"],
+        own_broker,
+        tmp_path / "native",
+        kills=kills,
+        rows=1200,
+        per_step=40,
+        broker_pause=None,
+        checkpoint=object_store.url("ck"),
+    )
+    _report("native_aggregate on s3a", figures)
     assert sum(figures.kills_at.values()) == len(kills)
