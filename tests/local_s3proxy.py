@@ -10,39 +10,28 @@ process over HTTP.
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+
+from local_process import LocalProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 ACCESS_KEY_ID = "tidemark-test"
 SECRET_ACCESS_KEY = "tidemark-test-secret"  # noqa: S105 - the test server's own
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class LocalS3Proxy:
+class LocalS3Proxy(LocalProcess):
     """One S3Proxy process; :attr:`endpoint` is its URL."""
 
     def __init__(self, start_seconds: float = 60) -> None:
+        super().__init__("tidemark-s3proxy-", "s3proxy.log")
         self.start_seconds = start_seconds
-        self.port = _free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.work_dir = Path(tempfile.mkdtemp(prefix="tidemark-s3proxy-"))
         self.data_dir = self.work_dir / "data"
-        self.log_file = self.work_dir / "s3proxy.log"
-        self._process: subprocess.Popen[Any] | None = None
 
     def environment(self) -> dict[str, str]:
         """The ``TIDEMARK_S3_*`` variables of a run against this server."""
@@ -99,24 +88,3 @@ class LocalS3Proxy:
         self.stop()
         raise RuntimeError(f"S3Proxy did not answer within {self.start_seconds:.0f} s:\n"
                            f"{self.tail_log()}")
-
-    def tail_log(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-    def cleanup(self) -> None:
-        self.stop()
-        if not os.environ.get("TIDEMARK_KEEP_TEST_LOGS"):
-            shutil.rmtree(self.work_dir, ignore_errors=True)

@@ -10,16 +10,14 @@ talk. Never a mock: the tests talk to this process over HTTP.
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
 import ssl
 import subprocess
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+
+from local_process import LocalProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Where the Confluent-compatible API of the registry is, under its base address.
@@ -32,13 +30,7 @@ def registry_jar() -> Path:
     return ROOT / ".cache" / "schema-registry" / "app" / "schema-registry.jar"
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class LocalSchemaRegistry:
+class LocalSchemaRegistry(LocalProcess):
     """One registry process; :attr:`url` is its Confluent-compatible base URL. With ``tls``
     (a certificate for 127.0.0.1 and its PKCS#8 key, PEM files; ``ca`` the CA that signed it)
     it is served over HTTPS alone (Quarkus's ``quarkus.http.ssl.*`` settings)."""
@@ -49,14 +41,11 @@ class LocalSchemaRegistry:
         tls: tuple[Path, Path] | None = None,
         ca: Path | None = None,
     ) -> None:
+        super().__init__("tidemark-schema-registry-", "registry.log")
         self.start_seconds = start_seconds
-        self.port = _free_port()
         self.tls, self.ca = tls, ca
         scheme = "https" if tls is not None else "http"
         self.url = f"{scheme}://127.0.0.1:{self.port}{CCOMPAT_PATH}"
-        self.work_dir = Path(tempfile.mkdtemp(prefix="tidemark-schema-registry-"))
-        self.log_file = self.work_dir / "registry.log"
-        self._process: subprocess.Popen[Any] | None = None
 
     def start(self) -> LocalSchemaRegistry:
         """Start the registry and wait until its API answers; RuntimeError (with the end of
@@ -74,7 +63,7 @@ class LocalSchemaRegistry:
         else:
             certificate, key = self.tls
             ports = [
-                f"-Dquarkus.http.port={_free_port()}",
+                f"-Dquarkus.http.port={free_port()}",
                 f"-Dquarkus.http.ssl-port={self.port}",
                 f"-Dquarkus.http.ssl.certificate.file={certificate}",
                 f"-Dquarkus.http.ssl.certificate.key-file={key}",
@@ -122,24 +111,3 @@ class LocalSchemaRegistry:
             f"the schema registry did not answer {probe} within {self.start_seconds:.0f} s:\n"
             f"{self.tail_log()}"
         )
-
-    def tail_log(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-    def cleanup(self) -> None:
-        self.stop()
-        if not os.environ.get("TIDEMARK_KEEP_TEST_LOGS"):
-            shutil.rmtree(self.work_dir, ignore_errors=True)

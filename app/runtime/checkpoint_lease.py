@@ -39,6 +39,7 @@ import structlog
 
 from app.config import ObjectStore
 from app.errors import CheckpointError, ConfigError
+from app.runtime.checkpoint_lock import in_use
 from app.runtime.store import join
 from app.runtime.store.s3 import S3Store, s3_store
 
@@ -237,20 +238,6 @@ class CheckpointLease:
                             reason=str(exc))
 
     def _refusal(self, holder: dict[str, Any], wait_seconds: float) -> ConfigError:
-        if holder:
-            who = (
-                f"process {holder.get('pid')} on host {holder.get('host')}"
-                f" (since {holder.get('since')}"
-                + (f", program {holder['program']}" if holder.get("program") else "")
-                + ")"
-            )
-        else:
-            who = "another run"
-        waited = f" after waiting {wait_seconds:g} s" if wait_seconds else ""
-        return ConfigError(
-            f"checkpoint {self.checkpoint} is in use by {who}{waited}: one run at a time may"
-            f" use a checkpoint (its lease is {self.directory}, taken over"
-            f" {self.lease_seconds:g} s after its holder last renewed it). Stop that run"
-            " first, give this one its own --checkpoint (TIDEMARK_CHECKPOINT), or set"
-            " TIDEMARK_CHECKPOINT_LOCK_WAIT_SECONDS to wait for it"
-        )
+        return in_use(self.checkpoint, holder, "another run", wait_seconds,
+                      f"its lease is {self.directory}, taken over {self.lease_seconds:g} s "
+                      "after its holder last renewed it")

@@ -24,16 +24,39 @@ import socket
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from app.errors import ConfigError
 
-__all__ = ["LOCK_NAME", "CheckpointLock"]
+__all__ = ["LOCK_NAME", "CheckpointLock", "in_use"]
 
 #: The lock file, in the checkpoint directory.
 LOCK_NAME = ".tidemark.lock"
 
 #: How often a waiting driver tries the lock again.
 _POLL_SECONDS = 0.5
+
+
+def in_use(checkpoint: object, holder: dict[str, Any], unnamed: str, wait_seconds: float,
+           where: str) -> ConfigError:
+    """The refusal of a second run on a checkpoint: who holds it (``holder`` as the holder
+    wrote itself, ``unnamed`` when it has not), how long this run waited, ``where`` the
+    lock is kept, and the fixes."""
+    if holder:
+        who = (
+            f"process {holder.get('pid')} on host {holder.get('host')}"
+            f" (since {holder.get('since')}"
+            + (f", program {holder['program']}" if holder.get("program") else "")
+            + ")"
+        )
+    else:
+        who = unnamed
+    waited = f" after waiting {wait_seconds:g} s" if wait_seconds else ""
+    return ConfigError(
+        f"checkpoint {checkpoint} is in use by {who}{waited}: one run at a time may use a"
+        f" checkpoint ({where}). Stop that run first, give this one its own --checkpoint"
+        " (TIDEMARK_CHECKPOINT), or set TIDEMARK_CHECKPOINT_LOCK_WAIT_SECONDS to wait for it"
+    )
 
 
 class CheckpointLock:
@@ -106,19 +129,5 @@ class CheckpointLock:
             holder = json.loads(text) if text else {}
         except (OSError, ValueError):
             holder = {}
-        if holder:
-            who = (
-                f"process {holder.get('pid')} on host {holder.get('host')}"
-                f" (since {holder.get('since')}"
-                + (f", program {holder['program']}" if holder.get("program") else "")
-                + ")"
-            )
-        else:
-            who = "another process (it has not written its name yet)"
-        waited = f" after waiting {wait_seconds:g} s" if wait_seconds else ""
-        return ConfigError(
-            f"checkpoint {self.checkpoint} is in use by {who}{waited}: one run at a time may"
-            f" use a checkpoint (its lock file is {self.path}). Stop that run first, give this"
-            " one its own --checkpoint (TIDEMARK_CHECKPOINT), or set"
-            " TIDEMARK_CHECKPOINT_LOCK_WAIT_SECONDS to wait for it"
-        )
+        return in_use(self.checkpoint, holder, "another process (it has not written its name "
+                      "yet)", wait_seconds, f"its lock file is {self.path}")
