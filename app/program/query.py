@@ -1216,6 +1216,14 @@ def _unsupported_clauses(source: SourceText, tokens: Sequence[Token], select: ex
         token = next((t for t in tokens if t.is_word(word)), default)
         return source.position(token.start)
 
+    for index, token in _top_level_words(tokens):
+        after = tokens[index + 1] if index + 1 < len(tokens) else None
+        if token.is_word("GROUP", "ORDER") and (after is None or not after.is_word("BY")):
+            # Read as an alias of the relation before it, the clause would vanish.
+            word = token.text.upper()
+            raise CompileFailure(source.position(token.start), f"{word} without BY",
+                                 f"write {word} BY <columns>")
+
     checks: list[tuple[str, str, str, str | None]] = [
         ("with", "WITH", "unsupported: WITH (common table expressions)",
          "define the inner query as a LOCAL VIEW"),
@@ -2302,7 +2310,10 @@ def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Sele
         join_token = commas[0]
         clause = "WHERE"  # the condition as written
     else:
-        assert join_token is not None
+        if join_token is None:
+            raise CompileFailure(fallback, "FROM reads several relations, but neither a JOIN "
+                                 "nor a comma separates them",
+                                 "write FROM a JOIN b ON ..., or FROM a, b WHERE ...")
         if 1 < count <= len(join_words):
             join_token = join_words[count - 1]  # the last join of a chain (or of its prefix)
         # The join clause starts at its first word: LEFT/RIGHT/FULL/INNER/... JOIN.
