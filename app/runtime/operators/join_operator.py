@@ -283,8 +283,10 @@ def join_operator_rows(
 ) -> DataFrame:
     """The rows of a join by Tidemark's operator (ADR 0017): each side's rows and its
     table's probes, whose column of the LATENESS column the join reads on that side holds
-    the step's maximum (ADR 0001)."""
-    probes: dict[str, DataFrame] = {}
+    the step's maximum (ADR 0001). Both are taken per side, not per relation: a relation
+    joined with itself (a self-join) is both sides, each with its own role (a temporal
+    join's versions are its right side's rows alone)."""
+    probes: list[DataFrame] = []
     lateness: list[int] = []
     # A temporal join's probe side may be a native aggregate's final rows (ADR 0017).
     lags = any(v.name == join.left.source and not v.is_stateless for v in circuit.views)
@@ -305,18 +307,18 @@ def join_operator_rows(
         assert found is not None, (side, "refused by check_supported")
         table = circuit.table(found[0])
         read = next(x for x in table.lateness if x.column == found[1])
-        probes[side.source] = (
+        probes.append(
             sources[table.name].filter(F.col("_kind") == "probe").select(
                 F.expr(ms_sql(read.column)).alias("t")
             )
         )
         lateness.append(read.amount)
-    inputs = dict(frames)
+    inputs = [frames[join.left.source], frames[join.right.source]]
     versioned = circuit.root_table(join.right.source)
     if join.as_of is not None and versioned.deletes_keys:
         # The deletions of its keys (tombstones, delete events) end versions; no other view
-        # reads them.
-        inputs[join.right.source] = (
+        # reads them, nor the probe side of a table joined with itself.
+        inputs[1] = (
             sources[versioned.name]
             .filter(F.col("_kind").isin(*ACCEPTED))
             .select(
@@ -330,27 +332,26 @@ def join_operator_rows(
     spec = JoinOperatorSpec(
         join.kind, join.form, *bound, lateness[0], lateness[1], probe_lags=lags
     )
-    return operator_joined(join, inputs, probes, spec)
-
+    return operator_joined(join, (inputs[0], inputs[1]), (probes[0], probes[1]), spec)
 
 
 def operator_joined(
     join: Join,
-    inputs: Mapping[str, DataFrame],
-    probes: Mapping[str, DataFrame],
+    inputs: tuple[DataFrame, DataFrame],
+    probes: tuple[DataFrame, DataFrame],
     spec: JoinOperatorSpec,
 ) -> DataFrame:
     """The joined rows of ``join`` (each side's columns by qualified name), over each side's
-    rows in ``inputs`` and each side's table probes in ``probes`` (by side source: one column
-    ``t``, the step's maximum of the side's time column in ms); a temporal join's residual
-    applied (a LEFT row whose version fails it is padded, S16). A versioned table's rows
+    rows in ``inputs`` and each side's table probes in ``probes`` (left, then right; one
+    column ``t``, the step's maximum of the side's time column in ms); a temporal join's
+    residual applied (a LEFT row whose version fails it is padded, S16). A versioned table's rows
     may carry ``_deleted``: true for the deletion of their key (its row is not sent)."""
     if join.as_of is not None:
         times = (join.as_of.probe_column, join.as_of.version_column)
     else:
         assert join.bound is not None and join.kind != "inner", join
         times = (join.bound.left_column, join.bound.right_column)
-    sides = [_side(s, inputs[s.source]) for s in (join.left, join.right)]
+    sides = [_side(s, df) for s, df in zip((join.left, join.right), inputs, strict=True)]
     keys = _keys(join, sides)
     usable = _side_conditions(join)
     pair = _pair_condition(join)
@@ -361,8 +362,8 @@ def operator_joined(
             spec, pair=pair, pair_types=tuple((n, t.name) for n, t in sorted(read.items()))
         )
     wire = []
-    for name, side, key, time_column, ok in zip(
-        ("L", "R"), sides, keys, times, usable, strict=True
+    for name, side, key, time_column, ok, probe in zip(
+        ("L", "R"), sides, keys, times, usable, probes, strict=True
     ):
         spec_side = join.left if name == "L" else join.right
         k = F.when(
@@ -382,7 +383,7 @@ def operator_joined(
         )
         time = F.expr(f"unix_millis(`{spec_side.qualified(time_column)}`)")
         wire.append(side.select(*wire_row(keyed_slot(k), name, k, time, row, vals)))
-        wire.append(probe_wire(probes[spec_side.source], name))
+        wire.append(probe_wire(probe, name))
     joined = run_slots(wire, partial(step_slot, spec), _OUT)
     types = [
         StructType([side.schema[c] for c in _columns(s)])

@@ -18,7 +18,8 @@ def by_join_operator(join: Join) -> bool:
 
 def join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
     """What keeps a JOIN view off Spark, as (what, fix), or None: Spark's stream-stream join
-    runs an INNER interval join of two tables (or views over them) bounded on each table's
+    runs an INNER interval join of two tables, or of a table with itself under two aliases
+    (both sides its rows in its one query), or of views over them, bounded on each table's
     first LATENESS column, a TIMESTAMP (whose watermark frees the join's state), an INNER
     window join of windows on those columns (bounded on ``window_end``), and an INNER join
     without a time bound (whose state is never freed); Tidemark's own operator runs such an
@@ -40,15 +41,13 @@ def join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
     if join.form == "regular":
         # Spark keeps every row of both sides, as S16 does (an L7 warning).
         try:
-            roots = [circuit.root_table(side.source).name for side in (join.left, join.right)]
+            circuit.root_table(join.left.source)
+            circuit.root_table(join.right.source)
         except ValueError:
             return "a join over a UNION ALL", fix
-        if roots[0] == roots[1]:
-            return f"a join of table {roots[0]} with itself", fix
         return None
     if join.bound is None:
         return f"a {join.form} join", fix
-    tables: list[str] = []
     aggregated = False
     for side, column in (
         (join.left, join.bound.left_column),
@@ -71,9 +70,6 @@ def join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
         )
         if table is None:
             return f"a join bound on {side.qualified(column)}", fix
-        tables.append(table.name)
-    if len(tables) == 2 and tables[0] == tables[1]:
-        return f"a join of table {tables[0]} with itself", fix
     return None
 
 
@@ -100,8 +96,6 @@ def _temporal_problem(circuit: Circuit, view: View, join: Join) -> str | None:
         return f"a temporal join AS OF {join.left.qualified(join.as_of.probe_column)}"
     if versions.column(join.as_of.version_column).type.name != "TIMESTAMP":
         return f"a temporal join of versions by {join.as_of.version_column}"
-    if probe.name == versions.name:
-        return f"a temporal join of table {probe.name} with itself"
     return None
 
 

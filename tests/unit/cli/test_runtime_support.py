@@ -139,7 +139,10 @@ def test_a_join_without_a_time_bound_runs_with_unbounded_state_s16_l7() -> None:
     assert "unbounded: a join without a time bound" in explain_physical_text(plan)
 
 
-def test_a_table_joined_with_itself_without_a_bound_is_refused_l7() -> None:
+def test_a_table_joined_with_itself_without_a_bound_runs_with_unbounded_state_s16_l7() -> None:
     circuit = compile_program("p.sql", TWO_TABLES.format(right="a"))
-    with pytest.raises(ProgramError, match="a join of table a with itself"):
-        check_supported(circuit, physical_plan(circuit))
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    query = plan.query_of("j")
+    assert query.tables == ("a",)
+    assert [(v.view, v.state) for v in query.views] == [("j", "unbounded")]

@@ -83,13 +83,15 @@ FROM ab JOIN r FOR SYSTEM_TIME AS OF ab.ts ON ab.k = r.k;
 
 
 def test_s19_what_no_boundary_lifts_is_refused_in_the_programs_names() -> None:
-    composed = compose(compile_text("p.sql", CLICKS + """
+    composed = compose(compile_text("p.sql", CLICKS.replace(
+        "usr VARCHAR NOT NULL", "usr VARCHAR NOT NULL, "
+        "t2 TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND") + """
 CREATE VIEW pairs WITH ('topic' = 'pairs') AS
 SELECT x.ts, x.usr, y.ts AS y_ts FROM clicks x JOIN clicks y ON x.usr = y.usr
-AND y.ts BETWEEN x.ts - INTERVAL '1' MINUTE AND x.ts;
+AND y.ts BETWEEN x.t2 - INTERVAL '1' MINUTE AND x.t2;
 """))
     (problem,) = composed.refused
-    assert "view pairs: a join of table clicks with itself" in problem.message
+    assert "view pairs: a join bound on x.t2" in problem.message
     assert "__in_" not in str(problem)
     # The program's own plan, one query per table, is what explain shows beside it.
     assert [q.tables for q in composed.physical.queries] == [("clicks",)]
