@@ -108,6 +108,7 @@ def _windowed(end: str, auction: int, pairs: list[tuple[str, int]]) -> Counter[A
     )
 
 
+@pytest.mark.slow
 def test_a_table_joined_with_itself_runs_on_spark_in_its_one_query_s16(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
