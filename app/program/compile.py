@@ -822,6 +822,8 @@ class _Compiler:
                                  f"view {decl.name} aggregates SESSION windows, which are known "
                                  "only once they close: its rows can only be final",
                                  "end the view with EMIT AFTER WATERMARK")
+        if planned.retracting and after_watermark:
+            self._final_over_changes(decl, planned)
         state = self._state(decl, planned, after_watermark)
         insert_only = (not planned.aggregate or after_watermark) and not planned.updating
 
@@ -847,6 +849,51 @@ class _Compiler:
             self._stage_input(view.name, view.columns, time_attributes, decl.position,
                               planned.joined, updating=not insert_only)
         return relation
+
+    def _final_over_changes(self, decl: ViewDecl, planned: PlannedQuery) -> None:
+        """S11, S18: EMIT AFTER WATERMARK over an updating relation writes a group once no
+        change of the relation can reach it. A change of an aggregate carries its group's
+        key, so a group by one of the relation's time attributes (each from a GROUP BY key
+        of the aggregate behind it) gets no change once the key's waterline passes it; but
+        only if that aggregate writes its changes in the step its rows arrive (no AFTER
+        DELAY, which holds them past the waterline). Anything else is refused here."""
+        assert decl.emit is not None
+        relation = planned.retracting
+        if planned.window_key is None and planned.time_key is None:
+            raise CompileFailure(decl.emit.position, f"EMIT AFTER WATERMARK on view "
+                                 f"{decl.name}, which aggregates the updated rows of view "
+                                 f"{relation}: a group is final only once no change of "
+                                 f"{relation} can reach it, which needs a GROUP BY key that is "
+                                 f"a time attribute of {relation} (SPEC S11, S18)",
+                                 f"GROUP BY a window_end or time attribute {relation} groups "
+                                 "by, or remove EMIT AFTER WATERMARK (the view then updates "
+                                 "its rows)")
+        delayed = self._delayed_upstream(relation)
+        if delayed is not None:
+            raise CompileFailure(decl.emit.position, f"EMIT AFTER WATERMARK on view "
+                                 f"{decl.name}, which aggregates the updated rows of view "
+                                 f"{relation}: view {delayed} holds its changes back (EMIT "
+                                 "AFTER DELAY), so one can come after the waterline has "
+                                 "passed its group (SPEC S11, S18)",
+                                 f"remove AFTER DELAY from {delayed}, or remove EMIT AFTER "
+                                 f"WATERMARK from {decl.name}")
+
+    def _delayed_upstream(self, relation: str) -> str | None:
+        """The aggregate with EMIT ... AFTER DELAY whose changes updating ``relation`` is
+        made of (through filters and stage boundaries), or None."""
+        while True:
+            table = next((t for t in self.tables if t.name == relation), None)
+            if table is not None:
+                if table.stage_input is None:
+                    return None
+                relation = table.stage_input
+                continue
+            view = next((v for v in self.views if v.name == relation), None)
+            if view is None:
+                return None
+            if not view.is_stateless:
+                return view.name if view.emit.delay_ms is not None else None
+            relation = view.source
 
     def _final_rows_emit(self, decl: ViewDecl, emit: EmitPolicy) -> EmitPolicy:
         """S12 for a view that does not aggregate (a projection, a join, a UNION ALL, OVER

@@ -198,6 +198,9 @@ class PlannedQuery:
     #: A stateless query over an updating relation (S18): its rows are changes, each an
     #: insertion or a retraction of the relation's rows, passed on as they come.
     updating: bool = False
+    #: An aggregate over an updating relation (S18): its accumulators take each retraction
+    #: back (docs/semantics.md); the relation's name.
+    retracting: str = ""
 
 
 @dataclass(frozen=True)
@@ -1574,16 +1577,38 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
     relation = next((r for r in relations.values() if r.name == planned.source), None)
     if relation is None or relation.insert_only:
         return planned
+    assert planned.over_position is None and planned.top_n is None
+    if planned.aggregate:
+        # S18: an aggregate over an updating relation takes its retractions back.
+        _check_retractable(source, tokens, planned, relation.name, view_name)
+        return replace(planned, retracting=relation.name)
     # S18: a stateless reader of an updating relation passes its retractions on.
-    assert not planned.aggregate and planned.over_position is None and planned.top_n is None
     return replace(planned, updating=True)
 
 
-def _stateful_select(select: exp.Select) -> bool:
-    """The SELECT keeps state over its rows (GROUP BY, DISTINCT, an aggregate or OVER)."""
-    return bool(select.args.get("group") or select.args.get("distinct")
-                or select.args.get("having") or select.find(exp.AggFunc)
-                or select.find(exp.Window))
+#: Aggregate functions whose value depends on the order rows arrived in (ties).
+_BY_ARRIVAL = ("ARG_MAX", "ARG_MIN")
+
+
+def _check_retractable(source: SourceText, tokens: Sequence[Token], planned: PlannedQuery,
+                       relation: str, view_name: str) -> None:
+    """S18: every aggregate function of ``planned`` can take a retraction of ``relation``
+    back. COUNT, SUM and AVG subtract; MIN and MAX keep the multiset of values (and so
+    do the DISTINCT forms). ARG_MAX and ARG_MIN break ties by arrival order, which a
+    retraction has no place in: the changes of one step of an updating view come in no
+    order of their own (per group on Spark), so the row a tie goes to would differ."""
+    aggregate = next(op for op in planned.operators if isinstance(op, Aggregate))
+    found = next((call.fn.upper() for _, call in aggregate.aggregates
+                  if call.fn.upper() in _BY_ARRIVAL), None)
+    if found is None:
+        return
+    token = next((t for t in tokens if t.is_word(found)), tokens[0])
+    raise CompileFailure(source.position(token.start), f"unsupported: {found} in view "
+                         f"{view_name}, over the updated rows of view {relation}: it breaks "
+                         "ties by arrival order, which the changes of an updating view do "
+                         "not have (SPEC S18)",
+                         f"add EMIT AFTER WATERMARK to {relation}, or select MAX/MIN of the "
+                         "value and join it back")
 
 
 def _plan_single(source: SourceText, tokens: Sequence[Token], select: exp.Select,
@@ -1624,13 +1649,13 @@ def _plan_single(source: SourceText, tokens: Sequence[Token], select: exp.Select
         fix = (f"did you mean {close[0]}?" if close else
                "tables and views must be created before the views that read them")
         raise CompileFailure(table_position, f"unknown table or view {table_name}", fix)
-    if not relation.insert_only and (tvf is not None or _stateful_select(select)):
+    if not relation.insert_only and (tvf is not None or select.find(exp.Window)):
         raise CompileFailure(table_position, f"unsupported: view {view_name} "
-                             f"{'windows' if tvf is not None else 'aggregates'} view "
+                             f"{'windows' if tvf is not None else 'ranks or runs OVER'} view "
                              f"{relation.name}, whose rows are updated (it aggregates without "
-                             "EMIT AFTER WATERMARK); a filter or projection of it passes its "
-                             "retractions on (SPEC S18), a window or aggregate over them is "
-                             "not supported yet",
+                             "EMIT AFTER WATERMARK); a filter, projection or GROUP BY of it "
+                             "takes its retractions (SPEC S18), a window, OVER or ranking "
+                             "over them is not supported yet",
                              f"add EMIT AFTER WATERMARK to {relation.name}, or read its input "
                              "directly")
     if relation.ranking is not None:

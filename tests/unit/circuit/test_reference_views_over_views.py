@@ -170,16 +170,143 @@ def test_s18_a_filter_of_an_updating_aggregate_passes_its_retractions_on() -> No
                                         for rows in steps]), "busy") == _changes(results, "busy")
 
 
-def test_s18_a_reader_of_an_updating_view_is_a_changelog_and_cannot_aggregate() -> None:
+def test_s18_a_reader_of_an_updating_view_is_a_changelog_and_cannot_window() -> None:
     with pytest.raises(ProgramError, match="passes their retractions on .* 'upsert' cannot"):
         compile_sql(TABLE + UPDATING.format(emit="").replace(
             "('topic' = 'busy')", "('topic' = 'busy', 'format' = 'upsert')"))
-    with pytest.raises(ProgramError, match="aggregates view counts, whose rows are updated"):
-        compile_sql(TABLE + UPDATING.format(emit="").replace(
-            "SELECT k, n FROM counts WHERE n >= 2",
-            "SELECT n, COUNT(*) AS c FROM counts GROUP BY n"))
     with pytest.raises(ProgramError, match="windows view counts, whose rows are updated"):
         compile_sql(TABLE + UPDATING.format(emit="").replace(
             "SELECT k, n FROM counts WHERE n >= 2",
             "SELECT window_end, COUNT(*) AS c FROM TABLE(TUMBLE(TABLE counts, DESCRIPTOR(k), "
             "INTERVAL '1' MINUTE)) GROUP BY window_start, window_end"))
+    with pytest.raises(ProgramError, match="ranks or runs OVER view counts, whose rows are"):
+        compile_sql(TABLE + UPDATING.format(emit="").replace(
+            "SELECT k, n FROM counts WHERE n >= 2",
+            "SELECT k, n, SUM(n) OVER (PARTITION BY k ORDER BY n) AS s FROM counts"))
+
+
+COUNT_OF_COUNTS = """
+CREATE LOCAL VIEW per_user AS
+SELECT k, COUNT(*) AS c FROM ev GROUP BY k;
+
+CREATE VIEW histogram WITH ('topic' = 'h') AS
+SELECT c, COUNT(*) AS users FROM per_user GROUP BY c;
+
+CREATE VIEW crowded WITH ('topic' = 'crowded') AS
+SELECT c, users FROM histogram WHERE users >= 2;
+
+CREATE VIEW spread WITH ('topic' = 'spread', 'format' = 'changelog') AS
+SELECT MIN(c) AS lo, MAX(c) AS hi, SUM(c) AS total, AVG(c) AS mean,
+       COUNT(DISTINCT c) AS kinds, COUNT(*) AS users
+FROM per_user;
+"""
+
+# The users' counts after each step: a 1 b 1 | a 2 b 1 | a 2 b 2 c 1 | a 2 b 2 c 3.
+COUNT_STEPS = [
+    [ev("8:00:01"), ev("8:00:02", "b")],
+    [ev("8:00:03")],
+    [ev("8:00:04", "b"), ev("8:00:05", "c")],
+    [ev("8:00:06", "c"), ev("8:00:07", "c")],
+]
+
+
+def _count_of_counts() -> list[StepResult]:
+    circuit = compile_sql(TABLE + COUNT_OF_COUNTS)
+    return evaluate(circuit, [StepInput({"ev": rows}, batch_time_ms=1) for rows in COUNT_STEPS])
+
+
+def test_s18_count_of_counts_takes_each_retraction_back() -> None:
+    """``histogram`` counts the users per count of ``per_user``, an updating aggregate: a
+    user whose count moves on is retracted from its old count's group and added to the new
+    one's (S18). A group left empty is deleted (an upsert tombstone), as SQL's GROUP BY of
+    the current rows has no row for it.
+
+        step  per_user changes        histogram groups    upserts
+        1     +a 1, +b 1              1: 2                (1, 2)
+        2     -a 1 +a 2               1: 1, 2: 1          (1, 1), (2, 1)
+        3     -b 1 +b 2, +c 1         1: 1, 2: 2          (2, 2)      (1 keeps 1: b left, c came)
+        4     -c 1 +c 3               2: 2, 3: 1          1 deleted, (3, 1)
+    """
+    circuit = compile_sql(TABLE + COUNT_OF_COUNTS)
+    histogram = circuit.view("histogram")
+    assert histogram.output is not None and histogram.output.format == "upsert"
+    assert circuit.updating("histogram") and circuit.updating("crowded")
+    results = _count_of_counts()
+    assert [[(r.key, r.value) for r in result.outputs["histogram"]] for result in results] == [
+        [({"c": 1}, {"c": 1, "users": 2})],
+        [({"c": 1}, {"c": 1, "users": 1}), ({"c": 2}, {"c": 2, "users": 1})],
+        [({"c": 2}, {"c": 2, "users": 2})],
+        [({"c": 1}, None), ({"c": 3}, {"c": 3, "users": 1})],
+    ]
+    assert [r.state_rows["histogram"] for r in results] == [1, 2, 2, 2]
+
+
+def test_s18_a_filter_of_a_count_of_counts_passes_its_retractions_on() -> None:
+    """``crowded`` (users >= 2) sees the histogram's changes, as any reader of an updating
+    view: (1, 2) written in step 1 is retracted in step 2, when count 1 drops to one user."""
+    results = _count_of_counts()
+    assert [[(r.value["undo"], r.value["c"], r.value["users"]) for r in result.outputs[
+        "crowded"] if r.value is not None] for result in results] == [
+        [(False, 1, 2)],
+        [(True, 1, 2)],
+        [(False, 2, 2)],
+        [],
+    ]
+
+
+def test_s18_min_max_sum_avg_and_count_distinct_take_retractions_back() -> None:
+    """Every aggregate function but ARG_MAX/ARG_MIN over the updating ``per_user``: each
+    step's row equals the aggregate of the users' current counts, MIN keeping the multiset
+    of counts (step 4 retracts c's 1, the last 1: MIN moves up to 2)."""
+    results = _count_of_counts()
+    rows = [[(r.value["undo"], *(r.value[c] for c in ("lo", "hi", "total", "mean", "kinds",
+                                                       "users")))
+             for r in result.outputs["spread"]] for result in results]
+    #       lo hi total mean   kinds users (AVG of BIGINT is DOUBLE)
+    one = (1, 1, 2, 1.0, 1, 2)
+    two = (1, 2, 3, 1.5, 2, 2)
+    three = (1, 2, 5, 5 / 3, 2, 3)
+    four = (2, 3, 7, 7 / 3, 2, 3)
+    assert rows == [
+        [(False, *one)],
+        [(True, *one), (False, *two)],
+        [(True, *two), (False, *three)],
+        [(True, *three), (False, *four)],
+    ]
+
+
+PER_MINUTE_STREAM = """
+CREATE LOCAL VIEW per_min AS
+SELECT window_end AS minute_end, k, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end, k EMIT STREAM;
+
+CREATE VIEW keys_per_minute WITH ('topic' = 'kpm', 'format' = 'append') AS
+SELECT minute_end, COUNT(*) AS keys, MAX(n) AS peak FROM per_min
+GROUP BY minute_end EMIT AFTER WATERMARK;
+"""
+
+
+def test_s11_s18_after_watermark_over_an_updating_view_writes_final_rows_once() -> None:
+    """``per_min`` updates each minute's count per key every step (EMIT STREAM); an
+    aggregate by its ``minute_end`` (a time attribute: a GROUP BY key of ``per_min``) takes
+    each change and writes a minute once, final, when ``w >= minute_end``: no change of
+    that minute can come after (its rows would be late, S5).
+
+        step  ev                          w after    per_min changes            written
+        1     a :10, a :20, b :30         8:00:00    +a 2, +b 1 (8:01)          -
+        2     b :50, a 8:01:05            8:00:35    -b 1 +b 2, +a 1 (8:02)     -
+        3     c :40, a 8:01:40            8:01:10    +c 1, -a 1 +a 2 (8:02)     (8:01, 3, 2)
+        4     a 8:03:00                   8:02:30    +a 1 (8:04)                (8:02, 1, 2)
+    """
+    circuit = compile_sql(TABLE + PER_MINUTE_STREAM)
+    assert not circuit.updating("keys_per_minute")
+    steps = [[ev("8:00:10"), ev("8:00:20"), ev("8:00:30", "b")],
+             [ev("8:00:50", "b"), ev("8:01:05")],
+             [ev("8:00:40", "c"), ev("8:01:40")],
+             [ev("8:03:00")]]
+    results = evaluate(circuit, [StepInput({"ev": rows}, batch_time_ms=1) for rows in steps])
+    assert [values(r, "keys_per_minute") for r in results] == [
+        [], [], [{"minute_end": at("8:01"), "keys": 3, "peak": 2}],
+        [{"minute_end": at("8:02"), "keys": 1, "peak": 2}]]
+    assert [r.state_rows["keys_per_minute"] for r in results] == [1, 2, 1, 1]
