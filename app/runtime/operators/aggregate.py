@@ -35,8 +35,9 @@ from __future__ import annotations
 import base64
 import json
 import pickle
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -50,6 +51,7 @@ from app.circuit.aggregates import average_result, sum_result
 from app.circuit.derived_time import GroupCompletion
 from app.circuit.functions import arg_type, evaluate, to_spark_sql
 from app.circuit.ir import (
+    RETRACTION_COLUMN,
     AggCall,
     Aggregate,
     Filter,
@@ -80,9 +82,11 @@ from app.runtime.step.encode import ViewEncoding, encode_record
 __all__ = ["aggregate_branch", "plan_of"]
 
 _SEQ = ("_step", "_partition", "_offset")
+#: A row's Z-set weight: -1 for a retraction of an updating relation's row (S18), else +1.
+_WEIGHT = "_weight"
 
 
-# --- compact accumulators (insert-only: tables only insert, S2) ---------------------------------
+# --- compact accumulators (tables only insert, S2; an updating view retracts, S18) -------------
 
 
 class _Acc:
@@ -97,7 +101,9 @@ class _Acc:
         self.best: Any = None  # MIN/MAX value, or ARG (by, seq, value)
         self.values: set[Any] | None = set() if call.distinct else None
 
-    def add(self, args: tuple[Any, ...], seq: tuple[int, int, int]) -> None:
+    def add(self, args: tuple[Any, ...], seq: tuple[int, int, int], weight: int = 1) -> None:
+        """One inserted row's arguments (``weight`` is always 1: see :class:`_RetractingAcc`
+        for the rows of an updating relation)."""
         if self.fn == "COUNT" and not args:
             self.count += 1
             return
@@ -151,6 +157,49 @@ class _Acc:
         return average_result(total, self.count, self.type)
 
 
+class _RetractingAcc(_Acc):
+    """One aggregate call's state over an updating relation's changes (S18): a retraction
+    (``weight`` -1) takes an earlier insertion back. COUNT, SUM and AVG add the weighted
+    value (SUM and AVG are NULL once no non-null value is left); MIN, MAX and the DISTINCT
+    forms keep the multiset of values, as the reference's accumulators
+    (:mod:`app.circuit.aggregates`) do. ARG_MAX/ARG_MIN are refused by the compiler."""
+
+    def __init__(self, call: AggCall) -> None:
+        super().__init__(call)
+        assert self.fn not in ("ARG_MAX", "ARG_MIN"), "refused over updating rows"
+        self.values = None
+        self.multiset: Counter[Any] = Counter()
+
+    def add(self, args: tuple[Any, ...], seq: tuple[int, int, int], weight: int = 1) -> None:
+        if self.fn == "COUNT" and not args:
+            self.count += weight
+            return
+        value = args[0]
+        if value is None:
+            return
+        if self.distinct or self.fn in ("MIN", "MAX"):
+            self.multiset[value] += weight
+            if self.multiset[value] <= 0:
+                del self.multiset[value]
+            return
+        self.count += weight
+        exact = (Fraction(value) if isinstance(value, float) else value) * weight
+        self.total = exact if self.total is None else self.total + exact
+
+    def result(self) -> Any:
+        if not self.distinct and self.fn in ("MIN", "MAX"):
+            if not self.multiset:
+                return None
+            return max(self.multiset) if self.fn == "MAX" else min(self.multiset)
+        if not self.distinct:
+            return super().result()
+        folded = _Acc.__new__(_Acc)  # the distinct values, folded afresh
+        folded.__dict__.update(self.__dict__, values=None, count=0, total=None, best=None)
+        for value in self.multiset:
+            folded._fold(value)
+        return folded.result()
+
+
 @dataclass
 class _Group:
     accumulators: list[_Acc]
@@ -159,6 +208,9 @@ class _Group:
     window_end: int | None = None
     #: AFTER DELAY: batch time of the step of the first change not written yet (None: none).
     pending_since: int | None = None
+    #: Of a view over an updating relation: its rows' weights summed (S18; a keyed group
+    #: with none left has no row, and is freed once its last row is taken back).
+    rows: int = 0
 
 
 # --- the operator ---------------------------------------------------------------------------
@@ -204,6 +256,8 @@ class _Plan:
     #: The window is on a processing-time attribute: complete once the step's batch time,
     #: not Spark's watermark, reaches its end.
     processing_time: bool = False
+    #: The view reads an updating relation's changes (S18): its rows carry their weight.
+    retracting: bool = False
 
     def output_columns(self) -> list[str]:
         return [c.name for c in self.view.columns]
@@ -237,7 +291,10 @@ def plan_of(view: View, completion: GroupCompletion | None = None) -> _Plan:
 
 
 def _finish(plan: _Plan, key: tuple[Any, ...], group: _Group) -> dict[str, Any] | None:
-    """The group's output row after HAVING and the SELECT list, or None if HAVING fails."""
+    """The group's output row after HAVING and the SELECT list, or None if HAVING fails or,
+    over an updating relation, every row of a keyed group has been taken back (S18)."""
+    if _emptied(plan, group):
+        return None
     row: dict[str, Any] = {name: key[i] for i, (name, _) in enumerate(plan.aggregate.keys)}
     for (name, _), acc in zip(plan.aggregate.aggregates, group.accumulators, strict=True):
         row[name] = acc.result()
@@ -248,6 +305,12 @@ def _finish(plan: _Plan, key: tuple[Any, ...], group: _Group) -> dict[str, Any] 
         elif isinstance(op, Project):
             row = {name: evaluate(expr, row) for name, expr in op.outputs}
     return {name: row.get(name) for name in plan.output_columns()}
+
+
+def _emptied(plan: _Plan, group: _Group) -> bool:
+    """Over an updating relation, a keyed group none of whose rows is left (S18); a global
+    aggregate has its one row whatever it reads (SQL)."""
+    return plan.retracting and group.rows <= 0 and bool(plan.aggregate.keys)
 
 
 def _emit_rows(
@@ -316,9 +379,12 @@ def _process(
     group = _load_group(plan, group_key, state)
     _fold(plan, group, frames)
     rows = _emit_rows(plan, group, _finish(plan, group_key, group), final=False)
-    state.update((pickle.dumps(group),))
-    if group.window_end is not None:
-        state.setTimeoutTimestamp(group.window_end - 1)
+    if _emptied(plan, group) and group.emitted is None:
+        state.remove()  # S18: every row taken back, and its row retracted
+    else:
+        state.update((pickle.dumps(group),))
+        if group.window_end is not None:
+            state.setTimeoutTimestamp(group.window_end - 1)
     yield _sink_frame(plan, rows, state.getCurrentProcessingTimeMs())
 
 
@@ -326,7 +392,8 @@ def _load_group(plan: _Plan, group_key: tuple[Any, ...], state: GroupState) -> _
     """The group's state, or a new group (its window end read from its key)."""
     if state.exists:
         return pickle.loads(state.get[0])  # type: ignore[no-any-return]  # noqa: S301 - ours
-    group = _Group([_Acc(call) for _, call in plan.aggregate.aggregates])
+    kind = _RetractingAcc if plan.retracting else _Acc
+    group = _Group([kind(call) for _, call in plan.aggregate.aggregates])
     if plan.window_key is not None and group_key[plan.window_key] is not None:
         bound = int(group_key[plan.window_key]) + plan.key_offset
         group.window_end = completion_threshold(plan.steps, bound)
@@ -334,19 +401,24 @@ def _load_group(plan: _Plan, group_key: tuple[Any, ...], state: GroupState) -> _
 
 
 def _fold(plan: _Plan, group: _Group, frames: Iterator[pd.DataFrame]) -> None:
-    """Add the step's rows of the group to its accumulators."""
+    """Add the step's rows of the group to its accumulators, each with its weight (S18:
+    -1 takes back a row of an updating relation)."""
     for frame in frames:
         rows_args = frame["_args"].tolist()
         seqs = zip(*(frame[c].tolist() for c in _SEQ), strict=True)
-        for args_text, seq in zip(rows_args, seqs, strict=True):
+        weights = frame[_WEIGHT].tolist() if plan.retracting else [1] * len(rows_args)
+        for args_text, seq, weight in zip(rows_args, seqs, weights, strict=True):
             args = json.loads(args_text)
             order = (int(seq[0]), int(seq[1]), int(seq[2]))
+            if plan.retracting:
+                group.rows += int(weight)
             for i, acc in enumerate(group.accumulators):
                 values = args.get(str(i), {})
                 kinds = plan.arg_kinds[i]
                 acc.add(
                     tuple(_json_value(values.get(str(j)), kinds[j]) for j in range(len(kinds))),
                     order,
+                    int(weight),
                 )
 
 
@@ -371,7 +443,8 @@ def _process_polled(
     waterline = now if plan.processing_time else state.getCurrentWatermarkMs()
     complete = group.window_end is not None and waterline >= group.window_end
     rows = _polled_rows(plan, group, _finish(plan, group_key, group), complete, now)
-    if complete and group.pending_since is None:
+    emptied = _emptied(plan, group) and group.emitted is None  # S18: all taken back
+    if (complete or emptied) and group.pending_since is None:
         state.remove()  # S11: complete and nothing left to write
     else:
         state.update((pickle.dumps(group),))
@@ -472,19 +545,24 @@ def _json_of(exprs: Sequence[Any]) -> str:
 
 def aggregate_branch(
     inputs: Sequence[tuple[View, DataFrame]],
-    event_time: str,
+    event_time: str | None,
     completions: Mapping[str, GroupCompletion | None],
 ) -> DataFrame:
     """The Kafka records (sink records) of every aggregate output view of one table.
 
     ``event_time`` is the table column carrying Spark's watermark: it stays in the projection
     (or rides along hidden, app/runtime/operators/view_frame.py) because Spark's event-time timeout
-    needs the watermarked column in its input. ``completions``: per view, the key that
-    completes its groups."""
+    needs the watermarked column in its input; None for a table without LATENESS, whose
+    aggregates never complete a group (no timeout). ``completions``: per view, the key that
+    completes its groups. A view whose rows carry :data:`RETRACTION_COLUMN` reads an
+    updating relation's changes (S18): each row goes in with its weight, -1 when it
+    retracts."""
     plans: list[_Plan] = []
     projected: DataFrame | None = None
+    weighted = any(RETRACTION_COLUMN in df.columns for _, df in inputs)
     for index, (view, df) in enumerate(inputs):
-        plan = plan_of(view, completions.get(view.name))
+        retracting = RETRACTION_COLUMN in df.columns
+        plan = replace(plan_of(view, completions.get(view.name)), retracting=retracting)
         aggregate = plan.aggregate
         plans.append(plan)
         nested = [
@@ -493,12 +571,15 @@ def aggregate_branch(
             if call.args
         ]
         args_sql = f"to_json(named_struct({', '.join(nested)}))" if nested else "'{}'"
+        weight = (F.when(F.col(RETRACTION_COLUMN), -1).otherwise(1) if retracting
+                  else F.lit(1))
         frame = df.select(
             F.lit(index).alias("_view"),
             F.expr(_json_of([e for _, e in aggregate.keys])).alias("_key"),
             F.expr(args_sql).alias("_args_raw"),
             *[F.col(c) for c in _SEQ],
-            _event_time_column(df, event_time),
+            *([weight.alias(_WEIGHT)] if weighted else []),
+            *([_event_time_column(df, event_time)] if event_time is not None else []),
         )
         projected = frame if projected is None else projected.unionByName(frame)
     assert projected is not None
@@ -509,6 +590,7 @@ def aggregate_branch(
         timeout = GroupStateTimeout.EventTimeTimeout
     else:
         timeout = GroupStateTimeout.NoTimeout
+    assert event_time is not None or timeout == GroupStateTimeout.NoTimeout, "support.py"
     frozen = tuple(plans)
     process = _process_polled if polled else _process
 

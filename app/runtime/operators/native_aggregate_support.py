@@ -102,6 +102,8 @@ def native_shape(circuit: Circuit, view: View) -> bool:
         return False
     if len(view.sources) != 1:
         return False
+    if circuit.updating(view.source):
+        return False  # Spark's aggregation cannot take a retraction back (S18)
     aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
     before = view.operators[: view.operators.index(aggregate)]
     windows = [op for op in before if isinstance(op, Window)]

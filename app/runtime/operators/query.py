@@ -165,7 +165,9 @@ def plan_query(
     gated_views = [v for v in views if v.lateness]
     step_views = tuple(circuit.view(name) for name in query.placed("step_sink", "source_task"))
     in_query = query.writing_stage == "aggregate"
-    owners = {v.state_owner for v in query.views if v.state_owner is not None}
+    # The views whose waterline frees state, and the tables that carry Spark's watermark.
+    owners = {v.state_owner for v in query.views
+              if v.state_owner is not None and v.state_owner not in query.tables}
     owners.update(watermarked_tables(circuit, query))
     # Arrival coordinates ride along for ARG_MAX/ARG_MIN ties (earliest row wins); the
     # original record too when a view gate may have to write it back as a dead letter (L2).
@@ -187,7 +189,6 @@ def plan_query(
     )
     _build_views(circuit, query, sources, parts, state_dirs[table.name], owners, produce)
     if parts.aggregates:
-        assert parts.event_time is not None
         completions = {v.name: group_completion(circuit, v) for v, _ in parts.aggregates}
         parts.branches.append(aggregate_branch(parts.aggregates, parts.event_time, completions))
     waterlines = query_waterlines(circuit, query)

@@ -360,7 +360,9 @@ def first_lateness(circuit: Circuit, relation: str) -> str | None:
 def watermarked_tables(circuit: Circuit, query: QueryPlan) -> tuple[str, ...]:
     """The query's tables that carry Spark's watermark (whose minimum is the query's): each
     table that owns an aggregate's state, the tables of a join's time bound (the watermark
-    frees the join's state, S16), and the tables of a native aggregate over a UNION ALL."""
+    frees the join's state, S16), and the tables of a native aggregate over a UNION ALL;
+    never a table without LATENESS (the support pass refuses state of one that needs a
+    watermark; an aggregate that never frees a group runs without one)."""
     found = [v.state_owner for v in query.views if v.state_owner in query.tables]
     for entry in query.views:
         view = circuit.view(entry.view)
@@ -376,7 +378,7 @@ def watermarked_tables(circuit: Circuit, query: QueryPlan) -> tuple[str, ...]:
                     found.append(time[0])
         if entry.placement == "native":
             found.extend(union_time_tables(circuit, view) or ())
-    return tuple(t for t in query.tables if t in found)
+    return tuple(t for t in query.tables if t in found and circuit.table(t).lateness)
 
 
 

@@ -333,8 +333,8 @@ def _query_problems(
     view that holds it is refused already), and aggregates freed by different waterlines."""
     for query in physical.queries:
         # Spark's state follows a watermark, which a table without LATENESS does not have.
-        stateful = {v.state_owner for v in query.views if v.state_owner is not None}
-        stateful.update(watermarked_tables(circuit, query))
+        stateful = {v.state_owner for v in query.views
+                    if v.state_owner is not None and not _never_freed(circuit, v)}
         for name in query.tables:
             holder = next((v.view for v in query.views if v.state_owner == name),
                           query.views[0].view if query.views else None)
@@ -360,6 +360,15 @@ def _query_problems(
                 f"({', '.join(owners)})",
                 "aggregate over one time source per table",
             )))
+
+
+def _never_freed(circuit: Circuit, placed: ViewPlacement) -> bool:
+    """An aggregate on the state operator whose groups are never complete nor delayed (no
+    time key, no AFTER DELAY): it runs without a timeout, so without a watermark (the
+    count of counts over a boundary of an aggregate without time attributes, S18)."""
+    view = circuit.view(placed.view)
+    return (placed.placement == "state_operator" and view.state.kind == "unbounded"
+            and view.emit.delay_ms is None)
 
 
 def _state_owners(circuit: Circuit, views: Sequence[ViewPlacement]) -> list[str]:

@@ -164,3 +164,27 @@ SELECT window_start, window_end, SUM(partial_price) as total_price
     assert [x.column for x in table.lateness] == ["window_end"]
     (rowtime,) = [a for a in table.derived_attributes if a.column == "rowtime"]
     assert rowtime.derivation is not None and rowtime.derivation.steps[0].amount == -1
+
+
+def test_s18_s19_a_count_of_counts_runs_on_the_state_operator_after_a_boundary() -> None:
+    """The aggregate over an updating view's changes reads them through a boundary that
+    carries the changelog, on the Python state operator (Spark's aggregation cannot take a
+    retraction back), without a watermark (no group of it is ever complete); its filter,
+    updating again, reads it through a second boundary."""
+    composed = compose(compile_text("p.sql", CLICKS + """
+CREATE LOCAL VIEW per_user AS SELECT usr, COUNT(*) AS c FROM clicks GROUP BY usr;
+CREATE VIEW histogram WITH ('topic' = 'h') AS
+SELECT c, COUNT(*) AS users, MIN(c) AS lo FROM per_user GROUP BY c;
+CREATE VIEW crowded WITH ('topic' = 'crowded') AS SELECT c FROM histogram WHERE users > 1;
+"""))
+    assert composed.refused == ()
+    assert composed.boundaries == frozenset({"per_user", "histogram"})
+    assert dict(composed.composition.stages) == {"histogram": 1, "crowded": 2}
+    changes = {t.name: t for t in composed.circuit.tables if t.retractions}
+    assert set(changes) == {"__in_per_user", "__in_histogram"}
+    assert changes["__in_per_user"].lateness == ()
+    placement = composed.physical.placement("histogram")
+    assert placement.placement == "state_operator"
+    assert composed.physical.query_of("histogram").watermark is None
+    writer = composed.circuit.view("__out_histogram")
+    assert writer.output is not None and writer.output.format == "changelog"
