@@ -60,6 +60,7 @@ def _crowded(results: list[StepResult]) -> list[list[tuple[bool, int, int]]]:
             for result in results]
 
 
+@pytest.mark.slow
 def test_s18_s19_count_of_counts_takes_retractions_back_on_spark(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
