@@ -30,10 +30,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from app.connectors.confluent_avro import (
-    MAGIC_BYTE,
     REGISTRY_CLIENTS,
     SchemaRegistryUnavailable,
     unassignable_id,
+    unframe,
 )
 from app.connectors.json_encoder import JsonEncoder, json_schema
 from app.connectors.json_records import JsonRecordError, JsonRecords, shown
@@ -41,7 +41,6 @@ from app.errors import SerializationError
 
 __all__ = ["ConfluentJsonRecords", "JsonRegistryWriter"]
 
-_HEADER = 5
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
@@ -89,17 +88,14 @@ class ConfluentJsonRecords:
             SerializationError,
         )
 
-        if len(value) < _HEADER or value[0] != MAGIC_BYTE:
+        try:
+            schema_id, _ = unframe(value)
+        except ValueError as exc:
             raise JsonRecordError(
                 "malformed",
-                f"not a registry-framed JSON record of table {self.table}: "
-                + (f"{len(value)} bytes, fewer than the 5 of the magic byte and schema id"
-                   if len(value) < _HEADER
-                   else f"the first byte is 0x{value[0]:02x}, not the magic byte 0x00")
-                + " (a producer with a JSON Schema serializer writes magic byte 0 and a 4-byte"
-                " schema id)",
-            )
-        schema_id = int.from_bytes(value[1:_HEADER], "big")
+                f"not a registry-framed JSON record of table {self.table}: {exc} (a producer "
+                "with a JSON Schema serializer writes magic byte 0 and a 4-byte schema id)",
+            ) from None
         problem = self._kinds.get(schema_id, "")
         if problem == "":
             problem = self._kinds[schema_id] = self._kind(schema_id)
