@@ -100,6 +100,15 @@ def framed_schema_id(value: bytes) -> int | None:
     return schema_id if 0 < schema_id < 2**31 else None
 
 
+def registry_unavailable(table: str, registry: Mapping[str, str], schema_id: int,
+                         exc: BaseException) -> SchemaRegistryUnavailable:
+    """Table ``table``'s registry did not return ``schema_id`` (it failed with ``exc``)."""
+    return SchemaRegistryUnavailable(
+        f"table {table}: the schema registry {registry.get('url')} did not "
+        f"return schema id {schema_id}: {type(exc).__name__}: {exc}"
+    )
+
+
 def unassignable_id(schema_id: int) -> str | None:
     """Why no registry holds ``schema_id``, or None when one may: registries assign signed
     32-bit ids, and some (Apicurio's Confluent API) answer a larger one with an error status
@@ -312,9 +321,9 @@ class ConfluentAvroRecords:
                 return (
                     f"schema id {schema_id} is not in the schema registry: {exc.error_message}"
                 )
-            raise self._unavailable(schema_id, exc) from exc
+            raise registry_unavailable(self.table, self._registry, schema_id, exc) from exc
         except Exception as exc:  # httpx's transport errors, after the client's retries
-            raise self._unavailable(schema_id, exc) from exc
+            raise registry_unavailable(self.table, self._registry, schema_id, exc) from exc
         kind = schema.schema_type or "AVRO"
         if kind != "AVRO":
             return f"schema id {schema_id} is a {kind} schema, not Avro"
@@ -324,12 +333,6 @@ class ConfluentAvroRecords:
             return json.loads(schema.schema_str)
         except ValueError:  # a bare primitive name ("long") is Avro too, but no record
             return f"schema id {schema_id} is not an Avro record schema"
-
-    def _unavailable(self, schema_id: int, exc: BaseException) -> SchemaRegistryUnavailable:
-        return SchemaRegistryUnavailable(
-            f"table {self.table}: the schema registry {self._registry.get('url')} did not "
-            f"return schema id {schema_id}: {type(exc).__name__}: {exc}"
-        )
 
     def _unresolvable(self, writer: Mapping[str, Any]) -> str | None:
         """Why the writer's record cannot resolve to the table's (None when it may): a table

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from app.connectors.confluent_avro import (
     REGISTRY_CLIENTS,
-    SchemaRegistryUnavailable,
+    registry_unavailable,
     unassignable_id,
     unframe,
 )
@@ -150,9 +150,9 @@ class ConfluentJsonRecords:
         except SchemaRegistryError as exc:
             if exc.http_status_code == 404:
                 return f"schema id {schema_id} is not in the schema registry: {exc.error_message}"
-            raise self._unavailable(schema_id, exc) from exc
+            raise registry_unavailable(self.table, self._registry, schema_id, exc) from exc
         except Exception as exc:  # httpx's transport errors, after the client's retries
-            raise self._unavailable(schema_id, exc) from exc
+            raise registry_unavailable(self.table, self._registry, schema_id, exc) from exc
         kind = schema.schema_type or "AVRO"
         if kind not in ("JSON", "AVRO"):
             return f"schema id {schema_id} is a {kind} schema, not a JSON Schema"
@@ -169,12 +169,6 @@ class ConfluentJsonRecords:
         if not isinstance(parsed, dict | bool):
             return f"schema id {schema_id} is no JSON Schema (an object or a boolean)"
         return None
-
-    def _unavailable(self, schema_id: int, exc: BaseException) -> SchemaRegistryUnavailable:
-        return SchemaRegistryUnavailable(
-            f"table {self.table}: the schema registry {self._registry.get('url')} did not "
-            f"return schema id {schema_id}: {type(exc).__name__}: {exc}"
-        )
 
 
 class JsonRegistryWriter:
