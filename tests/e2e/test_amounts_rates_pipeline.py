@@ -91,6 +91,7 @@ STEPS: list[dict[str, list[Any]]] = [
 ]
 
 
+@pytest.mark.slow  # CI's budget (about 2 min): the tombstone case runs this join
 def test_seed_temporal_join_writes_each_amount_with_the_rate_valid_at_its_time_s16(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:

@@ -37,7 +37,8 @@ from app.program.compile import compile_program
 from app.runtime.planner.physical import physical_plan
 from app.runtime.planner.support import refused_by_spark
 
-pytestmark = pytest.mark.e2e
+# Slow (CI's budget): CI's differential runs CUMULATE in each of its 9 EMIT forms/formats.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PROGRAM = """
 CREATE TABLE sales (

@@ -34,7 +34,8 @@ from app.program.compile import compile_program
 from app.runtime.planner.physical import physical_plan
 from app.runtime.planner.support import refused_by_spark
 
-pytestmark = pytest.mark.e2e
+# Slow (about 50 s, CI's budget): CI's differential runs 6 derived-time aggregates on Spark.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PROGRAM = """
 CREATE TABLE amounts (

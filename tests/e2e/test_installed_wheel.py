@@ -30,7 +30,9 @@ from app.connectors.avro_codec import AvroCodec
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 
-pytestmark = pytest.mark.e2e
+# Slow (about 75 s, CI's budget): `pytest -m slow tests/e2e/test_installed_wheel.py`; CI's
+# unit test_runtime_dependencies checks the runtime closure the wheel declares.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_MS = 1_700_000_000_000

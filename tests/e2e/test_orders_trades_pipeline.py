@@ -208,6 +208,7 @@ def _outer(order: tuple[str, int, str, int] | None, trade: tuple[str, int, int] 
     )
 
 
+@pytest.mark.slow  # CI's budget: test_window_join's FULL OUTER case pads on the same operator
 def test_seed_outer_join_writes_unmatched_rows_when_the_other_side_proves_it_s16(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:

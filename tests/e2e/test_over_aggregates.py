@@ -41,7 +41,8 @@ from app.connectors.topic_reader import read_topic
 from app.runtime.planner.physical import physical_plan
 from app.runtime.planner.support import refused_by_spark
 
-pytestmark = pytest.mark.e2e
+# Slow (CI's budget): CI's differential runs 5 generated OVER views on the OVER operator.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 def _event(seqno: int, clock: str, kind: str, cost: str) -> dict[str, Any]:
     return {"seqno": seqno, "ts": clock_ms(clock), "classification": kind,

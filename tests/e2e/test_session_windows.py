@@ -30,7 +30,8 @@ from app.program.compile import compile_program
 from app.runtime.planner.physical import physical_plan
 from app.runtime.planner.support import refused_by_spark
 
-pytestmark = pytest.mark.e2e
+# Slow (CI's budget): CI's native differential runs 11 SESSION aggregates.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PROGRAM = """
 CREATE TABLE clicks (

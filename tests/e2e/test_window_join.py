@@ -99,6 +99,7 @@ def _match(minute: str, usr: str, page: str, amount: int, header: str) -> Any:
     return (frozen(value), format_time_value(clock_ms(header), "ms"))
 
 
+@pytest.mark.slow  # CI's budget: the FULL OUTER case below runs the same steps
 def test_a_window_join_runs_on_spark_and_matches_within_the_minute_s16(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
