@@ -568,6 +568,16 @@ def explain_physical_json(plan: PhysicalPlan) -> dict[str, Any]:
     }
 
 
+def _unbounded_state_text(views: tuple[ViewPlacement, ...]) -> str:
+    """The watermark line of a query without one: no view holds state, or the state the
+    views hold is not bounded by any waterline (an aggregate over a table without LATENESS,
+    or over an updating view's boundary)."""
+    stateful = [v.view for v in views if v.state != "none"]
+    if not stateful:
+        return "(none: the query holds no state)"
+    return f"(none: the state of {', '.join(stateful)} is not bounded by a waterline)"
+
+
 def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> str:
     """The plan for people; ``refused``: why the Spark runtime would not run the program."""
     lines = [f"program {plan.program} (physical plan, docs/architecture.md)", ""]
@@ -586,7 +596,7 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
             if any(v.state == "join_operator" for v in q.views)
             else "(none: Tidemark's OVER operator follows its table's waterline)"
             if any(v.state == "over_operator" for v in q.views)
-            else "(none: the query holds no state)"
+            else _unbounded_state_text(q.views)
         )
         lines.append(f"  watermark:    {q.watermark or none}")
         for v in q.views:

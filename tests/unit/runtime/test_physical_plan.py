@@ -10,6 +10,7 @@ import json
 import pytest
 
 from app.program.compile import compile_program
+from app.runtime.planner.compose import compose
 from app.runtime.planner.physical import (
     PASSES,
     PhysicalPlan,
@@ -156,3 +157,35 @@ def test_explain_physical_json_is_json_with_every_view_once() -> None:
     names = [v["name"] for q in data["queries"] for v in q["views"]]
     assert sorted(names) == ["f", "g", "s", "w"]
     assert data["rows_in_jvm"] is True
+
+
+def test_a_query_whose_state_no_waterline_bounds_says_so_in_its_watermark_line() -> None:
+    """A query without a watermark holds no state only if none of its views does: an
+    aggregate over a table without LATENESS, or over an updating view read through a stage
+    boundary (which has no time attribute), holds state that no waterline bounds."""
+    circuit = compile_program("p.sql", """
+CREATE TABLE clicks (ts TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND,
+                     usr VARCHAR NOT NULL) WITH ('topic' = 'c');
+CREATE TABLE plain (usr VARCHAR NOT NULL, n BIGINT) WITH ('topic' = 'p');
+CREATE LOCAL VIEW per_user AS SELECT usr, COUNT(*) AS c FROM clicks GROUP BY usr;
+CREATE VIEW histogram WITH ('topic' = 'h') AS
+SELECT c, COUNT(*) AS users FROM per_user GROUP BY c;
+CREATE VIEW totals WITH ('topic' = 't') AS SELECT usr, SUM(n) AS s FROM plain GROUP BY usr;
+CREATE VIEW copied WITH ('topic' = 'cp', 'format' = 'append') AS SELECT usr, n FROM plain;
+""")
+    composed = compose(circuit)
+    assert composed.refused == ()
+    plan = physical_plan(composed.circuit)
+    text = explain_physical_text(plan)
+    assert plan.query_of("plain").watermark is None
+    assert plan.query_of("__in_per_user").watermark is None
+    assert "(none: the query holds no state)" not in text
+    assert ("watermark:    (none: the state of totals is not bounded by a waterline)"
+            in text)
+    assert ("watermark:    (none: the state of histogram is not bounded by a waterline)"
+            in text)
+    stateless = physical_plan(compile_program("p.sql", """
+CREATE TABLE plain (usr VARCHAR NOT NULL, n BIGINT) WITH ('topic' = 'p');
+CREATE VIEW copied WITH ('topic' = 'cp', 'format' = 'append') AS SELECT usr, n FROM plain;
+"""))
+    assert "watermark:    (none: the query holds no state)" in explain_physical_text(stateless)
