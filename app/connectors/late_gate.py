@@ -32,6 +32,7 @@ reference comparison share it. A record is exactly one of:
   clock (S7; the wall clock is recorded in the step's offsets, so a replay judges alike);
 - ``late``: some LATENESS column below its waterline w(t-1) (S5; equal is on time; the test
   is :func:`app.circuit.waterline.is_late`, per column :func:`~app.circuit.waterline.late_mask`);
+  never a row of a boundary's changelog (:attr:`SourceSpec.changes`, S18);
 - ``ok``: an accepted row.
 
 Only ``ok``, ``delete`` and ``late`` rows and punctuation move a waterline (S3: D(t) is every
@@ -176,6 +177,11 @@ class SourceSpec:
     #: A stage boundary's table (ADR 0023): its waterlines move by punctuation only, the
     #: upstream view's waterlines, never by its rows' values (which may lie above them).
     bounded: bool = False
+    #: A stage boundary's table of an updating view's changelog (``Table.retractions``): its
+    #: rows are changes, which are never late at their reader (S18, S19: a late row is
+    #: routed once, by the table it arrived in). A change held back by EMIT AFTER DELAY may
+    #: come after the boundary's waterline has passed its time; it is accepted all the same.
+    changes: bool = False
     #: The table's ``'key.format'`` (app/connectors/record_key.py), its key's fields in
     #: order and the key's Avro schema; None: keys are read only as ``METADATA FROM 'key'``.
     key_format: str | None = None
@@ -200,6 +206,7 @@ class SourceSpec:
             "registry": dict(self.registry) if self.registry is not None else None,
             "deletes": self.deletes,
             "bounded": self.bounded,
+            "changes": self.changes,
             "key_format": self.key_format,
             "key_fields": list(self.key_fields),
             "key_schema": self.key_schema,
@@ -225,6 +232,7 @@ class SourceSpec:
             registry=data.get("registry"),
             deletes=bool(data.get("deletes", False)),
             bounded=bool(data.get("bounded", False)),
+            changes=bool(data.get("changes", False)),
             key_format=data.get("key_format"),
             key_fields=tuple(data.get("key_fields", ())),
             key_schema=data.get("key_schema"),
@@ -490,7 +498,7 @@ class LateGate:
                         column=name,
                         value=row[name],
                     )
-        for name, _ in self.spec.lateness:
+        for name, _ in self.spec.lateness if not self.spec.changes else ():
             mark = self.waterlines.get(name)
             if is_late(row[name], mark):
                 return GateVerdict(
@@ -524,7 +532,7 @@ class LateGate:
             limit = self.wall_clock_ms + self.spec.max_future_ms
             for name in self._future_cols:
                 ok &= ~_above(fields[name].numbers(), limit)
-        for name, _ in self.spec.lateness:
+        for name, _ in self.spec.lateness if not self.spec.changes else ():
             ok &= ~late_mask(fields[name].numbers(), self.waterlines.get(name))
         return ok
 

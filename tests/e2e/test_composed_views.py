@@ -27,6 +27,7 @@ is written in step 4, where the reference evaluator, in one query, writes it in 
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -384,3 +385,84 @@ def test_s18_a_changelog_reader_of_an_emit_stream_aggregate_sees_its_retractions
     assert [Counter((r.value["undo"], r.value["usr"], r.value["c"], r.value["minute_end"])
                     for r in result.outputs["busy"] if r.value is not None)
             for result in oracle] == [Counter(rows) for rows in per_step]
+
+
+DELAYED = """
+CREATE TABLE clicks (
+    ts  TIMESTAMP NOT NULL LATENESS INTERVAL '1' SECOND,
+    usr VARCHAR NOT NULL
+) WITH ('topic' = '{clicks}', 'dead_letter' = '{clicks_dlq}');
+
+CREATE LOCAL VIEW per_10s AS
+SELECT window_end AS slot_end, usr, COUNT(*) AS c
+FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+GROUP BY window_start, window_end, usr EMIT AFTER DELAY INTERVAL '{delay_s}' SECOND;
+
+CREATE VIEW slots WITH ('topic' = '{slots}') AS
+SELECT slot_end, usr, c FROM per_10s;
+
+CREATE VIEW per_usr WITH ('topic' = '{per_usr}', 'format' = 'upsert') AS
+SELECT usr, SUM(c) AS total FROM per_10s GROUP BY usr;
+"""
+#: Longer than a ``--once`` run takes from its step with input to the step after it (a
+#: shorter d lets a change come out in the run that holds it).
+DELAY_S = 20
+
+
+def test_s18_a_held_change_that_crosses_a_boundary_is_never_late_at_the_reader(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """``per_10s`` holds each change for d (EMIT AFTER DELAY); its readers run in a later
+    query, through a boundary whose waterline follows the table's. A held change can come
+    out after that waterline has passed its ``slot_end``; it is a change of an updating view,
+    never late at its reader (S18, S19: a late row is routed once, by its table), so it
+    reaches both readers and no boundary dead letter is written.
+
+        step  clicks                   w(ts) after  per_10s changes written
+        1     a :05                    8:00:04      - (held)
+        2     b :25, c :45 (after d)   8:00:44      +(:10, a, 1) (due)
+        3     c :46 (after d)          8:00:45      +(:30, b, 1), +(:50, c, 2) (due)
+
+    In step 3 the boundary's waterline is 8:00:44, above ``slot_end`` 8:00:30 of b's change.
+    """
+    names = ("clicks", "clicks_dlq", "slots", "per_usr")
+    topics = {name: unique_topic(name) for name in names}
+    kafka.create_topic(topics["clicks"], partitions=2)
+    program = tmp_path / "delayed.sql"
+    program.write_text(DELAYED.format(delay_s=DELAY_S, **topics), encoding="utf-8")
+    circuit = compile_program(program)
+    composed = compose(circuit)
+    assert composed.refused == ()
+    assert composed.boundaries == frozenset({"per_10s"})
+    steps: list[dict[str, list[Any]]] = [
+        {"clicks": [_click("8:00:05", "a")]},
+        {"clicks": [_click("8:00:25", "b"), _click("8:00:45", "c")]},
+        {"clicks": [_click("8:00:46", "c")]},
+    ]
+    slots = circuit.view("slots").output
+    per_usr = circuit.view("per_usr").output
+    assert slots is not None and slots.format == "changelog"
+    assert per_usr is not None
+    slots_reader, per_usr_reader = OutputReader("slots", slots), OutputReader("per_usr", per_usr)
+    changes: list[list[tuple[bool, int, str, int]]] = []
+
+    def after_step() -> None:
+        rows = [slots_reader.value(m.value()) for m in read_topic(kafka.conf(), topics["slots"])]
+        seen = [(r["undo"], r["slot_end"], r["usr"], r["c"]) for r in rows]
+        changes.append(seen[sum(map(len, changes)):])
+        time.sleep(DELAY_S + 0.5)  # the next step's batch time is past every pending change's due
+
+    run_steps(kafka, tmp_path, circuit, topics, steps, after_step=after_step)
+    assert internal_dead_letters(kafka, tmp_path / "ck", "per_10s") == []
+    assert read_topic(kafka.conf(), topics["clicks_dlq"]) == []
+    assert changes[0] == [], f"a change came out within its run: too slow for d = {DELAY_S} s"
+    assert changes[1] == [(False, clock_ms("8:00:10"), "a", 1)]
+    assert sorted(changes[2]) == [(False, clock_ms("8:00:30"), "b", 1),
+                                  (False, clock_ms("8:00:50"), "c", 2)]
+    totals: dict[str, int | None] = {}
+    for m in read_topic(kafka.conf(), topics["per_usr"]):
+        key = per_usr_reader.key(m.key())
+        assert key is not None
+        value = per_usr_reader.value(m.value()) if m.value() is not None else None
+        totals[key["usr"]] = None if value is None else value["total"]
+    assert totals == {"a": 1, "b": 1, "c": 2}

@@ -71,6 +71,7 @@ def source_spec(table: Table, ok_payload: bool = True) -> SourceSpec:
         registry=table.schema_registry,
         deletes=table.deletes_by_tombstone,
         bounded=table.stage_input is not None,
+        changes=table.stage_input is not None and table.retractions,
         key_format=table.key_format,
         key_fields=table.key_fields,
         key_schema=table.key_schema,
