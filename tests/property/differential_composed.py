@@ -16,17 +16,25 @@ each, every view any form over any earlier view of its stack or a table:
 - an interval join of two relations on a VARCHAR key with a time bound, INNER or (at times)
   LEFT;
 - a UNION ALL of two relations, each projected to the same columns (a time attribute, a key
-  when both have one, a value).
+  when both have one, a value);
+- an updating aggregate (S18): GROUP BY a key, a value or both without a window (over any
+  relation, an updating one included, whose retractions it takes back), or a TUMBLE/HOP
+  with the default EMIT or EMIT STREAM over an insert-only relation; ``changelog`` or
+  ``upsert``.
 
-Every output view writes ``'format' = 'append'``, so its rows compare as a multiset; an
+A filter of an updating view is updating too (written as a ``changelog``); once a stack holds
+an updating view, its next view reads one 3 times in 5 (a filter or an aggregate without a
+window). Windows, joins and unions never read one (the compiler refuses them, S18). An
+insert-only output writes ``'format' = 'append'``, so its rows compare as a multiset; an
 intermediate view is an output or LOCAL at random. Stacks are drawn one at a time and kept
 only if the program with them compiles and ``compose`` refuses nothing; every draw that is
 skipped is counted by its reason (:attr:`Composed.skipped`), never narrowed away.
 
 Input: a few steps of rows per table (out of order within LATENESS, a few late ones), then
-a step with a punctuation far ahead of every row, so every window closes, and steps that
-repeat that punctuation, so every stage behind a boundary (a step behind its writer, ADR
-0023) closes its windows too. Everything derives from one seed.
+a step of late rows (at times one exactly on the waterline), a few on time and a punctuation
+far ahead of every row, so every window closes, and steps that repeat that punctuation, so
+every stage behind a boundary (a step behind its writer, ADR 0023) closes its windows too.
+Everything derives from one seed.
 """
 
 from __future__ import annotations
@@ -65,6 +73,12 @@ class Rel:
     name: str
     cols: tuple[Col, ...]
     is_table: bool = False
+    #: Its rows are updated (S18): an aggregate without EMIT AFTER WATERMARK, or a filter of
+    #: one. Only filters and aggregates without a window may read it.
+    updating: bool = False
+    #: Some of its rows wait for a waterline (an AFTER WATERMARK window, a LEFT join's
+    #: padded rows) in it or in what it reads, so on Spark they may come steps later.
+    gated: bool = False
 
     def of(self, kind: str) -> list[Col]:
         return [c for c in self.cols if c.kind == kind]
@@ -81,10 +95,13 @@ class ViewDraw:
     sql: str
     output: bool
     rel: Rel
+    #: The format an output writes: ``append`` for insert-only views, ``changelog`` or
+    #: ``upsert`` for an updating aggregate, ``changelog`` for a filter of one.
+    fmt: str = "append"
 
     def text(self) -> str:
         """The CREATE VIEW statement (an output view's topic left as ``{topic}``)."""
-        return f"{_head(self.name, self.output)}\n{self.sql}"
+        return f"{_head(self.name, self.output, self.fmt)}\n{self.sql}"
 
 
 @dataclass
@@ -118,6 +135,9 @@ class Composed:
     def outputs(self) -> list[str]:
         return [v.name for v in self.views if v.output]
 
+    def view(self, name: str) -> ViewDraw:
+        return next(v for v in self.views if v.name == name)
+
     @property
     def compositions(self) -> int:
         return sum(s.compositions for s in self.stacks)
@@ -127,10 +147,11 @@ class Composed:
         return Counter(v.form for v in self.views)
 
     def flush_step(self) -> Step:
-        """The last step again (its punctuation), for the stages behind a boundary, whose
+        """The last step's punctuation again, for the stages behind a boundary, whose
         waterline follows their writer's a step behind (ADR 0023): it changes nothing in
         the reference evaluator."""
-        return Step({t: list(records) for t, records in self.steps[-1].records.items()})
+        return Step({t: [r for r in records if r[1] == "punctuation"]
+                     for t, records in self.steps[-1].records.items()})
 
     def topic_names(self) -> list[str]:
         return [*self.lateness_s, *(t + ".dlq" for t in self.lateness_s), *self.outputs]
@@ -176,13 +197,14 @@ def program_text(lateness: dict[str, int], views: list[ViewDraw], topics: dict[s
 # --- drawing views ------------------------------------------------------------------------------
 
 #: Forms a view draws (the binary ones need two relations of the right columns).
-FORMS = ("filter", "filter", "aggregate", "aggregate", "aggregate", "join", "union")
+FORMS = ("filter", "filter", "aggregate", "aggregate", "aggregate", "join", "union",
+         "group", "group")
 AGG_CALLS = ("COUNT(*)", "SUM({v})", "MIN({v})", "MAX({v})", "COUNT({v})")
 
 
-def _head(name: str, output: bool) -> str:
+def _head(name: str, output: bool, fmt: str = "append") -> str:
     if output:
-        return f"CREATE VIEW {name} WITH ('topic' = '{{topic}}', 'format' = 'append') AS"
+        return f"CREATE VIEW {name} WITH ('topic' = '{{topic}}', 'format' = '{fmt}') AS"
     return f"CREATE LOCAL VIEW {name} AS"
 
 
@@ -237,7 +259,9 @@ def _filter(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> Vi
     where = _where(rng, src)
     sql = (f"SELECT {', '.join(items)} FROM {src.name}"
            + (f" WHERE {where}" if where else "") + ";")
-    return ViewDraw(name, "filter", (src.name,), sql, output, Rel(name, tuple(cols)))
+    rel = Rel(name, tuple(cols), updating=src.updating, gated=src.gated)
+    return ViewDraw(name, "filter", (src.name,), sql, output, rel,
+                    "changelog" if src.updating else "append")
 
 
 def _aggregate(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> ViewDraw:
@@ -279,7 +303,61 @@ def _aggregate(rng: random.Random, name: str, output: bool, src: Rel, n: int) ->
     sql = (f"SELECT {', '.join(items)}\nFROM TABLE({tvf})\n"
            + (f"WHERE {where}\n" if where else "")
            + f"GROUP BY {', '.join(group)}\nEMIT AFTER WATERMARK;")
-    return ViewDraw(name, "aggregate", (src.name,), sql, output, Rel(name, tuple(cols)))
+    return ViewDraw(name, "aggregate", (src.name,), sql, output,
+                    Rel(name, tuple(cols), gated=True))
+
+
+def _grouped(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> ViewDraw:
+    """An updating aggregate (S12, S18): a GROUP BY without a window, over any relation
+    (over an updating one it takes each retraction back), or a TUMBLE/HOP with the default
+    EMIT or EMIT STREAM over an insert-only relation with a time attribute. Written as a
+    changelog or an upsert."""
+    items: list[str] = []
+    cols: list[Col] = []
+    group: list[str] = []
+    keys, vals = src.of("key"), src.of("val")
+    windowed = not src.updating and bool(src.of("time")) and rng.random() < 0.3
+    source = src.name
+    if windowed:
+        time = rng.choice(src.of("time")).name
+        size = rng.randint(2, 6)
+        if rng.random() < 0.6:
+            source = (f"TABLE(TUMBLE(TABLE {src.name}, DESCRIPTOR({time}), "
+                      f"INTERVAL '{size}' SECOND))")
+        else:
+            slide = rng.randint(1, 3)
+            source = (f"TABLE(HOP(TABLE {src.name}, DESCRIPTOR({time}), "
+                      f"INTERVAL '{slide}' SECOND, INTERVAL '{slide * 2}' SECOND))")
+        items += [f"window_start AS ws{n}", f"window_end AS we{n}"]
+        cols += [Col(f"ws{n}", "time"), Col(f"we{n}", "time")]
+        group += ["window_start", "window_end"]
+    wanted = rng.choice(("key", "key", "val", "both"))
+    chosen: list[Col] = []
+    if wanted in ("key", "both") and keys:
+        chosen.append(rng.choice(keys))
+    if wanted in ("val", "both") and vals:
+        chosen.append(rng.choice(vals))
+    if not chosen and not windowed:  # a key or a value to group by (the caller's pick)
+        chosen.append(rng.choice([*keys, *vals]))
+    for col in chosen:
+        items.append(col.name)
+        group.append(col.name)
+        cols.append(col)
+    rest = [v for v in vals if v not in chosen]
+    calls = [c for c in AGG_CALLS if rest or "{v}" not in c]
+    for j, call in enumerate(rng.sample(calls, rng.randint(1, min(3, len(calls))))):
+        alias = f"a{n}_{j}"
+        items.append(f"{call.format(v=rng.choice(rest).name if rest else '')} AS {alias}")
+        cols.append(Col(alias, "val"))
+    where = _where(rng, src)
+    stream = rng.random() < 0.4
+    sql = (f"SELECT {', '.join(items)}\nFROM {source}\n"
+           + (f"WHERE {where}\n" if where else "")
+           + f"GROUP BY {', '.join(group)}"
+           + ("\nEMIT STREAM" if stream else "") + ";")
+    fmt = rng.choice(("changelog", "changelog", "upsert"))
+    return ViewDraw(name, "group", (src.name,), sql, output,
+                    Rel(name, tuple(cols), updating=True, gated=src.gated), fmt)
 
 
 def _join(rng: random.Random, name: str, output: bool, left: Rel, right: Rel, n: int) -> ViewDraw:
@@ -304,7 +382,8 @@ def _join(rng: random.Random, name: str, output: bool, left: Rel, right: Rel, n:
            f" AND r.{rt} BETWEEN l.{lt} - INTERVAL '{before}' SECOND"
            f" AND l.{lt} + INTERVAL '{after}' SECOND"
            + (f"\n AND {residual}" if residual else "") + ";")
-    return ViewDraw(name, "join", (left.name, right.name), sql, output, Rel(name, tuple(cols)))
+    rel = Rel(name, tuple(cols), gated=bool(kind) or left.gated or right.gated)
+    return ViewDraw(name, "join", (left.name, right.name), sql, output, rel)
 
 
 def _union(rng: random.Random, name: str, output: bool, one: Rel, two: Rel, n: int) -> ViewDraw:
@@ -320,7 +399,8 @@ def _union(rng: random.Random, name: str, output: bool, one: Rel, two: Rel, n: i
                         + (f" WHERE {where}" if where else ""))
     cols = [Col(f"t{n}", "time"), *([Col(f"k{n}", "key")] if keyed else []), Col(f"v{n}", "val")]
     sql = "\nUNION ALL\n".join(branches) + ";"
-    return ViewDraw(name, "union", (one.name, two.name), sql, output, Rel(name, tuple(cols)))
+    rel = Rel(name, tuple(cols), gated=one.gated or two.gated)
+    return ViewDraw(name, "union", (one.name, two.name), sql, output, rel)
 
 
 def _pick(rng: random.Random, pool: list[Rel], ok: Any, prefer_view: bool = True) -> Rel | None:
@@ -342,24 +422,34 @@ def draw_stack(rng: random.Random, stack: int, tables: list[Rel]) -> Stack:
         name = f"s{stack}v{j}"
         n = stack * 10 + j
         output = j == count - 1 or rng.random() < 0.5
+        updating = [r for r in pool if r.updating]
         for _ in range(20):
             form = rng.choice(FORMS)
             drawn: ViewDraw | None = None
-            if form == "filter":
+            if updating and rng.random() < 0.6:
+                # A reader of an updating view: a filter, or an aggregate taking its
+                # retractions back (the only forms the compiler lets read one, S18).
+                src = rng.choice(updating)
+                reader = _filter if rng.random() < 0.5 else _grouped
+                drawn = reader(rng, name, output, src, n)
+            elif form == "filter":
                 src = _pick(rng, pool, lambda r: bool(r.cols))
                 drawn = _filter(rng, name, output, src, n) if src else None
             elif form == "aggregate":
-                src = _pick(rng, pool, lambda r: bool(r.of("time")))
+                src = _pick(rng, pool, lambda r: bool(r.of("time")) and not r.updating)
                 drawn = _aggregate(rng, name, output, src, n) if src else None
+            elif form == "group":
+                src = _pick(rng, pool, lambda r: bool(r.of("key") or r.of("val")))
+                drawn = _grouped(rng, name, output, src, n) if src else None
             elif form == "join":
-                ok = (lambda r: bool(r.of("time") and r.of("key")))  # noqa: E731
+                ok = (lambda r: bool(r.of("time") and r.of("key")) and not r.updating)  # noqa: E731
                 left = _pick(rng, pool, ok)
                 right = _pick(rng, pool, ok, prefer_view=False)
                 if left and right and rng.random() < 0.5:
                     left, right = right, left
                 drawn = _join(rng, name, output, left, right, n) if left and right else None
             else:
-                ok = (lambda r: bool(r.of("time") and r.of("val")))  # noqa: E731
+                ok = (lambda r: bool(r.of("time") and r.of("val")) and not r.updating)  # noqa: E731
                 one = _pick(rng, pool, ok)
                 two = _pick(rng, pool, ok, prefer_view=False)
                 drawn = _union(rng, name, output, one, two, n) if one and two else None
@@ -485,7 +575,15 @@ def generate(seed: int, compositions: int, steps: int = 2, rows_per_step: int = 
             step.records[t], now[t], top[t] = _rows(rng, lateness[t], now[t], top[t], count, late)
         input_steps.append(step)
     bound = BASE_MS + (max(now.values()) + FINAL_AHEAD_S) * S
-    input_steps.append(Step({t: [(0, "punctuation", bound)] for t in names}))
+    final = Step()
+    for t in names:
+        # Late rows (dead letters of their table), at times one exactly on the waterline
+        # the step starts with (on time, S5), rows on time (which change groups that
+        # changed before: retractions), then the punctuation.
+        count = rng.randint(1, 2)
+        late, _, _ = _rows(rng, lateness[t], now[t], top[t], count + rng.randint(2, 4), count)
+        final.records[t] = [*late, (0, "punctuation", bound)]
+    input_steps.append(final)
     composed_program = Composed(seed, lateness, kept, input_steps, drawn, skipped)
     topics = {n: n for n in composed_program.topic_names()}
     circuit = compile_text("composed.sql", composed_program.program(topics))
