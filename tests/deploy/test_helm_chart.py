@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -247,6 +248,87 @@ def test_s15_checkpoint_without_persistence_is_scratch_in_local_mode(k8s_tools: 
     assert result.returncode != 0 and "shared volume" in result.stderr
 
 
+S3_CHECKPOINT = (
+    "checkpoint.url=s3a://tidemark-ck/purchases", "checkpoint.s3.endpoint=http://minio.store:9000",
+    "checkpoint.s3.region=eu-west-1", "checkpoint.s3.pathStyle=true",
+    "checkpoint.s3.jars=/opt/hadoop-aws", "checkpoint.s3.credentials.existingSecret=tidemark-s3",
+)
+
+
+def _object_store_env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in container["env"]
+            if e["name"].startswith(("TIDEMARK_S3_", "AWS_"))}
+
+
+def test_checkpoint_at_an_s3a_url_sets_what_the_app_reads_and_claims_no_volume(
+    k8s_tools: K8sTools, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kubernetes mode with checkpoint.url: the driver and the executors get the URL and the
+    store's settings, the access key by reference to the Secret; no volume is claimed or
+    mounted, so no ReadWriteMany volume is needed; the pods may reach the store's port."""
+    from app.config import ObjectStore
+
+    docs = _docs(_render(k8s_tools, VALUES["kubernetes"], *S3_CHECKPOINT))
+    sts = _one(docs, "StatefulSet")
+    pod = sts["spec"]["template"]["spec"]
+    driver = pod["containers"][0]
+    executor = _executor_pod(docs)
+    assert "volumeClaimTemplates" not in sts["spec"]
+    assert "persistentVolumeClaimRetentionPolicy" not in sts["spec"]
+    for spec in (pod, executor["spec"]):
+        assert not [v for v in spec["volumes"] if "persistentVolumeClaim" in v]
+        (container,) = spec["containers"]
+        assert "/var/lib/tidemark/checkpoint" not in {
+            m["mountPath"] for m in container["volumeMounts"]}
+        env = {e["name"]: e for e in container["env"]}
+        assert env["TIDEMARK_CHECKPOINT"]["value"] == "s3a://tidemark-ck/purchases/v1"
+        store = _object_store_env(container)
+        assert store == _object_store_env(driver), "executors get the driver's settings"
+        for name, key in (("AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"),
+                          ("AWS_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY")):
+            assert store[name] == {"name": name, "valueFrom": {"secretKeyRef": {
+                "name": "tidemark-s3", "key": key}}}
+    # What the app reads of them: the ObjectStore settings group (TIDEMARK_S3_*).
+    plain = {n: e["value"] for n, e in _object_store_env(driver).items() if "value" in e}
+    for name in list(os.environ):
+        if name.startswith("TIDEMARK_S3_"):
+            monkeypatch.delenv(name)
+    for name, value in plain.items():
+        monkeypatch.setenv(name, value)
+    settings = ObjectStore()
+    assert settings.endpoint == "http://minio.store:9000"
+    assert settings.region == "eu-west-1"
+    assert settings.path_style is True
+    assert settings.jars == Path("/opt/hadoop-aws")
+    assert settings.access_key_id is None, "the key comes as AWS_*, which the clients read"
+    egress = _one(docs, "NetworkPolicy", "-tidemark")["spec"]["egress"]
+    assert {"ports": [{"port": 9000, "protocol": "TCP"}]} in egress
+    result = _kubeconform(k8s_tools, yaml.safe_dump_all(docs), "-skip", ",".join(CRDS))
+    assert result.returncode == 0, result.stdout + result.stderr
+    template = _kubeconform(k8s_tools, yaml.safe_dump(executor))
+    assert template.returncode == 0, template.stdout + template.stderr
+
+
+def test_checkpoint_at_an_s3a_url_without_a_secret_sets_no_credentials(
+    k8s_tools: K8sTools,
+) -> None:
+    """No credentials Secret (an instance role, IRSA): no AWS_* variable; the store's settings
+    still reach the driver; Spark's log file, when asked for, goes to the work volume (a URL
+    cannot be appended to); AWS S3's port when there is no endpoint."""
+    docs = _docs(_render(k8s_tools, None, "checkpoint.url=s3a://tidemark-ck",
+                         "settings.sparkLog=file"))
+    sts = _one(docs, "StatefulSet")
+    assert "volumeClaimTemplates" not in sts["spec"]
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["TIDEMARK_CHECKPOINT"] == "s3a://tidemark-ck/v1"
+    assert env["TIDEMARK_SPARK_LOG_FILE"] == "/var/lib/tidemark/spark.log"
+    assert _object_store_env(container) == {
+        "TIDEMARK_S3_PATH_STYLE": {"name": "TIDEMARK_S3_PATH_STYLE", "value": "false"}}
+    egress = _one(docs, "NetworkPolicy", "-tidemark")["spec"]["egress"]
+    assert {"ports": [{"port": 443, "protocol": "TCP"}]} in egress
+
+
 def test_default_values_leave_crds_off(k8s_tools: K8sTools) -> None:
     kinds = [d["kind"] for d in _docs(_render(k8s_tools, None))]
     assert not set(CRDS) & set(kinds)
@@ -274,6 +356,12 @@ def test_default_values_leave_crds_off(k8s_tools: K8sTools) -> None:
         (("checkpoint.name=../other",), "at '/checkpoint/name'"),
         (("metrics.serviceMonitor.enabled=true", "metrics.podMonitor.enabled=true"),
          "would both scrape the driver"),
+        (("checkpoint.url=s3a://tidemark-ck", "checkpoint.s3.pathStyle=yes"),
+         "at '/checkpoint/s3/pathStyle': got string, want boolean"),
+        (("checkpoint.url=/var/lib/other",), "at '/checkpoint/url': '/var/lib/other' does not"),
+        (("checkpoint.s3.endpoint=minio:9000",), "at '/checkpoint/s3/endpoint'"),
+        (("checkpoint.s3.accessKey=AKIA",),
+         "at '/checkpoint/s3': additional properties 'accessKey' not allowed"),
     ],
 )
 def test_chart_refuses_inconsistent_values(

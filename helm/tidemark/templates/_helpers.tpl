@@ -57,9 +57,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default (printf "%s-program" (include "tidemark.fullname" .)) .Values.program.existingConfigMap }}
 {{- end }}
 
-{{/* The claim holding the checkpoint, "" when persistence is off (an emptyDir, local mode only). */}}
+{{/* The claim holding the checkpoint, "" when persistence is off (an emptyDir, local mode only)
+or the checkpoint is an object-store URL. */}}
 {{- define "tidemark.checkpointClaim" -}}
-{{- if .Values.checkpoint.persistence.enabled }}
+{{- if and .Values.checkpoint.persistence.enabled (not .Values.checkpoint.url) }}
 {{- if .Values.checkpoint.persistence.existingClaim }}
 {{- .Values.checkpoint.persistence.existingClaim }}
 {{- else }}
@@ -69,7 +70,59 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{- define "tidemark.checkpoint" -}}
-{{- printf "%s/%s" (trimSuffix "/" .Values.checkpoint.mountPath) .Values.checkpoint.name }}
+{{- printf "%s/%s" (trimSuffix "/" (.Values.checkpoint.url | default .Values.checkpoint.mountPath)) .Values.checkpoint.name }}
+{{- end }}
+
+{{/*
+The object store of an s3a:// checkpoint, for the driver container and the executor pod
+template: Tidemark's own client and Spark's s3a filesystem read these (app/config.py
+ObjectStore, TIDEMARK_S3_*; AWS_* from the Secret by reference, never a value in the spec).
+*/}}
+{{- define "tidemark.objectStoreEnv" -}}
+{{- if .Values.checkpoint.url }}
+{{- $s3 := .Values.checkpoint.s3 }}
+{{- with $s3.endpoint }}
+- name: TIDEMARK_S3_ENDPOINT
+  value: {{ trimSuffix "/" . | quote }}
+{{- end }}
+{{- with $s3.region }}
+- name: TIDEMARK_S3_REGION
+  value: {{ . | quote }}
+{{- end }}
+- name: TIDEMARK_S3_PATH_STYLE
+  value: {{ $s3.pathStyle | toString | quote }}
+{{- with $s3.jars }}
+- name: TIDEMARK_S3_JARS
+  value: {{ . | quote }}
+{{- end }}
+{{- with $s3.credentials.existingSecret }}
+- name: AWS_ACCESS_KEY_ID
+  valueFrom:
+    secretKeyRef:
+      name: {{ . | quote }}
+      key: {{ $s3.credentials.accessKeyIdKey | quote }}
+- name: AWS_SECRET_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ . | quote }}
+      key: {{ $s3.credentials.secretAccessKeyKey | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The object store's port for the NetworkPolicy: the endpoint's, else 443 (AWS S3). */}}
+{{- define "tidemark.objectStorePorts" -}}
+{{- $endpoint := .Values.checkpoint.s3.endpoint }}
+{{- if $endpoint }}
+{{- $url := urlParse $endpoint }}
+{{- if contains ":" $url.host }}
+{{- toJson (list (atoi (last (splitList ":" $url.host)))) }}
+{{- else }}
+{{- toJson (list (ternary 80 443 (eq $url.scheme "http"))) }}
+{{- end }}
+{{- else }}
+{{- toJson (list 443) }}
+{{- end }}
 {{- end }}
 
 {{/* Settings the chart refuses, with the reason, before anything is applied. */}}
@@ -105,9 +158,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and (not .Values.program.existingConfigMap) (not .Values.program.inline) }}
 {{- fail "set program.inline (the SQL text) or program.existingConfigMap" }}
 {{- end }}
-{{- if eq .Values.spark.mode "kubernetes" }}
+{{- if and (eq .Values.spark.mode "kubernetes") (not .Values.checkpoint.url) }}
 {{- if not .Values.checkpoint.persistence.enabled }}
-{{- fail "spark.mode=kubernetes needs the checkpoint on a shared volume: checkpoint.persistence" }}
+{{- fail "spark.mode=kubernetes needs the checkpoint on a shared volume (checkpoint.persistence) or in an object store (checkpoint.url)" }}
 {{- end }}
 {{- if and (not .Values.checkpoint.persistence.existingClaim) (not (has "ReadWriteMany" .Values.checkpoint.persistence.accessModes)) }}
 {{- fail "spark.mode=kubernetes: executors write state into the checkpoint, so its volume must be ReadWriteMany (checkpoint.persistence.accessModes) or an existingClaim that is" }}
