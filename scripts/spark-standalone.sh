@@ -8,8 +8,21 @@
 #
 # The pyspark wheel ships bin/spark-class and the jars but not sbin/start-master.sh, so the
 # Master and Worker classes are run with spark-class directly. Everything binds to 127.0.0.1
-# on free ports; logs, pids and the workers' work dirs go to $SPARK_STANDALONE_DIR
-# (default var/spark-standalone/). Env: SPARK_STANDALONE_WORKERS (2),
+# on free ports; the master's log and the pids go to $SPARK_STANDALONE_DIR (default
+# var/spark-standalone/).
+#
+# Each worker is a machine of its own as far as writable paths go: worker-N/ holds its log
+# (worker.log), its configuration directory (conf/, empty: SPARK_CONF_DIR, on its executors'
+# class path), its work dir (work/: executors' directories and logs, SPARK_WORKER_DIR), its
+# local dirs (local/: SPARK_LOCAL_DIRS, the executors' shuffle and block files, RocksDB's
+# working copies of state) and its temporary dir (tmp/: TMPDIR for the worker, its executors
+# and their Python workers, Tidemark's slice cache and producer claims; java.io.tmpdir,
+# through JAVA_TOOL_OPTIONS, for the worker's and executors' JVMs: Spark's Python sockets,
+# native libraries and scratch files). Executors
+# inherit the worker's environment; the JVM reads JAVA_TOOL_OPTIONS before its command line,
+# so an application's spark.executor.extraJavaOptions still wins. Workers share no writable
+# path with each other or with the driver; a checkpoint every executor reaches must then be
+# an s3a:// URL (docs/deployment.md). Env: SPARK_STANDALONE_WORKERS (2),
 # SPARK_STANDALONE_WORKER_CORES (1), SPARK_STANDALONE_WORKER_MEMORY (1g),
 # SPARK_STANDALONE_TIMEOUT seconds to wait for the workers to register (90).
 set -euo pipefail
@@ -71,6 +84,19 @@ stop() {
     rm -f "$dir/master.url" "$dir/master.webui-port"
 }
 
+# Worker $1 of the master at $2, with its own work, local and temporary dirs (see the top).
+start_worker() {
+    local own="$dir/worker-$1"
+    mkdir -p "$own/work" "$own/local" "$own/tmp" "$own/conf"
+    env SPARK_CONF_DIR="$own/conf" SPARK_WORKER_DIR="$own/work" SPARK_LOCAL_DIRS="$own/local" \
+        TMPDIR="$own/tmp" JAVA_TOOL_OPTIONS="-Djava.io.tmpdir=$own/tmp" \
+        nohup "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.worker.Worker \
+        --host 127.0.0.1 --port "$(free_port)" --webui-port "$(free_port)" \
+        --cores "$cores" --memory "$memory" --work-dir "$own/work" "$2" \
+        >>"$own/worker.log" 2>&1 </dev/null &
+    echo $! >"$dir/worker-$1.pid"
+}
+
 start() {
     if alive "$dir/master.pid" && [[ -f "$dir/master.url" ]]; then
         cat "$dir/master.url"
@@ -82,6 +108,7 @@ start() {
     SPARK_HOME="$(spark_home)"
     export SPARK_LOCAL_IP=127.0.0.1 SPARK_LOG_DIR="$dir" SPARK_NO_DAEMONIZE=1
     export SPARK_CONF_DIR="$dir/conf"  # empty: no spark-defaults from elsewhere leaks in
+    # (the master's; each worker gets one of its own, as empty)
     mkdir -p "$SPARK_CONF_DIR"
     local port webui url i
     port="$(free_port)"
@@ -93,12 +120,7 @@ start() {
     echo $! >"$dir/master.pid"
     echo "$webui" >"$dir/master.webui-port"
     for i in $(seq 1 "$workers"); do
-        mkdir -p "$dir/worker-$i"
-        nohup "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.worker.Worker \
-            --host 127.0.0.1 --port "$(free_port)" --webui-port "$(free_port)" \
-            --cores "$cores" --memory "$memory" --work-dir "$dir/worker-$i" "$url" \
-            >"$dir/worker-$i.log" 2>&1 </dev/null &
-        echo $! >"$dir/worker-$i.pid"
+        start_worker "$i" "$url"
     done
     local deadline=$((SECONDS + timeout_s)) n=""
     while ((SECONDS < deadline)); do

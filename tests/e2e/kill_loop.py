@@ -307,11 +307,14 @@ class Run:
         steps: list[dict[str, Any]],
         fault: dict[str, str],
         per_step: int,
+        env_extra: dict[str, str] | None = None,
     ) -> None:
+        """``env_extra``: further environment of the run (a Spark master, say)."""
         env = {
             key: value for key, value in os.environ.items() if not key.startswith("TIDEMARK_FAULT")
         }
         env |= {"TIDEMARK_LOG_FORMAT": "json", "TIDEMARK_TRIGGER_INTERVAL": "500ms", **fault}
+        env |= env_extra or {}
         self.process = subprocess.Popen(
             [
                 sys.executable,
