@@ -87,6 +87,11 @@ stop() {
 # Worker $1 of the master at $2, with its own work, local and temporary dirs (see the top).
 start_worker() {
     local own="$dir/worker-$1"
+    if ((${#own} + 4 > 64)); then
+        echo "spark-standalone: $own/tmp is longer than 64 bytes: Spark's Python workers on" \
+            "Unix sockets (Tidemark sets them) cannot listen there; use a shorter" \
+            "SPARK_STANDALONE_DIR" >&2
+    fi
     mkdir -p "$own/work" "$own/local" "$own/tmp" "$own/conf"
     env SPARK_CONF_DIR="$own/conf" SPARK_WORKER_DIR="$own/work" SPARK_LOCAL_DIRS="$own/local" \
         TMPDIR="$own/tmp" JAVA_TOOL_OPTIONS="-Djava.io.tmpdir=$own/tmp" \
