@@ -32,6 +32,7 @@ PYTHON = str(ROOT / ".venv" / "bin" / "python")
         ("wrong-type.yaml", "at '/settings/maxRecordsPerStep': got string, want integer"),
         ("unknown-key.yaml", "at '/kafka': additional properties 'bootstrapServer' not allowed"),
         ("missing-secret.yaml", "at '/kafka/sasl/existingSecret': minLength: got 0, want 1"),
+        ("registry-secret-in-config.yaml", "invalid propertyName 'basic.auth.user.info'"),
     ],
 )
 def test_helm_lint_strict_fails_on_bad_values_with_the_schemas_message(
@@ -42,6 +43,58 @@ def test_helm_lint_strict_fails_on_bad_values_with_the_schemas_message(
     assert "values don't meet the specifications of the schema" in result.stdout + result.stderr
     assert message in result.stdout + result.stderr
 
+
+
+def test_the_registry_settings_of_config_reach_the_service_and_its_password_a_file(
+    k8s_tools: K8sTools, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``config.schema_registry`` (Confluent's names, docs/deployment.md) is written into the
+    config file's ConfigMap and read by the service as ``schema_registry``; the password is a
+    Secret's file (``secretFiles``), never a value of the chart. The schema admits exactly
+    the settings the service reads but the secret ones."""
+    from app.config import _REGISTRY_SECRETS, REGISTRY_SETTINGS, load_settings
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    mapping = schema["properties"]["config"]["patternProperties"]["^schema_registry$"]
+    assert mapping["propertyNames"]["enum"] == [
+        n for n in REGISTRY_SETTINGS if n not in _REGISTRY_SECRETS]
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({
+        "config": {"schema_registry": {
+            "schema.registry.url": "https://registry.internal:8081",
+            "schema.registry.ssl.ca.location": "/etc/tidemark/secrets/registry-ca/ca.crt",
+            "auto.register.schemas": False,
+            "use.latest.version": True,
+            "value.subject.name.strategy": "TopicRecordNameStrategy",
+        }},
+        "secretFiles": [{"name": "registry", "existingSecret": "tidemark-registry",
+                         "key": "password", "env": "TIDEMARK_SCHEMA_REGISTRY_PASSWORD_FILE"}],
+        "extraEnv": [{"name": "TIDEMARK_SCHEMA_REGISTRY_USERNAME", "valueFrom": {
+            "secretKeyRef": {"name": "tidemark-registry", "key": "username"}}}],
+    }))
+    assert helm_run(k8s_tools, "lint", "--strict", str(CHART), values=values).returncode == 0
+    docs = manifests(render(k8s_tools, values))
+    config = one(docs, "ConfigMap", "-config")["data"]["tidemark.yaml"]
+    assert "hunter2" not in json.dumps(docs)
+    driver = one(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in driver["env"]}
+    mounted = env["TIDEMARK_SCHEMA_REGISTRY_PASSWORD_FILE"]["value"]
+    assert mounted.startswith("/etc/tidemark/secrets/registry/")
+    # The pod's files and environment, here: the config file and the Secret's password file.
+    (tmp_path / "tidemark.yaml").write_text(config)
+    (tmp_path / "password").write_text("hunter2\n")
+    monkeypatch.setenv("TIDEMARK_CONFIG", str(tmp_path / "tidemark.yaml"))
+    monkeypatch.setenv("TIDEMARK_SCHEMA_REGISTRY_PASSWORD_FILE", str(tmp_path / "password"))
+    monkeypatch.setenv("TIDEMARK_SCHEMA_REGISTRY_USERNAME", "tidemark")
+    settings = load_settings(bootstrap_servers="kafka:9092")
+    assert settings.schema_registry_config() == {
+        "url": "https://registry.internal:8081",
+        "basic.auth.user.info": "tidemark:hunter2",
+        "ssl.ca.location": "/etc/tidemark/secrets/registry-ca/ca.crt",
+    }
+    assert settings.schema_registry["auto.register.schemas"] == "false"
+    assert settings.schema_registry["use.latest.version"] == "true"
+    assert settings.schema_registry["value.subject.name.strategy"] == "TopicRecordNameStrategy"
 
 def _closed_objects(schema: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:
     found = []
