@@ -300,6 +300,7 @@ def with_schema_registry(circuit: Any, settings: Settings) -> Any:
     from app.connectors.confluent_avro import REGISTRY_CLIENTS
     from app.connectors.json_encoder import json_schema
     from app.connectors.output_schemas import SerializerSettings, output_schema
+    from app.program.compile import REGISTRY_FORMATS
 
     def conf(what: str, own: dict[str, str] | None, option: str) -> dict[str, str]:
         found = settings.schema_registry_config((own or {}).get("url"))
@@ -321,11 +322,11 @@ def with_schema_registry(circuit: Any, settings: Settings) -> Any:
             schema_registry=conf(
                 f"table {t.name}",
                 t.schema_registry,
-                f"'format' = '{t.format}'" if t.format in ("avro-confluent", "json-registry")
+                f"'format' = '{t.format}'" if t.format in REGISTRY_FORMATS
                 else "'key.format' = 'avro-confluent'",
             ),
         )
-        if t.format in ("avro-confluent", "json-registry") or t.key_format == "avro-confluent"
+        if t.format in REGISTRY_FORMATS or t.key_format == "avro-confluent"
         else t
         for t in circuit.tables
     )
@@ -333,7 +334,7 @@ def with_schema_registry(circuit: Any, settings: Settings) -> Any:
     views = []
     for view in circuit.views:
         out = view.output
-        registered = ("avro-confluent", "json-registry")
+        registered = REGISTRY_FORMATS
         if out is not None and (out.encoding in registered or out.key_format == "avro-confluent"):
             value = out.encoding in registered
             registry = conf(
@@ -359,11 +360,13 @@ def with_schema_registry(circuit: Any, settings: Settings) -> Any:
                 key = output_schema(
                     registry, f"view {view.name}", out.topic, "key", out.key_schema, serializer,
                     json_schema(out.key_schema) if key_format == "json-registry" else None,
+                    protobuf=key_format == "protobuf-confluent",
                 )
             if value:
                 value_found = output_schema(
                     registry, f"view {view.name}", out.topic, "value", out.value_schema,
                     serializer, json_schema(out.value_schema) if as_json else None,
+                    protobuf=out.encoding == "protobuf-confluent",
                 )
             out = replace(
                 out,

@@ -354,7 +354,9 @@ def _check_program(circuit: Circuit) -> None:
                 "deletes the demo does not generate: run the program with tidemark run"
             )
     for view in circuit.views:
-        if view.output is not None and view.output.encoding in ("avro-confluent", "json-registry"):
+        if view.output is not None and view.output.encoding in (
+            "avro-confluent", "json-registry", "protobuf-confluent"
+        ):
             raise ConfigError(
                 f"view {view.name} writes '{view.output.encoding}' records, which need a schema "
                 "registry the demo does not start: run the program with tidemark run"

@@ -550,11 +550,13 @@ class Output:
     key_schema: dict[str, Any] | None
     value_schema: dict[str, Any]
     #: How keys and values are encoded: ``json-registry`` (JSON objects of the JSON Schema
-    #: registered for the fields, framed by confluent-kafka's JSONSerializer), ``avro``
-    #: (schemaless), ``avro-confluent`` (framed
+    #: registered for the fields, framed by confluent-kafka's JSONSerializer),
+    #: ``protobuf-confluent`` (messages of the Protobuf file registered for the fields, framed
+    #: by confluent-kafka's ProtobufSerializer), ``avro`` (schemaless), ``avro-confluent`` (framed
     #: with the schema ids the registry gave ``<topic>-key`` and ``<topic>-value``) or
     #: ``json`` (JSON objects of the same fields, app/connectors/json_encoder.py).
-    encoding: Literal["avro", "avro-confluent", "json", "json-registry"] = "avro"
+    encoding: Literal["avro", "avro-confluent", "json", "json-registry",
+                      "protobuf-confluent"] = "avro"
     #: An ``avro-confluent`` output's schema registry client settings (the view's
     #: ``'schema-registry.url'``, completed by ``tidemark run`` as a table's are).
     schema_registry: dict[str, str] | None = None
@@ -614,8 +616,10 @@ class Table:
     columns: tuple[Column, ...]
     topic: str
     #: How record values are decoded; ``debezium-json``: Debezium change events of a keyed
-    #: table (:attr:`changelog`); ``json-registry``: JSON Schema records of a registry.
-    format: Literal["avro", "avro-confluent", "json", "json-registry", "debezium-json"]
+    #: table (:attr:`changelog`); ``json-registry``: JSON Schema records of a registry;
+    #: ``protobuf-confluent``: Protobuf records of a registry.
+    format: Literal["avro", "avro-confluent", "json", "json-registry", "protobuf-confluent",
+                    "debezium-json"]
     avro_schema: dict[str, Any]
     dead_letter_topic: str
     lateness: tuple[Lateness, ...]

@@ -58,6 +58,7 @@ from app.circuit.waterline import is_late, late_mask
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.confluent_avro import ConfluentAvroRecords, ConfluentRecordError
 from app.connectors.confluent_json import ConfluentJsonRecords
+from app.connectors.confluent_protobuf import ConfluentProtobufRecords
 from app.connectors.debezium_records import ENVELOPE, DebeziumJsonRecords
 from app.connectors.json_records import JsonRecordError, JsonRecords
 from app.connectors.record_key import KeyDecoder, KeyRecordError
@@ -308,6 +309,7 @@ class LateGate:
         self._debezium: DebeziumJsonRecords | None = None
         self._json: JsonRecords | ConfluentJsonRecords | None = None
         self._confluent: ConfluentAvroRecords | None = None
+        self._protobuf: ConfluentProtobufRecords | None = None
         self._nullable_codecs: list[AvroCodec] = []
         if spec.format == "json":
             self._json = JsonRecords(spec.table, [(c.name, c.kind) for c in spec.value_columns])
@@ -326,6 +328,12 @@ class LateGate:
             self._json = ConfluentJsonRecords(
                 spec.table, spec.topic, [(c.name, c.kind) for c in spec.value_columns],
                 spec.registry,
+            )
+        elif spec.format == "protobuf-confluent":
+            if spec.registry is None:
+                raise ValueError(f"table {spec.table}: protobuf-confluent values need a registry")
+            self._protobuf = ConfluentProtobufRecords(
+                spec.table, [(c.name, c.kind) for c in spec.value_columns], spec.registry
             )
         elif spec.format == "avro-confluent":
             if spec.registry is None:
@@ -403,9 +411,9 @@ class LateGate:
                 row = self._json.decode(value)
             except JsonRecordError as exc:
                 return GateVerdict(exc.reason, None, exc.message)
-        elif self._confluent is not None:
+        elif self._confluent is not None or self._protobuf is not None:
             try:
-                row = self._confluent.decode(value)
+                row = (self._confluent or self._protobuf).decode(value)  # type: ignore[union-attr]
             except ConfluentRecordError as exc:
                 return GateVerdict(exc.reason, None, exc.message)
         else:

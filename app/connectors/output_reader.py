@@ -4,7 +4,9 @@ Keys and values become the records of the view's key and value schemas in circui
 (TIMESTAMP epoch ms, DATE days, DECIMAL exact), as the reference evaluator gives them: Avro
 (schemaless, or framed by a schema registry serializer, whose schema id is not checked) with
 :class:`~app.connectors.avro_codec.AvroCodec`, JSON with the JSON table decoder
-(:func:`~app.connectors.json_encoder.json_decoder`). A null key or value (a tombstone) is None.
+(:func:`~app.connectors.json_encoder.json_decoder`), registry Protobuf with the
+``protobuf-confluent`` table decoder (the output's registry). A null key or value (a
+tombstone) is None.
 """
 
 from __future__ import annotations
@@ -23,7 +25,14 @@ __all__ = ["OutputReader"]
 Decode = Callable[[bytes], dict[str, Any]]
 
 
-def _decoder(name: str, schema: Mapping[str, Any], encoding: str) -> Decode:
+def _decoder(name: str, schema: Mapping[str, Any], encoding: str,
+             registry: Mapping[str, str] | None = None) -> Decode:
+    if encoding == "protobuf-confluent":
+        from app.connectors.confluent_protobuf import ConfluentProtobufRecords, column_kinds
+
+        if registry is None:
+            raise ValueError(f"{name}: Protobuf records are read with their schema registry")
+        return ConfluentProtobufRecords(name, column_kinds(schema), registry).decode
     if encoding == "json":
         return json_decoder(name, schema).decode
     if encoding == "json-registry":
@@ -40,13 +49,14 @@ class OutputReader:
 
     def __init__(self, view: str, output: Output) -> None:
         self.output = output
-        self._value = _decoder(view, output.value_schema, output.encoding)
+        registry = output.schema_registry
+        self._value = _decoder(view, output.value_schema, output.encoding, registry)
         self._key = (
             None
             if output.key_schema is None
             else KeyReader(output.key_format, output.key_schema, output.key_columns).read
             if output.key_format is not None
-            else _decoder(f"{view}_key", output.key_schema, output.encoding)
+            else _decoder(f"{view}_key", output.key_schema, output.encoding, registry)
         )
 
     def value(self, data: bytes | None) -> dict[str, Any] | None:

@@ -76,11 +76,16 @@ def output_schema(
     ours: Mapping[str, Any],
     serializer: SerializerSettings,
     json_document: Mapping[str, Any] | None = None,
+    protobuf: bool = False,
 ) -> OutputSchema:
     """The schema ``what`` (``view v``) writes ``topic``'s ``field`` with (see the module
     doc); ``ours``: the view's own (Avro) schema of it, which names the subject;
     ``json_document``: for a ``json-registry`` output, the JSON Schema registered instead
-    (its records are written in it, so the subject's latest version is not taken)."""
+    (its records are written in it, so the subject's latest version is not taken);
+    ``protobuf``: a ``protobuf-confluent`` output, which registers the Protobuf file of
+    ``ours`` (:func:`~app.connectors.confluent_protobuf.proto_file`) and with
+    ``use.latest.version`` writes with the subject's latest Protobuf schema when it can
+    carry every row (:func:`~app.connectors.confluent_protobuf.protobuf_fit_problems`)."""
     from confluent_kafka.schema_registry import Schema
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
@@ -94,10 +99,14 @@ def output_schema(
         raise SubjectSchemaError(f"{what}: {exc}") from None
     client = REGISTRY_CLIENTS.get().get(registry)
     url = registry.get("url")
-    registered = (
-        Schema(schema_text(ours), "AVRO") if json_document is None
-        else Schema(json.dumps(dict(json_document)), "JSON")
-    )
+    if protobuf:
+        from app.connectors.confluent_protobuf import proto_text
+
+        registered = Schema(proto_text(ours), "PROTOBUF")
+    elif json_document is not None:
+        registered = Schema(json.dumps(dict(json_document)), "JSON")
+    else:
+        registered = Schema(schema_text(ours), "AVRO")
     if json_document is not None and serializer.use_latest_version and not (
         serializer.auto_register_schemas
     ):
@@ -110,6 +119,8 @@ def output_schema(
         if serializer.auto_register_schemas:
             schema_id = client.register_schema(subject, registered)
             return OutputSchema(subject, int(schema_id), dict(ours))
+        if serializer.use_latest_version and protobuf:
+            return _latest_protobuf(client, what, subject, ours)
         if serializer.use_latest_version:
             return _latest(client, what, subject, ours)
         found = client.lookup_schema(subject, registered)
@@ -160,6 +171,32 @@ def _latest(client: Any, what: str, subject: str, ours: Mapping[str, Any]) -> Ou
             " other field), or change the view's columns"
         )
     return OutputSchema(subject, int(latest.schema_id), writer_schema(registered), latest.version)
+
+
+def _latest_protobuf(
+    client: Any, what: str, subject: str, ours: Mapping[str, Any]
+) -> OutputSchema:
+    """The subject's latest version, when it is a Protobuf schema that carries every row of
+    ``ours``; its records are then written in its message (the tasks fetch it by id)."""
+    from app.connectors.confluent_protobuf import protobuf_fit_problems
+
+    latest = client.get_latest_version(subject, fmt="serialized")
+    schema = latest.schema
+    where = f"subject {subject} (schema id {latest.schema_id}, version {latest.version})"
+    if schema.references:
+        raise SubjectSchemaError(
+            f"{what}: the latest schema of {where} has schema references, which are not"
+            " written: register it without them, or use auto.register.schemas"
+        )
+    problems = protobuf_fit_problems(schema.schema_str or "", ours)
+    if problems:
+        raise SubjectSchemaError(
+            f"{what}: the latest schema of {where} cannot carry the view's rows: "
+            + "; ".join(problems)
+            + ": register a version that can (a field of a fitting type for every column),"
+            " or change the view's columns"
+        )
+    return OutputSchema(subject, int(latest.schema_id), dict(ours), latest.version)
 
 
 def _not_registered(

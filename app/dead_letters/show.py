@@ -103,7 +103,8 @@ class ProgramDecoder:
         self._keys_refused: dict[str, str] = {}
         for table in circuit.tables:
             registry = None
-            registry_format = table.format in ("avro-confluent", "json-registry")
+            registry_format = table.format in ("avro-confluent", "json-registry",
+                                               "protobuf-confluent")
             if (registry_format or table.key_format == "avro-confluent") and registry_for:
                 registry = registry_for((table.schema_registry or {}).get("url"))
             if registry is not None:
@@ -191,6 +192,13 @@ def _value_decoder(spec: SourceSpec) -> Callable[[bytes], dict[str, Any]] | str:
             return _NO_REGISTRY.format(option="'format' = 'json-registry'")
         columns = [(c.name, c.kind) for c in spec.value_columns]
         return ConfluentJsonRecords(spec.table, spec.topic, columns, spec.registry).decode
+    if spec.format == "protobuf-confluent":
+        from app.connectors.confluent_protobuf import ConfluentProtobufRecords
+
+        if spec.registry is None:
+            return _NO_REGISTRY.format(option="'format' = 'protobuf-confluent'")
+        columns = [(c.name, c.kind) for c in spec.value_columns]
+        return ConfluentProtobufRecords(spec.table, columns, spec.registry).decode
     return f"'format' = '{spec.format}' is not decoded here"
 
 

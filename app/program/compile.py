@@ -108,10 +108,11 @@ VIEW_OPTIONS = ("topic", "format", "encoding", "schema-registry.url", "key", "ke
                 "partitions", "replicas", "retention", *SERIALIZER_OPTIONS)
 #: Where a new checkpoint starts reading a table's topic (Flink's Kafka connector's names).
 STARTUP_MODES = ("earliest-offset", "latest-offset", "timestamp")
-VIEW_ENCODINGS = ("avro", "avro-confluent", "json", "json-registry")
-TABLE_FORMATS = ("avro", "avro-confluent", "json", "json-registry", *CHANGELOG_FORMATS)
+VIEW_ENCODINGS = ("avro", "avro-confluent", "json", "json-registry", "protobuf-confluent")
+TABLE_FORMATS = ("avro", "avro-confluent", "json", "json-registry", "protobuf-confluent",
+                 *CHANGELOG_FORMATS)
 #: Formats whose values are framed for a schema registry (a table's 'schema-registry.url').
-REGISTRY_FORMATS = ("avro-confluent", "json-registry")
+REGISTRY_FORMATS = ("avro-confluent", "json-registry", "protobuf-confluent")
 VIEW_FORMATS = ("upsert", "changelog", "append")
 
 
@@ -412,7 +413,7 @@ class _Compiler:
             schema = record_schema(decl.name, value_columns)
         table = Table(decl.name, tuple(columns), topic_value,
                       cast(Literal["avro", "avro-confluent", "json", "json-registry",
-                                   "debezium-json"], fmt),
+                                   "protobuf-confluent", "debezium-json"], fmt),
                       schema, dead_letter,
                       tuple(lateness), max_future_ms, decl.position, registry,
                       *self._startup(options), primary_key=_primary_key(decl, columns),
@@ -665,7 +666,7 @@ class _Compiler:
             return None
         key = "format" if what == "table" else "encoding"
         if fmt not in REGISTRY_FORMATS:
-            kinds = "'avro-confluent' or 'json-registry'"
+            kinds = "'avro-confluent', 'json-registry' or 'protobuf-confluent'"
             raise CompileFailure(option.position, "'schema-registry.url' is an option of "
                                  f"'{key}' = {kinds} {what}s",
                                  f"declare '{key}' = 'avro-confluent' or remove the option")
@@ -689,7 +690,7 @@ class _Compiler:
             if not registry:
                 raise CompileFailure(option.position, f"'{name}' is an option of outputs "
                                      "with 'encoding' or 'key.format' 'avro-confluent' (or "
-                                     "'encoding' 'json-registry')",
+                                     "'encoding' 'json-registry' or 'protobuf-confluent')",
                                      "declare 'encoding' = 'avro-confluent' or remove it")
             value = self._string(option).strip()
             if name.endswith("strategy"):
@@ -1302,10 +1303,12 @@ class _Compiler:
             options.get("schema-registry.url"),
             "avro-confluent" if key_format == "avro-confluent" else encoding, "view")
         serializer = self._serializer_options(
-            options, "avro-confluent" in (encoding, key_format) or encoding == "json-registry")
+            options, "avro-confluent" in (encoding, key_format)
+            or encoding in ("json-registry", "protobuf-confluent"))
         return Output(topic, cast(Literal["upsert", "changelog", "append"], fmt), key_columns,
                       key_schema, value_schema,
-                      cast(Literal["avro", "avro-confluent", "json", "json-registry"], encoding),
+                      cast(Literal["avro", "avro-confluent", "json", "json-registry",
+                                   "protobuf-confluent"], encoding),
                       registry,
                       key_format=key_format, serializer=serializer,
                       partitions=self._count(options.get("partitions")),

@@ -31,20 +31,25 @@ __all__ = [
 CONNECTORS = ("kafka", "upsert-kafka")
 DIALECTS = ("tidemark", "flink")
 #: Flink's value formats Tidemark reads and writes, by the same names.
-_FORMATS = ("avro", "avro-confluent", "json")
+_FORMATS = ("avro", "avro-confluent", "json", "protobuf-confluent")
 _FORMAT_REASONS = {
     "raw": "Tidemark reads a record's value as the columns of a JSON or Avro record; to read "
            "the raw bytes, declare a VARBINARY or VARCHAR column METADATA FROM 'key', or "
            "produce the values as JSON",
     "csv": "Tidemark has no CSV format: produce the values as JSON or Avro",
-    "protobuf": "Tidemark has no Protobuf format yet: produce the values as Avro or JSON",
+    "protobuf": "Tidemark reads Protobuf only through a schema registry, without generated "
+                "classes (its 'protobuf.message-class-name'): produce the values with a "
+                "registry serializer and declare 'format' = 'protobuf-confluent'",
 }
 _CHANGELOG_FORMATS = ("debezium-json", "debezium-avro-confluent", "canal-json", "maxwell-json",
                       "ogg-json")
 #: The option names of Flink's schema-registry URL, per side.
 _REGISTRY_URL = ("avro-confluent.url", "value.avro-confluent.url",
                  "avro-confluent.schema-registry.url",
-                 "value.avro-confluent.schema-registry.url")
+                 "value.avro-confluent.schema-registry.url",
+                 "protobuf-confluent.url", "value.protobuf-confluent.url",
+                 "protobuf-confluent.schema-registry.url",
+                 "value.protobuf-confluent.schema-registry.url")
 _KEY_REGISTRY_URL = ("key.avro-confluent.url", "key.avro-confluent.schema-registry.url")
 _OFFSETS = ("Tidemark keeps its offsets in the checkpoint, not in a consumer group: no "
             "offset is committed to the group")
@@ -164,9 +169,10 @@ def _read(decl: TableDecl, sink: bool,
             side = "key" if key.startswith("key.") else "value"
             declared = (reader.found.get("key.format") if side == "key" else
                         None if fmt is None else fmt[1])
-            if declared is None or _text(declared).lower() != "avro-confluent":
-                raise reader.refuse(option, f"it is an option of 'avro-confluent' {side}s",
-                                    f"declare '{side}.format' = 'avro-confluent' or remove it")
+            named = "protobuf-confluent" if "protobuf-confluent" in key else "avro-confluent"
+            if declared is None or _text(declared).lower() != named:
+                raise reader.refuse(option, f"it is an option of '{named}' {side}s",
+                                    f"declare '{side}.format' = '{named}' or remove it")
             if reader.registry is not None and _text(reader.registry) != _text(option):
                 raise reader.refuse(option, "a table's key and value are read with one schema "
                                     f"registry, and '{reader.registry.key}' names another",
@@ -175,7 +181,8 @@ def _read(decl: TableDecl, sink: bool,
                 reader.registry = option
                 reader.emit("schema-registry.url", option)
         elif key.startswith(("avro-confluent.", "value.avro-confluent.",
-                             "key.avro-confluent.")):
+                             "key.avro-confluent.", "protobuf-confluent.",
+                             "value.protobuf-confluent.")):
             raise reader.refuse(option, "the schema registry's credentials and TLS settings "
                                 "are the service's (its schema_registry settings, by "
                                 "Confluent's names, in docs/configuration.md)",

@@ -24,6 +24,7 @@ from app.connectors.avro_codec import AvroCodec
 from app.connectors.avro_column_encoder import ColumnarEncoder, ColumnValues
 from app.connectors.confluent_avro import frame
 from app.connectors.confluent_json import JsonRegistryWriter
+from app.connectors.confluent_protobuf import ProtobufRegistryWriter
 from app.connectors.json_encoder import JsonEncoder
 from app.connectors.record_key import KeyEncoder
 from app.connectors.sink.record import KEY, KIND, REL, TOPIC, VALUE, sink_batch
@@ -57,11 +58,12 @@ class ViewEncoding:
         #: The registered (key, value) schema ids of an ``avro-confluent`` output, whose
         #: records are framed with them; None: schemaless.
         self.schema_ids = schema_ids
-        #: A ``json-registry`` output's registry client settings and (key, value) subjects:
-        #: confluent-kafka's JSONSerializer writes its records with the registered ids.
+        #: A ``json-registry`` or ``protobuf-confluent`` output's registry client settings
+        #: and (key, value) subjects: confluent-kafka's JSONSerializer or ProtobufSerializer
+        #: writes its records with the registered ids.
         self.registry = None if registry is None else dict(registry)
         self.subjects = subjects
-        self._json_registry: tuple[JsonRegistryWriter, JsonRegistryWriter | None] | None = None
+        self._registry_writers: tuple[_Writer, _Writer | None] | None = None
         self._codecs: tuple[AvroCodec, AvroCodec | None] | None = None
         self._json: tuple[JsonEncoder, JsonEncoder | None] | None = None
         self._columnar: tuple[ColumnarEncoder, ColumnarEncoder | None] | None = None
@@ -90,7 +92,7 @@ class ViewEncoding:
             _schema_ids(out),
             out.encoding,
             out.key_format,
-            out.schema_registry if out.encoding == "json-registry" else None,
+            out.schema_registry if out.encoding in _SERIALIZED else None,
             (out.key_subject, out.value_subject),
         )
 
@@ -120,32 +122,34 @@ class ViewEncoding:
             )
         return self._json
 
-    def json_registry_writers(self) -> tuple[JsonRegistryWriter, JsonRegistryWriter | None]:
-        """The writers of the value and key of a ``json-registry`` output (the key's when
-        its key is the record of the key columns)."""
-        if self._json_registry is None:
+    def registry_writers(self) -> tuple[_Writer, _Writer | None]:
+        """The writers of the value and key of a ``json-registry`` or ``protobuf-confluent``
+        output (the key's when its key is the record of the key columns)."""
+        if self._registry_writers is None:
             if self.registry is None or self.schema_ids[1] is None or self.subjects[1] is None:
-                raise ValueError(f"output {self.topic}: its JSON Schemas are not registered")
-            value = JsonRegistryWriter(
+                raise ValueError(f"output {self.topic}: its schemas are not registered")
+            writer = (ProtobufRegistryWriter if self.encoding == "protobuf-confluent"
+                      else JsonRegistryWriter)
+            value = writer(
                 self.value_schema, self.registry, self.topic, "value", self.schema_ids[1],
                 self.subjects[1],
             )
             key = None
             if self.key_schema is not None and self.key_writer is None:
                 assert self.schema_ids[0] is not None and self.subjects[0] is not None
-                key = JsonRegistryWriter(
+                key = writer(
                     self.key_schema, self.registry, self.topic, "key", self.schema_ids[0],
                     self.subjects[0],
                 )
-            self._json_registry = (value, key)
-        return self._json_registry
+            self._registry_writers = (value, key)
+        return self._registry_writers
 
     def columnar(self) -> tuple[ColumnarEncoder, ColumnarEncoder | None] | None:
         """Column-wise encoders of the value and key schemas, or None when either schema has
         a field type they do not write or the output is JSON (then rows are encoded one by
         one)."""
         if (
-            self.encoding in ("json", "json-registry")
+            self.encoding in ("json", *_SERIALIZED)
             or self.key_writer is not None
             or not self._fields_filled()
         ):
@@ -175,13 +179,18 @@ class ViewEncoding:
     def __getstate__(self) -> dict[str, Any]:
         return {
             **self.__dict__, "_codecs": None, "_json": None, "_columnar": None,
-            "_json_registry": None,
+            "_registry_writers": None,
         }
+
+
+#: Encodings whose records confluent-kafka's serializers write (registered ids, subjects).
+_SERIALIZED = ("json-registry", "protobuf-confluent")
+_Writer = JsonRegistryWriter | ProtobufRegistryWriter
 
 
 def _schema_ids(out: Any) -> tuple[int | None, int | None]:
     """An output's (key, value) schema ids to frame with; a registry output must have them."""
-    registered = ("avro-confluent", "json-registry")
+    registered = ("avro-confluent", *_SERIALIZED)
     value_framed = out.encoding in registered
     key_framed = (out.key_format or out.encoding) in registered and out.key_schema is not None
     if (value_framed and out.value_schema_id is None) or (key_framed and out.key_schema_id is None):
@@ -229,8 +238,8 @@ def encode_record(
         record["ver"] = int(row.get("_ver") or 0)
     if enc.encoding == "json":
         return _json_record(enc, row, record)
-    if enc.encoding == "json-registry":
-        return _json_registry_record(enc, row, record)
+    if enc.encoding in _SERIALIZED:
+        return _registry_record(enc, row, record)
     key_id, value_id = enc.schema_ids
     if enc.key_writer is not None:
         key = enc.key_writer.encode(row)
@@ -265,10 +274,10 @@ def _json_record(
     return key, value_encoder.encode(record)
 
 
-def _json_registry_record(
+def _registry_record(
     enc: ViewEncoding, row: Mapping[str, Any], record: Mapping[str, Any]
 ) -> tuple[bytes | None, bytes | None]:
-    value_writer, key_writer = enc.json_registry_writers()
+    value_writer, key_writer = enc.registry_writers()
     if enc.key_writer is not None:
         key = enc.key_writer.encode(row)
     else:
