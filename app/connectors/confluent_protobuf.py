@@ -255,9 +255,18 @@ def _converter(kind: str, field: FieldDescriptor) -> Callable[[Any], Any]:
     if kind.startswith("decimal("):
         scale = int(kind[8:-1].split(",")[1])
         return lambda message: _decimal(message, scale)
+    if kind == "string":  # proto2 strings are not checked as UTF-8 when parsed
+        if field.message_type is not None:
+            return lambda message: _text(message.value)
+        return _text
     if field.message_type is not None:  # a wrapper
         return lambda message: message.value
     return lambda value: value
+
+
+def _text(value: str) -> str:
+    value.encode("utf-8")  # UnicodeEncodeError on a lone surrogate
+    return value
 
 
 @dataclass(frozen=True)
@@ -339,7 +348,7 @@ class ConfluentProtobufRecords:
                 continue
             try:
                 found = convert(getattr(message, field))
-            except (ValueError, OverflowError) as exc:
+            except (ValueError, ArithmeticError, UnicodeError) as exc:
                 raise ConfluentRecordError(
                     "invalid", f"schema id {schema_id}: column {column}: field {field} is no"
                     f" {_kind_name(kind)}: {exc}",

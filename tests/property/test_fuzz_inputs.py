@@ -13,6 +13,10 @@
    and wrapped events: the same, with ``delete`` and ``skipped`` among the verdicts.
 5. The ``'format' = 'json-registry'`` decoder on records confluent-kafka's JSONSerializer
    wrote with the tests' schema registry, mutated (schema ids included) and random: the same.
+6. The ``'format' = 'protobuf-confluent'`` decoder on records confluent-kafka's
+   ProtobufSerializer wrote with the tests' schema registry (messages of a file whose field
+   types fit the columns, and of one whose types do not), mutated (schema ids and message
+   indexes included) and random: the same.
 
 CI runs a short pass. The longer run (a few minutes) is ``slow``:
 ``TIDEMARK_FUZZ_EXAMPLES=20000 .venv/bin/pytest -m slow tests/property/test_fuzz_inputs.py``
@@ -433,6 +437,127 @@ def test_fuzzed_registry_json_records_are_verdicts_never_exceptions_s7(
     tmp_path: Path, schema_registry: str
 ) -> None:
     _json_registry_property(tmp_path, schema_registry, _examples(150))
+
+
+PROTOBUF_REGISTRY = """
+CREATE TABLE reading (
+    ts      TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND,
+    sensor  BIGINT NOT NULL,
+    qty     INT,
+    price   DECIMAL(5, 2),
+    label   VARCHAR,
+    day     DATE,
+    amount  DOUBLE NOT NULL
+) WITH ('topic' = '{topic}', 'format' = 'protobuf-confluent', 'schema-registry.url' = '{url}',
+        'max_future' = INTERVAL '1' HOUR);
+"""
+
+
+def _reading_classes() -> tuple[Any, Any]:
+    """Message classes of two files, built at run time: ``Reading`` whose fields fit the
+    table's columns (some wider: uint64 and uint32 integers), and ``Other`` (nested in a
+    second message) whose ``sensor`` is a string."""
+    from confluent_kafka.schema_registry.confluent.type import decimal_pb2
+    from google.protobuf import descriptor_pb2, descriptor_pool, timestamp_pb2
+    from google.protobuf.message_factory import GetMessageClass
+    from google.type import date_pb2
+
+    fd = descriptor_pb2.FieldDescriptorProto
+    pool = descriptor_pool.DescriptorPool()
+    for module in (timestamp_pb2, decimal_pb2, date_pb2):
+        pool.AddSerializedFile(module.DESCRIPTOR.serialized_pb)
+    fields = [
+        ("ts", fd.TYPE_MESSAGE, ".google.protobuf.Timestamp"),
+        ("sensor", fd.TYPE_UINT64, None), ("qty", fd.TYPE_UINT32, None),
+        ("price", fd.TYPE_MESSAGE, ".confluent.type.Decimal"),
+        ("label", fd.TYPE_STRING, None), ("day", fd.TYPE_MESSAGE, ".google.type.Date"),
+        ("amount", fd.TYPE_DOUBLE, None),
+    ]
+    deps = ["google/protobuf/timestamp.proto", "confluent/type/decimal.proto",
+            "google/type/date.proto"]
+    good = descriptor_pb2.FileDescriptorProto(name="reading.proto", package="fuzz",
+                                              syntax="proto3", dependency=deps)
+    reading = good.message_type.add(name="Reading")
+    for number, (name, kind, type_name) in enumerate(fields, start=1):
+        added = reading.field.add(name=name, number=number, type=kind,
+                                  label=fd.LABEL_OPTIONAL)
+        if type_name is not None:
+            added.type_name = type_name
+    other = descriptor_pb2.FileDescriptorProto(name="other.proto", package="fuzz",
+                                               syntax="proto3")
+    outer = other.message_type.add(name="Outer")
+    nested = outer.nested_type.add(name="Other")
+    nested.field.add(name="sensor", number=2, type=fd.TYPE_STRING, label=fd.LABEL_OPTIONAL)
+    pool.Add(good)
+    pool.Add(other)
+    return (GetMessageClass(pool.FindMessageTypeByName("fuzz.Reading")),
+            GetMessageClass(pool.FindMessageTypeByName("fuzz.Outer.Other")))
+
+
+def _protobuf_registry_property(tmp: Path, url: str, examples: int) -> None:
+    import uuid
+
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    topic = f"fuzz-{uuid.uuid4().hex[:8]}"
+    path = tmp / "protobuf_registry.sql"
+    path.write_text(PROTOBUF_REGISTRY.format(topic=topic, url=url))
+    gate = LateGate(source_spec(compile_program(path).table("reading")), {"ts": NOW - 5_000}, NOW)
+    registry = SchemaRegistryClient({"url": url})
+    reading, other = _reading_classes()
+    serializers = {
+        "reading": ProtobufSerializer(reading, registry),
+        "other": ProtobufSerializer(
+            other, registry, {"subject.name.strategy": lambda ctx, name: f"{topic}-other"}),
+    }
+    context = SerializationContext(topic, MessageField.VALUE)
+    int32 = st.integers(-(2**31), 2**31 - 1)
+
+    @st.composite
+    def message(draw: Callable[..., Any]) -> Any:
+        found = reading()
+        if draw(st.booleans()):
+            found.ts.seconds = draw(st.one_of(
+                st.integers(-(2**63), 2**63 - 1), st.integers((NOW - 20_000) // 1000,
+                                                              (NOW + 7_200_000) // 1000)))
+            found.ts.nanos = draw(int32)
+        found.sensor = draw(st.integers(0, 2**64 - 1))
+        found.qty = draw(st.integers(0, 2**32 - 1))
+        if draw(st.booleans()):
+            found.price.value = draw(st.binary(max_size=20))
+            found.price.scale = draw(st.one_of(st.integers(-3, 6), int32))
+            found.price.precision = draw(st.integers(0, 2**32 - 1))
+        found.label = draw(st.text(max_size=10))
+        if draw(st.booleans()):
+            found.day.year, found.day.month, found.day.day = draw(int32), draw(int32), draw(int32)
+        found.amount = draw(st.floats())
+        return found
+
+    @settings(max_examples=examples, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        source = data.draw(st.sampled_from(["random", "valid", "other", "mutated"]))
+        if source == "random":
+            value = data.draw(st.binary(max_size=120))
+        elif source == "other":
+            value = bytes(serializers["other"](other(sensor=data.draw(st.text(max_size=5))),
+                                               context) or b"")
+        else:
+            value = bytes(serializers["reading"](data.draw(message()), context) or b"")
+            if source == "mutated":
+                value = _mutate(value, data.draw)
+        _check_verdict(gate, value, [])
+
+    check()
+
+
+def test_fuzzed_registry_protobuf_records_are_verdicts_never_exceptions_s7(
+    tmp_path: Path, schema_registry: str
+) -> None:
+    _protobuf_registry_property(tmp_path, schema_registry, _examples(150))
 
 
 @pytest.mark.slow
