@@ -344,3 +344,59 @@ def test_l7_protobuf_is_read_through_the_registry_in_both_dialects() -> None:
                                                'format' = 'protobuf');
             """)
     assert "declare 'format' = 'protobuf-confluent'" in str(refused.value)
+
+
+def test_s13_governed_subjects_write_with_the_registered_protobuf_file(
+    schema_registry: str,
+) -> None:
+    """auto.register.schemas off: use.latest.version writes with the subject's latest file
+    (another field order, a field no column fills) once it fits, and refuses one that does
+    not, naming the subject and the column; without it, the view's own file must be
+    registered (a lookup)."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from app.connectors.confluent_protobuf import ProtobufRegistryWriter
+    from app.connectors.output_schemas import SerializerSettings, output_schema
+    from app.errors import SubjectSchemaError
+
+    ours = {"type": "record", "name": "v", "namespace": "tidemark", "fields": [
+        {"name": "card", "type": "long"}, {"name": "note", "type": ["null", "string"]}]}
+    registry = {"url": schema_registry}
+    client = SchemaRegistryClient(registry)
+    latest = SerializerSettings(auto_register_schemas=False, use_latest_version=True)
+    topic = f"gov-{uuid.uuid4().hex[:8]}"
+    owned = _file("owned", [("extra", FD.TYPE_STRING, None), ("note", FD.TYPE_STRING, None),
+                            ("card", FD.TYPE_SINT64, None)], optional=("note",))
+    client.register_schema(f"{topic}-value", Schema(
+        base64.b64encode(owned.SerializeToString()).decode(), "PROTOBUF"))
+    found = output_schema(registry, "view v", topic, "value", ours, latest, protobuf=True)
+    assert (found.subject, found.version) == (f"{topic}-value", 1)
+    writer = ProtobufRegistryWriter(ours, registry, topic, "value", found.schema_id,
+                                    found.subject)
+    value = writer.encode({"card": -5, "note": None})
+    message = ProtobufDeserializer(_class(owned), {}, client)(
+        value, SerializationContext(topic, MessageField.VALUE))
+    assert (message.card, message.HasField("note"), message.extra) == (-5, False, "")
+
+    narrow = f"gov-{uuid.uuid4().hex[:8]}"
+    client.register_schema(f"{narrow}-value", Schema(base64.b64encode(_file(
+        "narrow", [("card", FD.TYPE_INT32, None), ("note", FD.TYPE_STRING, None)],
+    ).SerializeToString()).decode(), "PROTOBUF"))
+    with pytest.raises(SubjectSchemaError) as refused:
+        output_schema(registry, "view v", narrow, "value", ours, latest, protobuf=True)
+    assert f"subject {narrow}-value (schema id" in str(refused.value)
+    assert "column card is BIGINT, which field card of type int32 cannot hold" in str(
+        refused.value)
+    assert "column note may be NULL but field note (string) has no presence" in str(
+        refused.value)
+
+    lookup = SerializerSettings(auto_register_schemas=False)
+    mine = f"gov-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(SubjectSchemaError, match="is not registered under subject"):
+        output_schema(registry, "view v", mine, "value", ours, lookup, protobuf=True)
+    registered = output_schema(registry, "view v", mine, "value", ours, SerializerSettings(),
+                               protobuf=True)
+    assert output_schema(registry, "view v", mine, "value", ours, lookup,
+                         protobuf=True).schema_id == registered.schema_id
