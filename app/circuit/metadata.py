@@ -44,7 +44,7 @@ __all__ = [
 HEADER_PREFIX = "headers."
 #: The value formats whose records are change events of a keyed table (inserts, updates and
 #: deletes by key; docs/language.md, Debezium topics), not rows.
-CHANGELOG_FORMATS = ("debezium-json",)
+CHANGELOG_FORMATS = ("debezium-json", "debezium-avro-confluent")
 
 #: The metadata keys of a change event's envelope, and the types a column of each may have.
 CHANGELOG_METADATA_TYPES: Mapping[str, tuple[str, ...]] = {

@@ -30,7 +30,7 @@ import io
 import json
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,11 +203,18 @@ class ConfluentAvroRecords:
     """Decodes the Confluent-framed Avro values of one table's records (see the module doc)."""
 
     def __init__(
-        self, table: str, reader_schema: Mapping[str, Any], registry: Mapping[str, str]
+        self,
+        table: str,
+        reader_schema: Mapping[str, Any],
+        registry: Mapping[str, str],
+        named_like: Callable[[Mapping[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         """``reader_schema``: the table's Avro schema; ``registry``: the schema registry
-        client's settings (``url``, optionally ``basic.auth.user.info``)."""
+        client's settings (``url``, optionally ``basic.auth.user.info``); ``named_like``:
+        the reader schema given the names of a writer's nested records (a Debezium
+        envelope's value record), since Avro resolves named types by name."""
         self.table = table
+        self._named_like = named_like
         self._table_fields = raw_schema(dict(reader_schema)).get("fields")
         self._reader = _nullable(dict(reader_schema))
         self._registry = dict(registry)
@@ -300,6 +307,8 @@ class ConfluentAvroRecords:
             reader["namespace"] = writer["namespace"]
         else:
             reader.pop("namespace", None)
+        if self._named_like is not None:
+            reader = self._named_like(writer, reader)
         try:
             parsed_writer = fastavro.parse_schema(raw_schema(writer))
             parsed_reader = fastavro.parse_schema(raw_schema(reader))

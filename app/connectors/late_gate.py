@@ -54,12 +54,13 @@ import numpy.typing as npt
 
 from app.circuit.computed_columns import computed_values, expr_from_json, null_message
 from app.circuit.ir import Column, Computed, SqlType
+from app.circuit.metadata import CHANGELOG_FORMATS
 from app.circuit.waterline import is_late, late_mask
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.confluent_avro import ConfluentAvroRecords, ConfluentRecordError
 from app.connectors.confluent_json import ConfluentJsonRecords
 from app.connectors.confluent_protobuf import ConfluentProtobufRecords
-from app.connectors.debezium_records import ENVELOPE, DebeziumJsonRecords
+from app.connectors.debezium_records import ENVELOPE, DebeziumAvroRecords, DebeziumJsonRecords
 from app.connectors.json_records import JsonRecordError, JsonRecords
 from app.connectors.record_key import KeyDecoder, KeyRecordError
 from app.connectors.record_metadata import MetadataError, RecordMeta, RecordMetadata
@@ -296,7 +297,7 @@ class LateGate:
             key = KeyDecoder(spec.table, spec.key_format,
                              [(n, kinds[n]) for n in spec.key_fields], spec.key_schema,
                              spec.registry)
-        changelog = spec.format == "debezium-json"
+        changelog = spec.format in CHANGELOG_FORMATS
         self._metadata = RecordMetadata(
             [(c.name, c.kind, c.metadata) for c in spec.columns
              if c.metadata is not None and not (changelog and c.metadata in ENVELOPE)], key
@@ -306,7 +307,7 @@ class LateGate:
         #: What a deletion must have: its key and its times.
         self._deletion_required = [*spec.primary_key, *(c for c in times
                                                         if c not in spec.primary_key)]
-        self._debezium: DebeziumJsonRecords | None = None
+        self._debezium: DebeziumJsonRecords | DebeziumAvroRecords | None = None
         self._json: JsonRecords | ConfluentJsonRecords | None = None
         self._confluent: ConfluentAvroRecords | None = None
         self._protobuf: ConfluentProtobufRecords | None = None
@@ -315,13 +316,20 @@ class LateGate:
             self._json = JsonRecords(spec.table, [(c.name, c.kind) for c in spec.value_columns])
         elif changelog:
             values = {c.name for c in spec.value_columns}
-            self._debezium = DebeziumJsonRecords(
+            event_columns = (
                 spec.table,
                 [(c.name, c.kind) for c in spec.value_columns],
                 [(c.name, c.kind, c.metadata) for c in spec.columns
                  if c.metadata is not None and c.metadata in ENVELOPE],
                 [c for c in self._deletion_required if c in values],
             )
+            if spec.format == "debezium-avro-confluent":
+                if spec.registry is None:
+                    raise ValueError(f"table {spec.table}: {spec.format} values need a registry")
+                self._debezium = DebeziumAvroRecords(*event_columns, spec.avro_schema,
+                                                     spec.registry)
+            else:
+                self._debezium = DebeziumJsonRecords(*event_columns)
         elif spec.format == "json-registry":
             if spec.registry is None:
                 raise ValueError(f"table {spec.table}: json-registry values need a registry")

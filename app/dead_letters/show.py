@@ -104,7 +104,7 @@ class ProgramDecoder:
         for table in circuit.tables:
             registry = None
             registry_format = table.format in ("avro-confluent", "json-registry",
-                                               "protobuf-confluent")
+                                               "protobuf-confluent", "debezium-avro-confluent")
             if (registry_format or table.key_format == "avro-confluent") and registry_for:
                 registry = registry_for((table.schema_registry or {}).get("url"))
             if registry is not None:
@@ -167,7 +167,9 @@ def _value_decoder(spec: SourceSpec) -> Callable[[bytes], dict[str, Any]] | str:
 
     if spec.format == "json":
         return JsonRecords(spec.table, [(c.name, c.kind) for c in spec.value_columns]).decode
-    if spec.format == "debezium-json":
+    if spec.format == "debezium-avro-confluent" and spec.registry is None:
+        return _NO_REGISTRY.format(option="'format' = 'debezium-avro-confluent'")
+    if spec.format in ("debezium-json", "debezium-avro-confluent"):
         from app.connectors.late_gate import LateGate
 
         gate = LateGate(spec, {}, 0)

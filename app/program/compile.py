@@ -112,7 +112,8 @@ VIEW_ENCODINGS = ("avro", "avro-confluent", "json", "json-registry", "protobuf-c
 TABLE_FORMATS = ("avro", "avro-confluent", "json", "json-registry", "protobuf-confluent",
                  *CHANGELOG_FORMATS)
 #: Formats whose values are framed for a schema registry (a table's 'schema-registry.url').
-REGISTRY_FORMATS = ("avro-confluent", "json-registry", "protobuf-confluent")
+REGISTRY_FORMATS = ("avro-confluent", "json-registry", "protobuf-confluent",
+                    "debezium-avro-confluent")
 VIEW_FORMATS = ("upsert", "changelog", "append")
 
 
@@ -413,7 +414,8 @@ class _Compiler:
             schema = record_schema(decl.name, value_columns)
         table = Table(decl.name, tuple(columns), topic_value,
                       cast(Literal["avro", "avro-confluent", "json", "json-registry",
-                                   "protobuf-confluent", "debezium-json"], fmt),
+                                   "protobuf-confluent", "debezium-json",
+                                   "debezium-avro-confluent"], fmt),
                       schema, dead_letter,
                       tuple(lateness), max_future_ms, decl.position, registry,
                       *self._startup(options), primary_key=_primary_key(decl, columns),
@@ -666,7 +668,8 @@ class _Compiler:
             return None
         key = "format" if what == "table" else "encoding"
         if fmt not in REGISTRY_FORMATS:
-            kinds = "'avro-confluent', 'json-registry' or 'protobuf-confluent'"
+            kinds = ("'avro-confluent', 'json-registry', 'protobuf-confluent' or "
+                     "'debezium-avro-confluent'")
             raise CompileFailure(option.position, "'schema-registry.url' is an option of "
                                  f"'{key}' = {kinds} {what}s",
                                  f"declare '{key}' = 'avro-confluent' or remove the option")

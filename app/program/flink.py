@@ -49,7 +49,10 @@ _REGISTRY_URL = ("avro-confluent.url", "value.avro-confluent.url",
                  "value.avro-confluent.schema-registry.url",
                  "protobuf-confluent.url", "value.protobuf-confluent.url",
                  "protobuf-confluent.schema-registry.url",
-                 "value.protobuf-confluent.schema-registry.url")
+                 "value.protobuf-confluent.schema-registry.url",
+                 "debezium-avro-confluent.url", "value.debezium-avro-confluent.url",
+                 "debezium-avro-confluent.schema-registry.url",
+                 "value.debezium-avro-confluent.schema-registry.url")
 _KEY_REGISTRY_URL = ("key.avro-confluent.url", "key.avro-confluent.schema-registry.url")
 _OFFSETS = ("Tidemark keeps its offsets in the checkpoint, not in a consumer group: no "
             "offset is committed to the group")
@@ -169,7 +172,8 @@ def _read(decl: TableDecl, sink: bool,
             side = "key" if key.startswith("key.") else "value"
             declared = (reader.found.get("key.format") if side == "key" else
                         None if fmt is None else fmt[1])
-            named = "protobuf-confluent" if "protobuf-confluent" in key else "avro-confluent"
+            named = next((f for f in ("debezium-avro-confluent", "protobuf-confluent")
+                          if key.removeprefix("value.").startswith(f)), "avro-confluent")
             if declared is None or _text(declared).lower() != named:
                 raise reader.refuse(option, f"it is an option of '{named}' {side}s",
                                     f"declare '{side}.format' = '{named}' or remove it")
@@ -182,7 +186,8 @@ def _read(decl: TableDecl, sink: bool,
                 reader.emit("schema-registry.url", option)
         elif key.startswith(("avro-confluent.", "value.avro-confluent.",
                              "key.avro-confluent.", "protobuf-confluent.",
-                             "value.protobuf-confluent.")):
+                             "value.protobuf-confluent.", "debezium-avro-confluent.",
+                             "value.debezium-avro-confluent.")):
             raise reader.refuse(option, "the schema registry's credentials and TLS settings "
                                 "are the service's (its schema_registry settings, by "
                                 "Confluent's names, in docs/configuration.md)",

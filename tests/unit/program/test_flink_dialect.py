@@ -802,17 +802,18 @@ def test_l7_the_debezium_pages_table_without_a_primary_key_is_refused() -> None:
     assert fix.startswith("add PRIMARY KEY (")
 
 
-def test_l7_the_debezium_avro_format_is_refused_as_a_changelog_format() -> None:
-    line, column, message, _ = refused("""CREATE TABLE topic_products (
+def test_l1_the_debezium_avro_format_reads_change_events_through_the_registry() -> None:
+    circuit = compiled("""CREATE TABLE topic_products (
   id BIGINT, name STRING, PRIMARY KEY (id) NOT ENFORCED
 ) WITH (
  'connector' = 'kafka',
  'topic' = 'products_binlog',
- 'format' = 'debezium-avro-confluent'
+ 'format' = 'debezium-avro-confluent',
+ 'debezium-avro-confluent.url' = 'http://r:8081'
 )""")
-    assert (line, column) == (6, 2)
-    assert message.startswith("unsupported option 'format' of table topic_products: "
-                              "'debezium-avro-confluent' is a changelog of updates and deletes")
+    table = circuit.table("topic_products")
+    assert (table.format, table.changelog, table.schema_registry) == (
+        "debezium-avro-confluent", True, {"url": "http://r:8081"})
 
 
 # -- The dialect, SET, WATERMARK FOR (docs/semantics.md, Flink dialect) -------------------------
