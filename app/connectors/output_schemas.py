@@ -1,5 +1,7 @@
 """The schema an ``avro-confluent`` output writes with, chosen at start as Confluent's serializers
-choose it (docs/adr/0026-outputs-write-the-subjects-registered-schema.md).
+choose it (docs/adr/0026-outputs-write-the-subjects-registered-schema.md); ``json-registry``
+and ``protobuf-confluent`` outputs find theirs the same way (a Protobuf subject's latest
+version fitted by :func:`app.connectors.confluent_protobuf.protobuf_fit_problems`, ADR 0029).
 
 Per output key and value, with the serializer settings Confluent's clients name
 (:class:`SerializerSettings`):
