@@ -35,7 +35,9 @@ from app.program.compile import compile_program
 from app.runtime.planner.physical import physical_plan
 from app.runtime.planner.support import refused_by_spark
 
-pytestmark = pytest.mark.e2e
+# Slow (about 4 minutes of steps, CI's budget): `pytest -m slow -k debezium_avro tests/e2e`;
+# CI's unit test_debezium_avro decodes the same envelopes.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PROGRAM = """
 CREATE TABLE amounts (
