@@ -68,6 +68,7 @@ from app.connectors.confluent_avro import (
     unassignable_id,
     unframe,
 )
+from app.connectors.json_encoder import source_kind
 from app.errors import SerializationError
 
 __all__ = [
@@ -415,38 +416,13 @@ class ConfluentProtobufRecords:
 # ---- outputs ----------------------------------------------------------------------------
 
 
-def _solid(kind: Any) -> Any:
-    if isinstance(kind, list):
-        return next(k for k in kind if k != "null")
-    return kind
-
-
 def _nullable(kind: Any) -> bool:
     return isinstance(kind, list) and "null" in kind
 
 
-def _column_kind(kind: Any) -> str:
-    """An output field's Avro type as a column kind (``int64``, ``timestamp``, ...)."""
-    kind = _solid(kind)
-    if isinstance(kind, dict):
-        logical = kind.get("logicalType")
-        if logical == "timestamp-millis":
-            return "timestamp"
-        if logical == "date":
-            return "date"
-        if logical == "decimal":
-            return f"decimal({kind['precision']},{kind.get('scale', 0)})"
-        kind = kind.get("type")
-    kinds = {"boolean": "bool", "int": "int32", "long": "int64", "float": "float32",
-             "double": "float64", "string": "string", "bytes": "binary"}
-    if kind not in kinds:
-        raise ValueError(f"a Protobuf output has no field type for the Avro type {kind!r}")
-    return kinds[str(kind)]
-
-
 def column_kinds(schema: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The (name, column kind) of an output record's fields, as a table of them reads."""
-    return [(str(f["name"]), _column_kind(f["type"])) for f in schema.get("fields", ())]
+    return [(str(f["name"]), source_kind(f["type"])) for f in schema.get("fields", ())]
 
 
 _SCALAR_FIELD = {
@@ -480,7 +456,7 @@ def proto_file(schema: Mapping[str, Any]) -> descriptor_pb2.FileDescriptorProto:
     )
     message = proto.message_type.add(name=name)
     for number, field in enumerate(schema.get("fields", ()), start=1):
-        kind = _column_kind(field["type"])
+        kind = source_kind(field["type"])
         added = message.field.add(
             name=str(field["name"]), number=number,
             label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
@@ -533,7 +509,7 @@ def protobuf_fit_problems(schema_str: str, ours: Mapping[str, Any]) -> list[str]
     fields = {f.name: f for f in message.fields}
     problems = []
     for column in ours.get("fields", ()):
-        name, kind = str(column["name"]), _column_kind(column["type"])
+        name, kind = str(column["name"]), source_kind(column["type"])
         field = fields.get(name)
         if field is None:
             problems.append(f"message {message.full_name} has no field {name} for column {name}")
@@ -665,7 +641,7 @@ class ProtobufRegistryWriter:
                 f"{self.field} of topic {self.topic}: schema id {self.schema_id} has no message")
         fields = {f.name: f for f in descriptor.fields}
         self._setters = [
-            (str(c["name"]), _setter(_column_kind(c["type"]), fields[str(c["name"])]))
+            (str(c["name"]), _setter(source_kind(c["type"]), fields[str(c["name"])]))
             for c in self._schema.get("fields", ())
         ]
         self._class = GetMessageClass(descriptor)

@@ -31,7 +31,7 @@ from typing import Any
 
 from app.connectors.json_records import JsonRecords
 
-__all__ = ["JsonEncoder", "json_decoder", "json_schema", "json_timestamp"]
+__all__ = ["JsonEncoder", "json_decoder", "json_schema", "json_timestamp", "source_kind"]
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _EPOCH_DAY = dt.date(1970, 1, 1)
@@ -104,8 +104,13 @@ def _writer(kind: Any) -> Callable[[Any], Any]:
     raise ValueError(f"a JSON output has no form for the Avro type {kind!r}")
 
 
-def _source_kind(kind: Any) -> str:
-    """A field's type as a source column kind (:class:`JsonRecords` reads by those)."""
+def source_kind(kind: Any) -> str:
+    """A field's Avro type as a source column kind (``int64``, ``timestamp``, ...), the kinds
+    :class:`JsonRecords` and the Protobuf records read by.
+
+    Raises:
+        ValueError: a type no column kind holds.
+    """
     kind = _solid(kind)
     if isinstance(kind, dict):
         logical = kind.get("logicalType")
@@ -116,15 +121,11 @@ def _source_kind(kind: Any) -> str:
         if logical == "decimal":
             return f"decimal({kind['precision']},{kind.get('scale', 0)})"
         kind = kind.get("type")
-    return {
-        "boolean": "bool",
-        "int": "int32",
-        "long": "int64",
-        "float": "float32",
-        "double": "float64",
-        "string": "string",
-        "bytes": "binary",
-    }[kind]
+    kinds = {"boolean": "bool", "int": "int32", "long": "int64", "float": "float32",
+             "double": "float64", "string": "string", "bytes": "binary"}
+    if kind not in kinds:
+        raise ValueError(f"no column kind holds the Avro type {kind!r}")
+    return kinds[str(kind)]
 
 
 class JsonEncoder:
@@ -210,4 +211,4 @@ def json_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
 def json_decoder(name: str, schema: Mapping[str, Any]) -> JsonRecords:
     """The reader of what :class:`JsonEncoder` writes for ``schema``: the records back as
     circuit values (a consumer's view, for tools and tests)."""
-    return JsonRecords(name, [(f["name"], _source_kind(f["type"])) for f in schema["fields"]])
+    return JsonRecords(name, [(f["name"], source_kind(f["type"])) for f in schema["fields"]])
