@@ -167,10 +167,19 @@ def schema_registry() -> Any:
     if external:
         return _Registry(external)
     subprocess.run(["bash", str(ROOT / "scripts" / "fetch-schema-registry.sh")], check=True)
-    sys.path.insert(0, str(ROOT))
-    from tests.local_schema_registry import LocalSchemaRegistry
+    return _test_servers().local_schema_registry.LocalSchemaRegistry().start()
 
-    return LocalSchemaRegistry().start()
+
+def _test_servers() -> Any:
+    """The tests' local servers (tests/local_*.py), imported as the tests import them: from
+    the tests' directory, where they find their shared ``local_process``."""
+    import importlib
+    from types import SimpleNamespace
+
+    if str(ROOT / "tests") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests"))
+    return SimpleNamespace(**{name: importlib.import_module(name)
+                              for name in ("local_schema_registry", "local_s3proxy")})
 
 
 def settle(bootstrap: str) -> None:
@@ -328,6 +337,7 @@ def run_side(spec: dict[str, Any]) -> dict[str, Any]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "loadtests.side", json.dumps(spec)],
             cwd=ROOT,
+            env={**os.environ, **spec.get("env", {})},
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
@@ -396,6 +406,34 @@ def steady_rate(step_log: list[dict[str, Any]], skip: int | None = None) -> floa
     return sum(int(s["events"]) for s in counted) * 1000.0 / span_ms if span_ms > 0 else None
 
 
+class ObjectStoreBench:
+    """S3Proxy (the tests' S3-compatible server, tests/local_s3proxy.py) and a bucket of it,
+    for Tidemark's checkpoint in an object store beside its local one (``--checkpoints``)."""
+
+    def __init__(self) -> None:
+        subprocess.run(["bash", str(ROOT / "scripts" / "fetch-s3proxy.sh")], check=True)
+        from pydantic import SecretStr
+
+        from app.config import ObjectStore
+        from app.runtime.store.s3 import s3_store
+
+        self._server = _test_servers().local_s3proxy.LocalS3Proxy().start()
+        self.environment: dict[str, str] = self._server.environment()
+        self.bucket = f"bench-{uuid.uuid4().hex[:8]}"
+        s3_store(ObjectStore(
+            endpoint=self._server.endpoint, path_style=True,
+            access_key_id=self.environment["TIDEMARK_S3_ACCESS_KEY_ID"],
+            secret_access_key=SecretStr(self.environment["TIDEMARK_S3_SECRET_ACCESS_KEY"]),
+        )).create_bucket(self.bucket)
+
+    def checkpoint(self) -> str:
+        """A fresh checkpoint URL in the bucket."""
+        return f"s3a://{self.bucket}/{uuid.uuid4().hex[:8]}"
+
+    def cleanup(self) -> None:
+        self._server.cleanup()
+
+
 def throughput(
     bootstrap: str,
     workload: str,
@@ -407,10 +445,12 @@ def throughput(
     max_records_per_step: int = 200_000,
     encoding: str = "avro",
     registry: str | None = None,
+    store: ObjectStoreBench | None = None,
 ) -> dict[str, Any]:
     """One topic (or pair) of ``events`` and each side's run over it. ``encoding``
     ``avro-confluent``: the events framed with the input schema's id in ``registry``, and
-    Tidemark's program reading and writing that format (the peer does not run)."""
+    Tidemark's program reading and writing that format (the peer does not run). With
+    ``store``, Tidemark runs twice: its checkpoint on a local path, then in the store."""
     w = WORKLOADS[workload]
     topic = f"bench.{workload}.{uuid.uuid4().hex[:6]}"
     framed = encoding == "avro-confluent"
@@ -455,8 +495,10 @@ def throughput(
     }
     if len(w.inputs) > 1:
         out["topics"] = topics
+    runs = [(side, where) for side in sides
+            for where in (("local", "s3") if side == "tidemark" and store else ("local",))]
     for master in masters:
-        for side in sides:
+        for side, where in runs:
             if side == "peer" and framed:
                 continue  # the peer's from_avro reads schemaless Avro only
             spec: dict[str, Any] = {
@@ -465,7 +507,7 @@ def throughput(
                 "bootstrap": bootstrap,
                 "topic": topics[w.inputs[0]],
                 "topics": topics,
-                "out": f"{topic}.{side}.{master[6:-1]}.out",
+                "out": f"{topic}.{side}.{where}.{master[6:-1]}.out",
                 "master": master,
                 "shuffle_partitions": 2,
                 "max_records_per_step": max_records_per_step,
@@ -473,6 +515,10 @@ def throughput(
                 "encoding": encoding,
                 "registry": registry,
             }
+            if where == "s3":
+                assert store is not None
+                spec["checkpoint"] = store.checkpoint()
+                spec["env"] = store.environment
             create_topic(bootstrap, spec["out"], partitions)
             quiet_wait_s, busy_percent = wait_quiet()
             r = run_side(spec)
@@ -481,6 +527,7 @@ def throughput(
                 quiet_wait_s=quiet_wait_s,
                 busy_percent_before=busy_percent,
                 side=side,
+                checkpoint=where,
                 master=master,
                 encoding=encoding,
                 events_per_s=events / r["seconds"],
@@ -529,6 +576,8 @@ def latency_runs(
 def _label(r: dict[str, Any]) -> str:
     encoding = r.get("encoding", "avro")
     side = r["side"] if encoding == "avro" else f"{r['side']}\n{encoding}"
+    if r.get("checkpoint", "local") != "local":
+        side = f"{side}\n{r['checkpoint']} checkpoint"
     return f"{side}\n{r['master']}\n{r.get('partitions', '')}p"
 
 
@@ -608,6 +657,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "same events (avro-confluent starts a local schema registry; the peer runs avro only)",
     )
     parser.add_argument(
+        "--checkpoints",
+        nargs="+",
+        choices=["local", "s3"],
+        default=["local"],
+        help="where Tidemark's checkpoint is: s3 runs Tidemark again with its checkpoint in "
+        "an S3-compatible store (S3Proxy, started here) beside the local run",
+    )
+    parser.add_argument(
         "--max-records-per-step",
         type=int,
         default=200_000,
@@ -637,11 +694,13 @@ def main() -> None:
         raise SystemExit(f"--encodings avro-confluent: workload {args.workload} has two inputs")
     bootstrap, local = broker()
     registry = schema_registry() if "avro-confluent" in args.encodings else None
+    store = ObjectStoreBench() if "s3" in args.checkpoints else None
     result: dict[str, Any] = {
         "workload": args.workload,
         "cpus": psutil.cpu_count(),
         "load_avg_start": list(psutil.getloadavg()),
         "encodings": args.encodings,
+        "checkpoints": args.checkpoints,
         "throughput": [],
         "latency_rate": args.rate,  # None: half of each run's steady (else whole-run) events/s
     }
@@ -660,6 +719,7 @@ def main() -> None:
                         args.max_records_per_step,
                         encoding,
                         registry.url if registry is not None else None,
+                        store,
                     )
                     for r in t["runs"]:
                         r["partitions"] = partitions
@@ -670,6 +730,8 @@ def main() -> None:
                             latency_runs(bootstrap, args, t["runs"], partitions, Path(tmp))
                         )
     finally:
+        if store is not None:
+            store.cleanup()
         if registry is not None:
             registry.cleanup()
         if local is not None:

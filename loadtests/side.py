@@ -160,7 +160,7 @@ def run_tidemark(spec: dict[str, Any]) -> dict[str, Any]:
     once = spec.get("once", True)
     settings = Settings(
         bootstrap_servers=spec["bootstrap"],
-        checkpoint=work / "ck",
+        checkpoint=spec.get("checkpoint") or str(work / "ck"),
         spark_master=spec["master"],
         shuffle_partitions=spec["shuffle_partitions"],
         max_records_per_step=spec["max_records_per_step"],
