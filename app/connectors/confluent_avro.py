@@ -32,7 +32,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import fastavro
 from fastavro.read import SchemaResolutionError
@@ -44,6 +44,7 @@ from app.errors import ConfigError, TidemarkError
 __all__ = [
     "MAGIC_BYTE",
     "REGISTRY_CLIENTS",
+    "RegistryWriter",
     "ConfluentAvroRecords",
     "ConfluentRecordError",
     "RegistryClients",
@@ -161,6 +162,42 @@ class RegistryClients:
 #: The owner of each process's registry clients.
 REGISTRY_CLIENTS: PerProcess[RegistryClients] = PerProcess(RegistryClients, RegistryClients.close)
 
+
+
+class RegistryWriter:
+    """What a writer of one output's keys or values through a confluent-kafka serializer
+    holds: the record schema (the output's Avro record of its columns), the registry, and the
+    schema id and subject registered at start, which the serializer writes with and never
+    registers again. Subclasses build the serializer on first use (``_start``)."""
+
+    def __init__(
+        self,
+        schema: Mapping[str, Any],
+        registry: Mapping[str, str],
+        topic: str,
+        field: Literal["key", "value"],
+        schema_id: int,
+        subject: str,
+    ) -> None:
+        self.topic, self.field, self.schema_id, self.subject = topic, field, schema_id, subject
+        self._schema, self._registry = dict(schema), dict(registry)
+        self._serializer: Any = None
+
+    def _context(self) -> Any:
+        """The serializer's context: this output's topic, key or value."""
+        from confluent_kafka.serialization import MessageField, SerializationContext
+
+        field = MessageField.KEY if self.field == "key" else MessageField.VALUE
+        return SerializationContext(self.topic, field)
+
+    def _serializer_conf(self) -> dict[str, Any]:
+        """A serializer's settings that write with the registered schema id and subject."""
+        subject = self.subject
+        return {
+            "auto.register.schemas": False,
+            "use.schema.id": self.schema_id,
+            "subject.name.strategy": lambda ctx, name: subject,
+        }
 
 @dataclass(frozen=True)
 class _Resolution:

@@ -27,10 +27,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from app.connectors.confluent_avro import (
     REGISTRY_CLIENTS,
+    RegistryWriter,
     registry_unavailable,
     unassignable_id,
     unframe,
@@ -171,32 +172,15 @@ class ConfluentJsonRecords:
         return None
 
 
-class JsonRegistryWriter:
-    """Writes one output's keys or values as registry-framed JSON (see the module doc)."""
+class JsonRegistryWriter(RegistryWriter):
+    """Writes one output's keys or values as registry-framed JSON (see the module doc); its
+    ``schema`` is the Avro record the JSON object holds."""
 
-    def __init__(
-        self,
-        schema: Mapping[str, Any],
-        registry: Mapping[str, str],
-        topic: str,
-        field: Literal["key", "value"],
-        schema_id: int,
-        subject: str,
-    ) -> None:
-        """``schema``: the output's Avro record schema of the key or value (what the JSON
-        object holds); ``schema_id`` and ``subject``: where its JSON Schema is registered."""
-        self.topic, self.field, self.schema_id, self.subject = topic, field, schema_id, subject
-        self._schema, self._registry = dict(schema), dict(registry)
-        self._serializer: Any = None
-        self._encoder: JsonEncoder | None = None
+    _encoder: JsonEncoder | None = None
 
     def encode(self, record: Mapping[str, Any]) -> bytes:
         """One record (circuit values) as registry-framed JSON; a SerializationError (a
         TidemarkError) when the serializer refuses it."""
-        from confluent_kafka.serialization import (
-            MessageField,
-            SerializationContext,
-        )
         from confluent_kafka.serialization import (
             SerializationError as SerdeError,
         )
@@ -204,11 +188,8 @@ class JsonRegistryWriter:
         if self._serializer is None:
             self._start()
         assert self._encoder is not None
-        field = MessageField.KEY if self.field == "key" else MessageField.VALUE
         try:
-            data = self._serializer(
-                self._encoder.document(record), SerializationContext(self.topic, field)
-            )
+            data = self._serializer(self._encoder.document(record), self._context())
         except SerdeError as exc:
             raise SerializationError(
                 f"{self.field} of topic {self.topic}: the JSON Schema of subject"
@@ -220,15 +201,10 @@ class JsonRegistryWriter:
         from confluent_kafka.schema_registry.json_schema import JSONSerializer
 
         self._encoder = JsonEncoder(self._schema)
-        subject = self.subject
         self._serializer = JSONSerializer(
             json.dumps(json_schema(self._schema)),
             REGISTRY_CLIENTS.get().get(self._registry),
-            conf={
-                "auto.register.schemas": False,
-                "use.schema.id": self.schema_id,
-                "subject.name.strategy": lambda ctx, name: subject,
-            },
+            conf=self._serializer_conf(),
             json_encode=self._encoder.dump,
         )
 

@@ -53,7 +53,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation, localcontext
-from typing import Any, Literal
+from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, timestamp_pb2, wrappers_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, FileDescriptor
@@ -64,6 +64,7 @@ from google.type import date_pb2
 from app.connectors.confluent_avro import (
     REGISTRY_CLIENTS,
     ConfluentRecordError,
+    RegistryWriter,
     registry_unavailable,
     unassignable_id,
     unframe,
@@ -583,31 +584,16 @@ def _setter(kind: str, field: FieldDescriptor) -> Callable[[Any, Any], None]:
     return lambda m, v: setattr(m, name, v)
 
 
-class ProtobufRegistryWriter:
-    """Writes one output's keys or values as registry-framed Protobuf (see the module doc)."""
+class ProtobufRegistryWriter(RegistryWriter):
+    """Writes one output's keys or values as registry-framed Protobuf (see the module doc);
+    ``schema_id`` and ``subject`` name the registered Protobuf schema written with."""
 
-    def __init__(
-        self,
-        schema: Mapping[str, Any],
-        registry: Mapping[str, str],
-        topic: str,
-        field: Literal["key", "value"],
-        schema_id: int,
-        subject: str,
-    ) -> None:
-        """``schema``: the output's Avro record schema of the key or value (its columns);
-        ``schema_id`` and ``subject``: the registered Protobuf schema written with."""
-        self.topic, self.field, self.schema_id, self.subject = topic, field, schema_id, subject
-        self._schema, self._registry = dict(schema), dict(registry)
-        self._serializer: Any = None
-        self._class: Any = None
-        self._setters: list[tuple[str, Callable[[Any, Any], None]]] = []
+    _class: Any = None
+    _setters: tuple[tuple[str, Callable[[Any, Any], None]], ...] = ()
 
     def encode(self, record: Mapping[str, Any]) -> bytes:
         """One record (circuit values) as registry-framed Protobuf; a SerializationError (a
         TidemarkError) when the serializer refuses it."""
-        from confluent_kafka.serialization import MessageField, SerializationContext
-
         if self._serializer is None:
             self._start()
         message = self._class()
@@ -616,8 +602,7 @@ class ProtobufRegistryWriter:
                 value = record.get(name)
                 if value is not None:
                     set_value(message, value)
-            field = MessageField.KEY if self.field == "key" else MessageField.VALUE
-            data = self._serializer(message, SerializationContext(self.topic, field))
+            data = self._serializer(message, self._context())
         except Exception as exc:  # a value the field refuses, the serializer's errors
             raise SerializationError(
                 f"{self.field} of topic {self.topic}: the Protobuf schema of subject"
@@ -640,21 +625,12 @@ class ProtobufRegistryWriter:
             raise SerializationError(
                 f"{self.field} of topic {self.topic}: schema id {self.schema_id} has no message")
         fields = {f.name: f for f in descriptor.fields}
-        self._setters = [
+        self._setters = tuple(
             (str(c["name"]), _setter(source_kind(c["type"]), fields[str(c["name"])]))
             for c in self._schema.get("fields", ())
-        ]
-        self._class = GetMessageClass(descriptor)
-        subject = self.subject
-        self._serializer = ProtobufSerializer(
-            self._class,
-            client,
-            conf={
-                "auto.register.schemas": False,
-                "use.schema.id": self.schema_id,
-                "subject.name.strategy": lambda ctx, name: subject,
-            },
         )
+        self._class = GetMessageClass(descriptor)
+        self._serializer = ProtobufSerializer(self._class, client, conf=self._serializer_conf())
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_serializer": None, "_class": None, "_setters": []}
+        return {**self.__dict__, "_serializer": None, "_class": None, "_setters": ()}
