@@ -758,6 +758,15 @@ class View:
     def is_stateless(self) -> bool:
         return not any(isinstance(op, Aggregate | TopN) for op in self.operators)
 
+    @property
+    def holds_changes(self) -> bool:
+        """An updating aggregate with EMIT AFTER DELAY: it writes a group's change up to d
+        after the step it is known, so after the waterline may have passed the group. Its
+        columns are no time attributes for its readers (S10, S11: none of their groups could
+        be freed on them)."""
+        return (self.emit.delay_ms is not None and not self.emit.after_watermark
+                and any(isinstance(op, Aggregate) for op in self.operators))
+
 
 @dataclass(frozen=True)
 class Circuit:

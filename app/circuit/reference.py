@@ -1239,7 +1239,8 @@ class Reference:
         for view in circuit.views:
             runtime = _ViewRuntime(view, sources)
             self.views[view.name] = runtime
-            sources[view.name] = runtime.sources
+            # The time attributes its readers see (S10): none of a view that holds its changes.
+            sources[view.name] = {} if view.holds_changes else runtime.sources
             for column, merged in runtime.merged.items():
                 self.waterlines.merged[(view.name, column)] = merged
             for column, held in runtime.held.items():

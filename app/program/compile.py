@@ -847,10 +847,12 @@ class _Compiler:
         at = len(self.views)
         view = self._stage_writer(view, decl.position, not insert_only)
         self.views.insert(at, view)
-        relation = Relation(decl.name, view.columns, time_attributes, insert_only, "view",
+        # A view that holds its changes has no time attribute its readers can free on (S11).
+        read_times = () if view.holds_changes else time_attributes
+        relation = Relation(decl.name, view.columns, read_times, insert_only, "view",
                             joined=planned.joined)
         if view.name in self.composition.boundaries:
-            self._stage_input(view.name, view.columns, time_attributes, decl.position,
+            self._stage_input(view.name, view.columns, read_times, decl.position,
                               planned.joined, updating=not insert_only)
         return relation
 
@@ -863,15 +865,6 @@ class _Compiler:
         DELAY, which holds them past the waterline). Anything else is refused here."""
         assert decl.emit is not None
         relation = planned.retracting
-        if planned.window_key is None and planned.time_key is None:
-            raise CompileFailure(decl.emit.position, f"EMIT AFTER WATERMARK on view "
-                                 f"{decl.name}, which aggregates the updated rows of view "
-                                 f"{relation}: a group is final only once no change of "
-                                 f"{relation} can reach it, which needs a GROUP BY key that is "
-                                 f"a time attribute of {relation} (SPEC S11, S18)",
-                                 f"GROUP BY a window_end or time attribute {relation} groups "
-                                 "by, or remove EMIT AFTER WATERMARK (the view then updates "
-                                 "its rows)")
         delayed = self._delayed_upstream(relation)
         if delayed is not None:
             raise CompileFailure(decl.emit.position, f"EMIT AFTER WATERMARK on view "
@@ -881,6 +874,15 @@ class _Compiler:
                                  "passed its group (SPEC S11, S18)",
                                  f"remove AFTER DELAY from {delayed}, or remove EMIT AFTER "
                                  f"WATERMARK from {decl.name}")
+        if planned.window_key is None and planned.time_key is None:
+            raise CompileFailure(decl.emit.position, f"EMIT AFTER WATERMARK on view "
+                                 f"{decl.name}, which aggregates the updated rows of view "
+                                 f"{relation}: a group is final only once no change of "
+                                 f"{relation} can reach it, which needs a GROUP BY key that is "
+                                 f"a time attribute of {relation} (SPEC S11, S18)",
+                                 f"GROUP BY a window_end or time attribute {relation} groups "
+                                 "by, or remove EMIT AFTER WATERMARK (the view then updates "
+                                 "its rows)")
 
     def _delayed_upstream(self, relation: str) -> str | None:
         """The aggregate with EMIT ... AFTER DELAY whose changes updating ``relation`` is
@@ -1143,6 +1145,16 @@ class _Compiler:
                                  "GROUP BY window_start, window_end of "
                                  "TABLE(TUMBLE(TABLE t, DESCRIPTOR(col), INTERVAL ...))")
         position = planned.group_position or decl.position
+        delayed = (self._delayed_upstream(planned.retracting) if planned.retracting
+                   else None)
+        if delayed is not None:
+            self.warnings.append(Diagnostic(
+                "warning", position, f"view {decl.name} keeps unbounded state: view {delayed} "
+                "holds its changes back (EMIT AFTER DELAY), so a change can reach a group "
+                "after the waterline has passed it, and no group is ever freed",
+                f"remove AFTER DELAY from {delayed} to free each group of a time key once "
+                "the waterline passes it"))
+            return StateBound("unbounded", None, "grows with the number of groups; never freed")
         keys = "column of its SELECT DISTINCT" if planned.distinct else "GROUP BY key"
         message = (f"view {decl.name} keeps unbounded state: no {keys} is a time "
                    "attribute, so its groups are never freed")

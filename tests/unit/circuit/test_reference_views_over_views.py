@@ -310,3 +310,49 @@ def test_s11_s18_after_watermark_over_an_updating_view_writes_final_rows_once() 
         [], [], [{"minute_end": at("8:01"), "keys": 3, "peak": 2}],
         [{"minute_end": at("8:02"), "keys": 1, "peak": 2}]]
     assert [r.state_rows["keys_per_minute"] for r in results] == [1, 2, 1, 1]
+
+
+PER_MINUTE_DELAYED = TABLE + """
+CREATE LOCAL VIEW per_min AS
+SELECT window_end AS minute_end, k, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end, k EMIT AFTER DELAY INTERVAL '1' MINUTE;
+
+CREATE VIEW per_minute_total WITH ('topic' = 'per_minute_total', 'format' = 'upsert') AS
+SELECT minute_end, SUM(n) AS total FROM per_min GROUP BY minute_end;
+"""
+
+
+def test_s11_s18_a_reader_of_held_changes_keeps_its_groups() -> None:
+    """``per_min`` holds each change for a minute of processing time (EMIT AFTER DELAY), so
+    a change of minute 8:01 can come out after ``w(minute_end)`` has passed 8:01: b's second
+    row, in the step the waterline passes, is written a minute later. ``minute_end`` of a
+    view that holds its changes is no time attribute for its readers: the total keeps its
+    group and takes the change (S11: a group is freed only once no change can reach it).
+
+        step  batch  ev                 w after   per_min writes          total writes
+        1     0 s    a :10, b :15       7:59:45   - (held)                -
+        2     60 s   a :20              7:59:50   +a 2, +b 1 (8:01)       (8:01, 3)
+        3     90 s   b :30, a 8:01:40   8:01:10   - (held)                -
+        4     150 s  -                  8:01:10   -b 1 +b 2, +a 1 (8:02)  (8:01, 4), (8:02, 1)
+    """
+    circuit = compile_sql(PER_MINUTE_DELAYED)
+    assert circuit.view("per_minute_total").time_attributes == ()
+    assert circuit.view("per_minute_total").state.kind == "unbounded"
+    steps = [([ev("8:00:10"), ev("8:00:15", "b")], 0),
+             ([ev("8:00:20")], 60_000),
+             ([ev("8:00:30", "b"), ev("8:01:40")], 90_000),
+             ([], 150_000)]
+    results = evaluate(circuit, [StepInput({"ev": rows}, batch_time_ms=t) for rows, t in steps])
+    assert [values(r, "per_minute_total") for r in results] == [
+        [],
+        [{"minute_end": at("8:01"), "total": 3}],
+        [],
+        [{"minute_end": at("8:01"), "total": 4}, {"minute_end": at("8:02"), "total": 1}],
+    ]
+
+
+def test_s11_s18_a_held_change_gets_the_unbounded_state_warning_with_its_reason() -> None:
+    warnings = compile_sql(PER_MINUTE_DELAYED).warnings
+    assert any("per_min holds its changes back (EMIT AFTER DELAY)" in w.message
+               and "remove AFTER DELAY from per_min" in (w.fix or "") for w in warnings)
