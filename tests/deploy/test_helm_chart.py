@@ -301,6 +301,12 @@ def test_checkpoint_at_an_s3a_url_sets_what_the_app_reads_and_claims_no_volume(
     assert settings.path_style is True
     assert settings.jars == Path("/opt/hadoop-aws")
     assert settings.access_key_id is None, "the key comes as AWS_*, which the clients read"
+    assert settings.lease_seconds == 30
+    # The driver that replaces a killed one waits out its lease rather than crash-looping.
+    driver_env = {e["name"]: e.get("value") for e in driver["env"]}
+    assert driver_env["TIDEMARK_CHECKPOINT_LOCK_WAIT_SECONDS"] == "60"
+    assert "TIDEMARK_CHECKPOINT_LOCK_WAIT_SECONDS" not in {
+        e["name"] for e in executor["spec"]["containers"][0]["env"]}
     egress = _one(docs, "NetworkPolicy", "-tidemark")["spec"]["egress"]
     assert {"ports": [{"port": 9000, "protocol": "TCP"}]} in egress
     result = _kubeconform(k8s_tools, yaml.safe_dump_all(docs), "-skip", ",".join(CRDS))
@@ -324,7 +330,9 @@ def test_checkpoint_at_an_s3a_url_without_a_secret_sets_no_credentials(
     assert env["TIDEMARK_CHECKPOINT"] == "s3a://tidemark-ck/v1"
     assert env["TIDEMARK_SPARK_LOG_FILE"] == "/var/lib/tidemark/spark.log"
     assert _object_store_env(container) == {
-        "TIDEMARK_S3_PATH_STYLE": {"name": "TIDEMARK_S3_PATH_STYLE", "value": "false"}}
+        "TIDEMARK_S3_PATH_STYLE": {"name": "TIDEMARK_S3_PATH_STYLE", "value": "false"},
+        "TIDEMARK_S3_LEASE_SECONDS": {"name": "TIDEMARK_S3_LEASE_SECONDS", "value": "30"}}
+    assert env["TIDEMARK_CHECKPOINT_LOCK_WAIT_SECONDS"] == "60"
     egress = _one(docs, "NetworkPolicy", "-tidemark")["spec"]["egress"]
     assert {"ports": [{"port": 443, "protocol": "TCP"}]} in egress
 
@@ -360,6 +368,7 @@ def test_default_values_leave_crds_off(k8s_tools: K8sTools) -> None:
          "at '/checkpoint/s3/pathStyle': got string, want boolean"),
         (("checkpoint.url=/var/lib/other",), "at '/checkpoint/url': '/var/lib/other' does not"),
         (("checkpoint.s3.endpoint=minio:9000",), "at '/checkpoint/s3/endpoint'"),
+        (("checkpoint.s3.leaseSeconds=0",), "at '/checkpoint/s3/leaseSeconds'"),
         (("checkpoint.s3.accessKey=AKIA",),
          "at '/checkpoint/s3': additional properties 'accessKey' not allowed"),
     ],

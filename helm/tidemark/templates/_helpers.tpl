@@ -91,6 +91,8 @@ ObjectStore, TIDEMARK_S3_*; AWS_* from the Secret by reference, never a value in
 {{- end }}
 - name: TIDEMARK_S3_PATH_STYLE
   value: {{ $s3.pathStyle | toString | quote }}
+- name: TIDEMARK_S3_LEASE_SECONDS
+  value: {{ $s3.leaseSeconds | toString | quote }}
 {{- with $s3.jars }}
 - name: TIDEMARK_S3_JARS
   value: {{ . | quote }}
