@@ -618,7 +618,7 @@ def held_rows(spark: Any, checkpoint: Path) -> int | None:
     """The rows the OVER operator holds after the last committed step, read from its slots'
     state documents in the checkpoint (Spark's state data source, value state ``slot``):
     ``tidemark_state_rows`` counts the slots (ADR 0019)."""
-    from app.runtime.operators.over_operator import rows_held
+    from app.runtime.operators.over_slots import rows_held
 
     try:
         frame = spark.read.format("statestore").option("stateVarName", "slot").load(

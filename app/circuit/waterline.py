@@ -23,14 +23,15 @@ Spark, and the step's driver-side waterline update.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any
 
 from app.circuit.functions import timestamp_ceil, timestamp_floor
 from app.circuit.ir import TimeAttribute, TimeStep, Window
 from app.circuit.windows import tumble_start
+
+if TYPE_CHECKING:  # numpy is imported where a column is masked, not by every importer
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "WaterlineStep",
@@ -179,6 +180,8 @@ def is_late(value: int | None, waterline: int | None) -> bool:
 def late_mask(values: npt.NDArray[Any], waterline: int | None) -> npt.NDArray[np.bool_]:
     """S5 over a column of int64 values: which are below ``waterline``. Any Python int
     waterline is exact (no int64 overflow); the caller masks NULL slots itself."""
+    import numpy as np
+
     if waterline is None or waterline <= _INT64[0]:
         return np.zeros(len(values), np.bool_)
     if waterline > _INT64[1]:

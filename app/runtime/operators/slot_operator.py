@@ -28,9 +28,8 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from functools import reduce
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
@@ -38,6 +37,9 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from app.circuit.ir import SqlType
 from app.circuit.waterline import next_waterline
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "SLOTS",
@@ -80,6 +82,8 @@ class _Slot(StatefulProcessor):
     def handleInputRows(  # noqa: N802 - Spark's name
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any  # noqa: N803
     ) -> Iterator[pd.DataFrame]:
+        import pandas as pd
+
         frame = pd.concat(list(rows), ignore_index=True)
         stored = self.state.get() if self.state.exists() else None
         doc = json.loads(stored[0]) if stored is not None else None
@@ -150,6 +154,8 @@ def advance_waterlines(
 
 def is_set(value: Any) -> bool:
     """Not NULL (pandas gives NaN or None for a NULL)."""
+    import pandas as pd
+
     return value is not None and not pd.isna(value)
 
 

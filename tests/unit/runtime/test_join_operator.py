@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from app.circuit.ir import Call, ColumnRef, SqlType
-from app.runtime.operators.join_operator import JoinOperatorSpec, step_slot
+from app.runtime.operators.join_slots import JoinOperatorSpec, step_slot
 
 # r.t BETWEEN l.t - 2 AND l.t + 3 (ms), LATENESS 1 on the left table, 0 on the right.
 FULL = JoinOperatorSpec("full", "interval", -2, 3, 1, 0)

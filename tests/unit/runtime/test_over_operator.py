@@ -11,7 +11,7 @@ from typing import Any
 
 from app.circuit.ir import Over
 from app.program.compile import compile_program
-from app.runtime.operators.over_operator import OverOperatorSpec, step_slot
+from app.runtime.operators.over_slots import OverOperatorSpec, step_slot
 
 TABLE = """
 CREATE TABLE t (
