@@ -320,9 +320,20 @@ def test_checkpoint_at_an_s3a_url_without_a_secret_sets_no_credentials(
 ) -> None:
     """No credentials Secret (an instance role, IRSA): no AWS_* variable; the store's settings
     still reach the driver; Spark's log file, when asked for, goes to the work volume (a URL
-    cannot be appended to); AWS S3's port when there is no endpoint."""
-    docs = _docs(_render(k8s_tools, None, "checkpoint.url=s3a://tidemark-ck",
-                         "settings.sparkLog=file"))
+    cannot be appended to); AWS S3's port when there is no endpoint. Driver and executors
+    run as the release's service account, whose IRSA annotation gives both the role (the
+    executors without a Kubernetes API token)."""
+    docs = _docs(_render(k8s_tools, VALUES["kubernetes"], "checkpoint.url=s3a://tidemark-ck",
+                         "settings.sparkLog=file", "serviceAccount.annotations.eks\\.amazonaws"
+                         "\\.com/role-arn=arn:aws:iam::123456789012:role/tidemark"))
+    account = _one(docs, "ServiceAccount")
+    assert account["metadata"]["annotations"] == {
+        "eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/tidemark"}
+    executor = _executor_pod(docs)["spec"]
+    assert executor["serviceAccountName"] == account["metadata"]["name"]
+    assert executor["automountServiceAccountToken"] is False
+    assert _one(docs, "StatefulSet")["spec"]["template"]["spec"]["serviceAccountName"] == (
+        account["metadata"]["name"])
     sts = _one(docs, "StatefulSet")
     assert "volumeClaimTemplates" not in sts["spec"]
     container = sts["spec"]["template"]["spec"]["containers"][0]

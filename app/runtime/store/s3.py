@@ -18,6 +18,7 @@ from app.config import ObjectStore
 from app.errors import ConfigError, StateError
 from app.runtime.store import SCHEME, CheckpointStore
 from app.runtime.store.s3_client import S3Client, S3Response, S3Unavailable
+from app.runtime.store.s3_credentials import CredentialsError
 
 __all__ = ["ObjectVersion", "S3Store", "s3_store", "split_url"]
 
@@ -69,6 +70,12 @@ class S3Store(CheckpointStore):
             raise StateError(
                 f"cannot {action} {location}: the object store at {self.client.endpoint}"
                 f" does not answer ({exc}): check TIDEMARK_S3_ENDPOINT and that the store runs"
+            ) from exc
+        except CredentialsError as exc:
+            raise StateError(
+                f"cannot {action} {location}: {exc}: check AWS_ROLE_ARN and the role's trust of"
+                " the service account, or give an access key (TIDEMARK_S3_ACCESS_KEY_ID and"
+                " TIDEMARK_S3_SECRET_ACCESS_KEY)"
             ) from exc
 
     def _failed(self, action: str, location: str, response: S3Response) -> StateError:

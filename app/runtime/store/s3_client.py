@@ -7,8 +7,8 @@ with one keep-alive connection per thread, so the driver and every Python worker
 boto3 was the other candidate; its botocore caps ``python-dateutil`` below the version the
 project pins (ADR 0025).
 
-Credentials: the settings' access key, else ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``
-and ``AWS_SESSION_TOKEN`` from the environment (read once per client).
+Credentials: :mod:`app.runtime.store.s3_credentials` (the settings' access key, the
+environment's, or a web identity exchanged at STS), found once per client.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote, urlsplit
+
+from app.runtime.store.s3_credentials import credentials_from
 
 __all__ = ["S3Client", "S3Response", "S3Unavailable"]
 
@@ -96,9 +98,7 @@ class S3Client:
         self.endpoint = endpoint or f"https://s3.{region}.amazonaws.com"
         self.region = region
         self.path_style = path_style
-        self.access_key_id = access_key_id or os.environ.get("AWS_ACCESS_KEY_ID")
-        self.secret_access_key = secret_access_key or os.environ.get("AWS_SECRET_ACCESS_KEY")
-        self.session_token = None if access_key_id else os.environ.get("AWS_SESSION_TOKEN")
+        self.credentials = credentials_from(access_key_id, secret_access_key, region)
         parts = urlsplit(self.endpoint)
         self._secure = parts.scheme == "https"
         self._host = parts.netloc
@@ -116,7 +116,8 @@ class S3Client:
         headers: dict[str, str] | None = None,
     ) -> S3Response:
         """One request, retried on connection errors and 5xx answers; any other answer
-        (404, 409, 412 included) is returned for the caller to judge."""
+        (404, 409, 412 included) is returned for the caller to judge. Raises
+        :class:`~app.runtime.store.s3_credentials.CredentialsError` when no keys can be had."""
         pause = _FIRST_PAUSE_SECONDS
         failure: BaseException | None = None
         for attempt in range(_ATTEMPTS):
@@ -182,9 +183,10 @@ class S3Client:
             "x-amz-content-sha256": payload_hash,
             **{k.lower(): v for k, v in extra.items()},
         }
-        if self.session_token:
-            headers["x-amz-security-token"] = self.session_token
-        if self.access_key_id and self.secret_access_key:
+        keys = self.credentials.keys() if self.credentials is not None else None
+        if keys is not None and keys.session_token:
+            headers["x-amz-security-token"] = keys.session_token
+        if keys is not None:
             signed = sorted(headers)
             canonical = "\n".join(
                 [
@@ -199,12 +201,12 @@ class S3Client:
             scope = f"{amz_date[:8]}/{self.region}/s3/aws4_request"
             digest = hashlib.sha256(canonical.encode()).hexdigest()
             to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, digest])
-            key_bytes = _sign(("AWS4" + self.secret_access_key).encode(), amz_date[:8])
+            key_bytes = _sign(("AWS4" + keys.secret_access_key).encode(), amz_date[:8])
             for part in (self.region, "s3", "aws4_request"):
                 key_bytes = _sign(key_bytes, part)
             signature = hmac.new(key_bytes, to_sign.encode(), hashlib.sha256).hexdigest()
             headers["authorization"] = (
-                f"AWS4-HMAC-SHA256 Credential={self.access_key_id}/{scope},"
+                f"AWS4-HMAC-SHA256 Credential={keys.access_key_id}/{scope},"
                 f" SignedHeaders={';'.join(signed)}, Signature={signature}"
             )
         target = canonical_path + (f"?{canonical_query}" if canonical_query else "")
