@@ -1578,12 +1578,55 @@ def _plan_parsed(source: SourceText, tokens: Sequence[Token], select: exp.Select
     if relation is None or relation.insert_only:
         return planned
     assert planned.over_position is None and planned.top_n is None
+    if tvf is not None and not planned.aggregate:
+        raise CompileFailure(tvf.position, f"unsupported: view {view_name} reads the "
+                             f"{tvf.kind} windows of view {relation.name}, whose rows are "
+                             "updated, without aggregating them: only a window aggregate "
+                             "takes their retractions (SPEC S18); Flink's window join and "
+                             "window Top-N read insert-only rows too",
+                             f"aggregate the windows in this view (GROUP BY window_start, "
+                             f"window_end, ...), or add EMIT AFTER WATERMARK to {relation.name}")
     if planned.aggregate:
         # S18: an aggregate over an updating relation takes its retractions back.
         _check_retractable(source, tokens, planned, relation.name, view_name)
         return replace(planned, retracting=relation.name)
     # S18: a stateless reader of an updating relation passes its retractions on.
     return replace(planned, updating=True)
+
+
+#: The window functions whose aggregate takes an updating relation's retractions (S18), as
+#: Flink 1.19's window aggregate does (FLINK-20281, apache/flink PR 24030).
+_RETRACTABLE_WINDOWS = ("TUMBLE", "HOP", "CUMULATE")
+
+
+def _check_updating_read(source: SourceText, position: Position, tvf: _Tvf | None,
+                         select: exp.Select, relation: str, view_name: str) -> None:
+    """S18: what may read the updated rows of ``relation`` in one SELECT. A filter, a
+    projection and an aggregate take each retraction, and so does a TUMBLE, HOP or
+    CUMULATE window whose rows are aggregated (checked once planned): a retracted row
+    leaves every window it was in. A SESSION's bounds are its rows' times, which a
+    retraction would move after the session closed; Flink's FLINK-20281 leaves SESSION
+    out. OVER aggregates and rankings emit each row once, final, which a retraction
+    cannot take back; Flink refuses them too (its over aggregate and window rank read
+    insert-only rows)."""
+    if tvf is not None and tvf.kind not in _RETRACTABLE_WINDOWS:
+        raise CompileFailure(tvf.position, f"unsupported: view {view_name} has {tvf.kind} "
+                             f"windows of view {relation}, whose rows are updated (it "
+                             "aggregates without EMIT AFTER WATERMARK): a retraction would "
+                             "move a session's bounds after it closed; a TUMBLE, HOP or "
+                             "CUMULATE aggregate takes them (SPEC S18; Flink's FLINK-20281 "
+                             "leaves SESSION out too)",
+                             f"add EMIT AFTER WATERMARK to {relation}, or use TUMBLE, HOP or "
+                             "CUMULATE")
+    if select.find(exp.Window):
+        raise CompileFailure(position, f"unsupported: view {view_name} ranks or runs OVER "
+                             f"view {relation}, whose rows are updated (it aggregates without "
+                             "EMIT AFTER WATERMARK): an OVER aggregate or a ranking writes "
+                             "each row once, final, and a retraction cannot take it back "
+                             "(SPEC S18; Flink refuses them too: its over aggregate and "
+                             "window Top-N read insert-only rows)",
+                             f"add EMIT AFTER WATERMARK to {relation}, or read its input "
+                             "directly")
 
 
 #: Aggregate functions whose value depends on the order rows arrived in (ties).
@@ -1649,15 +1692,8 @@ def _plan_single(source: SourceText, tokens: Sequence[Token], select: exp.Select
         fix = (f"did you mean {close[0]}?" if close else
                "tables and views must be created before the views that read them")
         raise CompileFailure(table_position, f"unknown table or view {table_name}", fix)
-    if not relation.insert_only and (tvf is not None or select.find(exp.Window)):
-        raise CompileFailure(table_position, f"unsupported: view {view_name} "
-                             f"{'windows' if tvf is not None else 'ranks or runs OVER'} view "
-                             f"{relation.name}, whose rows are updated (it aggregates without "
-                             "EMIT AFTER WATERMARK); a filter, projection or GROUP BY of it "
-                             "takes its retractions (SPEC S18), a window, OVER or ranking "
-                             "over them is not supported yet",
-                             f"add EMIT AFTER WATERMARK to {relation.name}, or read its input "
-                             "directly")
+    if not relation.insert_only:
+        _check_updating_read(source, table_position, tvf, select, relation.name, view_name)
     if relation.ranking is not None:
         if tvf is not None:
             raise CompileFailure(tvf.position, f"unsupported: {tvf.kind} over the ranked rows "
