@@ -230,7 +230,7 @@ def _watermark_problems(
     alone = (
         native
         and merged is None
-        and watermarked_tables(circuit, query) == (circuit.root_table(view.name).name,)
+        and watermarked_tables(circuit, query) == _root_tables(circuit, view)
     )
     if several and not view.is_stateless and merged is None and not alone:
         # A native aggregate of one table runs where no other table carries a watermark
@@ -251,6 +251,15 @@ def _watermark_problems(
                 "other tables' views a program of their own",
             ))
     return found
+
+
+def _root_tables(circuit: Circuit, view: View) -> tuple[str, ...]:
+    """The one table ``view`` reads through a chain of one-input views, or none when a
+    UNION ALL or JOIN is on the way (a cascade over a union reads several)."""
+    try:
+        return (circuit.root_table(view.name).name,)
+    except ValueError:
+        return ()
 
 
 def _aggregate_problems(

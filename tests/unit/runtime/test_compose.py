@@ -188,3 +188,27 @@ CREATE VIEW crowded WITH ('topic' = 'crowded') AS SELECT c FROM histogram WHERE 
     assert composed.physical.query_of("histogram").watermark is None
     writer = composed.circuit.view("__out_histogram")
     assert writer.output is not None and writer.output.format == "changelog"
+
+
+def test_s17_s19_a_cascade_over_a_union_aggregate_is_placed_not_crashed() -> None:
+    """The support pass asked a cascade over a native aggregate of a UNION ALL for its one
+    root table, which a union does not have: it now finds none, so the cascade is not alone
+    in its query of two tables and reads the aggregate through a boundary."""
+    composed = compose(compile_text("p.sql", """
+CREATE TABLE ta (ts TIMESTAMP NOT NULL LATENESS INTERVAL '2' SECOND, k VARCHAR NOT NULL,
+                 v BIGINT NOT NULL) WITH ('topic' = 'ta');
+CREATE TABLE tb (ts TIMESTAMP NOT NULL LATENESS INTERVAL '2' SECOND, k VARCHAR NOT NULL,
+                 v BIGINT NOT NULL) WITH ('topic' = 'tb');
+CREATE LOCAL VIEW both_ AS SELECT ts, k, v FROM tb UNION ALL SELECT ts, k, v FROM ta;
+CREATE LOCAL VIEW per6 AS
+SELECT window_end AS we, k, MAX(v) AS top
+FROM TABLE(TUMBLE(TABLE both_, DESCRIPTOR(ts), INTERVAL '6' SECOND))
+GROUP BY window_start, window_end, k EMIT AFTER WATERMARK;
+CREATE VIEW per12 WITH ('topic' = 'per12', 'format' = 'append') AS
+SELECT window_start, window_end, k, SUM(top) AS total
+FROM TABLE(TUMBLE(TABLE per6, DESCRIPTOR(we), INTERVAL '12' SECOND))
+GROUP BY window_start, window_end, k EMIT AFTER WATERMARK;
+"""))
+    assert composed.refused == ()
+    assert composed.boundaries == frozenset({"per6"})
+    assert composed.physical.query_of("per12").tables == ("__in_per6",)
