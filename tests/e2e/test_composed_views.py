@@ -482,3 +482,101 @@ def test_s18_a_held_change_that_crosses_a_boundary_is_never_late_at_the_reader(
     assert totals("per_usr", "usr") == {"a": 1, "b": 1, "c": 2, "d": 1}
     assert totals("per_slot", "slot_end") == {clock_ms("8:00:10"): 2, clock_ms("8:00:30"): 1,
                                               clock_ms("8:00:50"): 2}
+
+
+WINDOWED_CHANGES = """
+CREATE TABLE clicks (
+    ts  TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND,
+    usr VARCHAR NOT NULL
+) WITH ('topic' = '{clicks}', 'dead_letter' = '{clicks_dlq}');
+
+CREATE LOCAL VIEW per_min AS
+SELECT window_end AS minute_end, usr, COUNT(*) AS c
+FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end, usr EMIT STREAM;
+
+CREATE VIEW per_2min WITH ('topic' = '{per_2min}') AS
+SELECT window_start, window_end, usr, SUM(c) AS total, MAX(c) AS peak, COUNT(*) AS minutes
+FROM TABLE(TUMBLE(TABLE per_min, DESCRIPTOR(minute_end), INTERVAL '2' MINUTE))
+GROUP BY window_start, window_end, usr EMIT STREAM;
+"""
+
+
+def test_s18_s19_a_tumble_over_an_emit_stream_aggregate_takes_its_retractions_back(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """``per_min`` updates each minute's count per user every step (EMIT STREAM);
+    ``per_2min`` windows those changes on ``minute_end`` (a time attribute: a GROUP BY key
+    of ``per_min``) into 2-minute windows, as Flink 1.19's window aggregate over a
+    changelog does: a minute's old count leaves its window as its new one comes in (S18).
+    Changes are (undo, window end, usr, total, peak, minutes); a minute ending at 8:02
+    falls in [8:02, 8:04).
+
+        step  clicks                        w after  per_min changes
+        1     a :10, a :20, b :30           8:00:20  +8:01 a 2, +8:01 b 1
+        2     a :50, b 8:01:15, a 8:01:20   8:01:10  -8:01 a 2 +8:01 a 3, +8:02 b 1, +8:02 a 1
+        3     a 8:01:30, b 8:01:40,         8:02:10  -8:02 a 1 +8:02 a 2, -8:02 b 1 +8:02 b 2,
+              a 8:02:20                              +8:03 a 1
+        4     bound 8:05                    8:04:50  -
+
+        step  per_2min changes
+        1     +(8:02 a 2 2 1), +(8:02 b 1 1 1)
+        2     -(8:02 a 2 2 1) +(8:02 a 3 3 1), +(8:04 b 1 1 1), +(8:04 a 1 1 1)
+        3     -(8:04 a 1 1 1) +(8:04 a 3 2 2), -(8:04 b 1 1 1) +(8:04 b 2 2 1)
+        4     -  (the windows close; an EMIT STREAM aggregate writes nothing more)
+
+    ``per_2min`` runs in the query after ``per_min``'s, reading its changelog through a
+    stage boundary (ADR 0023) on the Python state operator, each retraction with weight -1;
+    Spark writes what the reference evaluator writes, in the same steps.
+    """
+    names = ("clicks", "clicks_dlq", "per_2min")
+    topics = {name: unique_topic(name) for name in names}
+    kafka.create_topic(topics["clicks"], partitions=2)
+    program = tmp_path / "per_2min.sql"
+    program.write_text(WINDOWED_CHANGES.format(**topics), encoding="utf-8")
+    circuit = compile_program(program)
+    assert circuit.updating("per_2min")
+    composed = compose(circuit)
+    assert composed.refused == ()
+    assert composed.boundaries == frozenset({"per_min"})
+    output = circuit.view("per_2min").output
+    assert output is not None and output.format == "changelog"
+    steps: list[dict[str, list[Any]]] = [
+        {"clicks": [_click("8:00:10", "a"), _click("8:00:20", "a"), _click("8:00:30", "b")]},
+        {"clicks": [_click("8:00:50", "a"), _click("8:01:15", "b"), _click("8:01:20", "a")]},
+        {"clicks": [_click("8:01:30", "a"), _click("8:01:40", "b"), _click("8:02:20", "a")]},
+        {"clicks": [("bound", clock_ms("8:05"))]},
+    ]
+    reader = OutputReader("per_2min", output)
+    Change = tuple[bool, int, str, int, int, int]
+    per_step: list[list[Change]] = []
+
+    def change(value: Any) -> Change:
+        return (value["undo"], value["window_end"], value["usr"], value["total"],
+                value["peak"], value["minutes"])
+
+    def after_step() -> None:
+        records = [reader.value(m.value()) for m in read_topic(kafka.conf(), topics["per_2min"])]
+        rows = [change(r) for r in records]
+        per_step.append(rows[sum(map(len, per_step)):])
+
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, steps, after_step=after_step)
+    two, four = clock_ms("8:02"), clock_ms("8:04")
+    assert Counter(per_step[0]) == Counter([(False, two, "a", 2, 2, 1),
+                                            (False, two, "b", 1, 1, 1)])
+    assert Counter(per_step[1]) == Counter([
+        (True, two, "a", 2, 2, 1), (False, two, "a", 3, 3, 1),
+        (False, four, "b", 1, 1, 1), (False, four, "a", 1, 1, 1)])
+    assert Counter(per_step[2]) == Counter([
+        (True, four, "a", 1, 1, 1), (False, four, "a", 3, 2, 2),
+        (True, four, "b", 1, 1, 1), (False, four, "b", 2, 2, 1)])
+    # A group's retraction comes before the row that replaces it (S13).
+    assert per_step[2].index((True, four, "a", 1, 1, 1)) < per_step[2].index(
+        (False, four, "a", 3, 2, 2))
+    assert per_step[3] == []
+    assert read_topic(kafka.conf(), topics["clicks_dlq"]) == []
+    assert internal_dead_letters(kafka, tmp_path / "ck", "per_min") == []
+    # The reference evaluator, in one query, writes the same changes in the same steps.
+    oracle = evaluate(circuit, inputs)
+    assert [Counter(change(r.value) for r in result.outputs["per_2min"] if r.value is not None)
+            for result in oracle] == [Counter(rows) for rows in per_step]

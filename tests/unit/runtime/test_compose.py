@@ -190,6 +190,37 @@ CREATE VIEW crowded WITH ('topic' = 'crowded') AS SELECT c FROM histogram WHERE 
     assert writer.output is not None and writer.output.format == "changelog"
 
 
+def test_s18_s19_window_aggregates_over_an_updating_view_run_after_its_boundary() -> None:
+    """A HOP on an updating aggregate's window start (derived from its end at the boundary)
+    and a CUMULATE on its window end read its changelog through one boundary, on the Python
+    state operator (never Spark's aggregation, which cannot take a retraction back), freed
+    by the boundary's waterline: the final HOP as well as the updating CUMULATE."""
+    composed = compose(compile_text("p.sql", CLICKS + """
+CREATE LOCAL VIEW per_min AS
+SELECT window_start AS minute_start, window_end AS minute_end, usr, COUNT(*) AS c
+FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end, usr EMIT STREAM;
+CREATE VIEW hop WITH ('topic' = 'hop', 'format' = 'append') AS
+SELECT window_start, window_end, SUM(c) AS total
+FROM TABLE(HOP(TABLE per_min, DESCRIPTOR(minute_start), INTERVAL '1' MINUTE,
+               INTERVAL '2' MINUTE))
+GROUP BY window_start, window_end EMIT AFTER WATERMARK;
+CREATE VIEW cumulated WITH ('topic' = 'cumulated') AS
+SELECT window_start, window_end, usr, MAX(c) AS peak
+FROM TABLE(CUMULATE(TABLE per_min, DESCRIPTOR(minute_end), INTERVAL '1' MINUTE,
+                    INTERVAL '3' MINUTE))
+GROUP BY window_start, window_end, usr;
+"""))
+    assert composed.refused == ()
+    assert composed.boundaries == frozenset({"per_min"})
+    (table,) = [t for t in composed.circuit.tables if t.retractions]
+    assert table.name == "__in_per_min"
+    assert [x.column for x in table.lateness] == ["minute_end"]
+    for view in ("hop", "cumulated"):
+        assert composed.physical.placement(view).placement == "state_operator", view
+        assert composed.physical.query_of(view).tables == ("__in_per_min",)
+
+
 def test_s17_s19_a_cascade_over_a_union_aggregate_is_placed_not_crashed() -> None:
     """The support pass asked a cascade over a native aggregate of a UNION ALL for its one
     root table, which a union does not have: it now finds none, so the cascade is not alone
