@@ -10,21 +10,24 @@ each, every view any form over any earlier view of its stack or a table:
   drawn WHERE, a computed column at times;
 - a windowed ``EMIT AFTER WATERMARK`` aggregate: TUMBLE (with an offset at times) or HOP on
   any event-time attribute of the relation (a table's ``ts``, an aggregate's window start or
-  end, a join's or a union's forwarded time), keyed by the window and a VARCHAR key or by the
-  window alone, COUNT/SUM/MIN/MAX of a BIGINT; the window columns renamed (``ws<i>``,
-  ``we<i>``: a TVF over a relation that has a ``window_start`` fails), one or both kept;
+  end, a join's or a union's forwarded time, an updating aggregate's window start or end),
+  keyed by the window and a VARCHAR key or by the window alone, COUNT/SUM/MIN/MAX of a
+  BIGINT; the window columns renamed (``ws<i>``, ``we<i>``: a TVF over a relation that has a
+  ``window_start`` fails), one or both kept;
 - an interval join of two relations on a VARCHAR key with a time bound, INNER or (at times)
   LEFT;
 - a UNION ALL of two relations, each projected to the same columns (a time attribute, a key
   when both have one, a value);
-- an updating aggregate (S18): GROUP BY a key, a value or both without a window (over any
-  relation, an updating one included, whose retractions it takes back), or a TUMBLE/HOP
-  with the default EMIT or EMIT STREAM over an insert-only relation; ``changelog`` or
-  ``upsert``.
+- an updating aggregate (S18): GROUP BY a key, a value or both without a window, or a
+  TUMBLE, HOP or CUMULATE with the default EMIT or EMIT STREAM, over any relation (an
+  updating one included, whose retractions it takes back, its windows on one of its time
+  attributes); ``changelog`` or ``upsert``.
 
 A filter of an updating view is updating too (written as a ``changelog``); once a stack holds
-an updating view, its next view reads one 3 times in 5 (a filter or an aggregate without a
-window). Windows, joins and unions never read one (the compiler refuses them, S18). An
+an updating view, its next view reads one 3 times in 5 (a filter, an aggregate, or a window
+aggregate on one of its time attributes, updating or EMIT AFTER WATERMARK: Flink 1.19's
+window aggregate over a changelog). Joins and unions never read one (the compiler refuses
+them, S18). An
 insert-only output writes ``'format' = 'append'``, so its rows compare as a multiset; an
 intermediate view is an output or LOCAL at random. Stacks are drawn one at a time and kept
 only if the program with them compiles and ``compose`` refuses nothing; every draw that is
@@ -74,7 +77,7 @@ class Rel:
     cols: tuple[Col, ...]
     is_table: bool = False
     #: Its rows are updated (S18): an aggregate without EMIT AFTER WATERMARK, or a filter of
-    #: one. Only filters and aggregates without a window may read it.
+    #: one. Only filters and aggregates (windowed on one of its time attributes) read it.
     updating: bool = False
     #: Some of its rows wait for a waterline (an AFTER WATERMARK window, a LEFT join's
     #: padded rows) in it or in what it reads, so on Spark they may come steps later.
@@ -308,22 +311,28 @@ def _aggregate(rng: random.Random, name: str, output: bool, src: Rel, n: int) ->
 
 
 def _grouped(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> ViewDraw:
-    """An updating aggregate (S12, S18): a GROUP BY without a window, over any relation
-    (over an updating one it takes each retraction back), or a TUMBLE/HOP with the default
-    EMIT or EMIT STREAM over an insert-only relation with a time attribute. Written as a
-    changelog or an upsert."""
+    """An updating aggregate (S12, S18): a GROUP BY without a window, or a TUMBLE, HOP or
+    CUMULATE with the default EMIT or EMIT STREAM on a time attribute, over any relation
+    (over an updating one it takes each retraction back). Written as a changelog or an
+    upsert."""
     items: list[str] = []
     cols: list[Col] = []
     group: list[str] = []
     keys, vals = src.of("key"), src.of("val")
-    windowed = not src.updating and bool(src.of("time")) and rng.random() < 0.3
+    windowed = bool(src.of("time")) and rng.random() < (0.7 if src.updating else 0.4)
     source = src.name
     if windowed:
         time = rng.choice(src.of("time")).name
         size = rng.randint(2, 6)
-        if rng.random() < 0.6:
+        roll = rng.random()
+        if roll < 0.45:
             source = (f"TABLE(TUMBLE(TABLE {src.name}, DESCRIPTOR({time}), "
                       f"INTERVAL '{size}' SECOND))")
+        elif roll < 0.7:
+            step = rng.randint(1, 2)
+            source = (f"TABLE(CUMULATE(TABLE {src.name}, DESCRIPTOR({time}), "
+                      f"INTERVAL '{step}' SECOND, INTERVAL '{step * rng.randint(2, 3)}' "
+                      "SECOND))")
         else:
             slide = rng.randint(1, 3)
             source = (f"TABLE(HOP(TABLE {src.name}, DESCRIPTOR({time}), "
@@ -428,15 +437,17 @@ def draw_stack(rng: random.Random, stack: int, tables: list[Rel]) -> Stack:
             drawn: ViewDraw | None = None
             if updating and rng.random() < 0.6:
                 # A reader of an updating view: a filter, or an aggregate taking its
-                # retractions back (the only forms the compiler lets read one, S18).
-                src = rng.choice(updating)
-                reader = _filter if rng.random() < 0.5 else _grouped
-                drawn = reader(rng, name, output, src, n)
+                # retractions back, windowed at times on one of its time attributes (the
+                # forms the compiler lets read one, S18).
+                timed = [r for r in updating if r.of("time")]
+                src = rng.choice(timed if timed and rng.random() < 0.7 else updating)
+                readers = [_filter, _grouped, *([_aggregate] if src.of("time") else [])]
+                drawn = rng.choice(readers)(rng, name, output, src, n)
             elif form == "filter":
                 src = _pick(rng, pool, lambda r: bool(r.cols))
                 drawn = _filter(rng, name, output, src, n) if src else None
             elif form == "aggregate":
-                src = _pick(rng, pool, lambda r: bool(r.of("time")) and not r.updating)
+                src = _pick(rng, pool, lambda r: bool(r.of("time")))
                 drawn = _aggregate(rng, name, output, src, n) if src else None
             elif form == "group":
                 src = _pick(rng, pool, lambda r: bool(r.of("key") or r.of("val")))
