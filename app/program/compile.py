@@ -849,8 +849,9 @@ class _Compiler:
         self.views.insert(at, view)
         # A view that holds its changes has no time attribute its readers can free on (S11).
         read_times = () if view.holds_changes else time_attributes
+        delayed = "" if insert_only else self._delayed_upstream(decl.name) or ""
         relation = Relation(decl.name, view.columns, read_times, insert_only, "view",
-                            joined=planned.joined)
+                            joined=planned.joined, delayed=delayed)
         if view.name in self.composition.boundaries:
             self._stage_input(view.name, view.columns, read_times, decl.position,
                               planned.joined, updating=not insert_only)

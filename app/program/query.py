@@ -125,6 +125,10 @@ class Relation:
     #: Of a table of a program that calls CURRENT_WATERMARK: each LATENESS column -> the
     #: hidden column its rows carry its waterline in (app/circuit/computed_columns.py).
     current_watermarks: Mapping[str, Column] = field(default_factory=dict)
+    #: Of an updating view made of the changes an ``EMIT ... AFTER DELAY`` aggregate holds
+    #: back: that aggregate, whose held changes can come after the waterline passed their
+    #: group, so the view has no time attributes for its readers (S11, S18).
+    delayed: str = ""
 
     def time_attribute(self, column: str) -> TimeAttribute | None:
         for attr in self.time_attributes:
@@ -1267,6 +1271,14 @@ def _window_columns(tvf: _Tvf, relation: Relation, source: SourceText,
                              f"{relation.name}", "available columns: "
                              + ", ".join(c.name for c in relation.columns))
     attr = relation.time_attribute(tvf.column)
+    if attr is None and relation.delayed:
+        raise CompileFailure(tvf.column_position, f"column {tvf.column} of view "
+                             f"{relation.name} is not a time attribute: view "
+                             f"{relation.delayed} holds its changes back (EMIT AFTER DELAY), "
+                             "so one can come after the waterline has passed its window "
+                             "(SPEC S11, S18)",
+                             f"remove AFTER DELAY from {relation.delayed}, or window its "
+                             "input")
     if attr is None:
         raise CompileFailure(tvf.column_position,
                              f"column {tvf.column} is not a time attribute",
