@@ -409,7 +409,7 @@ SELECT slot_end, SUM(c) AS total FROM per_10s GROUP BY slot_end;
 """
 #: Longer than a ``--once`` run takes from its step with input to the step after it (a
 #: shorter d lets a change come out in the run that holds it).
-DELAY_S = 20
+DELAY_S = 60
 
 
 @pytest.mark.slow  # waits out d three times, and needs a --once run under d: `-k held_change`;
