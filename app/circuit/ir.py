@@ -553,10 +553,12 @@ class Output:
     #: registered for the fields, framed by confluent-kafka's JSONSerializer),
     #: ``protobuf-confluent`` (messages of the Protobuf file registered for the fields, framed
     #: by confluent-kafka's ProtobufSerializer), ``avro`` (schemaless), ``avro-confluent`` (framed
-    #: with the schema ids the registry gave ``<topic>-key`` and ``<topic>-value``) or
-    #: ``json`` (JSON objects of the same fields, app/connectors/json_encoder.py).
+    #: with the schema ids the registry gave ``<topic>-key`` and ``<topic>-value``),
+    #: ``json`` (JSON objects of the same fields, app/connectors/json_encoder.py) or
+    #: ``debezium-json`` (a ``changelog`` or ``append`` view's changes as Debezium change
+    #: events of those objects, keys as ``json``; app/connectors/debezium_encoder.py).
     encoding: Literal["avro", "avro-confluent", "json", "json-registry",
-                      "protobuf-confluent"] = "avro"
+                      "protobuf-confluent", "debezium-json"] = "avro"
     #: An ``avro-confluent`` output's schema registry client settings (the view's
     #: ``'schema-registry.url'``, completed by ``tidemark run`` as a table's are).
     schema_registry: dict[str, str] | None = None

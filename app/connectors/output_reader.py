@@ -4,7 +4,8 @@ Keys and values become the records of the view's key and value schemas in circui
 (TIMESTAMP epoch ms, DATE days, DECIMAL exact), as the reference evaluator gives them: Avro
 (schemaless, or framed by a schema registry serializer, whose schema id is not checked) with
 :class:`~app.connectors.avro_codec.AvroCodec`, JSON with the JSON table decoder
-(:func:`~app.connectors.json_encoder.json_decoder`), registry Protobuf with the
+(:func:`~app.connectors.json_encoder.json_decoder`), Debezium change events as their row with
+``undo`` and ``ptime`` (app/connectors/debezium_encoder.py), registry Protobuf with the
 ``protobuf-confluent`` table decoder (the output's registry). A null key or value (a
 tombstone) is None.
 """
@@ -35,6 +36,10 @@ def _decoder(name: str, schema: Mapping[str, Any], encoding: str,
         return ConfluentProtobufRecords(name, column_kinds(schema), registry).decode
     if encoding == "json":
         return json_decoder(name, schema).decode
+    if encoding == "debezium-json":
+        from app.connectors.debezium_encoder import DebeziumJsonDecoder
+
+        return DebeziumJsonDecoder(name, schema).decode
     if encoding == "json-registry":
         document = json_decoder(name, schema).decode
         return lambda data: document(unframe(data)[1])
@@ -56,7 +61,9 @@ class OutputReader:
             if output.key_schema is None
             else KeyReader(output.key_format, output.key_schema, output.key_columns).read
             if output.key_format is not None
-            else _decoder(f"{view}_key", output.key_schema, output.encoding, registry)
+            else _decoder(f"{view}_key", output.key_schema,
+                          "json" if output.encoding == "debezium-json" else output.encoding,
+                          registry)
         )
 
     def value(self, data: bytes | None) -> dict[str, Any] | None:

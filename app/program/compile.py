@@ -108,7 +108,8 @@ VIEW_OPTIONS = ("topic", "format", "encoding", "schema-registry.url", "key", "ke
                 "partitions", "replicas", "retention", *SERIALIZER_OPTIONS)
 #: Where a new checkpoint starts reading a table's topic (Flink's Kafka connector's names).
 STARTUP_MODES = ("earliest-offset", "latest-offset", "timestamp")
-VIEW_ENCODINGS = ("avro", "avro-confluent", "json", "json-registry", "protobuf-confluent")
+VIEW_ENCODINGS = ("avro", "avro-confluent", "json", "json-registry", "protobuf-confluent",
+                  "debezium-json")
 TABLE_FORMATS = ("avro", "avro-confluent", "json", "json-registry", "protobuf-confluent",
                  *CHANGELOG_FORMATS)
 #: Formats whose values are framed for a schema registry (a table's 'schema-registry.url').
@@ -534,6 +535,12 @@ class _Compiler:
         its query must be insert-only; ``'upsert-kafka'`` is keyed by its PRIMARY KEY: an
         upsert of an updating aggregate (keyed by its GROUP BY columns), else each row
         appended under its key, the same records."""
+        encoding = next((o for o in sink.table.options if o.key == "encoding"), None)
+        if encoding is not None and self._string(encoding) == "debezium-json":
+            # Change events carry updates and deletes: Flink's 'kafka' connector takes an
+            # updating query in this format.
+            return OptionDecl("format", decl.position,
+                              "append" if insert_only else "changelog", decl.position)
         if sink.table.connector == "kafka" and not insert_only:
             raise CompileFailure(decl.position, f"INSERT INTO {decl.name}: the query updates "
                                  "its rows (a GROUP BY without a window), which a 'kafka' "
@@ -1311,6 +1318,12 @@ class _Compiler:
             raise CompileFailure(options["encoding"].value_position,
                                  f"bad view encoding '{encoding}'",
                                  f"use one of {', '.join(VIEW_ENCODINGS)}")
+        if encoding == "debezium-json" and fmt == "upsert":
+            raise CompileFailure(options["encoding"].value_position,
+                                 f"view {decl.name} is written as 'upsert', but 'debezium-json' "
+                                 "writes each change as an event (a create, or a delete of the "
+                                 "row it retracts), which is the 'changelog' format",
+                                 "declare 'format' = 'changelog'")
         key_format: str | None = None
         if "key.format" in options:
             key_format, key_schema = view_key(decl.name, options["key.format"], columns,
@@ -1324,7 +1337,7 @@ class _Compiler:
         return Output(topic, cast(Literal["upsert", "changelog", "append"], fmt), key_columns,
                       key_schema, value_schema,
                       cast(Literal["avro", "avro-confluent", "json", "json-registry",
-                                   "protobuf-confluent"], encoding),
+                                   "protobuf-confluent", "debezium-json"], encoding),
                       registry,
                       key_format=key_format, serializer=serializer,
                       partitions=self._count(options.get("partitions")),

@@ -129,7 +129,8 @@ class _Reader:
         if option is None:
             return None
         fmt = _text(option)
-        if fmt in _FORMATS or (fmt in CHANGELOG_FORMATS and not self.sink):
+        if fmt in _FORMATS or (fmt in CHANGELOG_FORMATS and not self.sink) or (
+                fmt == "debezium-json" and self.sink):
             return fmt, option
         if fmt in _CHANGELOG_FORMATS:
             raise self.refuse(option, f"'{fmt}' is a changelog of updates and deletes, which "

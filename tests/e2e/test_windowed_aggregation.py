@@ -45,6 +45,13 @@ FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
 GROUP BY window_start, window_end, usr
 EMIT STREAM;
 
+CREATE VIEW per_user_events WITH ('topic' = '{events}', 'format' = 'changelog',
+                                  'encoding' = 'debezium-json') AS
+SELECT window_start, window_end, usr, COUNT(*) AS c, SUM(n) AS s
+FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end, usr
+EMIT STREAM;
+
 CREATE VIEW per_user_final WITH ('topic' = '{append}', 'format' = 'append') AS
 SELECT window_start, window_end, usr, COUNT(*) AS c, SUM(n) AS s
 FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
@@ -57,13 +64,21 @@ def _w(start_s: int) -> tuple[int, int]:
     return (start_s, start_s + 60)
 
 
+def _iso_ms(text: str) -> int:
+    """A JSON output's TIMESTAMP (ISO-8601 UTC with milliseconds) as epoch ms."""
+    import datetime as dt
+
+    return int(dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
 def test_each_emit_form_and_encoding_s12_s13(kafka: Any, unique_topic: Any, tmp_path: Path,
                                                spark: Any) -> None:
-    t = {k: unique_topic(k) for k in ("in", "upsert", "changelog", "append")}
+    t = {k: unique_topic(k) for k in ("in", "upsert", "changelog", "events", "append")}
     kafka.create_topic(t["in"], partitions=2)
     program = tmp_path / "clicks.sql"
     program.write_text(PROGRAM.format(topic=t["in"], upsert=t["upsert"],
-                                      changelog=t["changelog"], append=t["append"]))
+                                      changelog=t["changelog"], events=t["events"],
+                                      append=t["append"]))
     circuit = compile_program(program)
     codec = AvroCodec(circuit.table("clicks").avro_schema)
     from confluent_kafka import Producer
@@ -126,6 +141,24 @@ def test_each_emit_form_and_encoding_s12_s13(kafka: Any, unique_topic: Any, tmp_
     assert changes[(_w(0), "a")] == [(False, 2, 3, 0), (True, 2, 3, 1), (False, 3, 6, 2)]
     assert changes[(_w(0), "b")] == [(False, 1, 5, 0)]
     assert changes[(_w(60), "a")] == [(False, 1, 1, 0)]
+
+    # The same changes as Debezium change events ('encoding' = 'debezium-json'): a create
+    # per insertion, a delete of the row per retraction, in each key's order, at the step's
+    # ptime (one partition per key keeps a key's events in order).
+    import json
+
+    events: dict[tuple[Any, ...], list[tuple[str, int, int, int]]] = defaultdict(list)
+    for msg in read_topic(kafka.conf(), t["events"]):
+        event = json.loads(msg.value())
+        row = event["before"] if event["op"] == "d" else event["after"]
+        assert json.loads(msg.key()) == {k: row[k] for k in ("window_start", "window_end", "usr")}
+        start = (int(_iso_ms(row["window_start"])) - BASE_MS) // S
+        events[(_w(start), row["usr"])].append((event["op"], row["c"], row["s"],
+                                                event["ts_ms"]))
+    assert [e[:3] for e in events[(_w(0), "a")]] == [("c", 2, 3), ("d", 2, 3), ("c", 3, 6)]
+    assert [e[:3] for e in events[(_w(0), "b")]] == [("c", 1, 5)]
+    ptimes = [e[3] for e in events[(_w(0), "a")]]
+    assert ptimes[0] < ptimes[1] == ptimes[2], "the update's two events carry its step's ptime"
 
     # EMIT AFTER WATERMARK: exactly one row per window, only once it is complete (listing 12).
     finals = sorted((window(v), v["usr"], v["c"], v["s"])

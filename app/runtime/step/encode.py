@@ -25,6 +25,7 @@ from app.connectors.avro_column_encoder import ColumnarEncoder, ColumnValues
 from app.connectors.confluent_avro import frame
 from app.connectors.confluent_json import JsonRegistryWriter
 from app.connectors.confluent_protobuf import ProtobufRegistryWriter
+from app.connectors.debezium_encoder import DebeziumJsonEncoder
 from app.connectors.json_encoder import JsonEncoder
 from app.connectors.record_key import KeyEncoder
 from app.connectors.sink.record import KEY, KIND, REL, TOPIC, VALUE, sink_batch
@@ -66,6 +67,7 @@ class ViewEncoding:
         self._registry_writers: tuple[_Writer, _Writer | None] | None = None
         self._codecs: tuple[AvroCodec, AvroCodec | None] | None = None
         self._json: tuple[JsonEncoder, JsonEncoder | None] | None = None
+        self._debezium: DebeziumJsonEncoder | None = None
         self._columnar: tuple[ColumnarEncoder, ColumnarEncoder | None] | None = None
         #: A declared key format's writer (app/connectors/record_key.py); None: the key is
         #: the record of the key columns in the value's encoding.
@@ -122,6 +124,12 @@ class ViewEncoding:
             )
         return self._json
 
+    def debezium_encoder(self) -> DebeziumJsonEncoder:
+        """The change-event writer of the values of a ``debezium-json`` output."""
+        if self._debezium is None:
+            self._debezium = DebeziumJsonEncoder(self.value_schema)
+        return self._debezium
+
     def registry_writers(self) -> tuple[_Writer, _Writer | None]:
         """The writers of the value and key of a ``json-registry`` or ``protobuf-confluent``
         output (the key's when its key is the record of the key columns)."""
@@ -149,7 +157,7 @@ class ViewEncoding:
         a field type they do not write or the output is JSON (then rows are encoded one by
         one)."""
         if (
-            self.encoding in ("json", *_SERIALIZED)
+            self.encoding in ("json", "debezium-json", *_SERIALIZED)
             or self.key_writer is not None
             or not self._fields_filled()
         ):
@@ -179,7 +187,7 @@ class ViewEncoding:
     def __getstate__(self) -> dict[str, Any]:
         return {
             **self.__dict__, "_codecs": None, "_json": None, "_columnar": None,
-            "_registry_writers": None,
+            "_registry_writers": None, "_debezium": None,
         }
 
 
@@ -236,8 +244,8 @@ def encode_record(
         record["undo"] = bool(row.get(RETRACTION_COLUMN) or False)
         record["ptime"] = ptime_ms
         record["ver"] = int(row.get("_ver") or 0)
-    if enc.encoding == "json":
-        return _json_record(enc, row, record)
+    if enc.encoding in ("json", "debezium-json"):
+        return _json_record(enc, row, record, ptime_ms)
     if enc.encoding in _SERIALIZED:
         return _registry_record(enc, row, record)
     key_id, value_id = enc.schema_ids
@@ -258,8 +266,10 @@ def encode_record(
 
 
 def _json_record(
-    enc: ViewEncoding, row: Mapping[str, Any], record: Mapping[str, Any]
+    enc: ViewEncoding, row: Mapping[str, Any], record: Mapping[str, Any], ptime_ms: int | None
 ) -> tuple[bytes | None, bytes | None]:
+    """A ``json`` record, or a ``debezium-json`` one: its key the same JSON object, its
+    value the change event of the record."""
     value_encoder, key_encoder = enc.json_encoders()
     if enc.key_writer is not None:
         key = enc.key_writer.encode(row)
@@ -271,6 +281,8 @@ def _json_record(
         )
     if row.get("_delete") and enc.format == "upsert":
         return key, None
+    if enc.encoding == "debezium-json":
+        return key, enc.debezium_encoder().encode(record, ptime_ms)
     return key, value_encoder.encode(record)
 
 
