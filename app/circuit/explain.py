@@ -230,10 +230,9 @@ def emit_clause(view: View) -> str | None:
 
 
 def _emit_text(circuit: Circuit, view: View) -> str:
-    if view.is_stateless and view.join is None and view.union is None and circuit.updating(
-            view.name):
-        return (f"each change of {view.source} as it comes, retractions included (S18): "
-                "after the step that writes it")
+    if view.is_stateless and view.join is None and circuit.updating(view.name):
+        return (f"each change of {', '.join(view.sources)} as it comes, retractions included "
+                "(S18): after the step that writes it")
     clause = emit_clause(view)
     if clause is not None:
         return clause

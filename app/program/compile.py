@@ -864,6 +864,16 @@ class _Compiler:
                               planned.joined, updating=not insert_only)
         return relation
 
+    def _updated_source(self, planned: PlannedQuery) -> str:
+        """The first relation an updating stateless query reads whose rows are updated (a
+        UNION ALL may read insert-only relations beside it)."""
+        staged = {r.name: r for r in self.stage_inputs.values()}
+        for name in planned.sources or (planned.source,):
+            relation = self.relations.get(name) or staged.get(name)
+            if relation is not None and not relation.insert_only:
+                return name
+        return planned.source
+
     def _final_over_changes(self, decl: ViewDecl, planned: PlannedQuery) -> None:
         """S11, S18: EMIT AFTER WATERMARK over an updating relation writes a group once no
         change of the relation can reach it. A change of an aggregate carries its group's
@@ -894,20 +904,23 @@ class _Compiler:
 
     def _delayed_upstream(self, relation: str) -> str | None:
         """The aggregate with EMIT ... AFTER DELAY whose changes updating ``relation`` is
-        made of (through filters and stage boundaries), or None."""
-        while True:
-            table = next((t for t in self.tables if t.name == relation), None)
+        made of (through filters, UNION ALL branches and stage boundaries), or None."""
+        pending = [relation]
+        while pending:
+            name = pending.pop(0)
+            table = next((t for t in self.tables if t.name == name), None)
             if table is not None:
-                if table.stage_input is None:
-                    return None
-                relation = table.stage_input
+                pending.extend(() if table.stage_input is None else (table.stage_input,))
                 continue
-            view = next((v for v in self.views if v.name == relation), None)
+            view = next((v for v in self.views if v.name == name), None)
             if view is None:
-                return None
+                continue
             if not view.is_stateless:
-                return view.name if view.emit.delay_ms is not None else None
-            relation = view.source
+                if view.emit.delay_ms is not None:
+                    return view.name
+                continue
+            pending.extend(view.sources)
+        return None
 
     def _final_rows_emit(self, decl: ViewDecl, emit: EmitPolicy) -> EmitPolicy:
         """S12 for a view that does not aggregate (a projection, a join, a UNION ALL, OVER
@@ -1275,11 +1288,12 @@ class _Compiler:
                                  f"'append', not '{fmt}'",
                                  "use 'format' = 'append' (and no EMIT STREAM)")
         if planned.updating and fmt != "changelog":
+            updated = self._updated_source(planned)
             raise CompileFailure(where, f"view {decl.name} reads the updated rows of view "
-                                 f"{planned.source} and passes their retractions on (SPEC "
+                                 f"{updated} and passes their retractions on (SPEC "
                                  f"S18), which 'changelog' writes and '{fmt}' cannot",
                                  "use 'format' = 'changelog', or add EMIT AFTER WATERMARK to "
-                                 f"{planned.source}")
+                                 f"{updated}")
         if fmt == "append" and not insert_only:
             raise CompileFailure(where, f"view {decl.name} updates its rows (GROUP BY without "
                                  "EMIT AFTER WATERMARK), so it cannot be written as 'append'",

@@ -1451,17 +1451,11 @@ def _plan_union(source: SourceText, branches: Sequence[Sequence[Token]],
     """SPEC S17: each branch is a stateless SELECT with the first branch's column count and
     types; the union's columns are named by the first branch. A column is a time attribute
     of the union when it is one in every branch at that position (window_start excepted:
-    its waterline bounds groups, not values); its waterline is the branches' minimum."""
+    its waterline bounds groups, not values); its waterline is the branches' minimum. A
+    branch may read an updating relation (S18): the union then passes its changes on."""
     planned: list[PlannedQuery] = []
     for index, tokens in enumerate(branches, start=1):
         branch = _plan_select(source, tokens, relations, view_name)
-        if branch.updating:
-            raise CompileFailure(source.position(tokens[0].start), f"unsupported: branch "
-                                 f"{index} of the UNION ALL of view {view_name} reads view "
-                                 f"{branch.source}, whose rows are updated (it aggregates "
-                                 "without EMIT AFTER WATERMARK)",
-                                 f"add EMIT AFTER WATERMARK to {branch.source}, or union its "
-                                 "inputs")
         if branch.aggregate:
             raise CompileFailure(source.position(tokens[0].start), f"unsupported: branch "
                                  f"{index} of the UNION ALL of view {view_name} aggregates",
@@ -1478,7 +1472,11 @@ def _plan_union(source: SourceText, branches: Sequence[Sequence[Token]],
 def unite(source: SourceText, branches: Sequence[Sequence[Token]],
           planned: Sequence[PlannedQuery], view_name: str) -> PlannedQuery:
     """The UNION ALL of the stateless ``planned`` queries (S17), each written as the tokens
-    of its branch: the same column count and types in each, named by the first."""
+    of its branch: the same column count and types in each, named by the first. It is
+    updating when a branch is (S18): its rows are then every branch's changes, the
+    insertions of an insert-only branch and the insertions and retractions of an updating
+    one, and a time attribute of an updating branch is one as its relation gives it to
+    readers (an updating aggregate's GROUP BY time keys, S10)."""
     first = planned[0]
     names = [c.name for c in first.columns]
     nullable = [c.type.nullable for c in first.columns]
@@ -1526,7 +1524,8 @@ def unite(source: SourceText, branches: Sequence[Sequence[Token]],
     sources = tuple(b.source for b in planned)
     return PlannedQuery(sources[0], [UnionAll(tuple(union_branches))], columns, (),
                         tuple(attrs), False, None, None, None, sources=sources,
-                        column_positions=first.column_positions)
+                        column_positions=first.column_positions,
+                        updating=any(branch.updating for branch in planned))
 
 
 def _plan_select(source: SourceText, tokens: Sequence[Token], relations: dict[str, Relation],

@@ -7,7 +7,7 @@ and over a step's accepted rows for the views the step sink computes
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame
@@ -135,20 +135,33 @@ def view_frame(
 
     A UNION ALL (S17) is the rows of every branch, each branch's pipeline over its own
     input; its Projects name the same columns, so the branches union by name, on the columns
-    every branch has (a table's branch also carries its rows' arrival, a join's does not). A
-    JOIN view's
-    rows are Spark's join of its inputs, or ``joined`` when given (an OUTER or temporal join's, by
+    every branch has (a table's branch also carries its rows' arrival, a join's does not),
+    and :data:`RETRACTION_COLUMN` when a branch has it (S18: the changes of an updating
+    branch; an insert-only branch's rows are insertions). A JOIN view's rows are Spark's join
+    of its inputs, or ``joined`` when given (an OUTER or temporal join's, by
     :mod:`app.runtime.operators.join_operator`)."""
     union = view.union
     if union is not None:
         frames = [_pipeline(inputs[b.source], b.operators) for b in union.branches]
-        shared = [c for c in frames[0].columns if all(c in f.columns for f in frames[1:])]
-        return reduce(DataFrame.unionByName, [f.select(*shared) for f in frames])
+        return reduce(DataFrame.unionByName, _united_columns(frames))
     first = view.operators[0] if view.operators else None
     if isinstance(first, Join):
         rows = _joined(first, inputs) if joined is None else joined
         return _pipeline(rows, view.operators[1:])
     return _pipeline(inputs[view.source], view.operators, over, hide_watermarks=True)
+
+
+def _united_columns(frames: Sequence[DataFrame]) -> list[DataFrame]:
+    """The branches of a UNION ALL on the columns they share, each with
+    :data:`RETRACTION_COLUMN` if one has it: false on an insert-only branch's rows."""
+    shared = [c for c in frames[0].columns if all(c in f.columns for f in frames[1:])]
+    if not any(RETRACTION_COLUMN in f.columns for f in frames) or RETRACTION_COLUMN in shared:
+        return [f.select(*shared) for f in frames]
+    return [
+        f.select(*shared, F.col(RETRACTION_COLUMN) if RETRACTION_COLUMN in f.columns
+                 else F.lit(False).alias(RETRACTION_COLUMN))
+        for f in frames
+    ]
 
 
 #: How far a join's time columns are shifted while Spark's join operator sees them.
