@@ -17,17 +17,19 @@ each, every view any form over any earlier view of its stack or a table:
 - an interval join of two relations on a VARCHAR key with a time bound, INNER or (at times)
   LEFT;
 - a UNION ALL of two relations, each projected to the same columns (a time attribute, a key
-  when both have one, a value);
+  when both have one, a value); at times, once a stack holds an updating view, a UNION ALL of
+  it and any relation (S17, S18: updating, written as a ``changelog``);
 - an updating aggregate (S18): GROUP BY a key, a value or both without a window, or a
   TUMBLE, HOP or CUMULATE with the default EMIT or EMIT STREAM, over any relation (an
   updating one included, whose retractions it takes back, its windows on one of its time
   attributes); ``changelog`` or ``upsert``.
 
 A filter of an updating view is updating too (written as a ``changelog``); once a stack holds
-an updating view, its next view reads one 3 times in 5 (a filter, an aggregate, or a window
-aggregate on one of its time attributes, updating or EMIT AFTER WATERMARK: Flink 1.19's
-window aggregate over a changelog). Joins and unions never read one (the compiler refuses
-them, S18). An
+an updating view, its next view is a UNION ALL over one 3 times in 10 (and after one, a GROUP
+BY or filter of that union half the time), else reads one 3 times in 5 (a filter, an
+aggregate, or a window aggregate on one of its time attributes, updating or EMIT AFTER
+WATERMARK: Flink 1.19's window aggregate over a changelog). Joins never read one (the
+compiler refuses them, S18). An
 insert-only output writes ``'format' = 'append'``, so its rows compare as a multiset; an
 intermediate view is an output or LOCAL at random. Stacks are drawn one at a time and kept
 only if the program with them compiles and ``compose`` refuses nothing; every draw that is
@@ -82,6 +84,8 @@ class Rel:
     #: Some of its rows wait for a waterline (an AFTER WATERMARK window, a LEFT join's
     #: padded rows) in it or in what it reads, so on Spark they may come steps later.
     gated: bool = False
+    #: A UNION ALL with an updating branch (:func:`_updating_union`).
+    united: bool = False
 
     def of(self, kind: str) -> list[Col]:
         return [c for c in self.cols if c.kind == kind]
@@ -412,6 +416,55 @@ def _union(rng: random.Random, name: str, output: bool, one: Rel, two: Rel, n: i
     return ViewDraw(name, "union", (one.name, two.name), sql, output, rel)
 
 
+#: How often a view of a stack that holds an updating view is a UNION ALL over one.
+UPDATING_UNION_SHARE = 0.4
+
+
+def _updating_union(rng: random.Random, name: str, output: bool, pool: list[Rel],
+                    n: int) -> ViewDraw | None:
+    """At times (only once the stack holds an updating view) a UNION ALL with an updating
+    branch (S17, S18): that view and another relation with a value column (a table, an
+    insert-only view or an updating one; itself when there is none), each projected to a
+    value, a key when both have one and a time column when both have one; the union passes
+    every branch's changes on, so it is updating and written as a ``changelog``."""
+    updating = [r for r in pool if r.updating and r.of("val")]
+    if not updating or rng.random() >= UPDATING_UNION_SHARE:
+        return None
+    one = rng.choice(updating)
+    others = [r for r in pool if r.of("val") and r is not one]
+    two = rng.choice(others) if others else one
+    pair = [one, two] if rng.random() < 0.5 else [two, one]
+    timed = all(r.of("time") for r in pair) and rng.random() < 0.5
+    keyed = all(r.of("key") for r in pair) and rng.random() < 0.8
+    branches = []
+    for rel in pair:
+        items = [f"{rng.choice(rel.of('time')).name} AS t{n}"] if timed else []
+        if keyed:
+            items.append(f"{rng.choice(rel.of('key')).name} AS k{n}")
+        items.append(f"{rng.choice(rel.of('val')).name} AS v{n}")
+        where = _where(rng, rel)
+        branches.append(f"SELECT {', '.join(items)} FROM {rel.name}"
+                        + (f" WHERE {where}" if where else ""))
+    cols = [*([Col(f"t{n}", "time")] if timed else []),
+            *([Col(f"k{n}", "key")] if keyed else []), Col(f"v{n}", "val")]
+    sql = "\nUNION ALL\n".join(branches) + ";"
+    rel = Rel(name, tuple(cols), updating=True, gated=one.gated or two.gated, united=True)
+    return ViewDraw(name, "union_updating", tuple(r.name for r in pair), sql, output, rel,
+                    "changelog")
+
+
+def _union_or_reader(rng: random.Random, name: str, output: bool, pool: list[Rel],
+                     n: int) -> ViewDraw | None:
+    """Half the time after a UNION ALL with an updating branch, a reader of it: a GROUP BY
+    taking its retractions back, or a filter passing them on; else at times such a union
+    (:func:`_updating_union`); None: another form."""
+    united = [r for r in pool if r.united]
+    if united and rng.random() < 0.8:
+        reader = _grouped if rng.random() < 0.8 else _filter
+        return reader(rng, name, output, rng.choice(united), n)
+    return _updating_union(rng, name, output, pool, n)
+
+
 def _pick(rng: random.Random, pool: list[Rel], ok: Any, prefer_view: bool = True) -> Rel | None:
     fits = [r for r in pool if ok(r)]
     if not fits:
@@ -433,8 +486,10 @@ def draw_stack(rng: random.Random, stack: int, tables: list[Rel]) -> Stack:
         output = j == count - 1 or rng.random() < 0.5
         updating = [r for r in pool if r.updating]
         for _ in range(20):
+            drawn = _union_or_reader(rng, name, output, pool, n)
+            if drawn is not None:
+                break
             form = rng.choice(FORMS)
-            drawn: ViewDraw | None = None
             if updating and rng.random() < 0.6:
                 # A reader of an updating view: a filter, or an aggregate taking its
                 # retractions back, windowed at times on one of its time attributes (the
