@@ -7,6 +7,8 @@ the union per user. The union is updating: it writes every branch's changes as i
 (an insert-only branch's rows as insertions), and ``totals`` takes each retraction back.
 On Spark the union reads the count's changelog through a stage boundary and the aggregate
 reads the union's (ADR 0023); each change carries ``_undo``, false on the table's rows.
+A second program unites a per-minute count with a table's times: the union's time attribute
+has the smaller waterline, and an EMIT AFTER WATERMARK aggregate over it writes final rows.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from table_steps import clock_ms, internal_dead_letters, run_steps
+from table_steps import (
+    clock_ms,
+    frozen,
+    internal_dead_letters,
+    oracle_values,
+    run_steps,
+    watch_views,
+)
 
 from app.circuit.reference import StepResult, evaluate
 from app.connectors.output_reader import OutputReader
@@ -24,9 +33,9 @@ from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.runtime.planner.compose import compose
 
-# Slow: the union reads two relations through boundaries and the aggregate over it a third
-# (an aggregate in a query of several tables moves on, ADR 0023), so every step runs three
-# queries one after the other (about 20 s a step on 2 cores).
+# Slow (about 2 minutes each on 2 cores): each union reads two relations through boundaries
+# and the aggregate over it reads a third (an aggregate in a query of several tables moves
+# on, ADR 0023), so every step runs three queries one after the other (about 20 s a step).
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PROGRAM = """
@@ -130,3 +139,87 @@ def test_s17_s18_a_group_by_over_a_union_of_an_emit_stream_count_and_a_table(
     oracle = evaluate(circuit, inputs)
     for view, wanted in columns.items():
         assert _oracle(oracle, view, wanted) == per_step[view], view
+
+
+MINUTES = """
+CREATE TABLE ev (
+    ts TIMESTAMP NOT NULL LATENESS INTERVAL '30' SECOND,
+    k  VARCHAR NOT NULL
+) WITH ('topic' = '{ev}', 'dead_letter' = '{ev_dlq}');
+
+CREATE TABLE marks (
+    ts TIMESTAMP NOT NULL LATENESS INTERVAL '30' SECOND,
+    k  VARCHAR NOT NULL
+) WITH ('topic' = '{marks}', 'dead_letter' = '{marks_dlq}');
+
+CREATE LOCAL VIEW per_min AS
+SELECT window_end AS minute_end, k, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end, k EMIT STREAM;
+
+CREATE LOCAL VIEW u AS
+SELECT minute_end, k, n FROM per_min
+UNION ALL
+SELECT ts AS minute_end, k, CAST(1 AS BIGINT) AS n FROM marks;
+
+CREATE VIEW final_ WITH ('topic' = '{final_}', 'format' = 'append') AS
+SELECT minute_end, SUM(n) AS total, COUNT(*) AS parts FROM u
+GROUP BY minute_end EMIT AFTER WATERMARK;
+"""
+
+
+def test_s10_s17_s18_s19_after_watermark_over_an_updating_union_writes_final_rows_once(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """``per_min``'s ``minute_end`` (a GROUP BY key of the updating count) united with
+    ``marks.ts`` is a time attribute with the smaller waterline (S10, S17); ``final_`` sums
+    the union per minute and writes each minute once, final (S18), through two boundaries
+    whose waterlines follow the punctuations (S19: possibly steps later than in one query,
+    never earlier, with the same rows).
+
+        step  ev                    marks      per_min changes
+        1     a :10, a :20, b :30   a 8:01:00  +(8:01 a 2), +(8:01 b 1)
+        2     a 8:01:05, b :50      -          -(8:01 b 1) +(8:01 b 2), +(8:02 a 1)
+        3     a 8:01:40             a 8:01:45  -(8:02 a 1) +(8:02 a 2)
+        4-6   bound 8:05            bound 8:05 -
+
+    Rows of ``final_`` (minute_end, total, parts): (8:01, 5, 3) from a 2, b 2 and the mark at
+    8:01:00; (8:01:45, 1, 1), the mark; (8:02, 2, 1), a's count.
+    """
+    names = ("ev", "ev_dlq", "marks", "marks_dlq", "final_")
+    topics = {name: unique_topic(name) for name in names}
+    for table in ("ev", "marks"):
+        kafka.create_topic(topics[table], partitions=2)
+    program = tmp_path / "final.sql"
+    program.write_text(MINUTES.format(**topics), encoding="utf-8")
+    circuit = compile_program(program)
+    assert compose(circuit).refused == ()
+
+    def at(clock: str, k: str = "a") -> dict[str, Any]:
+        return {"ts": clock_ms(clock), "k": k}
+
+    bound = ("bound", clock_ms("8:05"))
+    steps: list[dict[str, list[Any]]] = [
+        {"ev": [at("8:00:10"), at("8:00:20"), at("8:00:30", "b")], "marks": [at("8:01:00")]},
+        {"ev": [at("8:01:05"), at("8:00:50", "b")]},
+        {"ev": [at("8:01:40")], "marks": [at("8:01:45")]},
+        {"ev": [bound], "marks": [bound]},
+        {"ev": [bound], "marks": [bound]},
+        {"ev": [bound], "marks": [bound]},
+    ]
+    seen, after_step = watch_views(kafka, circuit, ["final_"], topics)
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, steps, after_step=after_step)
+    expected = Counter([
+        frozen({"minute_end": clock_ms("8:01"), "total": 5, "parts": 3}),
+        frozen({"minute_end": clock_ms("8:01:45"), "total": 1, "parts": 1}),
+        frozen({"minute_end": clock_ms("8:02"), "total": 2, "parts": 1}),
+    ])
+    assert sum(seen["final_"], Counter()) == expected
+    oracle = evaluate(circuit, inputs)
+    assert oracle_values(oracle, "final_") == expected
+    # Never earlier than the reference evaluator writes a minute (S19).
+    for step in range(len(steps)):
+        written = sum(seen["final_"][:step + 1], Counter())
+        assert not written - oracle_values(oracle[:step + 1], "final_"), step
+    for table in ("ev_dlq", "marks_dlq"):
+        assert read_topic(kafka.conf(), topics[table]) == []
