@@ -1,7 +1,8 @@
 """The schema an ``avro-confluent`` output writes with, chosen at start as Confluent's serializers
 choose it (docs/adr/0026-outputs-write-the-subjects-registered-schema.md); ``json-registry``
-and ``protobuf-confluent`` outputs find theirs the same way (a Protobuf subject's latest
-version fitted by :func:`app.connectors.confluent_protobuf.protobuf_fit_problems`, ADR 0029).
+and ``protobuf-confluent`` outputs find theirs the same way (a JSON Schema subject's latest
+version fitted by :func:`app.connectors.confluent_json.json_fit_problems`, a Protobuf one's
+by :func:`app.connectors.confluent_protobuf.protobuf_fit_problems`, ADR 0029).
 
 Per output key and value, with the serializer settings Confluent's clients name
 (:class:`SerializerSettings`):
@@ -82,8 +83,10 @@ def output_schema(
 ) -> OutputSchema:
     """The schema ``what`` (``view v``) writes ``topic``'s ``field`` with (see the module
     doc); ``ours``: the view's own (Avro) schema of it, which names the subject;
-    ``json_document``: for a ``json-registry`` output, the JSON Schema registered instead
-    (its records are written in it, so the subject's latest version is not taken);
+    ``json_document``: for a ``json-registry`` output, the JSON Schema registered instead;
+    with ``use.latest.version`` the subject's latest JSON Schema is written with when it
+    validates every object written for ``ours``
+    (:func:`~app.connectors.confluent_json.json_fit_problems`);
     ``protobuf``: a ``protobuf-confluent`` output, which registers the Protobuf file of
     ``ours`` (:func:`~app.connectors.confluent_protobuf.proto_file`) and with
     ``use.latest.version`` writes with the subject's latest Protobuf schema when it can
@@ -109,20 +112,14 @@ def output_schema(
         registered = Schema(json.dumps(dict(json_document)), "JSON")
     else:
         registered = Schema(schema_text(ours), "AVRO")
-    if json_document is not None and serializer.use_latest_version and not (
-        serializer.auto_register_schemas
-    ):
-        raise SubjectSchemaError(
-            f"{what}: use.latest.version writes with the subject's latest Avro schema, and"
-            f" 'encoding' = 'json-registry' writes its own JSON Schema (subject {subject}):"
-            " register it and set use.latest.version = false, or use 'avro-confluent'"
-        )
     try:
         if serializer.auto_register_schemas:
             schema_id = client.register_schema(subject, registered)
             return OutputSchema(subject, int(schema_id), dict(ours))
         if serializer.use_latest_version and protobuf:
             return _latest_protobuf(client, what, subject, ours)
+        if serializer.use_latest_version and json_document is not None:
+            return _latest_json(client, what, subject, ours)
         if serializer.use_latest_version:
             return _latest(client, what, subject, ours)
         found = client.lookup_schema(subject, registered)
@@ -197,6 +194,38 @@ def _latest_protobuf(
             + "; ".join(problems)
             + ": register a version that can (a field of a fitting type for every column),"
             " or change the view's columns"
+        )
+    return OutputSchema(subject, int(latest.schema_id), dict(ours), latest.version)
+
+
+def _latest_json(client: Any, what: str, subject: str, ours: Mapping[str, Any]) -> OutputSchema:
+    """The subject's latest version, when it is a JSON Schema that validates every object
+    written for ``ours``; the objects stay those of ``ours`` (the view's columns), framed
+    with its id."""
+    from app.connectors.confluent_json import json_fit_problems, registered_json_schema
+
+    latest = client.get_latest_version(subject)
+    schema = latest.schema
+    where = f"subject {subject} (schema id {latest.schema_id}, version {latest.version})"
+    try:
+        document = registered_json_schema(schema)
+    except ValueError as exc:
+        raise SubjectSchemaError(
+            f"{what}: the latest schema of {where} {exc}: register a JSON Schema version, or"
+            " use auto.register.schemas"
+        ) from None
+    if schema.references:
+        raise SubjectSchemaError(
+            f"{what}: the latest schema of {where} has schema references, which are not"
+            " followed: register it without them, or use auto.register.schemas"
+        )
+    problems = json_fit_problems(document, ours)
+    if problems:
+        raise SubjectSchemaError(
+            f"{what}: the latest schema of {where} cannot carry the view's rows: "
+            + "; ".join(problems)
+            + ": register a version that can (for every column a property that takes what is"
+            " written for it, no other required property), or change the view's columns"
         )
     return OutputSchema(subject, int(latest.schema_id), dict(ours), latest.version)
 

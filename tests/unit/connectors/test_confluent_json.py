@@ -137,3 +137,95 @@ def test_s13_a_json_registry_output_is_read_by_confluents_json_deserializer(
         "k": 3, "n": 2, "top": "9.50"
     }
     assert reader(key, SerializationContext(topic, MessageField.KEY)) == {"k": 3}
+
+
+def test_s13_use_latest_version_writes_with_the_subjects_json_schema(
+    schema_registry: str,
+) -> None:
+    """With auto-registration off and ``use.latest.version``, a ``json-registry`` output's
+    keys and values are framed with the ids of the JSON Schemas registered beforehand (a
+    property no column fills, ``number`` for an integer, Java's ``oneOf`` for a nullable
+    one), read by confluent-kafka's JSONDeserializer, and nothing is registered. The writer's
+    registry client starts cold, as on an executor."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from app.cli import with_schema_registry
+    from app.config import Settings
+    from app.connectors.confluent_avro import REGISTRY_CLIENTS
+    from app.program.compile import compile_program
+    from app.runtime.step.encode import ViewEncoding, encode_record
+
+    topic = f"counts-{uuid.uuid4().hex[:8]}"
+    client = SchemaRegistryClient({"url": schema_registry})
+    value_schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "com.example.CardCount",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "k": {"type": "integer"},
+            "n": {"type": "number"},
+            "top": {"oneOf": [{"type": "null", "title": "Not included"},
+                              {"type": "string"}]},
+            "region": {"type": "string"},
+        },
+        "required": ["k", "n"],
+    }
+    key_schema = {"type": "object", "properties": {"k": {"type": "number"}}}
+    value_id = client.register_schema(f"{topic}-value", Schema(json.dumps(value_schema), "JSON"))
+    key_id = client.register_schema(f"{topic}-key", Schema(json.dumps(key_schema), "JSON"))
+    circuit = with_schema_registry(compile_program("p.sql", f"""
+        CREATE TABLE t (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE, k BIGINT NOT NULL,
+                        price DECIMAL(5, 2))
+        WITH ('topic' = 'in');
+        CREATE VIEW v WITH ('topic' = '{topic}', 'encoding' = 'json-registry',
+                            'auto.register.schemas' = 'false',
+                            'use.latest.version' = 'true') AS
+        SELECT k, COUNT(*) AS n, MAX(price) AS top FROM t GROUP BY k;
+        """), Settings(schema_registry_url=schema_registry))
+    out = circuit.view("v").output
+    assert out is not None
+    assert (out.key_schema_id, out.value_schema_id) == (key_id, value_id)
+    REGISTRY_CLIENTS.get().close()
+    enc = ViewEncoding.for_view(circuit.view("v"))
+    key, value = encode_record(enc, {"k": 3, "n": 2, "top": Decimal("9.50")}, None)
+    _, no_top = encode_record(enc, {"k": 4, "n": 1, "top": None}, None)
+    assert key is not None and value is not None and no_top is not None
+    assert value[:5] == b"\x00" + value_id.to_bytes(4, "big")
+    assert key[:5] == b"\x00" + key_id.to_bytes(4, "big")
+    reader = JSONDeserializer(None, schema_registry_client=client)
+    assert reader(value, SerializationContext(topic, MessageField.VALUE)) == {
+        "k": 3, "n": 2, "top": "9.50"
+    }
+    assert reader(no_top, SerializationContext(topic, MessageField.VALUE)) == {
+        "k": 4, "n": 1, "top": None
+    }
+    assert reader(key, SerializationContext(topic, MessageField.KEY)) == {"k": 3}
+    assert client.get_versions(f"{topic}-value") == [1]
+    assert client.get_versions(f"{topic}-key") == [1]
+
+
+def test_s13_the_serializer_validates_against_the_schema_of_its_id(schema_registry: str) -> None:
+    """JsonRegistryWriter's serializer validates each document against the schema of the id
+    it writes with, fetched from the registry, not against the view's own JSON Schema it is
+    built with: a registered ``maxLength`` the view's schema does not have refuses a
+    record."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    from app.connectors.confluent_json import JsonRegistryWriter
+    from app.errors import SerializationError
+
+    topic = f"notes-{uuid.uuid4().hex[:8]}"
+    ours = {"type": "record", "name": "v", "namespace": "tidemark",
+            "fields": [{"name": "note", "type": "string"}]}
+    short = {"type": "object", "properties": {"note": {"type": "string", "maxLength": 3}}}
+    schema_id = SchemaRegistryClient({"url": schema_registry}).register_schema(
+        f"{topic}-value", Schema(json.dumps(short), "JSON")
+    )
+    writer = JsonRegistryWriter(ours, {"url": schema_registry}, topic, "value", schema_id,
+                                f"{topic}-value")
+    assert writer.encode({"note": "abc"}) == frame(schema_id, b'{"note":"abc"}')
+    with pytest.raises(SerializationError, match="'abcd' is too long"):
+        writer.encode({"note": "abcd"})

@@ -1,6 +1,7 @@
-"""How an ``avro-confluent`` output finds the schema it writes with, against the tests' real
-schema registry (app/connectors/output_schemas.py): Confluent's ``auto.register.schemas``,
-``use.latest.version`` and subject name strategies, and the refusals at start."""
+"""How an ``avro-confluent`` or ``json-registry`` output finds the schema it writes with,
+against the tests' real schema registry (app/connectors/output_schemas.py): Confluent's
+``auto.register.schemas``, ``use.latest.version`` and subject name strategies, and the
+refusals at start."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from app.connectors.json_encoder import json_schema
 from app.connectors.output_schemas import SerializerSettings, output_schema
 from app.errors import SubjectSchemaError
 from app.program.compile import compile_program
@@ -127,3 +129,90 @@ def test_a_record_strategy_refuses_a_bare_key(schema_registry: str) -> None:
     with pytest.raises(SubjectSchemaError, match="the key of topic out is a bare long"):
         output_schema({"url": schema_registry}, "view v", "out", "key", {"type": "long"},
                       SerializerSettings(key_subject_name_strategy="RecordNameStrategy"))
+
+
+JSON_PROGRAM = """
+CREATE TABLE t (ts TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE, card BIGINT NOT NULL,
+                note VARCHAR) WITH ('topic' = 't');
+CREATE VIEW v WITH ('topic' = 'out', 'encoding' = 'json-registry') AS SELECT ts, card, note FROM t;
+"""
+
+
+def _json_view() -> dict[str, Any]:
+    out = compile_program("p.sql", JSON_PROGRAM).view("v").output
+    assert out is not None
+    return out.value_schema
+
+
+def _register_json(url: str, subject: str, document: dict[str, Any]) -> tuple[int, int]:
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    client = SchemaRegistryClient({"url": url})
+    client.register_schema(subject, Schema(json.dumps(document), "JSON"))
+    latest = client.get_latest_version(subject)
+    return int(latest.schema_id), int(latest.version)
+
+
+def test_use_latest_version_writes_a_json_output_with_the_registered_json_schema(
+    schema_registry: str,
+) -> None:
+    value = _json_view()
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    registered = {
+        "type": "object",
+        "properties": {
+            "card": {"type": "number"},
+            "note": {"oneOf": [{"type": "null"}, {"type": "string"}]},
+            "ts": {"type": "string", "format": "date-time"},
+            "channel": {"type": "string"},
+        },
+        "required": ["card"],
+    }
+    schema_id, version = _register_json(schema_registry, f"{topic}-value", registered)
+    found = output_schema({"url": schema_registry}, "view v", topic, "value", value, LATEST,
+                          json_schema(value))
+    assert (found.subject, found.schema_id, found.version) == (f"{topic}-value", schema_id,
+                                                               version)
+    assert found.schema == value, "the objects written stay those of the view's columns"
+
+
+def test_a_latest_json_schema_that_cannot_carry_the_rows_is_refused_naming_it(
+    schema_registry: str,
+) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    value = _json_view()
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    incompatible = {
+        "type": "object",
+        "properties": {"card": {"type": "string"}, "ts": {"type": "string"}},
+        "additionalProperties": False,
+    }
+    schema_id, version = _register_json(schema_registry, f"{topic}-value", incompatible)
+    with pytest.raises(SubjectSchemaError) as refused:
+        output_schema({"url": schema_registry}, "view v", topic, "value", value, LATEST,
+                      json_schema(value))
+    assert str(refused.value) == (
+        f"view v: the latest schema of subject {topic}-value (schema id {schema_id}, version"
+        f" {version}) cannot carry the view's rows: column card (long) is written as integer,"
+        ' and property card takes no integer (its type is "string"); it has no property note'
+        " for column note: register a version that can (for every column a property that"
+        " takes what is written for it, no other required property), or change the view's"
+        " columns"
+    )
+    versions = SchemaRegistryClient({"url": schema_registry}).get_versions(f"{topic}-value")
+    assert versions == [version], "nothing registered"
+
+
+def test_a_json_output_refuses_a_latest_avro_schema(schema_registry: str) -> None:
+    value = _json_view()
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    schema_id, version = _register(schema_registry, f"{topic}-value", _purchase())
+    with pytest.raises(SubjectSchemaError) as refused:
+        output_schema({"url": schema_registry}, "view v", topic, "value", value, LATEST,
+                      json_schema(value))
+    assert str(refused.value) == (
+        f"view v: the latest schema of subject {topic}-value (schema id {schema_id}, version"
+        f" {version}) is an Avro schema, not a JSON Schema: register a JSON Schema version, or"
+        " use auto.register.schemas"
+    )
