@@ -160,6 +160,7 @@ def _register(url: str, subject: str, schema: dict[str, Any]) -> Any:
     return client.get_latest_version(subject)
 
 
+@pytest.mark.slow  # CI's unit test_confluent_json writes with the latest ids from the program
 def test_l6_s13_a_json_output_writes_with_the_subjects_latest_json_schema(
     kafka: Any, schema_registry: str, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
