@@ -203,7 +203,11 @@ def _pair_passes(spec: JoinOperatorSpec, mine: list[Any], candidate: list[Any]) 
     if spec.pair is None:
         return True
     types = dict(spec.pair_types)
-    values = {**decode_values(mine[4], types), **decode_values(candidate[4], types)}
+    # Spark's to_json leaves a NULL field out of a row's values: every column read is NULL
+    # until the row's own side gives it.
+    values: dict[str, Any] = dict.fromkeys(types)
+    values.update(decode_values(mine[4], types))
+    values.update(decode_values(candidate[4], types))
     return is_true(evaluate_expr(spec.pair, values))
 
 

@@ -210,10 +210,12 @@ def test_a_pair_must_pass_the_conditions_of_both_sides_s16() -> None:
         name = "l.x" if side == "L" else "r.x"
         return {**_row(side, "a", t, offset), "vals": json.dumps({name: value})}
 
+    # Spark's to_json leaves a NULL field out of ``vals``: L5's x is NULL as L3's is.
+    omitted = {**_row("L", "a", 10, 5), "vals": "{}"}
     out, doc = step_slot(spec, None, [
-        row("L", 10, 1, 5), row("L", 10, 2, 9), row("L", 10, 3, None), row("R", 11, 4, 7),
-        _probe("L", 10), _probe("R", 11),
+        row("L", 10, 1, 5), row("L", 10, 2, 9), row("L", 10, 3, None), omitted,
+        row("R", 11, 4, 7), _probe("L", 10), _probe("R", 11),
     ])
     assert out == [("L1", "R4")]
     out, _ = step_slot(spec, doc, [_probe("R", 20)])
-    assert out == [("L2", None), ("L3", None)]
+    assert out == [("L2", None), ("L3", None), ("L5", None)]
