@@ -152,23 +152,14 @@ def _latest(client: Any, what: str, subject: str, ours: Mapping[str, Any]) -> Ou
             f"{what}: the latest schema of {where} is a {kind} schema, not Avro: register an"
             " Avro version, or use auto.register.schemas"
         )
-    if schema.references:
-        raise SubjectSchemaError(
-            f"{what}: the latest schema of {where} has schema references, which are not"
-            " written: register it without them, or use auto.register.schemas"
-        )
+    _refuse_references(what, where, schema, "written")
     try:
         registered = json.loads(schema.schema_str)
     except ValueError:  # a bare primitive name is stored unquoted by some registries
         registered = schema.schema_str.strip()
     problems = fit_problems(registered, ours)
-    if problems:
-        raise SubjectSchemaError(
-            f"{what}: the latest schema of {where} cannot carry the view's rows: "
-            + "; ".join(problems)
-            + ": register a version that can (a field for every column, a default for every"
-            " other field), or change the view's columns"
-        )
+    _refuse_misfit(what, where, problems,
+                   "a field for every column, a default for every other field")
     return OutputSchema(subject, int(latest.schema_id), writer_schema(registered), latest.version)
 
 
@@ -182,19 +173,10 @@ def _latest_protobuf(
     latest = client.get_latest_version(subject, fmt="serialized")
     schema = latest.schema
     where = f"subject {subject} (schema id {latest.schema_id}, version {latest.version})"
-    if schema.references:
-        raise SubjectSchemaError(
-            f"{what}: the latest schema of {where} has schema references, which are not"
-            " written: register it without them, or use auto.register.schemas"
-        )
+    _refuse_references(what, where, schema, "written")
     problems = protobuf_fit_problems(schema.schema_str or "", ours)
-    if problems:
-        raise SubjectSchemaError(
-            f"{what}: the latest schema of {where} cannot carry the view's rows: "
-            + "; ".join(problems)
-            + ": register a version that can (a field of a fitting type for every column),"
-            " or change the view's columns"
-        )
+    _refuse_misfit(what, where, problems,
+                   "a field of a fitting type for every column")
     return OutputSchema(subject, int(latest.schema_id), dict(ours), latest.version)
 
 
@@ -214,20 +196,32 @@ def _latest_json(client: Any, what: str, subject: str, ours: Mapping[str, Any]) 
             f"{what}: the latest schema of {where} {exc}: register a JSON Schema version, or"
             " use auto.register.schemas"
         ) from None
+    _refuse_references(what, where, schema, "followed")
+    problems = json_fit_problems(document, ours)
+    _refuse_misfit(what, where, problems,
+                   "for every column a property that takes what is written for it, no other"
+                   " required property")
+    return OutputSchema(subject, int(latest.schema_id), dict(ours), latest.version)
+
+
+def _refuse_references(what: str, where: str, schema: Any, how: str) -> None:
+    """A latest version with schema references is not written with: they are not ``how``."""
     if schema.references:
         raise SubjectSchemaError(
             f"{what}: the latest schema of {where} has schema references, which are not"
-            " followed: register it without them, or use auto.register.schemas"
+            f" {how}: register it without them, or use auto.register.schemas"
         )
-    problems = json_fit_problems(document, ours)
+
+
+def _refuse_misfit(what: str, where: str, problems: list[str], fix: str) -> None:
+    """A latest version that cannot carry every row of the view, with its ``problems``;
+    ``fix`` says what a version that can has."""
     if problems:
         raise SubjectSchemaError(
             f"{what}: the latest schema of {where} cannot carry the view's rows: "
             + "; ".join(problems)
-            + ": register a version that can (for every column a property that takes what is"
-            " written for it, no other required property), or change the view's columns"
+            + f": register a version that can ({fix}), or change the view's columns"
         )
-    return OutputSchema(subject, int(latest.schema_id), dict(ours), latest.version)
 
 
 def _not_registered(
