@@ -154,9 +154,15 @@ def advance_waterlines(
 
 def is_set(value: Any) -> bool:
     """Not NULL (pandas gives NaN or None for a NULL)."""
+    if value is None:
+        return False
+    if isinstance(value, str | bytes | int):
+        return True
+    if isinstance(value, float):
+        return value == value  # NaN is the one float unequal to itself
     import pandas as pd
 
-    return value is not None and not pd.isna(value)
+    return not pd.isna(value)
 
 
 def value_sql(column: str, kind: SqlType) -> Column:
