@@ -189,16 +189,27 @@ class KeyDecoder:
         schema: Mapping[str, Any],
         registry: Mapping[str, str] | None = None,
     ) -> None:
-        """``columns``: the key's (name, source kind) pairs in its field order; ``schema``:
-        the key's record schema (or a bare value's); ``registry``: of ``avro-confluent``."""
+        """``columns``: the key's (column name, source kind) pairs in its field order;
+        ``schema``: the key's record schema (or a bare value's), whose field names are the
+        columns' without the table's ``'key.fields-prefix'``; ``registry``: of
+        ``avro-confluent``."""
         if key_format not in KEY_FORMATS:
             raise ValueError(f"table {table}: no key format {key_format!r}")
         self.table, self.format = table, key_format
         self.names = [name for name, _ in columns]
         self._schema = dict(schema)
         self._bare = bare_type(schema)
+        #: The key's field names, each the name of the column at its place in ``names``.
+        self._fields = ([f["name"] for f in schema["fields"]] if self._bare is None
+                        else list(self.names))
+        if len(self._fields) != len(self.names):
+            raise ValueError(f"table {table}: {len(self.names)} key columns, but the key "
+                             f"schema has {len(self._fields)} fields")
+        self._renamed = self._fields != self.names
         self._raw = _raw_type(schema) if key_format == "raw" else None
-        self._json = JsonRecords(f"{table}'s key", columns) if key_format == "json" else None
+        self._json = JsonRecords(f"{table}'s key", [
+            (field, kind) for field, (_, kind) in zip(self._fields, columns, strict=True)
+        ]) if key_format == "json" else None
         self._avro: AvroCodec | None = None
         self._bare_parsed: Any = None
         if key_format == "avro":
@@ -223,8 +234,16 @@ class KeyDecoder:
         """
         if key is None:
             return dict.fromkeys(self.names)
+        fields = self._fields_of(key)
+        if not self._renamed:
+            return fields
+        return {name: fields.get(field) for name, field in zip(self.names, self._fields,
+                                                               strict=True)}
+
+    def _fields_of(self, key: bytes) -> dict[str, Any]:
+        """The key's fields by their names in the key (raises as :meth:`decode`)."""
         if self._raw is not None:
-            return {self.names[0]: _raw_decode(self._raw, key)}
+            return {self._fields[0]: _raw_decode(self._raw, key)}
         if self._json is not None:
             try:
                 return self._json.decode(key)
@@ -232,7 +251,7 @@ class KeyDecoder:
                 raise KeyRecordError(exc.reason, f"key: {exc.message}") from None
         if self.format == "avro":
             if self._avro is None:
-                return {self.names[0]: _read_bare(self._bare_parsed, key)}
+                return {self._fields[0]: _read_bare(self._bare_parsed, key)}
             try:
                 return self._avro.decode(key)
             except SerializationError as exc:
@@ -254,7 +273,7 @@ class KeyDecoder:
         if writer is None:
             if self._records is None:
                 record = self._schema if self._bare is None else _one_field(
-                    self.names[0], self._bare)
+                    self._fields[0], self._bare)
                 assert self._registry is not None
                 self._records = ConfluentAvroRecords(f"{self.table}'s key", record,
                                                      self._registry)
@@ -265,7 +284,7 @@ class KeyDecoder:
         if isinstance(writer, str):
             raise KeyRecordError("invalid", f"key: {writer}")
         parsed, reader = writer
-        return {self.names[0]: _read_bare(parsed, body, reader)}
+        return {self._fields[0]: _read_bare(parsed, body, reader)}
 
     def _bare_writer(self, schema_id: int) -> Any:
         """For a writer schema that is a bare value: (parsed writer, parsed reader), or why

@@ -100,7 +100,7 @@ __all__ = ["compile_program", "compile_text"]
 
 TABLE_OPTIONS = ("topic", "format", "schema", "dead_letter", "max_future", "schema-registry.url",
                  "scan.startup.mode", "scan.startup.timestamp-millis", "key.format",
-                 "key.fields", "dead_letter.connect-headers")
+                 "key.fields", "key.fields-prefix", "dead_letter.connect-headers")
 #: An ``avro-confluent`` output's serializer options, as Confluent's serializers name them.
 SERIALIZER_OPTIONS = ("auto.register.schemas", "use.latest.version", "key.subject.name.strategy",
                       "value.subject.name.strategy")

@@ -54,6 +54,10 @@ _REGISTRY_URL = ("avro-confluent.url", "value.avro-confluent.url",
                  "debezium-avro-confluent.schema-registry.url",
                  "value.debezium-avro-confluent.schema-registry.url")
 _KEY_REGISTRY_URL = ("key.avro-confluent.url", "key.avro-confluent.schema-registry.url")
+#: A registry format's subject options: a reader finds each record's schema by its id.
+_SUBJECTS = tuple(f"{side}{fmt}.subject" for side in ("", "value.", "key.") for fmt in (
+    "avro-confluent", "protobuf-confluent", "debezium-avro-confluent")
+    if not (side == "key." and fmt != "avro-confluent"))
 _OFFSETS = ("Tidemark keeps its offsets in the checkpoint, not in a consumer group: no "
             "offset is committed to the group")
 _KAFKA_SETTINGS = ("the Kafka client settings are the service's (docs/configuration.md), "
@@ -185,6 +189,16 @@ def _read(decl: TableDecl, sink: bool,
             if reader.registry is None:
                 reader.registry = option
                 reader.emit("schema-registry.url", option)
+        elif key in _SUBJECTS and not sink:
+            side = "key" if key.startswith("key.") else "value"
+            declared = (reader.found.get("key.format") if side == "key" else
+                        None if fmt is None else fmt[1])
+            named = key.removeprefix(f"{side}.").removesuffix(".subject")
+            if declared is None or _text(declared).lower() != named:
+                raise reader.refuse(option, f"it is an option of '{named}' {side}s",
+                                    f"declare '{side}.format' = '{named}' or remove it")
+            reader.warn(option, "a record is read with the schema its id names; a subject "
+                        "names the schemas a writer registers")
         elif key.startswith(("avro-confluent.", "value.avro-confluent.",
                              "key.avro-confluent.", "protobuf-confluent.",
                              "value.protobuf-confluent.", "debezium-avro-confluent.",
@@ -231,9 +245,10 @@ def _read(decl: TableDecl, sink: bool,
             if not (sink and key == "key.fields"):
                 reader.emit(key, option)
         elif key == "key.fields-prefix":
-            raise reader.refuse(option, "a key column is named as its key's field, without a "
-                                "prefix", "name the key columns as the key's fields, and "
-                                "remove it")
+            if sink:
+                raise reader.refuse(option, "an output's key fields are named as its key "
+                                    "columns", "remove it")
+            reader.emit(key, option)
         elif key == "key.json.ignore-parse-errors" and not sink:
             reader.warn(option, "a key that does not parse is neither skipped nor fatal: its "
                         "record goes to the table's dead-letter topic (S7)")

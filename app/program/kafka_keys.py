@@ -112,6 +112,11 @@ def table_key(table: str, options: Mapping[str, OptionDecl], columns: Sequence[C
             them, a raw key of several columns or of a type it cannot hold.
     """
     fmt_option, fields_option = options.get("key.format"), options.get("key.fields")
+    prefix_option = options.get("key.fields-prefix")
+    if prefix_option is not None and fields_option is None:
+        raise CompileFailure(prefix_option.position, f"'key.fields-prefix' of table {table} "
+                             "needs 'key.fields', the columns its key holds",
+                             "add 'key.fields' = 'col' (several: 'col1;col2'), or remove it")
     if fmt_option is None and fields_option is None:
         return TableKey(columns, None, (), None)
     if fields_option is None:
@@ -151,7 +156,34 @@ def table_key(table: str, options: Mapping[str, OptionDecl], columns: Sequence[C
         _raw_check(key, fmt_option.value_position, f"table {table}")
     marked = columns if key_in_value else [
         replace(c, metadata="key") if c.name in names else c for c in columns]
+    if prefix_option is not None:
+        key = _unprefixed(table, prefix_option, key, key_in_value)
     return TableKey(marked, fmt, tuple(names), record_schema(f"{table}_key", key))
+
+
+def _unprefixed(table: str, option: OptionDecl, key: Sequence[Column],
+                key_in_value: bool) -> list[Column]:
+    """The key's fields under ``'key.fields-prefix'`` (Flink's rule): each key column's name
+    starts with the prefix, and its field in the key is the name without it.
+
+    Raises:
+        CompileFailure: key fields also read from the value, or a key column without the
+            prefix.
+    """
+    prefix = _text(option).lower()
+    if key_in_value:
+        raise CompileFailure(option.position, f"'key.fields-prefix' of table {table} renames "
+                             "the key's fields, but 'value.fields-include' = 'ALL' reads them "
+                             "from the value too", "add 'value.fields-include' = 'EXCEPT_KEY' "
+                             "(Flink requires it with a prefix)")
+    fields = []
+    for column in key:
+        if not column.name.startswith(prefix) or column.name == prefix:
+            raise CompileFailure(option.value_position, f"key column {table}.{column.name} "
+                                 f"does not start with the 'key.fields-prefix' '{prefix}'",
+                                 f"name it {prefix}<field> (the key's field with the prefix)")
+        fields.append(replace(column, name=column.name[len(prefix):]))
+    return fields
 
 
 def view_key(view: str, option: OptionDecl, columns: Sequence[Column],

@@ -224,3 +224,67 @@ def test_avro_confluent_keys_match_confluents_serializers(schema_registry: str) 
     # (the tests' Apicurio gives each client's registration of "string" an id of its own).
     assert key is not None and key[:1] == b"\x00" and key[5:] == produced[5:] == b"\x084111"
     assert AvroDeserializer(client)(key, context) == "4111"
+
+
+def test_l1_key_fields_prefix_names_columns_for_the_keys_unprefixed_fields() -> None:
+    # Flink's 'key.fields-prefix': the columns are k_card and k_shop, the key's fields
+    # card and shop; the value's own card is another column.
+    spec = source_spec(_circuit("""
+    CREATE TABLE t (k_card VARCHAR NOT NULL, k_shop BIGINT, card VARCHAR, amount BIGINT)
+    WITH ('topic' = 't', 'format' = 'json', 'key.format' = 'json',
+          'key.fields' = 'k_card;k_shop', 'key.fields-prefix' = 'k_');
+    """).table("t"))
+    assert [f["name"] for f in spec.key_schema["fields"]] == ["card", "shop"]
+    rows = _rows(spec, [(b'{"card": "c1", "shop": 9}', b'{"card": "v", "amount": 1}'),
+                        (b'{"k_card": "c1"}', b'{"amount": 1}'), (None, b'{"amount": 1}')])
+    assert [(r["k_card"], r["k_shop"], r["card"], r["_kind"]) for r in rows[:1]] == [
+        ("c1", 9, "v", "ok")]
+    # A key written with the prefixed names has no field card: the NOT NULL column is empty.
+    assert [r["_kind"] for r in rows[1:]] == ["invalid", "invalid"]
+    assert rows[1]["_message"].startswith("column k_card is NOT NULL")
+
+
+def test_l1_flinks_avro_confluent_page_reads_prefixed_key_fields(schema_registry: str) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    # The Avro Confluent format page's second table, as the page writes it (registry URL
+    # and subjects are the page's but for the tests' registry).
+    spec = source_spec(_circuit(f"""
+    CREATE TABLE user_created (
+      kafka_key_id STRING,
+      id STRING,
+      name STRING,
+      email STRING
+    ) WITH (
+      'connector' = 'kafka',
+      'topic' = 'user_events_example2',
+      'properties.bootstrap.servers' = 'localhost:9092',
+      'key.format' = 'avro-confluent',
+      'key.avro-confluent.url' = '{schema_registry}',
+      'key.fields' = 'kafka_key_id',
+      'key.fields-prefix' = 'kafka_key_',
+      'value.format' = 'avro-confluent',
+      'value.avro-confluent.url' = '{schema_registry}',
+      'value.fields-include' = 'EXCEPT_KEY',
+      'key.avro-confluent.subject' = 'user_events_example2-key2',
+      'value.avro-confluent.subject' = 'user_events_example2-value2'
+    );""").table("user_created"))
+    client = SchemaRegistryClient({"url": schema_registry})
+    topic = f"users-{uuid.uuid4().hex[:8]}"
+    key = AvroSerializer(client, json.dumps({"type": "record", "name": "K", "fields": [
+        {"name": "id", "type": "string"}]}))({"id": "u1"}, SerializationContext(
+            topic, MessageField.KEY))
+    value = AvroSerializer(client, json.dumps({"type": "record", "name": "V", "fields": [
+        {"name": "id", "type": "string"}, {"name": "name", "type": "string"},
+        {"name": "email", "type": "string"}]}))(
+        {"id": "u1-v", "name": "Ann", "email": "a@x"},
+        SerializationContext(topic, MessageField.VALUE))
+    msgs = [Message(topic="t", partition=0, offset=0, key=key, value=value,
+                    timestamp=(1, NOW))]
+    part = KafkaPartitionSlice(0, 0, 10**6, 7, NOW, {})
+    rows = [r for r in pa.Table.from_batches(list(decode_slice(spec, part, msgs))).to_pylist()
+            if r["_kind"] != "probe"]
+    assert [(r["kafka_key_id"], r["id"], r["name"], r["_kind"]) for r in rows] == [
+        ("u1", "u1-v", "Ann", "ok")]

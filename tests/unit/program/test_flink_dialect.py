@@ -761,11 +761,29 @@ def test_l1_the_avro_confluent_pages_raw_key_is_a_column_of_the_key() -> None:
     assert [f["name"] for f in table_.avro_schema["fields"]] == ["id", "name", "email"]
 
 
-def test_l7_the_avro_confluent_pages_prefixed_key_fields_are_refused() -> None:
-    _, _, message, fix = refused(AVRO_CONFLUENT[1][0])
-    assert message == ("unsupported option 'key.fields-prefix' of table user_created: a key "
-                       "column is named as its key's field, without a prefix")
-    assert fix == "name the key columns as the key's fields, and remove it"
+def test_l1_the_avro_confluent_pages_prefixed_key_fields_name_unprefixed_key_fields() -> None:
+    circuit = compile_program("flink.sql", AVRO_CONFLUENT[1][0])
+    table_ = circuit.table("user_created")
+    assert (table_.key_format, table_.key_fields) == ("avro-confluent", ("kafka_key_id",))
+    assert table_.key_schema is not None
+    assert [f["name"] for f in table_.key_schema["fields"]] == ["id"]
+    assert [f["name"] for f in table_.avro_schema["fields"]] == ["id", "name", "email"]
+    # The subjects name what a writer registers; the reader reads by schema id.
+    assert sorted(d.message.split("'")[1] for d in circuit.warnings
+                  if "subject" in d.message) == ["key.avro-confluent.subject",
+                                                 "value.avro-confluent.subject"]
+
+
+def test_l7_a_key_fields_prefix_needs_except_key_and_prefixed_columns() -> None:
+    text = AVRO_CONFLUENT[1][0]
+    _, _, message, fix = refused(text.replace("'EXCEPT_KEY'", "'ALL'"))
+    assert message == ("'key.fields-prefix' of table user_created renames the key's fields, "
+                       "but 'value.fields-include' = 'ALL' reads them from the value too")
+    assert fix.startswith("add 'value.fields-include' = 'EXCEPT_KEY'")
+    line, column, message, fix = refused(text.replace("'kafka_key_',", "'key_',"))
+    assert (line, message) == (13, "key column user_created.kafka_key_id does not start with "
+                               "the 'key.fields-prefix' 'key_'")
+    assert fix == "name it key_<field> (the key's field with the prefix)"
 
 
 def test_l1_an_avro_confluent_table_maps_the_registry_url() -> None:
