@@ -21,6 +21,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# No test reaches the machine's instance metadata service: a store without keys is signed by
+# none (app/runtime/store/s3_credentials.py tries IMDS last), in this process, its Spark JVM
+# (the AWS SDK reads the same variable) and every subprocess. The IMDS tests point
+# AWS_EC2_METADATA_SERVICE_ENDPOINT at a server of their own and lift this.
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+
 
 @dataclass
 class Broker:

@@ -73,9 +73,8 @@ class S3Store(CheckpointStore):
             ) from exc
         except CredentialsError as exc:
             raise StateError(
-                f"cannot {action} {location}: {exc}: check AWS_ROLE_ARN and the role's trust of"
-                " the service account, or give an access key (TIDEMARK_S3_ACCESS_KEY_ID and"
-                " TIDEMARK_S3_SECRET_ACCESS_KEY)"
+                f"cannot {action} {location}: {exc}: {exc.hint}, or give an access key"
+                " (TIDEMARK_S3_ACCESS_KEY_ID and TIDEMARK_S3_SECRET_ACCESS_KEY)"
             ) from exc
 
     def _failed(self, action: str, location: str, response: S3Response) -> StateError:

@@ -8,7 +8,8 @@ boto3 was the other candidate; its botocore caps ``python-dateutil`` below the v
 project pins (ADR 0025).
 
 Credentials: :mod:`app.runtime.store.s3_credentials` (the settings' access key, the
-environment's, or a web identity exchanged at STS), found once per client.
+environment's, a web identity exchanged at STS, container credentials such as EKS Pod
+Identity's, or the instance metadata service's), the source chosen once per client.
 """
 
 from __future__ import annotations
