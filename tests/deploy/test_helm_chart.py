@@ -563,6 +563,28 @@ def test_network_policy_values(k8s_tools: K8sTools) -> None:
     assert anywhere == [{"ports": [{"port": 9108, "protocol": "TCP"}]}]
 
 
+def test_the_documented_pod_identity_egress_reaches_the_agent_from_every_pod(
+    k8s_tools: K8sTools, tmp_path: Path,
+) -> None:
+    """docs/deployment.md's extraEgress for the EKS Pod Identity agent (the chart's own rules
+    open only the object store's port): in the one policy of driver and executors, and
+    valid."""
+    text = (ROOT / "docs" / "deployment.md").read_text(encoding="utf-8")
+    after = text[text.index("EKS Pod Identity serves as well"):]
+    start = after.index("```yaml\n") + len("```yaml\n")
+    snippet = after[start:after.index("```", start)]
+    values = tmp_path / "pod-identity.yaml"
+    values.write_text(snippet, encoding="utf-8")
+    docs = _docs(_render(k8s_tools, values, "spark.mode=kubernetes",
+                         "checkpoint.url=s3a://tidemark-ck"))
+    policy = _one(docs, "NetworkPolicy", "-tidemark")
+    assert policy["spec"]["podSelector"]["matchLabels"].get("app.kubernetes.io/component") is None
+    assert {"to": [{"ipBlock": {"cidr": "169.254.170.23/32"}}],
+            "ports": [{"port": 80, "protocol": "TCP"}]} in policy["spec"]["egress"]
+    result = _kubeconform(k8s_tools, yaml.safe_dump(policy))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def _containers(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     found = list(_one(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"])
     if "executor-pod-template.yaml" in _one(docs, "ConfigMap", "-spark")["data"]:
