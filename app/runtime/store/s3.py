@@ -89,6 +89,12 @@ class S3Store(CheckpointStore):
             "NotImplemented": "the store must support conditional writes (If-None-Match,"
             " If-Match) on PUT; see docs/reliability.md",
         }.get(code, "check the store's settings (TIDEMARK_S3_*) and that it runs")
+        if code == "AccessDenied" and not response.signed:
+            hint = (
+                "the request went unsigned, since no credentials were found (an access key,"
+                " AWS_* keys, a web identity, container credentials or an instance role, in"
+                " the AWS SDKs' order; docs/configuration.md): give one"
+            )
         return StateError(f"cannot {action} {location}: the object store answered {code}: {hint}")
 
     def read_bytes(self, location: str) -> bytes | None:

@@ -47,6 +47,8 @@ class S3Response:
     status: int
     headers: dict[str, str]
     body: bytes
+    #: False: the request went unsigned (no credential source gave keys).
+    signed: bool = True
 
     @property
     def etag(self) -> str | None:
@@ -220,5 +222,5 @@ class S3Client:
         if answer.getheader("connection", "").lower() == "close":
             self._drop_connection()
         return S3Response(
-            answer.status, {k.lower(): v for k, v in answer.getheaders()}, data
+            answer.status, {k.lower(): v for k, v in answer.getheaders()}, data, keys is not None
         )
