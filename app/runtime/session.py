@@ -192,6 +192,18 @@ def hadoop_aws_jars(store: ObjectStore) -> list[Path]:
     return jars
 
 
+#: Hadoop's default ``fs.s3a.aws.credentials.provider`` list (core-default.xml of its 3.4
+#: and 3.5 releases) with the AWS SDK's web identity provider before the instance's role,
+#: the AWS SDKs' own order.
+S3A_WEB_IDENTITY_PROVIDERS = ",".join((
+    "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider",
+    "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+    "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider",
+    "software.amazon.awssdk.auth.credentials.WebIdentityTokenFileCredentialsProvider",
+    "org.apache.hadoop.fs.s3a.auth.IAMInstanceCredentialsProvider",
+))
+
+
 def s3a_settings(store: ObjectStore) -> dict[str, str]:
     """The Spark settings of an s3a:// checkpoint on ``store``: its jars on the class path
     and Hadoop's ``fs.s3a.*`` from the same settings Tidemark's own files use."""
@@ -207,6 +219,10 @@ def s3a_settings(store: ObjectStore) -> dict[str, str]:
     if store.access_key_id is not None and store.secret_access_key is not None:
         out["spark.hadoop.fs.s3a.access.key"] = store.access_key_id
         out["spark.hadoop.fs.s3a.secret.key"] = store.secret_access_key.get_secret_value()
+    elif os.environ.get("AWS_WEB_IDENTITY_TOKEN_FILE") and os.environ.get("AWS_ROLE_ARN"):
+        # s3a's default provider list has no web identity (IRSA): the SDK's own default
+        # chain does, s3a's does not (Hadoop's core-default.xml), so name it there.
+        out["spark.hadoop.fs.s3a.aws.credentials.provider"] = S3A_WEB_IDENTITY_PROVIDERS
     jars = os.pathsep.join(str(jar) for jar in hadoop_aws_jars(store))
     if jars:
         out["spark.driver.extraClassPath"] = jars

@@ -141,3 +141,32 @@ def test_a_refused_web_identity_is_a_state_error_naming_the_role(
     with pytest.raises(StateError, match=r"refused the web identity for role "
                        r"arn:aws:iam::123456789012:role/tidemark: AccessDenied.*AWS_ROLE_ARN"):
         S3Store(ObjectStore()).write(location, "x")
+
+
+def test_spark_s3a_is_told_of_the_web_identity_its_default_list_lacks(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from app.runtime.session import S3A_WEB_IDENTITY_PROVIDERS, s3a_settings
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "TIDEMARK_S3_ACCESS_KEY_ID",
+                 "TIDEMARK_S3_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("AWS_WEB_IDENTITY_TOKEN_FILE", raising=False)
+    key = "spark.hadoop.fs.s3a.aws.credentials.provider"
+    assert key not in _s3a(s3a_settings)
+    monkeypatch.setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/tidemark")
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(tmp_path / "token"))
+    providers = _s3a(s3a_settings)[key].split(",")
+    # Hadoop's defaults in their order, web identity before the instance's role.
+    assert providers[2:] == [
+        "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider",
+        "software.amazon.awssdk.auth.credentials.WebIdentityTokenFileCredentialsProvider",
+        "org.apache.hadoop.fs.s3a.auth.IAMInstanceCredentialsProvider"]
+    assert S3A_WEB_IDENTITY_PROVIDERS == ",".join(providers)
+    # Keys of the settings go first and need no provider list.
+    monkeypatch.setenv("TIDEMARK_S3_ACCESS_KEY_ID", ACCESS_KEY_ID)
+    monkeypatch.setenv("TIDEMARK_S3_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY)
+    assert key not in _s3a(s3a_settings)
+
+
+def _s3a(settings: Any) -> dict[str, str]:
+    return dict(settings(ObjectStore()))
