@@ -67,6 +67,12 @@ class TableInputs:
     """Encoded records of one table (see the module doc)."""
 
     def __init__(self, table: Table, rng: random.Random, late_fraction: float) -> None:
+        if table.format == "raw":
+            raise ConfigError(
+                f"table {table.name} reads raw values, which the demo does not generate: run "
+                "the program with tidemark run, or demo a program whose tables are 'avro' or "
+                "'json'"
+            )
         if table.format not in _MALFORMED and not table.changelog:
             raise ConfigError(
                 f"table {table.name} reads '{table.format}' records, which need a schema "

@@ -621,7 +621,7 @@ class Table:
     #: table (:attr:`changelog`); ``json-registry``: JSON Schema records of a registry;
     #: ``protobuf-confluent``: Protobuf records of a registry.
     format: Literal["avro", "avro-confluent", "json", "json-registry", "protobuf-confluent",
-                    "debezium-json", "debezium-avro-confluent"]
+                    "raw", "debezium-json", "debezium-avro-confluent"]
     avro_schema: dict[str, Any]
     dead_letter_topic: str
     lateness: tuple[Lateness, ...]

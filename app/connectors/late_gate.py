@@ -62,7 +62,7 @@ from app.connectors.confluent_json import ConfluentJsonRecords
 from app.connectors.confluent_protobuf import ConfluentProtobufRecords
 from app.connectors.debezium_records import ENVELOPE, DebeziumAvroRecords, DebeziumJsonRecords
 from app.connectors.json_records import JsonRecordError, JsonRecords
-from app.connectors.record_key import KeyDecoder, KeyRecordError
+from app.connectors.record_key import RAW_KINDS, KeyDecoder, KeyRecordError, raw_decode
 from app.connectors.record_metadata import MetadataError, RecordMeta, RecordMetadata
 from app.errors import SerializationError
 
@@ -311,6 +311,8 @@ class LateGate:
         self._json: JsonRecords | ConfluentJsonRecords | None = None
         self._confluent: ConfluentAvroRecords | None = None
         self._protobuf: ConfluentProtobufRecords | None = None
+        #: A ``'format' = 'raw'`` table's one value column and the raw type it is read as.
+        self._raw: tuple[str, str] | None = None
         self._nullable_codecs: list[AvroCodec] = []
         if spec.format == "json":
             self._json = JsonRecords(spec.table, [(c.name, c.kind) for c in spec.value_columns])
@@ -347,6 +349,9 @@ class LateGate:
             if spec.registry is None:
                 raise ValueError(f"table {spec.table}: avro-confluent values need a registry")
             self._confluent = ConfluentAvroRecords(spec.table, spec.avro_schema, spec.registry)
+        elif spec.format == "raw":
+            (column,) = spec.value_columns
+            self._raw = (column.name, RAW_KINDS[column.kind])
         elif spec.format == "avro":
             self.codec = AvroCodec(spec.avro_schema)
             # Writers that made every NOT NULL column nullable, or just one of them.
@@ -418,6 +423,11 @@ class LateGate:
             try:
                 row = self._json.decode(value)
             except JsonRecordError as exc:
+                return GateVerdict(exc.reason, None, exc.message)
+        elif self._raw is not None:
+            try:
+                row = {self._raw[0]: raw_decode(self._raw[1], value, "value")}
+            except KeyRecordError as exc:
                 return GateVerdict(exc.reason, None, exc.message)
         elif self._confluent is not None or self._protobuf is not None:
             try:

@@ -55,6 +55,7 @@ __all__ = [
     "KeyReader",
     "KeyRecordError",
     "bare_type",
+    "raw_decode",
     "wire_schema",
 ]
 
@@ -126,8 +127,11 @@ def _raw_type(schema: Mapping[str, Any]) -> str:
     return kind
 
 
-def _raw_decode(kind: str, data: bytes) -> Any:
-    """One raw key (see the module doc); raises KeyRecordError naming what is wrong."""
+def raw_decode(kind: str, data: bytes, what: str = "key") -> Any:
+    """One raw key, or one raw value of a ``'format' = 'raw'`` table (``what``; see the
+    module doc); raises KeyRecordError naming what is wrong (a key's message starts with
+    ``key:``)."""
+    prefix = "key: " if what == "key" else ""
     if kind == "bytes":
         return data
     if kind == "string":
@@ -135,7 +139,7 @@ def _raw_decode(kind: str, data: bytes) -> Any:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise KeyRecordError(
-                "invalid", f"key: not UTF-8 text ({exc.reason} at byte {exc.start})"
+                "invalid", f"{prefix}not UTF-8 text ({exc.reason} at byte {exc.start})"
             ) from None
     layout = _RAW_LAYOUT[kind]
     assert layout is not None
@@ -143,11 +147,12 @@ def _raw_decode(kind: str, data: bytes) -> Any:
     if len(data) != size:
         raise KeyRecordError(
             "malformed",
-            f"key: {len(data)} bytes, but a raw {kind} key is {size} "
+            f"{prefix}{len(data)} bytes, but a raw {kind} {what} is {size} "
             f"({'big-endian' if size > 1 else 'one byte'}, as Kafka's Java serializers write it)",
         )
     if kind == "boolean" and data[0] > 1:
-        raise KeyRecordError("malformed", f"key: byte 0x{data[0]:02x} is no raw boolean (0 or 1)")
+        raise KeyRecordError("malformed",
+                             f"{prefix}byte 0x{data[0]:02x} is no raw boolean (0 or 1)")
     return struct.unpack(layout, data)[0]
 
 
@@ -243,7 +248,7 @@ class KeyDecoder:
     def _fields_of(self, key: bytes) -> dict[str, Any]:
         """The key's fields by their names in the key (raises as :meth:`decode`)."""
         if self._raw is not None:
-            return {self._fields[0]: _raw_decode(self._raw, key)}
+            return {self._fields[0]: raw_decode(self._raw, key)}
         if self._json is not None:
             try:
                 return self._json.decode(key)
@@ -408,7 +413,7 @@ class KeyReader:
             except ValueError as exc:
                 raise KeyRecordError("malformed", f"key: {exc}") from None
         if self._raw is not None:
-            return {self.columns[0]: _raw_decode(self._raw, data)}
+            return {self.columns[0]: raw_decode(self._raw, data)}
         if self._parsed is not None:
             return {self.columns[0]: _read_bare(self._parsed, data)}
         return dict(self._record.decode(data))

@@ -167,6 +167,11 @@ def _value_decoder(spec: SourceSpec) -> Callable[[bytes], dict[str, Any]] | str:
 
     if spec.format == "json":
         return JsonRecords(spec.table, [(c.name, c.kind) for c in spec.value_columns]).decode
+    if spec.format == "raw":
+        from app.connectors.record_key import RAW_KINDS, raw_decode
+
+        (column,) = spec.value_columns
+        return lambda value: {column.name: raw_decode(RAW_KINDS[column.kind], value, "value")}
     if spec.format == "debezium-avro-confluent" and spec.registry is None:
         return _NO_REGISTRY.format(option="'format' = 'debezium-avro-confluent'")
     if spec.format in ("debezium-json", "debezium-avro-confluent"):

@@ -67,7 +67,7 @@ from app.program.flink import (
     source_options,
 )
 from app.program.insert import conform
-from app.program.kafka_keys import option_names, table_key, view_key
+from app.program.kafka_keys import RAW_TYPES, option_names, table_key, view_key
 from app.program.lexer import CompileFailure, SourceText, Token, split_statements, tokenize
 from app.program.query import (
     JOIN_PREFIX,
@@ -110,7 +110,7 @@ VIEW_OPTIONS = ("topic", "format", "encoding", "schema-registry.url", "key", "ke
 STARTUP_MODES = ("earliest-offset", "latest-offset", "timestamp")
 VIEW_ENCODINGS = ("avro", "avro-confluent", "json", "json-registry", "protobuf-confluent",
                   "debezium-json")
-TABLE_FORMATS = ("avro", "avro-confluent", "json", "json-registry", "protobuf-confluent",
+TABLE_FORMATS = ("avro", "avro-confluent", "json", "json-registry", "protobuf-confluent", "raw",
                  *CHANGELOG_FORMATS)
 #: Formats whose values are framed for a schema registry (a table's 'schema-registry.url').
 REGISTRY_FORMATS = ("avro-confluent", "json-registry", "protobuf-confluent",
@@ -408,6 +408,8 @@ class _Compiler:
         # column from the step: no schema field.
         value_columns = [c for c in columns if c.metadata is None and not c.processing_time
                          and c.computed is None]
+        if fmt == "raw":
+            _raw_value(decl, options, value_columns)
         schema: dict[str, Any]
         if "schema" in options:
             schema = self._schema_file(options["schema"], value_columns, decl.name)
@@ -415,7 +417,7 @@ class _Compiler:
             schema = record_schema(decl.name, value_columns)
         table = Table(decl.name, tuple(columns), topic_value,
                       cast(Literal["avro", "avro-confluent", "json", "json-registry",
-                                   "protobuf-confluent", "debezium-json",
+                                   "protobuf-confluent", "raw", "debezium-json",
                                    "debezium-avro-confluent"], fmt),
                       schema, dead_letter,
                       tuple(lateness), max_future_ms, decl.position, registry,
@@ -1566,3 +1568,32 @@ def _with_watermarks(decl: TableDecl) -> TableDecl:
     for name in keys & set(columns):
         columns[name] = replace(columns[name], type=columns[name].type.with_nullable(False))
     return replace(decl, columns=tuple(columns[c.name] for c in decl.columns))
+
+
+def _raw_value(decl: TableDecl, options: Mapping[str, OptionDecl],
+               value_columns: Sequence[Column]) -> None:
+    """A ``'format' = 'raw'`` table (Flink's raw format): its value is one column's bytes,
+    as Kafka's Java serializers write them, so it has exactly one column read from the
+    value, of a type a raw value can hold, and no schema file.
+
+    Raises:
+        CompileFailure: another number of value columns, a type a raw value cannot hold,
+            a ``'schema'`` option.
+    """
+    if "schema" in options:
+        raise CompileFailure(options["schema"].position, f"table {decl.name} reads raw "
+                             "values, which have no schema", "remove 'schema'")
+    if len(value_columns) != 1:
+        names = ", ".join(c.name for c in value_columns) or "none"
+        raise CompileFailure(decl.position, f"table {decl.name} reads raw values, one "
+                             f"column's bytes, but {len(value_columns)} of its columns are "
+                             f"read from the value ({names})", "declare one column beside "
+                             "METADATA columns (the key, the timestamp), or read the values "
+                             "as 'json' or 'avro'")
+    (column,) = value_columns
+    if column.type.name not in RAW_TYPES:
+        raise CompileFailure(decl.position, f"column {decl.name}.{column.name} is "
+                             f"{column.type.name}, which a raw value cannot hold",
+                             "a raw value is one VARCHAR, VARBINARY, INT, BIGINT, REAL, DOUBLE "
+                             "or BOOLEAN column (Kafka's String, ByteArray, Integer, Long, "
+                             "Float, Double serializers)")

@@ -31,11 +31,8 @@ __all__ = [
 CONNECTORS = ("kafka", "upsert-kafka")
 DIALECTS = ("tidemark", "flink")
 #: Flink's value formats Tidemark reads and writes, by the same names.
-_FORMATS = ("avro", "avro-confluent", "json", "protobuf-confluent")
+_FORMATS = ("avro", "avro-confluent", "json", "protobuf-confluent", "raw")
 _FORMAT_REASONS = {
-    "raw": "Tidemark reads a record's value as the columns of a JSON or Avro record; to read "
-           "the raw bytes, declare a VARBINARY or VARCHAR column METADATA FROM 'key', or "
-           "produce the values as JSON",
     "csv": "Tidemark has no CSV format: produce the values as JSON or Avro",
     "protobuf": "Tidemark reads Protobuf only through a schema registry, without generated "
                 "classes (its 'protobuf.message-class-name'): produce the values with a "
@@ -133,6 +130,10 @@ class _Reader:
         if option is None:
             return None
         fmt = _text(option)
+        if fmt == "raw" and self.sink:
+            raise self.refuse(option, "an output's value is a record of its columns (raw "
+                              "values are read, not written)", "use one of 'json', 'avro', "
+                              "'avro-confluent'")
         if fmt in _FORMATS or (fmt in CHANGELOG_FORMATS and not self.sink) or (
                 fmt == "debezium-json" and self.sink):
             return fmt, option
@@ -235,6 +236,9 @@ def _read(decl: TableDecl, sink: bool,
                         "it goes to the table's dead-letter topic (S7)")
         elif key.startswith(("debezium-json.", "value.debezium-json.")) and not sink:
             _debezium_option(reader, key, option, fmt)
+        elif key in ("raw.charset", "value.raw.charset", "raw.endianness",
+                     "value.raw.endianness"):
+            _raw_option(reader, key, option, fmt)
         elif key.startswith(("json.", "value.json.")):
             raise reader.refuse(option, "Tidemark's JSON values have one form "
                                 "(docs/language.md, JSON values)", "remove it")
@@ -274,6 +278,21 @@ def _read(decl: TableDecl, sink: bool,
                              "add 'topic' = '<kafka topic>'")
     reader.emit("encoding" if sink else "format", fmt[1], fmt[0])
     return reader
+
+
+def _raw_option(reader: _Reader, key: str, option: OptionDecl,
+                fmt: tuple[str, OptionDecl] | None) -> None:
+    """An option of Flink's ``raw`` format: its defaults, UTF-8 text and big-endian numbers,
+    are the only forms Tidemark reads (Kafka's Java serializers write them)."""
+    if fmt is None or fmt[0] != "raw":
+        raise reader.refuse(option, "it is an option of 'raw' values",
+                            "declare 'format' = 'raw' or remove it")
+    value = _text(option).strip().lower().replace("_", "-")
+    default = "utf-8" if key.endswith("charset") else "big-endian"
+    if value != default:
+        raise reader.refuse(option, f"raw values are read as UTF-8 text and big-endian "
+                            f"numbers, as Kafka's Java serializers write them, not "
+                            f"'{_text(option)}'", "remove it")
 
 
 def _debezium_option(reader: _Reader, key: str, option: OptionDecl,

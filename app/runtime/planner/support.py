@@ -95,7 +95,7 @@ def _table_problems(circuit: Circuit) -> list[Refusal]:
         )
         for table in circuit.tables
         if table.format not in ("avro", "avro-confluent", "json", "json-registry",
-                                "protobuf-confluent", "debezium-json",
+                                "protobuf-confluent", "raw", "debezium-json",
                                 "debezium-avro-confluent")
     ]
 

@@ -288,3 +288,66 @@ def test_l1_flinks_avro_confluent_page_reads_prefixed_key_fields(schema_registry
             if r["_kind"] != "probe"]
     assert [(r["kafka_key_id"], r["id"], r["name"], r["_kind"]) for r in rows] == [
         ("u1", "u1-v", "Ann", "ok")]
+
+
+def test_l1_a_raw_table_reads_each_value_as_its_one_columns_bytes() -> None:
+    # Flink's raw format page: one STRING column, the whole value as UTF-8 text.
+    spec = source_spec(compile_text("flink.sql", """
+    CREATE TABLE nginx_log (
+      log STRING,
+      ts TIMESTAMP(3) METADATA FROM 'timestamp'
+    ) WITH (
+      'connector' = 'kafka',
+      'topic' = 'nginx_log',
+      'properties.bootstrap.servers' = 'localhost:9092',
+      'properties.group.id' = 'testGroup',
+      'format' = 'raw'
+    );""").table("nginx_log"))
+    line = b'127.0.0.1 - - "GET / HTTP/1.1" 200 {"not": "json"}'
+    rows = _rows(spec, [(None, line), (None, b"\xff\xfe"), (None, b"")])
+    assert [(r["log"], r["_kind"], r["_message"]) for r in rows] == [
+        (line.decode(), "ok", None),
+        (None, "invalid", "not UTF-8 text (invalid start byte at byte 0)"),
+        ("", "ok", None)]
+    assert rows[0]["ts"] is not None
+
+
+def test_l1_raw_numbers_are_read_as_javas_serializers_write_them() -> None:
+    spec = source_spec(_circuit("""
+    CREATE TABLE t (n BIGINT NOT NULL, k VARCHAR METADATA FROM 'key')
+    WITH ('topic' = 't', 'format' = 'raw');
+    """).table("t"))
+    rows = _rows(spec, [(b"a", struct.pack(">q", -7)), (b"b", b"\x00\x01")])
+    assert [(r["k"], r["n"], r["_kind"]) for r in rows] == [
+        ("a", -7, "ok"), (None, None, "malformed")]
+    assert rows[1]["_message"] == ("2 bytes, but a raw long value is 8 (big-endian, as Kafka's "
+                                   "Java serializers write it)")
+    assert rows[1]["_value"] == b"\x00\x01"
+
+
+@pytest.mark.parametrize(("columns", "options", "message"), [
+    ("a VARCHAR, b VARCHAR", "", "table t reads raw values, one column's bytes, but 2 of its "
+     "columns are read from the value (a, b)"),
+    ("a DECIMAL(10, 2)", "", "column t.a is DECIMAL, which a raw value cannot hold"),
+    ("a VARCHAR", ", 'schema' = 't.avsc'", "table t reads raw values, which have no schema"),
+])
+def test_l1_a_raw_table_has_one_value_column_of_a_raw_type(
+        columns: str, options: str, message: str) -> None:
+    from app.errors import ProgramError
+
+    with pytest.raises(ProgramError) as info:
+        _circuit(f"CREATE TABLE t ({columns}) WITH ('topic' = 't', 'format' = 'raw'{options});")
+    assert info.value.diagnostics[0].message == message
+
+
+def test_l7_flinks_raw_options_take_their_defaults_only() -> None:
+    from app.errors import ProgramError
+
+    table = """CREATE TABLE t (log STRING) WITH ('connector' = 'kafka', 'topic' = 't',
+      'properties.bootstrap.servers' = 'k:9092', 'format' = 'raw'{});"""
+    _circuit(table.format(", 'raw.charset' = 'UTF-8', 'raw.endianness' = 'big-endian'"))
+    with pytest.raises(ProgramError) as info:
+        _circuit(table.format(", 'raw.endianness' = 'little-endian'"))
+    assert info.value.diagnostics[0].message.startswith(
+        "unsupported option 'raw.endianness' of table t: raw values are read as UTF-8 text and "
+        "big-endian numbers")

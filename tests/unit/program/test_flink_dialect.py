@@ -533,7 +533,7 @@ def test_l7_the_kafka_pages_csv_table_is_refused_at_its_format() -> None:
     assert (line, column) == (12, 3)
     assert message == ("unsupported option 'format' of table kafkatable: Tidemark has no CSV "
                        "format: produce the values as JSON or Avro")
-    assert fix == "use one of 'avro', 'avro-confluent', 'json', 'protobuf-confluent'"
+    assert fix == "use one of 'avro', 'avro-confluent', 'json', 'protobuf-confluent', 'raw'"
 
 
 def test_l1_the_kafka_pages_metadata_table_compiles_with_json_values() -> None:
