@@ -205,6 +205,7 @@ def _gone(clock: str, currency: str) -> tuple[str, dict[str, Any]]:
     return ("delete", {"rowtime": clock_ms(clock), "currency": currency})
 
 
+@pytest.mark.slow  # ~1 min; CI runs the seed's daily sums over the same tables
 def test_a_tombstone_on_the_compacted_rates_topic_ends_its_currencys_rate_s16(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:

@@ -75,6 +75,7 @@ def _oracle(results: list[StepResult], view: str) -> dict[Any, set[str]]:
     return allowed
 
 
+@pytest.mark.slow  # ~1 min; CI runs the one-output cascade and the composed cascades
 def test_cascade_of_windows_runs_on_spark_s11_s18(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:

@@ -26,6 +26,7 @@ VIEWS = {
 }
 
 
+@pytest.mark.slow  # ~1.5 min; CI runs the demo console's checks
 def test_the_demo_runs_a_program_of_two_tables_and_its_checks_hold(tmp_path: Path) -> None:
     assert TIDEMARK.is_file(), "the project's venv: make setup"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TIDEMARK_SPARK", "PYSPARK"))}

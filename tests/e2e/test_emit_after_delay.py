@@ -130,6 +130,7 @@ def _expected(
     return out
 
 
+@pytest.mark.slow  # ~1 min; CI runs the held change across runs
 def test_after_delay_forms_equal_the_reference_on_sparks_steps_s11_s13(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:

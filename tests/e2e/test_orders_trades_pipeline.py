@@ -100,6 +100,7 @@ def _window(start: str, end: str, n: int, amount: int) -> Any:
     return (frozen(value), format_time_value(clock_ms("10:10"), "ms"))
 
 
+@pytest.mark.slow  # ~1.5 min; CI runs a late join side over the same tables
 def test_seed_merge_and_join_queries_run_on_spark_s16_s17(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:

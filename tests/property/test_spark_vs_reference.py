@@ -402,6 +402,7 @@ CI_PROCTIMES = int(os.environ.get("DIFFERENTIAL_PROCTIMES", "3"))
 CI_OVERS = int(os.environ.get("DIFFERENTIAL_OVERS", "5"))
 
 
+@pytest.mark.slow  # ~4 min; CI compares generated programs in the composed differential
 @pytest.mark.parametrize("seed", _seeds([20261121]))
 def test_spark_equals_reference_on_generated_views_s3_s14(
     seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
@@ -432,6 +433,7 @@ CI_SESSIONS = 11
 CI_TOP_NS = 5
 
 
+@pytest.mark.slow  # ~5 min; CI runs the native views of one job and the slice views
 @pytest.mark.parametrize("seed", _seeds([20261122]))
 def test_native_aggregation_equals_reference_s11_s12(
     seed: int, kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
