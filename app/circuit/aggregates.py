@@ -17,6 +17,9 @@ Rules (the contract with the Spark runtime, also in docs/semantics.md):
 * ARG_MAX(v, by) is v of the row with the largest non-null ``by``; ties go to the earliest
   row in arrival order. ARG_MIN symmetric. A retraction removes the latest matching row.
 * DISTINCT applies to SUM/AVG/MIN/MAX as well (over the distinct non-null values).
+* LATEST(v, by), the compiler's own (a changelog table's latest row per key, ADR 0030), is
+  v of the row with the largest ``by``; ties go to the *latest* row in arrival order (a
+  later version of a key at the same time replaces it). It reads a table: never retracted.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from collections import Counter
 from decimal import Context, Decimal, localcontext
 from typing import Any
 
-from app.circuit.ir import AggCall, SqlType
+from app.circuit.ir import LATEST, AggCall, SqlType
 from app.circuit.scalar import conform
 
 __all__ = [
@@ -37,6 +40,7 @@ __all__ = [
     "Count",
     "CountStar",
     "Extreme",
+    "Latest",
     "Sum",
     "accumulator_for",
     "average_result",
@@ -189,6 +193,27 @@ class ArgExtreme(Accumulator):
         return conform(best[2], self.result_type)
 
 
+class Latest(Accumulator):
+    """LATEST(v, by): v of the row with the largest ``by``, the latest arrival among equal
+    ones. Only the best row is kept: the rows of a table are never retracted."""
+
+    def __init__(self, result_type: SqlType, distinct: bool = False) -> None:
+        super().__init__(result_type, distinct)
+        self.best: tuple[Any, int, Any] | None = None  # (by, seq, value)
+
+    def add(self, args: tuple[Any, ...], seq: int, weight: int = 1) -> None:
+        if weight < 0:
+            raise ValueError("LATEST reads a table's rows, which are never retracted")
+        value, by = args[0], args[1]
+        if by is None:
+            return
+        if self.best is None or (by, seq) >= (self.best[0], self.best[1]):
+            self.best = (by, seq, value)
+
+    def result(self) -> Any:
+        return None if self.best is None else conform(self.best[2], self.result_type)
+
+
 class _Desc:
     """Reverses the order of a value, to pick (largest ``by``, smallest seq) with one min()."""
 
@@ -253,4 +278,6 @@ def accumulator_for(call: AggCall) -> Accumulator:
         return Extreme(call.type, call.distinct, largest=fn == "MAX")
     if fn in ("ARG_MAX", "ARG_MIN"):
         return ArgExtreme(call.type, largest=fn == "ARG_MAX")
+    if fn == LATEST:
+        return Latest(call.type)
     raise NotImplementedError(f"aggregate {call.fn} is not part of SPEC L3")

@@ -19,7 +19,9 @@ in plain Python, favouring obviousness over speed. Per step, in this order:
    (S16); a temporal join holds its probe rows until the versioned table's waterline
    passes their time, then writes each with the version valid at it; a table keyed by its
    Kafka key, or a changelog table, also takes :class:`Deletion` records (tombstones, delete
-   events), which end their key's last version for temporal joins and reach no other view.
+   events), which end their key's last version for temporal joins; the view of a changelog
+   table's latest row per key (ADR 0030) reads them too, as rows whose ``DELETION_COLUMN``
+   is true; they reach no other view.
 3. **Completeness, emission, state** (S11-S14): after all rows of the step are applied, each
    output view writes its records per its :class:`~app.circuit.ir.EmitPolicy` and format, and
    groups that are complete and fully written are freed.
@@ -38,6 +40,7 @@ from app.circuit.aggregates import Accumulator, accumulator_for
 from app.circuit.computed_columns import computed_values, null_message
 from app.circuit.derived_time import monotone_steps
 from app.circuit.ir import (
+    DELETION_COLUMN,
     Aggregate,
     Circuit,
     Filter,
@@ -810,6 +813,17 @@ class _ViewRuntime:
             ]
             return sorted(merged, key=lambda change: change.seq)
         delta = deltas.get(self.view.source, ())
+        if self.view.reads_deletions:
+            # A changelog table's latest row per key (ADR 0030): its rows and deletions in
+            # arrival order, each saying which it is.
+            delta = sorted(
+                (
+                    _Change({**change.row, DELETION_COLUMN: change.deleted}, 1, change.seq,
+                            change.origin)
+                    for change in [*delta, *(deletions or {}).get(self.view.source, ())]
+                ),
+                key=lambda change: change.seq,
+            )
         if self.top_n is not None:
             assert waterlines is not None, "a window Top-N needs the step's waterlines"
             return self._apply_top_n(self.top_n, delta, waterlines, next_seq)

@@ -21,14 +21,25 @@ from sqlglot import exp
 from app.circuit.computed_columns import current_watermark_column
 from app.circuit.explain import waterline_text
 from app.circuit.ir import (
+    DELETION_COLUMN,
+    LATEST,
+    AggCall,
+    Aggregate,
+    Call,
     Circuit,
     Column,
+    ColumnRef,
     Computed,
     Diagnostic,
     EmitPolicy,
+    Expr,
+    Filter,
     Lateness,
+    Literal_,
     Output,
     Position,
+    Project,
+    SqlType,
     StateBound,
     Table,
     TimeAttribute,
@@ -236,36 +247,18 @@ class _Compiler:
                 if not any(failure.message == f"unknown table or view {name}"
                            for name in failed):
                     self.error(failure)
-        for view in self.views:
-            self._changelog_readers(view)
         if self.errors:
             raise ProgramError(sorted(self.errors, key=lambda d: (d.position.line,
                                                                  d.position.column)))
         # A boundary's table of a stage whose views saw it in scope but did not read it.
         read = {source for view in self.views for source in view.sources}
+        # A changelog table's latest row per key that no view reads (ADR 0030).
+        self.views = [v for v in self.views if not v.reads_deletions or v.name in read
+                      or v.name in self.composition.boundaries]
         tables = [t for t in self.tables if t.stage_input is None or t.name in read]
         return mark_processing_windows(Circuit(
             self.source.path, tuple(tables), tuple(self.views), tuple(self.warnings),
             self.source.text, cast(Literal["tidemark", "flink"], self.source.dialect)))
-
-    def _changelog_readers(self, view: View) -> None:
-        """A changelog table (``'format' = 'debezium-json'``) is read only as the versioned
-        side of a temporal join (S16): its updates and deletes are versions of keys, which
-        no other view reads (a view of the table as it is now would be an updating input,
-        ADR 0028)."""
-        join = view.join
-        for source in view.sources:
-            table = next((t for t in self.tables if t.name == source), None)
-            if table is None or not table.changelog:
-                continue
-            if join is not None and join.as_of is not None and join.right.source == source:
-                continue
-            self.error(CompileFailure(
-                view.position, f"view {view.name} reads table {source}, a changelog of "
-                f"updates and deletes ('format' = '{table.format}'), which only a temporal "
-                "join reads (as the latest row per key)",
-                f"join it as the versioned side: ... JOIN {source} FOR SYSTEM_TIME AS OF "
-                "<probe time> ON <its PRIMARY KEY>"))
 
     def _dialect(self, decls: Sequence[Decl]) -> str:
         """Flink's dialect when a table names a ``'connector'`` (Flink's way to bind a table
@@ -440,6 +433,9 @@ class _Compiler:
                                  "but has no PRIMARY KEY",
                                  "add PRIMARY KEY (<the database table's key columns>) NOT "
                                  "ENFORCED")
+        if table.changelog:
+            self.relations[decl.name] = replace(self.relations[decl.name],
+                                                latest=self._latest_view(table))
         if decl.name in self.composition.boundaries:
             if table.deletes_keys:
                 # A view sees no deletions (S16): a boundary would drop them.
@@ -452,6 +448,44 @@ class _Compiler:
             self.views.append(writer)
             self._stage_input(decl.name, writer.columns, writer.time_attributes, decl.position,
                               primary_key=table.primary_key)
+
+    def _latest_view(self, table: Table) -> str:
+        """The generated local view ``<table>.latest`` of a changelog table: its latest row
+        per key (ADR 0030), which views read in the table's place but as the versioned side
+        of a temporal join. ``GROUP BY`` the PRIMARY KEY, each other column ``LATEST(c, by)``
+        (by the first LATENESS column, ties to the later arrival, as a temporal join's
+        versions; by arrival alone without one), and a key whose latest change is a deletion
+        has no row (HAVING on its deletion flag). Updating, with no time attribute (a key's
+        row changes whenever a change of it comes) and one row per key, never freed. It
+        joins the circuit where the table is declared and leaves it unless a view reads it."""
+        name = f"{table.name}.latest"
+        self.declared[name] = table.position
+        read = self.relations[table.name].columns
+        by: Expr = Literal_(0, SqlType("BIGINT", False))
+        if table.lateness:
+            first = table.column(table.lateness[0].column)
+            by = ColumnRef(first.name, first.type)
+        flag = SqlType("BOOLEAN", False)
+        latest = [(c.name, AggCall(LATEST, (ColumnRef(c.name, c.type), by), False, c.type))
+                  for c in read if c.name not in table.primary_key]
+        latest.append((DELETION_COLUMN, AggCall(LATEST, (ColumnRef(DELETION_COLUMN, flag), by),
+                                                False, flag)))
+        columns = tuple(Column(c.name, c.type) for c in read)
+        operators = (
+            Aggregate(tuple((k, ColumnRef(k, table.column(k).type)) for k in table.primary_key),
+                      tuple(latest)),
+            Filter(Call("NOT", (ColumnRef(DELETION_COLUMN, flag),), flag)),
+            Project(tuple((c.name, ColumnRef(c.name, c.type)) for c in columns)),
+        )
+        state = StateBound("unbounded", None, f"one row per key of {table.name} (its latest "
+                           "change, a deletion included), never freed")
+        view = View(name, (table.name,), operators, columns, table.primary_key, (),
+                    EmitPolicy(), None, state, table.position)
+        self.views.append(self._stage_writer(view, table.position, True))
+        self.relations[name] = Relation(name, columns, (), False, "view")
+        if name in self.composition.boundaries:
+            self._stage_input(name, columns, (), table.position, updating=True)
+        return name
 
     def _computed_column(self, table: str, col: ColumnDecl, read: Sequence[Column]) -> Column:
         """``name AS expr``: computed from the record's columns (value, key and metadata
@@ -1291,6 +1325,14 @@ class _Compiler:
                                  "use 'format' = 'append' (and no EMIT STREAM)")
         if planned.updating and fmt != "changelog":
             updated = self._updated_source(planned)
+            latest = next((v.sources[0] for v in self.views
+                           if v.name == updated and v.reads_deletions), None)
+            if latest is not None:
+                raise CompileFailure(where, f"view {decl.name} reads table {latest}, a "
+                                     "changelog table read as its latest row per key (ADR "
+                                     "0030), and passes its updates and deletes on as "
+                                     f"retractions (SPEC S18), which 'changelog' writes and "
+                                     f"'{fmt}' cannot", "use 'format' = 'changelog'")
             raise CompileFailure(where, f"view {decl.name} reads the updated rows of view "
                                  f"{updated} and passes their retractions on (SPEC "
                                  f"S18), which 'changelog' writes and '{fmt}' cannot",

@@ -129,12 +129,26 @@ class Relation:
     #: back: that aggregate, whose held changes can come after the waterline passed their
     #: group, so the view has no time attributes for its readers (S11, S18).
     delayed: str = ""
+    #: Of a changelog table (ADR 0030): the generated view of its latest row per key, which
+    #: a view reads in its place everywhere but as the versioned side of a temporal join
+    #: (:func:`read_as`). Empty for every other relation.
+    latest: str = ""
 
     def time_attribute(self, column: str) -> TimeAttribute | None:
         for attr in self.time_attributes:
             if attr.column == column:
                 return attr
         return None
+
+
+def read_as(relation: Relation, relations: Mapping[str, Relation],
+            versioned: bool = False) -> Relation:
+    """What a view reads where its query names ``relation``: a changelog table's latest row
+    per key (ADR 0030, an updating view), unless it is the ``versioned`` side of a temporal
+    join, which reads the table's versions and deletions (S16)."""
+    if versioned or not relation.latest:
+        return relation
+    return relations[relation.latest]
 
 
 def processing_time_attribute(attr: TimeAttribute, relations: dict[str, Relation]) -> bool:
@@ -1703,6 +1717,15 @@ def _plan_single(source: SourceText, tokens: Sequence[Token], select: exp.Select
         fix = (f"did you mean {close[0]}?" if close else
                "tables and views must be created before the views that read them")
         raise CompileFailure(table_position, f"unknown table or view {table_name}", fix)
+    if relation.latest and tvf is not None:
+        raise CompileFailure(tvf.position, f"unsupported: {tvf.kind} windows of table "
+                             f"{relation.name}, a changelog table read as its latest row per "
+                             "key, which has no time attribute: a key's row changes whenever "
+                             "a change of it comes (ADR 0030; Flink's window aggregation "
+                             "refuses update changes too)",
+                             "aggregate its rows without a window (GROUP BY its columns), or "
+                             "join it FOR SYSTEM_TIME AS OF a time of the probe side")
+    relation = read_as(relation, relations)
     if not relation.insert_only:
         _check_updating_read(source, table_position, tvf, select, relation.name, view_name)
     if relation.ranking is not None:
@@ -2232,7 +2255,7 @@ def _top_level_words(tokens: Sequence[Token]) -> list[tuple[int, Token]]:
 
 
 def _join_input(source: SourceText, table: exp.Expression, relations: dict[str, Relation],
-                view_name: str, fallback: Position) -> _JoinInput:
+                view_name: str, fallback: Position, versioned: bool = False) -> _JoinInput:
     if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
         where = (source.position(table.meta["start"]) if table.meta.get("start") is not None
                  else fallback)
@@ -2254,6 +2277,12 @@ def _join_input(source: SourceText, table: exp.Expression, relations: dict[str, 
         fix = (f"did you mean {close[0]}?" if close else
                "tables and views must be created before the views that read them")
         raise CompileFailure(position, f"unknown table or view {name}", fix)
+    if relation.latest and not versioned:
+        raise CompileFailure(position, f"unsupported: view {view_name} joins table {name}, "
+                             "a changelog table read as its latest row per key, whose rows "
+                             "are updated (ADR 0030); only a temporal join reads its versions",
+                             f"join it as the versioned side: JOIN {name} FOR SYSTEM_TIME "
+                             "AS OF <probe time> ON <its PRIMARY KEY>")
     if not relation.insert_only:
         raise CompileFailure(position, f"unsupported: view {view_name} joins view "
                              f"{relation.name}, whose rows are updated (it aggregates without "
@@ -2451,7 +2480,8 @@ def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Sele
                              "TUMBLE(...))) and join the views on window_start and window_end")
     from_ = select.args.get("from_") or select.args.get("from")
     assert from_ is not None
-    right = _join_input(source, join.this, relations, view_name, fallback)
+    right = _join_input(source, join.this, relations, view_name, fallback,
+                        versioned=version is not None)
     exposed: dict[str, dict[str, str]]
     if chained is not None:
         first = from_.this

@@ -234,18 +234,18 @@ def test_s3_a_slice_of_events_gives_rows_deletions_dead_letters_and_its_probe(
     assert probe["changed"].timestamp() * 1000 == 3_000
 
 
-def test_l7_a_changelog_table_is_read_only_as_a_temporal_joins_versioned_side(
+def test_s18_a_changelog_table_is_read_elsewhere_as_its_latest_row_per_key(
     tmp_path: Path,
 ) -> None:
+    """ADR 0030: a view other than a temporal join reads the generated view of the table's
+    latest row per key, an updating relation, so its rows are written as a changelog."""
     path = tmp_path / "p.sql"
     path.write_text(RATES + "CREATE VIEW all_rates WITH ('topic' = 'out') AS\n"
                     "SELECT currency, rate FROM rates;\n", encoding="utf-8")
-    with pytest.raises(ProgramError) as info:
-        compile_program(path)
-    (found,) = info.value.diagnostics
-    assert found.message.startswith("view all_rates reads table rates, a changelog of updates "
-                                    "and deletes ('format' = 'debezium-json')")
-    assert found.fix is not None and "FOR SYSTEM_TIME AS OF" in found.fix
+    circuit = compile_program(path)
+    assert circuit.view("all_rates").sources == ("rates.latest",)
+    output = circuit.view("all_rates").output
+    assert output is not None and output.format == "changelog"
 
 
 def test_l7_a_change_events_metadata_needs_a_changelog_table(tmp_path: Path) -> None:
