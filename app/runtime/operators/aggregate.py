@@ -51,6 +51,7 @@ from app.circuit.aggregates import average_result, sum_result
 from app.circuit.derived_time import GroupCompletion
 from app.circuit.functions import arg_type, evaluate, to_spark_sql
 from app.circuit.ir import (
+    LATEST,
     RETRACTION_COLUMN,
     AggCall,
     Aggregate,
@@ -107,6 +108,12 @@ class _Acc:
         if self.fn == "COUNT" and not args:
             self.count += 1
             return
+        if self.fn == LATEST:
+            # The latest row per key (ADR 0030): a tie goes to the later arrival.
+            value, by = args
+            if by is not None and (self.best is None or (by, seq) >= self.best[:2]):
+                self.best = (by, seq, value)
+            return
         if self.fn in ("ARG_MAX", "ARG_MIN"):
             value, by = args
             if by is None:
@@ -147,7 +154,7 @@ class _Acc:
             return self.count
         if self.fn in ("MIN", "MAX"):
             return self.best
-        if self.fn in ("ARG_MAX", "ARG_MIN"):
+        if self.fn in ("ARG_MAX", "ARG_MIN", LATEST):
             return None if self.best is None else sum_result(self.best[2], self.type)
         if self.count == 0 or self.total is None:  # None: the native INT sum's try_sum overflowed
             return None

@@ -180,6 +180,11 @@ def plan_query(
         source = table_source(spark, table, spec, state_dirs[table.name], read, in_query)
         sources[table.name] = source
         parts.frames[table.name] = table_rows(source, table, table.name in owners, carried)
+        if any(circuit.view(v.view).reads_deletions for v in query.views):
+            # The latest row per key of a changelog table reads its deletions (ADR 0030).
+            parts.frames[deletions_of(table.name)] = table_rows(
+                source, table, table.name in owners, carried, deletions=True
+            )
     table = tables[0]
     parts.event_time = table.lateness[0].column if table.lateness else None
     produce = (
@@ -253,9 +258,18 @@ def _build_views(
             )
 
 
+def deletions_of(table: str) -> str:
+    """The name of ``table``'s rows and deletions among a query's frames (a '.' and a '#':
+    no relation's name, app/program/subqueries.py)."""
+    return f"{table}.#deletions"
+
+
 def _inputs(view: View, frames: Mapping[str, DataFrame]) -> Mapping[str, DataFrame]:
     """The relations' rows as ``view`` reads them: NOW() reads the step's batch time from
-    its rows (processing_time.py)."""
+    its rows (processing_time.py); a changelog table's latest row per key reads its table's
+    deletions too (ADR 0030)."""
+    if view.reads_deletions:
+        return {**frames, view.source: frames[deletions_of(view.source)]}
     if not view_reads_now(view):
         return frames
     return {**frames, **{s: with_batch_time(frames[s]) for s in view.sources}}

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from app.circuit.computed_columns import expr_to_json
-from app.circuit.ir import SqlType, Table
+from app.circuit.ir import DELETION_COLUMN, SqlType, Table
 from app.connectors.late_gate import ACCEPTED, SourceColumn, SourceSpec
 from app.errors import TidemarkError
 from app.runtime.operators.view_frame import ms_sql, table_columns
@@ -126,14 +126,25 @@ def table_source(
 
 
 def table_rows(
-    source: DataFrame, table: Table, watermarked: bool, carried: Sequence[str]
+    source: DataFrame,
+    table: Table,
+    watermarked: bool,
+    carried: Sequence[str],
+    deletions: bool = False,
 ) -> DataFrame:
     """The table's accepted rows as its views read them (its columns and ``carried``), with
     Spark's watermark on its first LATENESS column when ``watermarked``: the probe rows pass
-    ``withWatermark`` before they are filtered out, so the watermark is the waterline."""
+    ``withWatermark`` before they are filtered out, so the watermark is the waterline.
+    ``deletions``: its deletions too, each with :data:`DELETION_COLUMN` true, as the view of
+    a changelog table's latest row per key reads them (ADR 0030)."""
     accepted = source.filter(F.col("_kind").isin(*ACCEPTED, "probe"))
     if watermarked:
         accepted = _with_table_watermark(accepted, table)
+    if deletions:
+        return accepted.filter(F.col("_kind").isin(*ACCEPTED)).select(
+            *table_columns(table), *carried,
+            (F.col("_kind") == "delete").alias(DELETION_COLUMN),
+        )
     return accepted.filter(F.col("_kind") == "ok").select(*table_columns(table), *carried)
 
 
