@@ -232,7 +232,16 @@ def _watermark_problems(
         and merged is None
         and watermarked_tables(circuit, query) == _root_tables(circuit, view)
     )
-    if several and not view.is_stateless and merged is None and not alone:
+    if several and view.reads_deletions:
+        # Its table cannot move on through a boundary: the boundary would drop deletions.
+        table = view.source
+        found.append((
+            f"the latest row per key of changelog table {table} (ADR 0030) in the query of "
+            f"a temporal join that reads the versions of {table} (a query of several tables)",
+            f"read {table}'s latest rows and its versions in two programs, each with its "
+            "own CREATE TABLE of the topic",
+        ))
+    elif several and not view.is_stateless and merged is None and not alone:
         # A native aggregate of one table runs where no other table carries a watermark
         # (its readers are Tidemark's join operators, ADR 0017).
         found.append((

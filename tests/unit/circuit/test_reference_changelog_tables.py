@@ -21,6 +21,7 @@ from app.connectors.late_gate import LateGate
 from app.errors import ProgramError
 from app.program.compile import compile_program
 from app.runtime.operators.source import source_spec
+from app.runtime.planner.compose import compose
 
 NOW = 1_800_000_000_000
 
@@ -186,3 +187,70 @@ def test_l7_what_reads_no_latest_row_is_refused(tmp_path: Path, query: str,
     found = info.value.diagnostics[0]
     assert message in found.message
     assert found.position.line > 9
+
+
+def test_s18_flinks_cdc_count_ports_as_written(tmp_path: Path) -> None:
+    """Flink's changelog source counted into an upsert-kafka table compiles as written: the
+    count reads the latest row per key and writes upserts keyed by region."""
+    path = tmp_path / "flink.sql"
+    path.write_text("""
+CREATE TABLE customers (
+    id BIGINT, region STRING,
+    changed TIMESTAMP(3) METADATA FROM 'value.source.timestamp' VIRTUAL,
+    WATERMARK FOR changed AS changed - INTERVAL '5' SECOND,
+    PRIMARY KEY (id) NOT ENFORCED
+) WITH ('connector' = 'kafka', 'topic' = 'customers', 'value.format' = 'debezium-json');
+CREATE TABLE per_region (region STRING, n BIGINT, PRIMARY KEY (region) NOT ENFORCED)
+WITH ('connector' = 'upsert-kafka', 'topic' = 'per_region', 'key.format' = 'json',
+      'value.format' = 'json');
+INSERT INTO per_region SELECT region, COUNT(*) FROM customers GROUP BY region;
+""", encoding="utf-8")
+    circuit = compile_program(path)
+    assert circuit.dialect == "flink"
+    view = circuit.view("per_region")
+    assert view.sources == ("customers.latest",)
+    assert view.output is not None and view.output.format == "upsert"
+
+
+def test_s16_s18_one_table_joined_as_of_and_counted(tmp_path: Path) -> None:
+    """The temporal join reads the versions, the count the latest row per key, side by
+    side: customer 2's order at 15 s finds north (its move is at 20 s), while the count
+    moves it at once."""
+    program = PROGRAM + """
+CREATE TABLE orders (
+    ts  TIMESTAMP NOT NULL LATENESS INTERVAL '0' SECOND,
+    customer BIGINT NOT NULL
+) WITH ('topic' = 'orders', 'format' = 'json');
+CREATE VIEW placed WITH ('topic' = 'placed') AS
+SELECT o.ts, o.customer, c.region FROM orders AS o
+JOIN customers FOR SYSTEM_TIME AS OF o.ts AS c ON o.customer = c.id;
+"""
+    path = tmp_path / "both.sql"
+    path.write_text(program, encoding="utf-8")
+    circuit = compile_program(path)
+    assert circuit.view("placed").sources == ("orders", "customers")
+    gate = LateGate(source_spec(circuit.table("customers")), {}, NOW)
+    orders = [[], [{"ts": 15_000, "customer": 2}], [], [], []]
+    results = evaluate(circuit, [
+        StepInput({"customers": decoded(gate, values), "orders": orders[i]})
+        for i, values in enumerate(EVENTS)])
+    placed = [(r.value or {})["region"] for result in results
+              for r in result.outputs["placed"]]
+    assert placed == ["north"]
+    assert [changes(r, "per_region", "region", "customers") for r in results][1] == [
+        (True, "north", 2), (False, "north", 1), (True, "south", 1), (False, "south", 2)]
+    # On Spark the join's query holds both tables, and the table cannot move on through a
+    # boundary (its deletions would be lost): refused before anything runs, with the way.
+    (refused,) = compose(circuit).refused
+    assert "latest row per key of changelog table customers" in refused.message
+    assert refused.fix is not None and "two programs" in refused.fix
+
+
+def test_s19_on_spark_the_latest_row_per_key_is_read_through_a_boundary(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "p.sql"
+    path.write_text(PROGRAM, encoding="utf-8")
+    composed = compose(compile_program(path))
+    assert composed.refused == ()
+    assert composed.boundaries == {"customers.latest"}
