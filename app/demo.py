@@ -346,7 +346,7 @@ def _show_dead_letter(console: Console, table: Table, dlq: list[Any]) -> None:
 
 def _check_program(circuit: Circuit) -> None:
     """Refuse what the demo cannot run before anything starts: registry formats, change
-    events (only a temporal join reads them; the demo shows none of their updates)."""
+    events (the demo generates none of their updates and deletes)."""
     for table in circuit.tables:
         if table.changelog:
             raise ConfigError(

@@ -687,14 +687,17 @@ class Table:
     def changelog(self) -> bool:
         """The table's records are change events of a keyed table (``'format' =
         'debezium-json'``): creates and updates are versions of their key, a delete event
-        the deletion of its key (ADR 0028)."""
+        the deletion of its key (ADR 0028). Views other than a temporal join read it as its
+        latest row per key, the generated view ``<table>.latest`` (ADR 0030)."""
         return self.format in CHANGELOG_FORMATS
 
     @property
     def deletes_keys(self) -> bool:
         """Records of the table may delete keys: its tombstones
         (:attr:`deletes_by_tombstone`) or its delete events (:attr:`changelog`). A deletion
-        ends its key's last version for a temporal join and reaches no other view (S16)."""
+        ends its key's last version for a temporal join (S16) and, of a changelog table,
+        takes its key out of the view of its latest row per key (ADR 0030); it reaches no
+        other view."""
         return self.deletes_by_tombstone or self.changelog
 
     def column(self, name: str) -> Column:

@@ -6,7 +6,8 @@ reference comparison share it. A record is exactly one of:
 - ``punctuation``: null value with a ``tidemark.bound`` header (S4): no row, moves waterlines;
 - ``delete``: of a table keyed by its Kafka key (``SourceSpec.deletes``), a null value without
   that header (a tombstone, S16): the deletion of its key at its time, a row of its metadata
-  columns only, which only a temporal join reads (it ends the key's last version); gated like
+  columns only, which a temporal join reads (it ends the key's last version), and of a
+  changelog table the view of its latest row per key (ADR 0030); gated like
   a row (its key and times must be there, and it may be future or late); of a
   ``'format' = 'debezium-json'`` table also a delete event (``op`` ``d``,
   :mod:`app.connectors.debezium_records`), its key and times read from ``before``;
