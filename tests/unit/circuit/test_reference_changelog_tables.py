@@ -254,3 +254,33 @@ def test_s19_on_spark_the_latest_row_per_key_is_read_through_a_boundary(
     composed = compose(compile_program(path))
     assert composed.refused == ()
     assert composed.boundaries == {"customers.latest"}
+
+
+def test_s18_without_lateness_the_latest_row_is_the_last_arrival(tmp_path: Path) -> None:
+    """A changelog table without a LATENESS column orders a key's changes by arrival alone:
+    the update at 5 s after the one at 50 s still wins, and nothing is late."""
+    time_column = CUSTOMERS[CUSTOMERS.index("    changed"):CUSTOMERS.index("    id")]
+    no_time = CUSTOMERS.replace(time_column, "")
+    path = tmp_path / "p.sql"
+    path.write_text(no_time + """
+CREATE VIEW per_region WITH ('topic' = 'per_region', 'format' = 'changelog') AS
+SELECT region, COUNT(*) AS customers FROM customers GROUP BY region;
+""", encoding="utf-8")
+    circuit = compile_program(path)
+    assert not circuit.table("customers").lateness
+    gate = LateGate(source_spec(circuit.table("customers")), {}, NOW)
+    steps = [
+        [event("c", 50_000, after=customer(1, "north"))],
+        [event("u", 50_000, before=customer(1, "north"), after=customer(1, "east")),
+         event("u", 5_000, before=customer(1, "east"), after=customer(1, "west"))],
+        [event("d", 1_000, before=customer(1, "west")),
+         event("c", 1_000, after=customer(2, "north"))],
+    ]
+    results = evaluate(circuit, [StepInput({"customers": decoded(gate, values)})
+                                 for values in steps])
+    assert [changes(r, "per_region", "region", "customers") for r in results] == [
+        [(False, "north", 1)],
+        [(True, "north", 1), (False, "west", 1)],
+        [(False, "north", 1), (True, "west", 1)],
+    ]
+    assert all(not r.dead_letters for r in results)
