@@ -1,4 +1,5 @@
-"""A Debezium topic in Avro through the registry as the versioned side of a temporal join, on
+"""A Debezium topic in Avro through the registry as the versioned side of a temporal join (and,
+last, counted as its latest row per key, ADR 0030), on
 Spark through the real broker and the tests' real schema registry (ADR 0028; SPEC S7, S16):
 rates is captured by a Debezium connector with Kafka Connect's AvroConverter
 (``'format' = 'debezium-avro-confluent'``), produced here with confluent-kafka's own
@@ -30,6 +31,7 @@ from debezium_avro import avro_events
 from table_steps import clock_ms, frozen, new_values_per_step, oracle_written, run_steps, written
 
 from app.circuit.reference import evaluate
+from app.connectors.output_reader import OutputReader
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.runtime.planner.physical import physical_plan
@@ -128,3 +130,79 @@ def test_s16_a_debezium_avro_topic_is_the_versioned_side_of_a_temporal_join(
     assert written(kafka, circuit, "converted", topics["converted"]) == oracle_written(
         oracle, "converted"
     )
+
+
+LATEST = """
+CREATE TABLE rates (
+    changed  TIMESTAMP NOT NULL METADATA FROM 'value.source.timestamp'
+             LATENESS INTERVAL '0' SECOND,
+    currency VARCHAR        NOT NULL,
+    rate     DECIMAL(10, 2) NOT NULL,
+    PRIMARY KEY (currency) NOT ENFORCED
+) WITH ('topic' = '{rates}', 'format' = 'debezium-avro-confluent',
+        'schema-registry.url' = '{url}', 'dead_letter' = '{rates_dlq}');
+
+CREATE VIEW per_rate WITH ('topic' = '{per_rate}', 'format' = 'changelog') AS
+SELECT rate, COUNT(*) AS currencies FROM rates GROUP BY rate;
+"""
+
+
+def test_s18_a_debezium_avro_topic_is_counted_as_its_latest_row_per_key(
+    kafka: Any, schema_registry: str, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """ADR 0030: a GROUP BY over the table counts each currency's latest rate:
+
+        step  rates (events)                       per_rate changes (rate, currencies)
+        1     c EUR 1.10, r GBP 1.25 (9:00)        +(1.10 1), +(1.25 1)
+        2     u EUR 1.10 -> 1.25 (9:40)            -(1.10 1), -(1.25 1) +(1.25 2)
+        3     d GBP (9:50), its tombstone          -(1.25 2) +(1.25 1)
+        4     c GBP 1.30 (10:10)                   +(1.30 1)
+    """
+    topics = {name: unique_topic(name) for name in ("rates", "rates_dlq", "per_rate")}
+    kafka.create_topic(topics["rates"], partitions=2)
+    program = tmp_path / "debezium_avro_latest.sql"
+    program.write_text(LATEST.format(**topics, url=schema_registry), encoding="utf-8")
+    circuit = compile_program(program)
+    assert circuit.view("per_rate").sources == ("rates.latest",)
+    event = avro_events(schema_registry, topics["rates"])
+
+    def change(op: str, clock: str, currency: str, before: str | None,
+               after: str | None) -> tuple[str, bytes, bytes]:
+        key = json.dumps({"currency": currency}).encode()
+        return ("record", key, event(op, clock_ms(clock), currency, before, after))
+
+    steps: list[dict[str, list[Any]]] = [
+        {"rates": [change("c", "9:00", "EUR", None, "1.10"),
+                   change("r", "9:00", "GBP", None, "1.25")]},
+        {"rates": [change("u", "9:40", "EUR", "1.10", "1.25")]},
+        {"rates": [change("d", "9:50", "GBP", "1.25", None),
+                   ("record", json.dumps({"currency": "GBP"}).encode(), None)]},
+        {"rates": [change("c", "10:10", "GBP", None, "1.30")]},
+    ]
+    output = circuit.view("per_rate").output
+    assert output is not None
+    reader = OutputReader("per_rate", output)
+    per_step: list[Counter[tuple[Any, ...]]] = []
+    seen = 0
+
+    def after_step() -> None:
+        nonlocal seen
+        records = [reader.value(m.value())
+                   for m in read_topic(kafka.conf(), topics["per_rate"])]
+        per_step.append(Counter((r["undo"], r["rate"], r["currencies"])
+                                for r in records[seen:]))
+        seen = len(records)
+
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, steps, after_step=after_step)
+    d = Decimal
+    assert per_step == [
+        Counter([(False, d("1.10"), 1), (False, d("1.25"), 1)]),
+        Counter([(True, d("1.10"), 1), (True, d("1.25"), 1), (False, d("1.25"), 2)]),
+        Counter([(True, d("1.25"), 2), (False, d("1.25"), 1)]),
+        Counter([(False, d("1.30"), 1)]),
+    ]
+    assert read_topic(kafka.conf(), topics["rates_dlq"]) == []
+    oracle = [Counter((r.value["undo"], r.value["rate"], r.value["currencies"])
+                      for r in result.outputs["per_rate"] if r.value is not None)
+              for result in evaluate(circuit, inputs)]
+    assert oracle == per_step
