@@ -103,8 +103,11 @@ class _Values(Accumulator):
         value = args[0]
         if value is None:
             return
+        # A Z-set: within a step a retraction may come before the insertion it takes back
+        # (a regular join's pairs, S16, S18), so a count may be negative for a while; only
+        # values with a positive count are read, and a count of zero is dropped.
         self.values[value] += weight
-        if self.values[value] <= 0:
+        if self.values[value] == 0:
             del self.values[value]
 
     def snapshot(self) -> list[tuple[Any, int]]:
@@ -116,7 +119,7 @@ class _Values(Accumulator):
     def _inputs(self) -> list[Any]:
         """The non-null inputs (each distinct value once when DISTINCT)."""
         if self.distinct:
-            return list(self.values)
+            return [value for value, count in self.values.items() if count > 0]
         return list(self.values.elements())
 
 
@@ -124,7 +127,7 @@ class Count(_Values):
     """COUNT(x) and COUNT(DISTINCT x): non-null values."""
 
     def result(self) -> Any:
-        return len(self.values) if self.distinct else sum(self.values.values())
+        return len(self._inputs()) if self.distinct else sum(self.values.values())
 
 
 class Sum(_Values):
@@ -155,9 +158,10 @@ class Extreme(_Values):
         self.largest = largest
 
     def result(self) -> Any:
-        if not self.values:
+        held = [value for value, count in self.values.items() if count > 0]
+        if not held:
             return None
-        return max(self.values) if self.largest else min(self.values)
+        return max(held) if self.largest else min(held)
 
 
 class ArgExtreme(Accumulator):

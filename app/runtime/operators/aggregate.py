@@ -185,8 +185,11 @@ class _RetractingAcc(_Acc):
         if value is None:
             return
         if self.distinct or self.fn in ("MIN", "MAX"):
+            # A Z-set, as the reference's: a step's retraction may come before the
+            # insertion it takes back (a regular join's pairs), so a count may be negative
+            # until the step's rows are in; only positive counts are read.
             self.multiset[value] += weight
-            if self.multiset[value] <= 0:
+            if self.multiset[value] == 0:
                 del self.multiset[value]
             return
         self.count += weight
@@ -194,15 +197,16 @@ class _RetractingAcc(_Acc):
         self.total = exact if self.total is None else self.total + exact
 
     def result(self) -> Any:
+        held = [value for value, count in self.multiset.items() if count > 0]
         if not self.distinct and self.fn in ("MIN", "MAX"):
-            if not self.multiset:
+            if not held:
                 return None
-            return max(self.multiset) if self.fn == "MAX" else min(self.multiset)
+            return max(held) if self.fn == "MAX" else min(held)
         if not self.distinct:
             return super().result()
         folded = _Acc.__new__(_Acc)  # the distinct values, folded afresh
         folded.__dict__.update(self.__dict__, values=None, count=0, total=None, best=None)
-        for value in self.multiset:
+        for value in held:
             folded._fold(value)
         return folded.result()
 

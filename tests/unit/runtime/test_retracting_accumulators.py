@@ -76,3 +76,32 @@ def test_s18_min_falls_back_to_the_next_value_when_its_last_copy_is_retracted() 
     assert acc.result() == 2
     acc.add((2,), (0, 0, 0), -1)
     assert acc.result() is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.one_of(st.none(), st.integers(-5, 5)), max_size=10),
+    retract=st.lists(st.booleans(), min_size=10, max_size=10),
+    order=st.randoms(use_true_random=False),
+)
+def test_s16_s18_a_steps_changes_in_any_order_give_the_same_result(
+    values: list[int | None], retract: list[bool], order: Any
+) -> None:
+    """A regular join of updating views writes a pair's retraction and its insertion in one
+    step in any order (Spark's join has none; the reference's may retract a pair before the
+    insertion it takes back, semantics.md): a value's count may go below zero within the
+    step, and the result once all of the step's changes are in is that of the changes in
+    the order a changelog writes them."""
+    changes = _changes(values, retract)
+    shuffled = list(changes)
+    order.shuffle(shuffled)
+    for fn, distinct, arg, result in _CALLS:
+        call = _call(fn, distinct, arg, result)
+        in_order, spark, oracle = accumulator_for(call), _RetractingAcc(call), accumulator_for(call)
+        for i, (value, weight) in enumerate(changes):
+            in_order.add(() if arg is None else (value,), i, weight)
+        for i, (value, weight) in enumerate(shuffled):
+            args = () if arg is None else (value,)
+            spark.add(args, (0, 0, i), weight)
+            oracle.add(args, i, weight)
+        assert spark.result() == oracle.result() == in_order.result(), (fn, distinct, shuffled)
