@@ -230,6 +230,10 @@ def emit_clause(view: View) -> str | None:
 
 
 def _emit_text(circuit: Circuit, view: View) -> str:
+    if view.join is not None and circuit.updating(view.name):
+        return ("each pair's change in the step its second change arrives, with the product "
+                "of the two changes' weights: a retraction of either side retracts the pairs "
+                "it made (S16, S18)")
     if view.is_stateless and view.join is None and circuit.updating(view.name):
         return (f"each change of {', '.join(view.sources)} as it comes, retractions included "
                 "(S18): after the step that writes it")

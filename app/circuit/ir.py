@@ -841,16 +841,18 @@ class Circuit:
     def updating(self, relation: str) -> bool:
         """S18: the relation's rows are updated, so its readers see retractions: an
         aggregate without EMIT AFTER WATERMARK, a stage boundary's table of one
-        (:attr:`Table.retractions`), a stateless view of an updating relation, or a UNION
-        ALL with a branch over one (S17: it passes every branch's changes on)."""
+        (:attr:`Table.retractions`), a stateless view of an updating relation, a UNION
+        ALL with a branch over one (S17: it passes every branch's changes on), or a JOIN of
+        one (S16: only an INNER join without a time bound reads one; each pair's change has
+        the product of its rows' weights)."""
         if any(t.name == relation for t in self.tables):
             return self.table(relation).retractions
         view = self.view(relation)
         if any(isinstance(op, Aggregate) for op in view.operators):
             return not view.emit.after_watermark
-        if view.union is not None:
+        if view.union is not None or view.join is not None:
             return any(self.updating(source) for source in view.sources)
-        if view.join is not None or not view.is_stateless:
+        if not view.is_stateless:
             return False
         return self.updating(view.source)
 

@@ -254,11 +254,14 @@ class _Group:
 @dataclass
 class _Held:
     """A row one side of a join keeps: the side's columns by qualified name, its bound time
-    (None: no bound, or a NULL time) and whether it has matched a row of the other side."""
+    (None: no bound, or a NULL time), whether it has matched a row of the other side, and
+    its weight (-1: a retraction an INNER join without a time bound holds beside the row it
+    retracts, S18)."""
 
     row: dict[str, Any]
     time: int | None
     matched: bool = False
+    weight: int = 1
 
 
 def _arrivals(
@@ -266,18 +269,21 @@ def _arrivals(
 ) -> list[tuple[str, _Change]]:
     """The step's rows of both sides of ``join`` as (``"left"``/``"right"``, change), in
     arrival order (a left row before a right one of the same sequence number), with
-    ``deleted``, the right side's deletions, among the right side's rows. Joins read
-    insert-only relations (the compiler's rule): a retraction is a ValueError."""
+    ``deleted``, the right side's deletions, among the right side's rows. Only an INNER
+    join without a time bound reads updating relations (the compiler's rule, S18): a
+    retraction reaching any other is a ValueError."""
     arrivals = sorted(
         [(c.seq, 0, "left", c) for c in deltas.get(join.left.source, ())]
         + [(c.seq, 1, "right", c) for c in [*deltas.get(join.right.source, ()), *deleted]],
         key=lambda item: (item[0], item[1]),
     )
+    takes_changes = join.form == "regular" and join.kind == "inner"
     for _, _, _, change in arrivals:
-        if change.weight < 0:
+        if change.weight < 0 and not takes_changes:
             raise ValueError(
                 f"a retraction reached the {join.form} join of {join.left.source} and "
-                f"{join.right.source}; the compiler only joins insert-only relations"
+                f"{join.right.source}; the compiler joins updating relations only in an "
+                "INNER join without a time bound"
             )
     return [(side, change) for _, _, side, change in arrivals]
 
@@ -292,6 +298,13 @@ class _JoinRuntime:
     matched, then freed. Future rows of a side have time >= its waterline ``w`` (a
     ``window_end`` > ``w``), so a left row at ``x`` is done once that floor exceeds
     ``x + upper``, a right row at ``y`` once the left floor exceeds ``y - lower``.
+
+    An INNER join without a time bound may read updating relations (S18): each side holds
+    every change it is given, a retraction (weight -1) beside the row it retracts, never
+    removing one, and a pair's change has the product of its two changes' weights. The
+    join is bilinear, so the sum of every pair written equals the join of the sum of each
+    side's changes after every step: what Spark's stream-stream join computes over the
+    changes (docs/semantics.md).
     """
 
     def __init__(
@@ -309,14 +322,14 @@ class _JoinRuntime:
     def rows_held(self) -> int:
         return len(self.held["left"]) + len(self.held["right"])
 
-    def _side_row(self, side: str, row: Row) -> _Held:
+    def _side_row(self, side: str, row: Row, weight: int) -> _Held:
         spec = self.join.left if side == "left" else self.join.right
         qualified = {spec.qualified(c): row.get(c) for c in spec.columns}
         time = None
         if self.join.bound is not None:
             column = self.join.bound.left_column if side == "left" else self.join.bound.right_column
             time = row.get(column)
-        return _Held(qualified, time)
+        return _Held(qualified, time, weight=weight)
 
     def _matches(self, left: _Held, right: _Held) -> bool:
         for left_key, right_key in self.join.keys:
@@ -345,23 +358,23 @@ class _JoinRuntime:
         deltas: Mapping[str, Sequence[_Change]],
         waterlines: _AllWaterlines,
         deletions: Mapping[str, Sequence[_Change]],
-    ) -> list[dict[str, Any]]:
-        """The joined rows of this step: matches in arrival order, then rows proven
-        unmatched (left side first, each in arrival order). Deletions reach no interval or
-        window join (a table stays insert-only for them)."""
-        out: list[dict[str, Any]] = []
+    ) -> list[tuple[dict[str, Any], int]]:
+        """The joined rows of this step with their weights: matches in arrival order, then
+        rows proven unmatched (left side first, each in arrival order). Deletions reach no
+        interval or window join (a table stays insert-only for them)."""
+        out: list[tuple[dict[str, Any], int]] = []
         for side, change in _arrivals(self.join, deltas):
-            held = self._side_row(side, change.row)
+            held = self._side_row(side, change.row, change.weight)
             other = "right" if side == "left" else "left"
             for candidate in self.held[other]:
                 left, right = (held, candidate) if side == "left" else (candidate, held)
                 if self._matches(left, right):
-                    out.append({**left.row, **right.row})
+                    out.append(({**left.row, **right.row}, left.weight * right.weight))
                     held.matched = candidate.matched = True
             if self.join.bound is not None and held.time is None:
                 # A NULL time is within no bound: nothing can ever match it.
                 if self._outer(side) and not held.matched:
-                    out.append(self._padded(side, held))
+                    out.append((self._padded(side, held), 1))
                 continue
             self.held[side].append(held)
         for side in ("left", "right"):
@@ -370,7 +383,7 @@ class _JoinRuntime:
                 if not self._done(side, held, waterlines):
                     kept.append(held)
                 elif self._outer(side) and not held.matched:
-                    out.append(self._padded(side, held))
+                    out.append((self._padded(side, held), 1))
             self.held[side] = kept
         return out
 
@@ -778,6 +791,20 @@ class _ViewRuntime:
                 raise TypeError(f"operator {type(op).__name__} cannot run row by row")
         return rows
 
+    def _joined(
+        self,
+        deltas: Mapping[str, Sequence[_Change]],
+        waterlines: _AllWaterlines,
+        deletions: Mapping[str, Sequence[_Change]],
+    ) -> list[tuple[dict[str, Any], int]]:
+        """The join's rows of this step with their weights (a temporal join's are
+        insertions: it reads insert-only probe rows)."""
+        join = self.join
+        assert join is not None
+        if isinstance(join, _TemporalRuntime):
+            return [(row, 1) for row in join.apply(deltas, waterlines, deletions)]
+        return join.apply(deltas, waterlines, deletions)
+
     def _shape(self, row: dict[str, Any]) -> dict[str, Any]:
         """The row as the view's declared columns, in declared order (S13 values)."""
         names = [c.name for c in self.view.columns]
@@ -797,8 +824,8 @@ class _ViewRuntime:
         if self.join is not None:
             assert waterlines is not None, "a join needs the step's waterlines (S16)"
             return [
-                _Change(self._shape(row), 1, next_seq())
-                for joined in self.join.apply(deltas, waterlines, deletions or {})
+                _Change(self._shape(row), weight, next_seq())
+                for joined, weight in self._joined(deltas, waterlines, deletions or {})
                 for row in self._stateless(self.pre, joined)
             ]
         if self.union is not None:

@@ -1155,6 +1155,11 @@ class _Compiler:
                 "bound it on a time attribute of each side, e.g. b.ts BETWEEN a.ts - INTERVAL "
                 "'10' MINUTE AND a.ts + INTERVAL '10' MINUTE, or join windowed views on "
                 "a.window_end = b.window_end"))
+            if planned.updating:
+                # S18: a change is never taken out of a side; a retraction is held beside
+                # the row it retracts (docs/semantics.md, a regular join of updating rows).
+                return StateBound("unbounded", None, "every change of both sides is kept "
+                                  "(insertions and retractions alike); never freed")
             return StateBound("unbounded", None, "every row of both sides is kept; never freed")
         if planned.top_n is not None:
             top_n = planned.top_n.top_n

@@ -2283,12 +2283,6 @@ def _join_input(source: SourceText, table: exp.Expression, relations: dict[str, 
                              "are updated (ADR 0030); only a temporal join reads its versions",
                              f"join it as the versioned side: JOIN {name} FOR SYSTEM_TIME "
                              "AS OF <probe time> ON <its PRIMARY KEY>")
-    if not relation.insert_only:
-        raise CompileFailure(position, f"unsupported: view {view_name} joins view "
-                             f"{relation.name}, whose rows are updated (it aggregates without "
-                             "EMIT AFTER WATERMARK)",
-                             f"add EMIT AFTER WATERMARK to {relation.name}, or join its input "
-                             "directly")
     alias_node = table.args.get("alias")
     alias = name
     if alias_node is not None and alias_node.this is not None:
@@ -2526,6 +2520,7 @@ def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Sele
     inputs = {left.alias: left, right.alias: right}
     if version is not None:
         assert isinstance(version, exp.Version)
+        _updating_sides(position, kind, "temporal", left, right, view_name)
         temporal = _temporal_join(source, version, for_position, kind, left, right, on,
                                   on_scope, fallback, clause)
         return _join_view(source, tokens, select, words, view_name, fallback, position,
@@ -2615,6 +2610,7 @@ def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Sele
     residual: Expr | None = None
     for part in residual_parts:
         residual = part if residual is None else Call("AND", (residual, part), _BOOL)
+    _updating_sides(position, kind, form, left, right, view_name)
     if form == "regular" and kind != "inner":
         why = f" ({unbounded_why})" if unbounded_why else ""
         raise CompileFailure(position, f"unsupported: {kind.upper()} OUTER JOIN without a time "
@@ -2624,6 +2620,44 @@ def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Sele
     return _join_view(source, tokens, select, words, view_name, fallback, position, join_op,
                       left, right, sides, post_columns, unbounded_why, renamed,
                       keep is not None)
+
+
+def _updating_sides(position: Position, kind: _JoinKind, form: str, left: _JoinInput,
+                    right: _JoinInput, view_name: str) -> None:
+    """S16, S18: which joins read an updating relation. An INNER join without a time bound
+    (``regular``) does: a join is bilinear, so each side holding every change it has seen
+    (insertions and retractions alike) and each pair written once, when its second change
+    arrives, with the product of their weights, writes changes whose sum is the join of
+    what both sides hold (docs/semantics.md). An interval or window join writes each match
+    once, final, and frees a row once the other side's waterline passes its bound, after
+    which a retraction could not take its pairs back; Flink's interval and window joins
+    read insert-only rows too. A temporal join's probe rows are written once, final. An
+    OUTER join without a time bound is refused for any input (below); of updating rows it
+    would also need its padded rows retracted when a match comes, which Flink's regular
+    join does and Tidemark does not yet."""
+    updated = next((side for side in (left, right) if not side.relation.insert_only), None)
+    if updated is None:
+        return
+    name = updated.relation.name
+    what = (f"view {view_name} joins view {name}, whose rows are updated (it aggregates "
+            "without EMIT AFTER WATERMARK, or reads such a view)")
+    if form == "regular" and kind == "inner":
+        return
+    if form == "regular":
+        raise CompileFailure(position, f"unsupported: a {kind.upper()} OUTER join without a "
+                             f"time bound of updating rows: {what}; its padded rows would "
+                             "have to be retracted when a match comes (SPEC S18), which "
+                             "Tidemark does not do yet (Flink's regular join does)",
+                             f"use an INNER join, or add EMIT AFTER WATERMARK to {name}")
+    shown = {"interval": "an interval join", "window": "a window join",
+             "temporal": "a temporal join (FOR SYSTEM_TIME AS OF)"}[form]
+    raise CompileFailure(updated.position, f"unsupported: {what}, in {shown}: it writes "
+                         "each match once, final, and frees a row once the other side's "
+                         "waterline passes its bound, so a retraction could not take its "
+                         "pairs back (SPEC S16, S18; Flink's interval, window and temporal "
+                         "joins read insert-only rows too)",
+                         f"add EMIT AFTER WATERMARK to {name}, or join without a time bound "
+                         "(an INNER join on the keys alone takes every change)")
 
 
 def _chained_name(alias: str, column: str) -> str:
@@ -2800,7 +2834,8 @@ def _join_view(source: SourceText, tokens: Sequence[Token], select: exp.Select,
                         sources=(left.relation.name, right.relation.name), joined=joined,
                         column_positions=tuple(positions), join_position=position,
                         join_state=_join_state_text(join_op, left, right),
-                        join_unbounded=unbounded_why if join_op.bound is None else "")
+                        join_unbounded=unbounded_why if join_op.bound is None else "",
+                        updating=not (left.relation.insert_only and right.relation.insert_only))
 
 
 def _temporal_join(source: SourceText, version: exp.Version, for_position: Position,

@@ -244,7 +244,7 @@ SELECT minute_end, SUM(n) AS total FROM u GROUP BY minute_end EMIT AFTER WATERMA
 
 def test_s18_an_updating_union_is_a_changelog_and_cannot_be_windowed_joined_or_ranked() -> None:
     """Written as ``changelog`` only; and what cannot read updating rows yet (a window,
-    a join, OVER, a ranking) refuses the union as it refuses any updating view."""
+    an OUTER join, OVER, a ranking) refuses the union as it refuses any updating view."""
     local = COUNT_AND_ROWS.replace("CREATE VIEW u WITH ('topic' = 'u')", "CREATE LOCAL VIEW u")
     for fmt in ("upsert", "append"):
         with pytest.raises(ProgramError, match=f"view u reads the updated rows of view counts "
@@ -261,7 +261,8 @@ GROUP BY window_start, window_end;""")
         compile_sql(TABLES + local + """
 CREATE VIEW o WITH ('topic' = 'o') AS
 SELECT k, n, SUM(n) OVER (PARTITION BY k ORDER BY n) AS s FROM u;""")
-    with pytest.raises(ProgramError, match="joins view u, whose rows are updated"):
+    with pytest.raises(ProgramError, match="LEFT OUTER join without a time bound of updating "
+                                           "rows: view j joins view u, whose rows are updated"):
         compile_sql(TABLES + local + """
 CREATE VIEW j WITH ('topic' = 'j') AS
-SELECT e.ts, u.n FROM ev AS e JOIN u ON e.k = u.k;""")
+SELECT e.ts, u.n FROM ev AS e LEFT JOIN u ON e.k = u.k;""")

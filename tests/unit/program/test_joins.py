@@ -356,9 +356,19 @@ ERRORS = [
      (1, 18, "duplicate column name rowtime in view v", "give each column its own name with "
       "AS")),
     ("CREATE VIEW agg AS SELECT orderid, COUNT(*) AS n FROM orders GROUP BY orderid;\n"
-     "CREATE VIEW v AS SELECT a.orderid FROM agg a JOIN trades t ON a.orderid = t.orderid;",
-     (2, 40, "unsupported: view v joins view agg, whose rows are updated",
-      "add EMIT AFTER WATERMARK to agg")),
+     "CREATE VIEW v AS SELECT a.orderid FROM agg a LEFT JOIN trades t ON a.orderid = "
+     "t.orderid;",
+     (2, 46, "unsupported: a LEFT OUTER join without a time bound of updating rows: view v "
+      "joins view agg, whose rows are updated", "use an INNER join, or add EMIT AFTER "
+      "WATERMARK to agg")),
+    ("CREATE VIEW agg AS SELECT window_end AS we, orderid, COUNT(*) AS n FROM TABLE(TUMBLE("
+     "TABLE orders, DESCRIPTOR(rowtime), INTERVAL '1' MINUTE)) GROUP BY window_start, "
+     "window_end, orderid;\n"
+     "CREATE VIEW v AS SELECT a.orderid FROM agg a JOIN trades t ON a.orderid = t.orderid "
+     "AND t.rowtime BETWEEN a.we - INTERVAL '1' MINUTE AND a.we;",
+     (2, 40, "unsupported: view v joins view agg, whose rows are updated (it aggregates "
+      "without EMIT AFTER WATERMARK, or reads such a view), in an interval join",
+      "add EMIT AFTER WATERMARK to agg, or join without a time bound")),
     ("CREATE VIEW v AS SELECT o.orderid FROM orders o JOIN missing t ON o.orderid = "
      "t.orderid;",
      (1, 54, "unknown table or view missing", None)),
