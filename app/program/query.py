@@ -2654,8 +2654,8 @@ def _updating_sides(position: Position, kind: _JoinKind, form: str, left: _JoinI
     raise CompileFailure(updated.position, f"unsupported: {what}, in {shown}: it writes "
                          "each match once, final, and frees a row once the other side's "
                          "waterline passes its bound, so a retraction could not take its "
-                         "pairs back (SPEC S16, S18; Flink's interval, window and temporal "
-                         "joins read insert-only rows too)",
+                         "pairs back (SPEC S16, S18; Flink's interval and window joins "
+                         "read insert-only rows too)",
                          f"add EMIT AFTER WATERMARK to {name}, or join without a time bound "
                          "(an INNER join on the keys alone takes every change)")
 
