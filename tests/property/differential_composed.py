@@ -22,14 +22,17 @@ each, every view any form over any earlier view of its stack or a table:
 - an updating aggregate (S18): GROUP BY a key, a value or both without a window, or a
   TUMBLE, HOP or CUMULATE with the default EMIT or EMIT STREAM, over any relation (an
   updating one included, whose retractions it takes back, its windows on one of its time
-  attributes); ``changelog`` or ``upsert``.
+  attributes); ``changelog`` or ``upsert``;
+- at times, once a stack holds an updating view with a key, an INNER join without a time
+  bound of it and a relation with a key, on the keys (S16, S18: each pair's change weighed
+  by both sides', updating, a ``changelog`` without time attributes).
 
 A filter of an updating view is updating too (written as a ``changelog``); once a stack holds
-an updating view, its next view is a UNION ALL over one 3 times in 10 (and after one, a GROUP
-BY or filter of that union half the time), else reads one 3 times in 5 (a filter, an
-aggregate, or a window aggregate on one of its time attributes, updating or EMIT AFTER
-WATERMARK: Flink 1.19's window aggregate over a changelog). Joins never read one (the
-compiler refuses them, S18). An
+an updating view, its next view is a UNION ALL over one 4 times in 10, else half the time
+(with a key) a regular join of one (and after either, most often a GROUP BY or filter of
+it), else reads one 3 times in 5 (a filter, an aggregate, or a window aggregate on one of
+its time attributes, updating or EMIT AFTER WATERMARK: Flink 1.19's window aggregate over a
+changelog). Interval joins never read one (the compiler refuses them, S18). An
 insert-only output writes ``'format' = 'append'``, so its rows compare as a multiset; an
 intermediate view is an output or LOCAL at random. Stacks are drawn one at a time and kept
 only if the program with them compiles and ``compose`` refuses nothing; every draw that is
@@ -84,8 +87,12 @@ class Rel:
     #: Some of its rows wait for a waterline (an AFTER WATERMARK window, a LEFT join's
     #: padded rows) in it or in what it reads, so on Spark they may come steps later.
     gated: bool = False
-    #: A UNION ALL with an updating branch (:func:`_updating_union`).
+    #: A UNION ALL with an updating branch (:func:`_updating_union`) or a regular join of
+    #: an updating view (:func:`_updating_join`): a reader of it is drawn at times next.
     united: bool = False
+    #: Its changes include a regular join's pairs of updating rows (in it or in what it
+    #: passes on): within a step a pair may be retracted before it is inserted (S16, S18).
+    paired: bool = False
 
     def of(self, kind: str) -> list[Col]:
         return [c for c in self.cols if c.kind == kind]
@@ -266,7 +273,7 @@ def _filter(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> Vi
     where = _where(rng, src)
     sql = (f"SELECT {', '.join(items)} FROM {src.name}"
            + (f" WHERE {where}" if where else "") + ";")
-    rel = Rel(name, tuple(cols), updating=src.updating, gated=src.gated)
+    rel = Rel(name, tuple(cols), updating=src.updating, gated=src.gated, paired=src.paired)
     return ViewDraw(name, "filter", (src.name,), sql, output, rel,
                     "changelog" if src.updating else "append")
 
@@ -448,21 +455,59 @@ def _updating_union(rng: random.Random, name: str, output: bool, pool: list[Rel]
     cols = [*([Col(f"t{n}", "time")] if timed else []),
             *([Col(f"k{n}", "key")] if keyed else []), Col(f"v{n}", "val")]
     sql = "\nUNION ALL\n".join(branches) + ";"
-    rel = Rel(name, tuple(cols), updating=True, gated=one.gated or two.gated, united=True)
+    rel = Rel(name, tuple(cols), updating=True, gated=one.gated or two.gated, united=True,
+              paired=one.paired or two.paired)
     return ViewDraw(name, "union_updating", tuple(r.name for r in pair), sql, output, rel,
+                    "changelog")
+
+
+#: How often a view of a stack that holds a keyed updating view (and draws no UNION ALL
+#: over one) is a regular join of one.
+UPDATING_JOIN_SHARE = 0.5
+
+
+def _updating_join(rng: random.Random, name: str, output: bool, pool: list[Rel],
+                   n: int) -> ViewDraw | None:
+    """At times (only once the stack holds an updating view with a key) an INNER join
+    without a time bound of it (S16, S18) with another relation with a key (a table, an
+    insert-only view or an updating one; itself when there is none), on the keys, either
+    side first: the key and a value of each side. The join passes each pair's change on with
+    the product of its rows' weights, so it is updating and written as a ``changelog``; it
+    has no time attribute."""
+    updating = [r for r in pool if r.updating and r.of("key")]
+    if not updating or rng.random() >= UPDATING_JOIN_SHARE:
+        return None
+    one = rng.choice(updating)
+    others = [r for r in pool if r.of("key") and r is not one]
+    two = rng.choice(others) if others else one
+    left, right = (one, two) if rng.random() < 0.5 else (two, one)
+    lk, rk = rng.choice(left.of("key")).name, rng.choice(right.of("key")).name
+    items = [f"l.{lk} AS k{n}"]
+    cols = [Col(f"k{n}", "key")]
+    for side, rel in (("l", left), ("r", right)):
+        if rel.of("val"):
+            items.append(f"{side}.{rng.choice(rel.of('val')).name} AS {side}v{n}")
+            cols.append(Col(f"{side}v{n}", "val"))
+    sql = (f"SELECT {', '.join(items)}\n"
+           f"FROM {left.name} AS l JOIN {right.name} AS r ON l.{lk} = r.{rk};")
+    rel = Rel(name, tuple(cols), updating=True, gated=one.gated or two.gated, united=True,
+              paired=True)
+    return ViewDraw(name, "join_updating", (left.name, right.name), sql, output, rel,
                     "changelog")
 
 
 def _union_or_reader(rng: random.Random, name: str, output: bool, pool: list[Rel],
                      n: int) -> ViewDraw | None:
-    """Half the time after a UNION ALL with an updating branch, a reader of it: a GROUP BY
-    taking its retractions back, or a filter passing them on; else at times such a union
-    (:func:`_updating_union`); None: another form."""
+    """Most times after a UNION ALL with an updating branch or a regular join of an
+    updating view, a reader of it: a GROUP BY taking its retractions back, or a filter
+    passing them on; else at times such a union (:func:`_updating_union`) or join
+    (:func:`_updating_join`); None: another form."""
     united = [r for r in pool if r.united]
     if united and rng.random() < 0.8:
         reader = _grouped if rng.random() < 0.8 else _filter
         return reader(rng, name, output, rng.choice(united), n)
-    return _updating_union(rng, name, output, pool, n)
+    return (_updating_union(rng, name, output, pool, n)
+            or _updating_join(rng, name, output, pool, n))
 
 
 def _pick(rng: random.Random, pool: list[Rel], ok: Any, prefer_view: bool = True) -> Rel | None:
