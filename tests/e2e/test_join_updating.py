@@ -8,7 +8,8 @@ sums the join's counts per region, taking each retraction back. On Spark the joi
 count's changelog through a stage boundary (and the table beside it, in the same later
 query), runs as Spark's stream-stream join keeping every change of both sides, and writes
 ``_undo`` of a pair as the XOR of its rows'; the aggregate reads the join's changelog through
-another boundary (ADR 0023).
+another boundary (ADR 0023). A second program joins two updating aggregates (both sides carry
+``_undo``) and takes MIN over the join, whose step retracts a pair before inserting it.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.runtime.planner.compose import compose
 
-# Slow (about 2 minutes on 2 cores): the join reads the count through a boundary and the
-# aggregate reads the join through another, so every step runs three queries one after the
-# other. CI's composed differential draws such joins.
+# Slow (2 to 6 minutes each on 2 shared cores): the join reads the count through a boundary
+# and the aggregate reads the join through another, so every step runs three queries one
+# after the other. CI's composed differential draws such joins.
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PROGRAM = """
@@ -149,6 +150,97 @@ def test_s16_s18_a_regular_join_of_an_emit_stream_count_retracts_its_pairs_on_sp
     for boundary in ("per_customer", "enriched"):
         assert internal_dead_letters(kafka, tmp_path / "ck", boundary) == []
     # The reference evaluator, in one query, writes the same changes in the same steps.
+    oracle = evaluate(circuit, inputs)
+    for view, wanted in columns.items():
+        assert _oracle(oracle, view, wanted) == per_step[view], view
+
+
+TWO_AGGREGATES = """
+CREATE TABLE orders (
+    ts       TIMESTAMP NOT NULL LATENESS INTERVAL '30' SECOND,
+    customer BIGINT
+) WITH ('topic' = '{orders}', 'dead_letter' = '{orders_dlq}');
+
+CREATE TABLE customers (
+    ts     TIMESTAMP NOT NULL LATENESS INTERVAL '30' SECOND,
+    id     BIGINT,
+    region VARCHAR NOT NULL
+) WITH ('topic' = '{customers}', 'dead_letter' = '{customers_dlq}');
+
+CREATE LOCAL VIEW per_customer AS
+SELECT customer, COUNT(*) AS n FROM orders GROUP BY customer EMIT STREAM;
+
+CREATE LOCAL VIEW regions AS
+SELECT id, MAX(region) AS region FROM customers GROUP BY id;
+
+CREATE VIEW enriched WITH ('topic' = '{enriched}') AS
+SELECT p.customer, p.n, r.region
+FROM per_customer AS p JOIN regions AS r ON p.customer = r.id;
+
+CREATE VIEW least WITH ('topic' = '{least}', 'format' = 'changelog') AS
+SELECT customer, MIN(n) AS least, COUNT(*) AS pairs FROM enriched GROUP BY customer;
+"""
+
+
+def test_s16_s18_a_regular_join_of_two_updating_aggregates_weighs_pairs_by_both_on_spark(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """Both sides updating: a pair's ``undo`` is the XOR of its rows' (two retractions make
+    an insertion), and Spark writes a step's pairs in no order, so ``least`` (MIN over the
+    join) sees a retraction of (1 2 eu) before the insertion it takes back:
+
+        step  per_customer      regions            enriched changes
+        1     +(1 2)            +(1 eu)            +(1 2 eu)
+        2     -(1 2), +(1 3)    -(1 eu), +(1 us)   -(1 2 eu) x2, +(1 2 eu), +(1 3 eu),
+                                                   -(1 3 eu), +(1 2 us), -(1 2 us), +(1 3 us)
+
+        step  least changes (customer, least, pairs)
+        1     +(1 2 1)
+        2     -(1 2 1), +(1 3 1)
+    """
+    names = ("orders", "orders_dlq", "customers", "customers_dlq", "enriched", "least")
+    topics = {name: unique_topic(name) for name in names}
+    kafka.create_topic(topics["orders"], partitions=2)
+    kafka.create_topic(topics["customers"], partitions=2)
+    program = tmp_path / "least.sql"
+    program.write_text(TWO_AGGREGATES.format(**topics), encoding="utf-8")
+    circuit = compile_program(program)
+    composed = compose(circuit)
+    assert composed.refused == ()
+    steps: list[dict[str, list[Any]]] = [
+        {"orders": [_order("8:00:01", 1), _order("8:00:02", 1)],
+         "customers": [_customer("8:00:03", 1, "eu")]},
+        {"orders": [_order("8:00:10", 1)], "customers": [_customer("8:00:11", 1, "us")]},
+    ]
+    columns = {"enriched": ("customer", "n", "region"),
+               "least": ("customer", "least", "pairs")}
+    readers = {}
+    for view in columns:
+        output = circuit.view(view).output
+        assert output is not None and output.format == "changelog"
+        readers[view] = OutputReader(view, output)
+    per_step: dict[str, list[Counter[Change]]] = {view: [] for view in columns}
+    seen: dict[str, int] = dict.fromkeys(columns, 0)
+
+    def after_step() -> None:
+        for view, wanted in columns.items():
+            records = [readers[view].value(m.value())
+                       for m in read_topic(kafka.conf(), topics[view])]
+            new = records[seen[view]:]
+            seen[view] = len(records)
+            per_step[view].append(Counter((r["undo"], *(r[c] for c in wanted)) for r in new))
+
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, steps, after_step=after_step)
+    assert per_step["enriched"] == [
+        Counter([(False, 1, 2, "eu")]),
+        Counter([(True, 1, 2, "eu"), (True, 1, 2, "eu"), (False, 1, 2, "eu"),
+                 (False, 1, 3, "eu"), (True, 1, 3, "eu"),
+                 (False, 1, 2, "us"), (True, 1, 2, "us"), (False, 1, 3, "us")]),
+    ]
+    assert per_step["least"] == [
+        Counter([(False, 1, 2, 1)]),
+        Counter([(True, 1, 2, 1), (False, 1, 3, 1)]),
+    ]
     oracle = evaluate(circuit, inputs)
     for view, wanted in columns.items():
         assert _oracle(oracle, view, wanted) == per_step[view], view
