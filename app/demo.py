@@ -349,9 +349,11 @@ def _check_program(circuit: Circuit) -> None:
     events (the demo generates none of their updates and deletes)."""
     for table in circuit.tables:
         if table.changelog:
+            events = ("upserts by key ('upsert-kafka')" if table.upserts
+                      else f"'{table.format}' change events")
             raise ConfigError(
-                f"table {table.name} reads '{table.format}' change events, whose updates and "
-                "deletes the demo does not generate: run the program with tidemark run"
+                f"table {table.name} reads {events}, whose updates and deletes the demo "
+                "does not generate: run the program with tidemark run"
             )
     for view in circuit.views:
         if view.output is not None and view.output.encoding in (

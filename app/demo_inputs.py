@@ -31,6 +31,7 @@ from typing import Any
 
 from app.circuit.functions import format_timestamp
 from app.circuit.ir import Circuit, Column, Table
+from app.circuit.metadata import CHANGELOG_FORMATS
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.json_encoder import JsonEncoder
 from app.errors import ConfigError
@@ -73,7 +74,7 @@ class TableInputs:
                 "the program with tidemark run, or demo a program whose tables are 'avro' or "
                 "'json'"
             )
-        if table.format not in _MALFORMED and not table.changelog:
+        if table.format not in _MALFORMED and table.format not in CHANGELOG_FORMATS:
             raise ConfigError(
                 f"table {table.name} reads '{table.format}' records, which need a schema "
                 "registry the demo does not start: run the program with tidemark run, or "
@@ -99,7 +100,7 @@ class TableInputs:
         late = r.random() < self.late_fraction
         self.late_sent += late
         value = self._encode(self.row(clock_ms, late))
-        if self.table.changelog:  # a Debezium create event of the row, made at clock_ms
+        if self.table.format in CHANGELOG_FORMATS:  # a Debezium create event, at clock_ms
             value = b'{"op": "c", "source": {"ts_ms": %d}, "after": %s}' % (clock_ms, value)
         return value
 

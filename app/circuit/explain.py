@@ -391,7 +391,9 @@ def explain_text(circuit: Circuit) -> str:
                          "decode is a dead letter)")
         if table.primary_key:
             deletes = (", a tombstone deletes its key" if table.deletes_by_tombstone else "")
-            if table.changelog:
+            if table.upserts:
+                deletes = ", each record an upsert of its key" + deletes
+            elif table.changelog:
                 deletes = (", a delete event deletes its key" + (", so does a tombstone" if
                            table.deletes_by_tombstone else ""))
             lines.append(f"  primary key:  {', '.join(table.primary_key)} (NOT ENFORCED: each "

@@ -674,6 +674,10 @@ class Table:
     #: Of a stage boundary's table of an updating view (S18, S19): its records are the
     #: view's changelog, each row's ``undo`` saying whether it retracts the row.
     retractions: bool = field(default=False, metadata=OMIT_DEFAULT)
+    #: Flink's ``'connector' = 'upsert-kafka'`` input: keyed by its Kafka key (its PRIMARY
+    #: KEY, :attr:`deletes_by_tombstone`), each record an upsert of its key and a tombstone
+    #: its deletion, so a :attr:`changelog` table (ADR 0030).
+    upserts: bool = field(default=False, metadata=OMIT_DEFAULT)
 
     @property
     def deletes_by_tombstone(self) -> bool:
@@ -685,11 +689,12 @@ class Table:
 
     @property
     def changelog(self) -> bool:
-        """The table's records are change events of a keyed table (``'format' =
-        'debezium-json'``): creates and updates are versions of their key, a delete event
-        the deletion of its key (ADR 0028). Views other than a temporal join read it as its
-        latest row per key, the generated view ``<table>.latest`` (ADR 0030)."""
-        return self.format in CHANGELOG_FORMATS
+        """The table's records are changes of a keyed table: Debezium change events
+        (``'format' = 'debezium-json'``), whose creates and updates are versions of their key
+        and a delete event the deletion of its key (ADR 0028), or upserts by Kafka key
+        (:attr:`upserts`), a tombstone deleting. Views other than a temporal join read it as
+        its latest row per key, the generated view ``<table>.latest`` (ADR 0030)."""
+        return self.format in CHANGELOG_FORMATS or self.upserts
 
     @property
     def deletes_keys(self) -> bool:

@@ -316,12 +316,14 @@ class _Compiler:
         decl = _with_watermarks(decl)
         bootstrap: str | None = None
         key_in_value = False
+        upserts = False
         if connector_of(decl) is not None:
             flink = source_options(decl)
             self.warnings.extend(flink.warnings)
             decl = replace(decl, options=flink.options)
             bootstrap = flink.bootstrap_servers
             key_in_value = flink.key_in_value
+            upserts = flink.connector == "upsert-kafka"
         columns: list[Column] = []
         lateness: list[Lateness] = []
         seen: set[str] = set()
@@ -385,6 +387,7 @@ class _Compiler:
                 raise CompileFailure(option.position, "'max_future' needs a TIMESTAMP column "
                                      "with LATENESS", "add LATENESS to the event-time column")
             max_future_ms = option.value.amount
+        primary_key = _primary_key(decl, columns)
         key = table_key(decl.name, options, columns, key_in_value)
         columns = list(key.columns)
         watermarks: dict[str, Column] = {}
@@ -414,10 +417,10 @@ class _Compiler:
                                    "debezium-avro-confluent"], fmt),
                       schema, dead_letter,
                       tuple(lateness), max_future_ms, decl.position, registry,
-                      *self._startup(options), primary_key=_primary_key(decl, columns),
+                      *self._startup(options), primary_key=primary_key,
                       bootstrap_servers=bootstrap, key_format=key.format,
                       key_fields=key.fields, key_schema=key.schema,
-                      dead_letter_connect_headers=connect_headers)
+                      dead_letter_connect_headers=connect_headers, upserts=upserts)
         self.tables.append(table)
         self.relations[decl.name] = Relation(
             decl.name, tuple(Column(c.name, c.type) for c in table.columns

@@ -217,7 +217,8 @@ def _read(decl: TableDecl, sink: bool,
             if include not in ("ALL", "EXCEPT_KEY"):
                 raise reader.refuse(option, f"Flink has no '{include}'",
                                     "write 'ALL' or 'EXCEPT_KEY'")
-            if include == "EXCEPT_KEY" and "key.fields" not in reader.found:
+            if include == "EXCEPT_KEY" and "key.fields" not in reader.found and not (
+                    _text(reader.found["connector"]) == "upsert-kafka"):
                 raise reader.refuse(option, "'EXCEPT_KEY' leaves the key's fields out of the "
                                     "value, but the table names none", "add 'key.fields'")
         elif key in ("json.timestamp-format.standard", "value.json.timestamp-format.standard"
@@ -331,20 +332,50 @@ def source_options(decl: TableDecl) -> FlinkTable:
 
     connector = connector_of(decl)
     assert connector is not None
-    if _text(connector) == "upsert-kafka":
-        raise CompileFailure(connector.value_position, f"table {decl.name} is read as an "
-                             "upsert-kafka changelog (updates and deletes by key), which "
-                             "Tidemark cannot read yet",
-                             "declare it 'connector' = 'kafka' with a PRIMARY KEY on a column "
-                             "METADATA FROM 'key': a temporal join reads it as the latest row "
-                             "per key, and a tombstone deletes its key "
-                             "(docs/porting-from-flink.md)")
     reader = _read(decl, False, handle)
     include = reader.found.get("value.fields-include")
-    key_in_value = "key.fields" in reader.found and (include is None
-                                                     or _text(include).upper() == "ALL")
+    every = include is None or _text(include).upper() == "ALL"
+    if _text(connector) == "upsert-kafka":
+        _upsert_key(reader, connector, every)
+        every = False
+    key_in_value = "key.fields" in reader.found and every
     return FlinkTable(_text(connector), tuple(reader.out), reader.bootstrap, (),
                       tuple(reader.warnings), key_in_value)
+
+
+def _upsert_key(reader: _Reader, connector: OptionDecl, every: bool) -> None:
+    """An upsert-kafka input's key (Flink's upsert-kafka source): its PRIMARY KEY columns,
+    decoded from the Kafka key by ``'key.format'`` (emitted as ``'key.fields'``), so a
+    tombstone carries them and deletes its key (a changelog table, ADR 0030). They are read
+    from the key also under ``'value.fields-include' = 'ALL'``, where the value holds them
+    too: a tombstone has only the key, and Flink's writer puts the same values in both."""
+    decl = reader.decl
+    if decl.primary_key is None:
+        raise CompileFailure(connector.value_position, f"upsert-kafka table {decl.name} has "
+                             "no PRIMARY KEY, which names its Kafka key (Flink requires one)",
+                             "add PRIMARY KEY (<key columns>) NOT ENFORCED")
+    if "key.fields" in reader.found:
+        raise reader.refuse(reader.found["key.fields"], "an upsert-kafka table's key is its "
+                            "PRIMARY KEY", "remove it")
+    if "key.format" not in reader.found:
+        raise CompileFailure(connector.value_position, f"upsert-kafka table {decl.name} has "
+                             "no 'key.format'", "add 'key.format' (its 'value.format', or "
+                             "'raw' for one column's plain bytes)")
+    prefix = reader.found.get("key.fields-prefix")
+    if prefix is not None and every:
+        raise reader.refuse(prefix, "it renames the key's fields, but 'value.fields-include' "
+                            "= 'ALL' has them in the value too", "add 'value.fields-include' "
+                            "= 'EXCEPT_KEY' (Flink requires it with a prefix)")
+    fmt = reader.found.get("format") or reader.found.get("value.format")
+    if every and fmt is not None and _text(fmt) == "avro":
+        raise reader.refuse(fmt, "an upsert-kafka table's key columns are read from its key, "
+                            "and schemaless Avro values are decoded with the schema of the "
+                            "other columns, which 'value.fields-include' = 'ALL' does not "
+                            "write", "add 'value.fields-include' = 'EXCEPT_KEY', or read the "
+                            "values with 'avro-confluent'")
+    where = decl.primary_key.position
+    reader.out.append(OptionDecl("key.fields", where, ";".join(
+        f'"{name}"' for name, _ in decl.primary_key.columns), where))
 
 
 def sink_options(decl: TableDecl, primary_key: Sequence[str]) -> FlinkTable:

@@ -670,12 +670,34 @@ def test_l7_the_upsert_kafka_pages_elided_options_are_a_syntax_error() -> None:
     assert message == "expected a quoted option name like 'topic', found ."
 
 
-def test_l7_an_upsert_kafka_table_read_by_a_view_is_refused_as_a_changelog() -> None:
-    _, _, message, _ = refused("""CREATE TABLE users (id BIGINT, name STRING,
-  PRIMARY KEY (id) NOT ENFORCED
-) WITH ('connector' = 'upsert-kafka', 'topic' = 'users', 'key.format' = 'json',
-  'value.format' = 'json');""")
-    assert message.startswith("table users is read as an upsert-kafka changelog")
+def test_s18_an_upsert_kafka_table_is_read_as_its_latest_row_per_key() -> None:
+    """The upsert-kafka page's read table (its options elided above, written out): its key
+    is the PRIMARY KEY, read from the Kafka key, and views read its latest row per key
+    (ADR 0030; tests/unit/circuit/test_reference_upsert_kafka_tables.py)."""
+    circuit = compiled("""CREATE TABLE KafkaTable (
+  `ts` TIMESTAMP(3) METADATA FROM 'timestamp',
+  `user_id` BIGINT,
+  `item_id` BIGINT,
+  `behavior` STRING,
+  PRIMARY KEY (`user_id`) NOT ENFORCED
+) WITH (
+  'connector' = 'upsert-kafka',
+  'topic' = 'user_behavior',
+  'key.format' = 'json',
+  'key.json.ignore-parse-errors' = 'true',
+  'value.format' = 'json',
+  'value.json.fail-on-missing-field' = 'false',
+  'value.fields-include' = 'EXCEPT_KEY'
+);
+CREATE TABLE per_behavior (behavior STRING, n BIGINT, PRIMARY KEY (behavior) NOT ENFORCED)
+WITH ('connector' = 'upsert-kafka', 'topic' = 'per_behavior', 'key.format' = 'json',
+  'value.format' = 'json');
+INSERT INTO per_behavior SELECT behavior, COUNT(*) FROM KafkaTable GROUP BY behavior;""")
+    table_ = circuit.table("kafkatable")
+    assert table_.upserts and table_.changelog and table_.deletes_by_tombstone
+    assert (table_.key_format, table_.key_fields) == ("json", ("user_id",))
+    assert [f["name"] for f in table_.avro_schema["fields"]] == ["item_id", "behavior"]
+    assert circuit.view("per_behavior").sources == ("kafkatable.latest",)
 
 
 # -- Formats (avro.md, avro-confluent.md, json.md, debezium.md) ---------------------------------
