@@ -7,7 +7,8 @@ A table with a ``METADATA FROM 'key'`` column is produced as a keyed topic is: e
 with its key (the producer's partitioner places it, so a key's records keep their order)
 and, with a ``METADATA FROM 'timestamp'`` column, its timestamp; ``("delete", row)`` is
 its tombstone. ``("record", key, value)`` is a record's bytes as given (a Debezium change
-event, a tombstone, garbage), produced with its key; the oracle reads it as the table's
+event, a tombstone, garbage), produced with its key (``("record", key, value, ms)``: and its
+timestamp); the oracle reads it as the table's
 source decodes it (ok rows, deletions; dead letters and skipped tombstones are no input).
 """
 
@@ -36,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: A step: per table, its rows (dicts), punctuations (``("bound", epoch ms)``) and
 #: tombstones (``("delete", row)``, the row's key and timestamp columns) and records
-#: (``("record", key, value)``, bytes).
+#: (``("record", key, value[, timestamp ms])``, bytes).
 Step = Mapping[str, Sequence[Any]]
 
 
@@ -88,9 +89,11 @@ def run_steps(
                     marks[table].append(Punctuation(entry[1]))
                     continue
                 if isinstance(entry, tuple) and entry[0] == "record":
-                    _, key_bytes, value_bytes = entry
-                    producer.produce(topics[table], key=key_bytes, value=value_bytes)
-                    decoded = _decoded(circuit, table, key_bytes, value_bytes)
+                    key_bytes, value_bytes = entry[1], entry[2]
+                    timed = {"timestamp": entry[3]} if len(entry) > 3 else {}
+                    producer.produce(topics[table], key=key_bytes, value=value_bytes, **timed)
+                    decoded = _decoded(circuit, table, key_bytes, value_bytes,
+                                       timed.get("timestamp"))
                     if decoded is not None:
                         rows[table].append(decoded)
                     continue
@@ -115,11 +118,12 @@ def run_steps(
     return reports, inputs
 
 
-def _decoded(circuit: Circuit, table: str, key: bytes | None, value: bytes | None) -> Any:
+def _decoded(circuit: Circuit, table: str, key: bytes | None, value: bytes | None,
+             timestamp_ms: int | None = None) -> Any:
     """The oracle's input of one record as the table's source decodes it (no waterline: the
     oracle gates it): a row, a :class:`Deletion`, or None for a record with neither."""
     gate = LateGate(source_spec(circuit.table(table)), {}, 0)
-    verdict = gate.classify(value, None, RecordMeta(key, None, 0, 0))
+    verdict = gate.classify(value, None, RecordMeta(key, timestamp_ms, 0, 0))
     if verdict.kind == "delete":
         assert verdict.row is not None
         return Deletion(verdict.row)
