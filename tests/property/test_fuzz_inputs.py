@@ -21,6 +21,8 @@
    AvroSerializer wrote in Kafka Connect's envelope (every op, images present or not, and an
    envelope whose row types do not fit the table), mutated, random and null: the same, with
    ``delete`` and ``skipped`` among the verdicts.
+8. The ``'format' = 'raw'`` decoder (one column's bytes, each raw type) on generated and
+   mutated values: the same.
 
 CI runs a short pass. The longer run (a few minutes) is ``slow``:
 ``TIDEMARK_FUZZ_EXAMPLES=20000 .venv/bin/pytest -m slow tests/property/test_fuzz_inputs.py``
@@ -337,6 +339,42 @@ def test_fuzzed_change_events_are_verdicts_never_exceptions_s7(tmp_path: Path) -
 
 def test_fuzzed_keys_are_verdicts_never_exceptions_s7(tmp_path: Path) -> None:
     _key_property(tmp_path, _examples(300))
+
+
+RAW = """
+CREATE TABLE raw_in (
+    v  {value_type},
+    ts TIMESTAMP NOT NULL METADATA FROM 'timestamp' LATENESS INTERVAL '5' SECOND
+) WITH ('topic' = 'in', 'format' = 'raw');
+"""
+RAW_TYPES = ("VARCHAR NOT NULL", "VARBINARY", "INT", "BIGINT NOT NULL", "REAL", "DOUBLE",
+             "BOOLEAN")
+
+
+def _raw_property(tmp: Path, examples: int) -> None:
+    gates = []
+    for number, value_type in enumerate(RAW_TYPES):
+        path = tmp / f"raw{number}.sql"
+        path.write_text(RAW.format(value_type=value_type))
+        gates.append(LateGate(source_spec(compile_program(path).table("raw_in")), {}, NOW))
+    seeds = [b"\x00" * 8, b"\x00\x00\x00\x07", b"\x01", "é-line".encode(),
+             b"\x3f\xf0\x00\x00\x00\x00\x00\x00"]
+
+    @settings(max_examples=examples, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        gate = data.draw(st.sampled_from(gates))
+        value: bytes | None = data.draw(st.one_of(
+            st.none(), st.binary(max_size=24),
+            st.sampled_from(seeds).map(lambda v: _mutate(v, data.draw))))
+        _check_verdict(gate, value, data.draw(_HEADERS))
+
+    check()
+
+
+def test_fuzzed_raw_values_are_verdicts_never_exceptions_s7(tmp_path: Path) -> None:
+    _raw_property(tmp_path, _examples(300))
 
 
 def _compiler_property(tmp: Path, examples: int) -> None:
@@ -665,5 +703,6 @@ def test_long_fuzz_run_of_decoding_and_compiling_s7_l7(tmp_path: Path) -> None:
     """The few-minute run of docs/reliability.md."""
     _decoding_property(tmp_path, _examples(20_000))
     _key_property(tmp_path, _examples(20_000) // 4)
+    _raw_property(tmp_path, _examples(20_000) // 4)
     _changelog_property(tmp_path, _examples(20_000) // 4)
     _compiler_property(tmp_path, _examples(20_000) // 4)
