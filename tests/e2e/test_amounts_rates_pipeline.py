@@ -91,7 +91,7 @@ STEPS: list[dict[str, list[Any]]] = [
 ]
 
 
-@pytest.mark.slow  # CI's budget (about 2 min): the tombstone case runs this join
+@pytest.mark.slow  # CI's budget (about 2 min)
 def test_seed_temporal_join_writes_each_amount_with_the_rate_valid_at_its_time_s16(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
@@ -127,6 +127,7 @@ def test_seed_temporal_join_writes_each_amount_with_the_rate_valid_at_its_time_s
     )
 
 
+@pytest.mark.slow  # ~1.5 min with its registry; CI joins AS OF in the self-join case
 def test_seed_daily_sums_get_the_days_closing_rate_s16_s18(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
@@ -205,7 +206,7 @@ def _gone(clock: str, currency: str) -> tuple[str, dict[str, Any]]:
     return ("delete", {"rowtime": clock_ms(clock), "currency": currency})
 
 
-@pytest.mark.slow  # ~1 min; CI runs the seed's daily sums over the same tables
+@pytest.mark.slow  # ~1 min; CI runs a temporal join's deletions in the self-join case
 def test_a_tombstone_on_the_compacted_rates_topic_ends_its_currencys_rate_s16(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
