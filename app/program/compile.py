@@ -78,7 +78,7 @@ from app.program.flink import (
     source_options,
 )
 from app.program.insert import conform
-from app.program.kafka_keys import RAW_TYPES, option_names, table_key, view_key
+from app.program.kafka_keys import RAW_TYPES, option_names, raw_fix, table_key, view_key
 from app.program.lexer import CompileFailure, SourceText, Token, split_statements, tokenize
 from app.program.query import (
     JOIN_PREFIX,
@@ -1644,6 +1644,4 @@ def _raw_value(decl: TableDecl, options: Mapping[str, OptionDecl],
     if column.type.name not in RAW_TYPES:
         raise CompileFailure(decl.position, f"column {decl.name}.{column.name} is "
                              f"{column.type.name}, which a raw value cannot hold",
-                             "a raw value is one VARCHAR, VARBINARY, INT, BIGINT, REAL, DOUBLE "
-                             "or BOOLEAN column (Kafka's String, ByteArray, Integer, Long, "
-                             "Float, Double serializers)")
+                             raw_fix("value"))

@@ -21,13 +21,18 @@ from app.program.avro_schema import key_schema, record_schema
 from app.program.ddl import OptionDecl
 from app.program.lexer import CompileFailure
 
-__all__ = ["KEY_FORMATS", "RAW_TYPES", "TableKey", "option_names", "table_key", "view_key"]
+__all__ = ["KEY_FORMATS", "RAW_TYPES", "TableKey", "option_names", "raw_fix", "table_key",
+           "view_key"]
 
 KEY_FORMATS = ("raw", "avro", "avro-confluent", "json")
 #: The column types a ``raw`` key can hold: those Kafka's Java serializers write.
 RAW_TYPES = ("VARCHAR", "VARBINARY", "INT", "BIGINT", "REAL", "DOUBLE", "BOOLEAN")
-_RAW_FIX = ("a raw key is one VARCHAR, VARBINARY, INT, BIGINT, REAL, DOUBLE or BOOLEAN column "
-            "(Kafka's String, ByteArray, Integer, Long, Float, Double serializers)")
+
+
+def raw_fix(what: str) -> str:
+    """The fix of a ``what`` (a key, a value) whose column a raw one cannot hold."""
+    return (f"a raw {what} is one VARCHAR, VARBINARY, INT, BIGINT, REAL, DOUBLE or BOOLEAN "
+            "column (Kafka's String, ByteArray, Integer, Long, Float, Double serializers)")
 
 
 def _text(option: OptionDecl) -> str:
@@ -87,7 +92,8 @@ def _raw_check(key: Sequence[Column], where: Position, what: str) -> None:
                              "or 'avro-confluent' for a key of several")
     if key[0].type.name not in RAW_TYPES:
         raise CompileFailure(where, f"key column {key[0].name} of {what} is "
-                             f"{key[0].type.name}, which a raw key cannot hold", _RAW_FIX)
+                             f"{key[0].type.name}, which a raw key cannot hold",
+                             raw_fix("key"))
 
 
 class TableKey:
