@@ -30,7 +30,7 @@ import io
 import json
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -51,6 +51,7 @@ __all__ = [
     "SchemaRegistryUnavailable",
     "frame",
     "framed_schema_id",
+    "header_framing",
     "unassignable_id",
     "register_output_schemas",
     "unframe",
@@ -89,6 +90,25 @@ def unframe(value: bytes) -> tuple[int, bytes]:
     if value[0] != MAGIC_BYTE:
         raise ValueError(f"the first byte is 0x{value[0]:02x}, not the magic byte 0x00")
     return int.from_bytes(value[1:_HEADER], "big"), value[_HEADER:]
+
+
+#: The headers confluent-kafka's ``header_schema_id_serializer`` writes a key's or value's
+#: schema GUID in, instead of the prefix.
+SCHEMA_ID_HEADERS = {"key": "__key_schema_id", "value": "__value_schema_id"}
+
+
+def header_framing(headers: Sequence[tuple[str, bytes | None]] | None, part: str) -> str | None:
+    """Why a record whose ``part`` (``key`` or ``value``) names its schema in a header cannot
+    be read (None when it does not): such a header holds a schema GUID, which only a registry
+    with GUID lookup resolves, and its bytes have no prefix, so read by the prefix they would
+    decode as some other schema's record or not at all (docs/language.md, registry formats)."""
+    name = SCHEMA_ID_HEADERS[part]
+    if not headers or all(key != name for key, _ in headers):
+        return None
+    return (f"the {part}'s schema is named by its {name} header (a schema GUID, as "
+            "confluent-kafka's header_schema_id_serializer writes), which Tidemark does not "
+            f"read: produce with the schema id in the {part}'s prefix (the serializers' "
+            "default, prefix_schema_id_serializer)")
 
 
 def framed_schema_id(value: bytes) -> int | None:

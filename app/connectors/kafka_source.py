@@ -42,6 +42,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from app.connectors.avro_columns import ColumnarDecoder, FieldColumn
+from app.connectors.confluent_avro import header_framing
 from app.connectors.late_gate import ACCEPTED, WELL_FORMED, GateVerdict, LateGate, SourceSpec
 from app.connectors.record_metadata import record_meta
 from app.connectors.sink.record import (
@@ -300,6 +301,8 @@ class _SliceReader:
         assert self.decoder is not None
         values: list[bytes | None] = list(map(Message.value, chunk))
         confluent = self.gate.confluent
+        if confluent is not None and any(map(_names_value_schema, map(Message.headers, chunk))):
+            return None  # the gate's classify says why such a value is not read
         bodies = values if confluent is None else confluent.table_bodies(values)
         if bodies is None:
             return None
@@ -441,6 +444,12 @@ def kafka_timestamp_ms(msg: Any) -> int | None:
     record has none (a pre-0.10 message format), so its dead letter is stamped when written."""
     kind, stamp = msg.timestamp()
     return int(stamp) if kind != 0 and stamp >= 0 else None
+
+
+def _names_value_schema(headers: Any) -> bool:
+    """Whether a record's headers (a consumed message's: a list of pairs, or None) name its
+    value's schema (:func:`header_framing`)."""
+    return headers is not None and header_framing(headers, "value") is not None
 
 
 def _headers_column(chunk: list[Any], kind: pa.DataType) -> pa.Array:

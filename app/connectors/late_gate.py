@@ -58,7 +58,11 @@ from app.circuit.ir import Column, Computed, SqlType
 from app.circuit.metadata import CHANGELOG_FORMATS
 from app.circuit.waterline import is_late, late_mask
 from app.connectors.avro_codec import AvroCodec
-from app.connectors.confluent_avro import ConfluentAvroRecords, ConfluentRecordError
+from app.connectors.confluent_avro import (
+    ConfluentAvroRecords,
+    ConfluentRecordError,
+    header_framing,
+)
 from app.connectors.confluent_json import ConfluentJsonRecords
 from app.connectors.confluent_protobuf import ConfluentProtobufRecords
 from app.connectors.debezium_records import ENVELOPE, DebeziumAvroRecords, DebeziumJsonRecords
@@ -363,6 +367,9 @@ class LateGate:
             )
         else:
             raise ValueError(f"table {spec.table}: the source reads no {spec.format!r} values")
+        #: Whether values carry a registry's schema id (read from their prefix only).
+        self._registry_values = spec.format in (
+            "avro-confluent", "json-registry", "protobuf-confluent", "debezium-avro-confluent")
         self._ranged = [
             (c.name, c.kind)
             for c in spec.columns
@@ -414,6 +421,8 @@ class LateGate:
                     "skipped", None, "a tombstone of a Debezium topic whose key or time only "
                     "its change events give: the delete event before it deleted its key")
             return self._punctuation(headers)
+        if self._registry_values and (framing := header_framing(headers, "value")):
+            return GateVerdict("malformed", None, framing)
         if self._debezium is not None:
             try:
                 event = self._debezium.decode(value)

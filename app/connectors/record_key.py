@@ -41,6 +41,7 @@ from app.connectors.confluent_avro import (
     ConfluentRecordError,
     SchemaRegistryUnavailable,
     frame,
+    header_framing,
     unframe,
 )
 from app.connectors.json_encoder import JsonEncoder
@@ -229,8 +230,10 @@ class KeyDecoder:
         #: avro-confluent: per schema id, the parsed writer of a bare key (None: a record).
         self._writers: dict[int, Any] = {}
 
-    def decode(self, key: bytes | None) -> dict[str, Any]:
-        """The key columns of one record's key (all None for a null key).
+    def decode(self, key: bytes | None,
+               headers: Sequence[tuple[str, bytes | None]] | None = None) -> dict[str, Any]:
+        """The key columns of one record's key (all None for a null key); ``headers``, the
+        record's, say whether an ``avro-confluent`` key names its schema in a header.
 
         Raises:
             KeyRecordError: a key that is no key of the table.
@@ -239,6 +242,8 @@ class KeyDecoder:
         """
         if key is None:
             return dict.fromkeys(self.names)
+        if self.format == "avro-confluent" and (framing := header_framing(headers, "key")):
+            raise KeyRecordError("malformed", framing)
         fields = self._fields_of(key)
         if not self._renamed:
             return fields

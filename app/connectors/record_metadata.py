@@ -114,7 +114,8 @@ class RecordMetadata:
             KeyRecordError: a key its table's key format does not decode.
         """
         row: dict[str, Any] = {}
-        fields = None if self.key is None else self.key.decode(None if meta is None else meta.key)
+        fields = (None if self.key is None
+                  else self.key.decode(None if meta is None else meta.key, headers))
         for name, kind, key in self.specs:
             value: Any
             if fields is not None and key == "key":

@@ -361,3 +361,35 @@ def test_output_records_are_framed_and_read_back_by_confluents_deserializer(
     read = AvroDeserializer(client)
     assert read(key, SerializationContext(topic, MessageField.KEY)) == {"k": 7}
     assert read(value, SerializationContext(topic, MessageField.VALUE)) == {"k": 7, "n": 3}
+
+
+def test_a_value_whose_schema_is_named_by_a_header_is_a_malformed_dead_letter(
+    schema_registry: str,
+) -> None:
+    """S6: a value written with confluent-kafka's ``header_schema_id_serializer`` has no
+    prefix; its schema GUID is in the ``__value_schema_id`` header (magic byte 1 and 16
+    bytes), which Tidemark does not resolve. It is ``malformed`` with that reason on both
+    paths, also when its bytes happen to start like a prefix of the table's own schema."""
+    producer = _Producer(schema_registry)
+    own = {**TABLE_SCHEMA, "name": "Purchase", "namespace": "com.example.shop"}
+    framed = producer.value(own, {"ts": 2_000, "k": 1, "note": None})
+    schema_id, body = unframe(framed)
+    header = [("__value_schema_id", b"\x01" + uuid.uuid4().bytes)]
+    spec = _spec(schema_registry)
+    for value in (body, framed):  # a bare body, and one that reads as the table's record
+        verdict = LateGate(spec, {"ts": 1_500}, 0).classify(value, header)
+        assert verdict.kind == "malformed"
+        assert "__value_schema_id header (a schema GUID" in (verdict.message or "")
+    from confluent_kafka import Message
+
+    from app.connectors.kafka_source import KafkaPartitionSlice, decode_slice
+
+    values = [framed, framed, producer.value(own, {"ts": 3_000, "k": 2, "note": "x"})]
+    msgs = [Message(topic="in", partition=0, offset=i, value=v,
+                    headers=header if i == 1 else [("trace", b"t")])
+            for i, v in enumerate(values)]
+    part = KafkaPartitionSlice(0, 0, len(msgs), 1, 0, {"ts": 1_500})
+    for columnar in (True, False):
+        rows = pa.Table.from_batches(list(decode_slice(spec, part, msgs, columnar))).to_pylist()
+        assert [r["_kind"] for r in rows] == ["ok", "malformed", "ok", "probe"]
+    assert schema_id > 0

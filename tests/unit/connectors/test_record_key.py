@@ -207,6 +207,14 @@ def test_avro_confluent_keys_match_confluents_serializers(schema_registry: str) 
     assert [(r["card"], r["_kind"]) for r in rows[:2]] == [("4111", "ok"), ("c2", "ok")]
     assert rows[2]["_kind"] == "malformed"
     assert rows[2]["_message"].startswith("key: not a Confluent-framed Avro key: ")
+    # The same key with its schema GUID in a __key_schema_id header: not read by its prefix.
+    named = Message(topic="t", partition=0, offset=0, key=produced, value=b'{"amount": 1}',
+                    timestamp=(1, NOW), headers=[("__key_schema_id", b"\x01" + bytes(16))])
+    (letter,) = [r for r in pa.Table.from_batches(list(decode_slice(
+        spec, KafkaPartitionSlice(0, 0, 10**6, 7, NOW, {}), [named]))).to_pylist()
+        if r["_kind"] != "probe"]
+    assert letter["_kind"] == "malformed"
+    assert "__key_schema_id header (a schema GUID" in letter["_message"]
 
     circuit = _circuit(f"""
     CREATE TABLE t (card VARCHAR NOT NULL, amount BIGINT NOT NULL) WITH ('topic' = 't');
