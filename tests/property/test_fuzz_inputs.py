@@ -185,6 +185,10 @@ def _check_verdict(gate: LateGate, value: bytes | None, headers: list[Any],
                             else KINDS)
     if verdict.kind in ("malformed", "invalid", "future", "late"):
         assert verdict.message
+    if (value is not None and any(k == "__value_schema_id" for k, _ in headers)
+            and gate.spec.format in ("avro-confluent", "json-registry", "protobuf-confluent",
+                                     "debezium-avro-confluent")):
+        assert verdict.kind == "malformed"  # its schema is named where it is not read
     if verdict.row is not None:
         for column in gate.spec.columns:
             cell = verdict.row.get(column.name)
@@ -199,7 +203,8 @@ def _check_verdict(gate: LateGate, value: bytes | None, headers: list[Any],
 
 _HEADERS = st.lists(
     st.tuples(
-        st.sampled_from(["tidemark.bound", "tidemark.bound.ts", "tidemark.bound.x", "origin"]),
+        st.sampled_from(["tidemark.bound", "tidemark.bound.ts", "tidemark.bound.x", "origin",
+                         "__value_schema_id", "__key_schema_id"]),
         st.one_of(st.none(), st.binary(max_size=30),
                   st.sampled_from([b"1700000000000", b"2024-01-01T00:00:00Z", b"-9" * 30])),
     ),
@@ -261,7 +266,7 @@ def _key_property(tmp: Path, examples: int) -> None:
         key: bytes | None = data.draw(st.one_of(
             st.none(), st.binary(max_size=24),
             st.sampled_from(seeds).map(lambda k: _mutate(k, data.draw))))
-        _check_verdict(gate, b'{"amount": 1}', [], key)
+        _check_verdict(gate, b'{"amount": 1}', data.draw(_HEADERS), key)
 
     check()
 
@@ -471,7 +476,7 @@ def _json_registry_property(tmp: Path, url: str, examples: int) -> None:
             value = bytes(serializer(data.draw(document), context) or b"")
             if source == "mutated":
                 value = _mutate(value, data.draw)
-        _check_verdict(gate, value, [])
+        _check_verdict(gate, value, data.draw(_HEADERS))
 
     check()
 
@@ -592,7 +597,7 @@ def _protobuf_registry_property(tmp: Path, url: str, examples: int) -> None:
             value = bytes(serializers["reading"](data.draw(message()), context) or b"")
             if source == "mutated":
                 value = _mutate(value, data.draw)
-        _check_verdict(gate, value, [])
+        _check_verdict(gate, value, data.draw(_HEADERS))
 
     check()
 
@@ -687,7 +692,7 @@ def _debezium_avro_property(tmp: Path, url: str, examples: int) -> None:
                           or b"")
             if how == "mutated":
                 value = _mutate(value, data.draw)
-        _check_verdict(gate, value, [], b'{"currency": "EUR"}')
+        _check_verdict(gate, value, data.draw(_HEADERS), b'{"currency": "EUR"}')
 
     check()
 
