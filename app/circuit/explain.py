@@ -456,6 +456,8 @@ def explain_text(circuit: Circuit) -> str:
             key = ", ".join(view.output.key_columns) or "null"
             if view.output.key_format is not None:
                 key += f" as {view.output.key_format}"
+            if view.output.key_fields:
+                key += f" (fields {', '.join(view.output.key_fields)})"
             lines.append(f"  output:       {view.output.topic} (format {view.output.format}, "
                          f"encoding {view.output.encoding}, Kafka key {key})")
         lines.append("")

@@ -587,6 +587,10 @@ class Output:
     #: key columns in every view (a primitive ``{"type": T}`` for a bare value). None: the
     #: record ``<view>_key`` in the value's ``encoding``.
     key_format: str | None = field(default=None, metadata=OMIT_DEFAULT)
+    #: The names of the key's fields, one per key column in its order, where they are not
+    #: the columns' names: the columns without Flink's ``'key.fields-prefix'`` of the table
+    #: an INSERT INTO writes. Empty: each field is named as its column.
+    key_fields: tuple[str, ...] = field(default=(), metadata=OMIT_DEFAULT)
     #: The view's own Confluent serializer options of an ``avro-confluent`` output, as
     #: (name, value) pairs: ``auto.register.schemas``, ``use.latest.version`` ('true' or
     #: 'false'), ``key.subject.name.strategy``, ``value.subject.name.strategy`` (a strategy's

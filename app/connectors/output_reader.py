@@ -59,7 +59,8 @@ class OutputReader:
         self._key = (
             None
             if output.key_schema is None
-            else KeyReader(output.key_format, output.key_schema, output.key_columns).read
+            else KeyReader(output.key_format, output.key_schema, output.key_columns,
+                           output.key_fields).read
             if output.key_format is not None
             else _decoder(f"{view}_key", output.key_schema,
                           "json" if output.encoding == "debezium-json" else output.encoding,

@@ -353,14 +353,21 @@ class KeyEncoder:
         schema: Mapping[str, Any],
         columns: Sequence[str],
         schema_id: int | None = None,
+        fields: Sequence[str] = (),
     ) -> None:
         """``schema``: the key's record schema, or a bare value's; ``columns``: the key
-        columns in its order; ``schema_id``: the registered id of an ``avro-confluent`` key."""
+        columns in its order; ``schema_id``: the registered id of an ``avro-confluent`` key;
+        ``fields``: the record's field name of each column, where it is not the column's
+        (Flink's ``'key.fields-prefix'``; empty: the columns' names)."""
         if key_format not in KEY_FORMATS:
             raise ValueError(f"no key format {key_format!r}")
         if key_format == "avro-confluent" and schema_id is None:
             raise ValueError("an avro-confluent key needs its registered schema id")
+        if fields and len(fields) != len(columns):
+            raise ValueError(f"{len(columns)} key columns, but {len(fields)} field names")
         self.format, self.columns, self.schema_id = key_format, list(columns), schema_id
+        #: (field, column) pairs of a record key.
+        self.named = list(zip(fields or columns, columns, strict=True))
         self._schema = dict(schema)
         self._bare = bare_type(schema)
         self._raw = _raw_type(schema) if key_format == "raw" else None
@@ -384,7 +391,7 @@ class KeyEncoder:
             if self._codec is None:
                 self._codec = (JsonEncoder(self._schema) if self.format == "json"
                                else AvroCodec(self._schema))
-            data = self._codec.encode({c: row[c] for c in self.columns})
+            data = self._codec.encode({f: row[c] for f, c in self.named})
         return data if self.schema_id is None else frame(self.schema_id, data)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -393,10 +400,13 @@ class KeyEncoder:
 
 class KeyReader:
     """Reads back the keys a :class:`KeyEncoder` writes, as a consumer does (tools and
-    tests): the key columns by name; an ``avro-confluent`` key's schema id is not checked."""
+    tests): the key columns by name (``fields``: the record's field of each, as the encoder
+    took them); an ``avro-confluent`` key's schema id is not checked."""
 
-    def __init__(self, key_format: str, schema: Mapping[str, Any], columns: Sequence[str]) -> None:
+    def __init__(self, key_format: str, schema: Mapping[str, Any], columns: Sequence[str],
+                 fields: Sequence[str] = ()) -> None:
         self.format, self.columns = key_format, list(columns)
+        self._named = list(zip(fields, columns, strict=True)) if fields else None
         self._bare = bare_type(schema)
         self._raw = _raw_type(schema) if key_format == "raw" else None
         self._parsed = (fastavro.parse_schema(raw_schema(self._bare))
@@ -421,4 +431,7 @@ class KeyReader:
             return {self.columns[0]: raw_decode(self._raw, data)}
         if self._parsed is not None:
             return {self.columns[0]: _read_bare(self._parsed, data)}
-        return dict(self._record.decode(data))
+        record = dict(self._record.decode(data))
+        if self._named is None:
+            return record
+        return {column: record.get(field) for field, column in self._named}

@@ -883,7 +883,8 @@ class _Compiler:
         elif final_by_default and "topic" in options and "format" not in options:
             options = {**options, "format": OptionDecl("format", decl.position, "append",
                                                        decl.position)}
-        output = self._output(decl, options, planned, emit, insert_only)
+        output = self._output(decl, options, planned, emit, insert_only,
+                              None if sink is None else sink.table)
         if output is not None and sink is not None:
             output = replace(output, bootstrap_servers=sink.table.bootstrap_servers)
         view = View(decl.name, planned.sources or (planned.source,), tuple(planned.operators),
@@ -1286,7 +1287,11 @@ class _Compiler:
         return None
 
     def _output(self, decl: ViewDecl, options: dict[str, OptionDecl], planned: PlannedQuery,
-                emit: EmitPolicy, insert_only: bool) -> Output | None:
+                emit: EmitPolicy, insert_only: bool,
+                sink: FlinkTable | None = None) -> Output | None:
+        """The view's Kafka binding (None without a 'topic'); ``sink``: the options of the
+        table an INSERT INTO writes, whose ``'value.fields-include' = 'EXCEPT_KEY'`` leaves
+        the key columns out of the value and ``'key.fields-prefix'`` names the key's fields."""
         topic_option = options.get("topic")
         format_option = options.get("format")
         if topic_option is None:
@@ -1376,7 +1381,9 @@ class _Compiler:
         if clash:
             raise CompileFailure(where, f"view {decl.name} has a column named {clash[0]}, "
                                  "which the changelog format adds", "rename the column")
-        value_schema = record_schema(decl.name, columns, extra)
+        in_value = columns if sink is None or sink.key_in_value else tuple(
+            c for c in columns if c.name not in key_columns)
+        value_schema = record_schema(decl.name, in_value, extra)
         key_schema = (record_schema(f"{decl.name}_key", [by_name[k] for k in key_columns])
                       if key_columns else None)
         encoding = self._string(options["encoding"]) if "encoding" in options else "avro"
@@ -1391,9 +1398,15 @@ class _Compiler:
                                  "row it retracts), which is the 'changelog' format",
                                  "declare 'format' = 'changelog'")
         key_format: str | None = None
+        key_fields: tuple[str, ...] = ()
         if "key.format" in options:
-            key_format, key_schema = view_key(decl.name, options["key.format"], columns,
-                                              key_columns, self.source.dialect != "flink")
+            declared = view_key(decl.name, options["key.format"], columns, key_columns,
+                                self.source.dialect != "flink",
+                                None if sink is None else sink.key_prefix,
+                                sink is None or sink.key_in_value)
+            key_format, key_schema = declared.format, declared.schema
+            if declared.fields != key_columns:
+                key_fields = declared.fields
         registry = self._registry_url(
             options.get("schema-registry.url"),
             "avro-confluent" if key_format == "avro-confluent" else encoding, "view")
@@ -1405,7 +1418,7 @@ class _Compiler:
                       cast(Literal["avro", "avro-confluent", "json", "json-registry",
                                    "protobuf-confluent", "debezium-json"], encoding),
                       registry,
-                      key_format=key_format, serializer=serializer,
+                      key_format=key_format, key_fields=key_fields, serializer=serializer,
                       partitions=self._count(options.get("partitions")),
                       replicas=self._count(options.get("replicas")),
                       retention_ms=(_retention_ms(options["retention"]) if "retention" in options

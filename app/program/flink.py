@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from app.circuit.ir import Diagnostic
 from app.circuit.metadata import CHANGELOG_FORMATS
 from app.program.ddl import OptionDecl, SetDecl, TableDecl
-from app.program.kafka_keys import KEY_FORMATS
+from app.program.kafka_keys import KEY_FORMATS, prefix_without_fields
 from app.program.lexer import CompileFailure
 
 __all__ = [
@@ -76,7 +76,12 @@ class FlinkTable:
     warnings: tuple[Diagnostic, ...]
     #: A read table's ``'key.fields'`` are also fields of its value, and read from it
     #: (``'value.fields-include' = 'ALL'``, Flink's default); its key is decoded and checked.
+    #: Of a table INSERT INTO writes: its value holds its key columns too (not
+    #: ``'EXCEPT_KEY'``).
     key_in_value: bool = False
+    #: ``'key.fields-prefix'`` of a table INSERT INTO writes: its key's fields are its key
+    #: columns' names without it (a read table's is one of its ``options``).
+    key_prefix: OptionDecl | None = None
 
 
 def connector_of(decl: TableDecl) -> OptionDecl | None:
@@ -210,10 +215,6 @@ def _read(decl: TableDecl, sink: bool,
                                 "remove it")
         elif key == "value.fields-include":
             include = _text(option).upper()
-            if include == "EXCEPT_KEY" and sink:
-                raise reader.refuse(option, "an output's value holds every column of the "
-                                    "table, its key columns too", "remove it (the default is "
-                                    "'ALL')")
             if include not in ("ALL", "EXCEPT_KEY"):
                 raise reader.refuse(option, f"Flink has no '{include}'",
                                     "write 'ALL' or 'EXCEPT_KEY'")
@@ -249,10 +250,7 @@ def _read(decl: TableDecl, sink: bool,
                                     "use one of " + ", ".join(repr(f) for f in KEY_FORMATS))
             if not (sink and key == "key.fields"):
                 reader.emit(key, option)
-        elif key == "key.fields-prefix":
-            if sink:
-                raise reader.refuse(option, "an output's key fields are named as its key "
-                                    "columns", "remove it")
+        elif key == "key.fields-prefix" and not sink:
             reader.emit(key, option)
         elif key == "key.json.ignore-parse-errors" and not sink:
             reader.warn(option, "a key that does not parse is neither skipped nor fatal: its "
@@ -382,17 +380,20 @@ def sink_options(decl: TableDecl, primary_key: Sequence[str]) -> FlinkTable:
     """A table that INSERT INTO writes: an output view's options (docs/language.md, Views)
     but its ``'format'``, and its Kafka key's columns."""
     key: tuple[str, ...] = ()
+    prefix: OptionDecl | None = None
     connector = connector_of(decl)
     assert connector is not None
     upsert = _text(connector) == "upsert-kafka"
 
     def handle(reader: _Reader, name: str, option: OptionDecl) -> bool:
-        nonlocal key
+        nonlocal key, prefix
         if name == "key.fields":
             if upsert:
                 raise reader.refuse(option, "an upsert-kafka table's key is its PRIMARY KEY",
                                     "remove it")
             key = tuple(part.strip().lower() for part in _text(option).split(";"))
+        elif name == "key.fields-prefix":
+            prefix = option  # checked with the key columns (app/program/kafka_keys.py)
         elif name == "sink.partitioner":
             if _text(option) != "default":
                 raise reader.refuse(option, "a record's partition is the murmur2 hash of its "
@@ -404,11 +405,18 @@ def sink_options(decl: TableDecl, primary_key: Sequence[str]) -> FlinkTable:
                         "parallelism")
         elif name.startswith("sink.buffer-flush."):
             reader.warn(option, "each step's changes are written at the step's end")
-        elif name in ("avro-confluent.subject", "value.avro-confluent.subject"):
+        elif name in ("avro-confluent.subject", "value.avro-confluent.subject",
+                      "key.avro-confluent.subject"):
+            side = "key" if name.startswith("key.") else "value"
+            declared = reader.found.get("key.format")
+            if side == "key" and (declared is None
+                                  or _text(declared).lower() != "avro-confluent"):
+                raise reader.refuse(option, "it is an option of 'avro-confluent' keys",
+                                    "declare 'key.format' = 'avro-confluent' or remove it")
             topic = reader.found.get("topic")
-            if topic is None or _text(option) != f"{_text(topic)}-value":
-                raise reader.refuse(option, "the value schema is registered under "
-                                    "'<topic>-value'", "remove it")
+            if topic is None or _text(option) != f"{_text(topic)}-{side}":
+                raise reader.refuse(option, f"the {side} schema is registered under "
+                                    f"'<topic>-{side}'", "remove it")
         else:
             return False
         return True
@@ -433,12 +441,17 @@ def sink_options(decl: TableDecl, primary_key: Sequence[str]) -> FlinkTable:
         option = reader.found["key.format"]
         raise reader.refuse(option, "'key.format' needs 'key.fields', the columns of the key",
                             "add 'key.fields' = 'col' (several: 'col1;col2')")
+    if prefix is not None and not key:
+        raise prefix_without_fields(decl.name, prefix)
     if key:
         where = reader.found.get("key.fields") or connector
         reader.out.append(OptionDecl("key", where.position, ", ".join(f'"{k}"' for k in key),
                                      where.value_position))
+    include = reader.found.get("value.fields-include")
     return FlinkTable(_text(connector), tuple(reader.out), reader.bootstrap, key,
-                      tuple(reader.warnings))
+                      tuple(reader.warnings),
+                      key_in_value=include is None or _text(include).upper() == "ALL",
+                      key_prefix=prefix)
 
 
 #: SET keys that change how a job runs, never what it reads or writes: warnings.

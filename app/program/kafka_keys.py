@@ -7,7 +7,10 @@ metadata column, they are no field of the value's schema, a tombstone carries th
 NULL in a NOT NULL one is an ``invalid`` dead letter. Flink's ``'value.fields-include' =
 'ALL'`` (its default) reads them from the value and only checks the key. An output view's
 ``'key.format'`` writes its key columns in that format (docs/language.md, Kafka keys);
-the connectors (app/connectors/record_key.py) read and write the bytes.
+the connectors (app/connectors/record_key.py) read and write the bytes. Flink's
+``'key.fields-prefix'`` is one rule for a table that is read and one an INSERT INTO writes:
+the key columns carry the prefix, the key's fields do not, and the value leaves them out
+(``'EXCEPT_KEY'``).
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from app.program.avro_schema import key_schema, record_schema
 from app.program.ddl import OptionDecl
 from app.program.lexer import CompileFailure
 
-__all__ = ["KEY_FORMATS", "RAW_TYPES", "TableKey", "option_names", "raw_fix", "table_key",
-           "view_key"]
+__all__ = ["KEY_FORMATS", "RAW_TYPES", "TableKey", "ViewKey", "option_names",
+           "prefix_without_fields", "raw_fix", "table_key", "view_key"]
 
 KEY_FORMATS = ("raw", "avro", "avro-confluent", "json")
 #: The column types a ``raw`` key can hold: those Kafka's Java serializers write.
@@ -120,9 +123,7 @@ def table_key(table: str, options: Mapping[str, OptionDecl], columns: Sequence[C
     fmt_option, fields_option = options.get("key.format"), options.get("key.fields")
     prefix_option = options.get("key.fields-prefix")
     if prefix_option is not None and fields_option is None:
-        raise CompileFailure(prefix_option.position, f"'key.fields-prefix' of table {table} "
-                             "needs 'key.fields', the columns its key holds",
-                             "add 'key.fields' = 'col' (several: 'col1;col2'), or remove it")
+        raise prefix_without_fields(table, prefix_option)
     if fmt_option is None and fields_option is None:
         return TableKey(columns, None, (), None)
     if fields_option is None:
@@ -167,21 +168,30 @@ def table_key(table: str, options: Mapping[str, OptionDecl], columns: Sequence[C
     return TableKey(marked, fmt, tuple(names), record_schema(f"{table}_key", key))
 
 
+def prefix_without_fields(table: str, option: OptionDecl) -> CompileFailure:
+    """The error of a ``'key.fields-prefix'`` of a table that names no key columns."""
+    return CompileFailure(option.position, f"'key.fields-prefix' of table {table} needs "
+                          "'key.fields', the columns its key holds",
+                          "add 'key.fields' = 'col' (several: 'col1;col2'), or remove it")
+
+
 def _unprefixed(table: str, option: OptionDecl, key: Sequence[Column],
-                key_in_value: bool) -> list[Column]:
-    """The key's fields under ``'key.fields-prefix'`` (Flink's rule): each key column's name
-    starts with the prefix, and its field in the key is the name without it.
+                key_in_value: bool, written: bool = False) -> list[Column]:
+    """The key's fields under ``'key.fields-prefix'`` (Flink's rule, the same for a table
+    that is read and one an INSERT INTO writes, ``written``): each key column's name starts
+    with the prefix, and its field in the key is the name without it.
 
     Raises:
-        CompileFailure: key fields also read from the value, or a key column without the
-            prefix.
+        CompileFailure: key fields also in the value (``'value.fields-include' = 'ALL'``),
+            or a key column without the prefix.
     """
     prefix = _text(option).lower()
     if key_in_value:
         raise CompileFailure(option.position, f"'key.fields-prefix' of table {table} renames "
-                             "the key's fields, but 'value.fields-include' = 'ALL' reads them "
-                             "from the value too", "add 'value.fields-include' = 'EXCEPT_KEY' "
-                             "(Flink requires it with a prefix)")
+                             "the key's fields, but 'value.fields-include' = 'ALL' "
+                             f"{'writes them to' if written else 'reads them from'} the value "
+                             "too", "add 'value.fields-include' = 'EXCEPT_KEY' (Flink requires "
+                             "it with a prefix)")
     fields = []
     for column in key:
         if not column.name.startswith(prefix) or column.name == prefix:
@@ -192,14 +202,28 @@ def _unprefixed(table: str, option: OptionDecl, key: Sequence[Column],
     return fields
 
 
+class ViewKey:
+    """An output view's declared key: its ``'key.format'``, its schema, and the names of its
+    fields (one per key column, in its order)."""
+
+    def __init__(self, key_format: str, schema: dict[str, Any], fields: tuple[str, ...]) -> None:
+        self.format, self.schema, self.fields = key_format, schema, fields
+
+
 def view_key(view: str, option: OptionDecl, columns: Sequence[Column],
-             key_columns: Sequence[str], bare_avro: bool) -> tuple[str, dict[str, Any]]:
+             key_columns: Sequence[str], bare_avro: bool, prefix: OptionDecl | None = None,
+             key_in_value: bool = True) -> ViewKey:
     """An output view's declared ``'key.format'`` and its key's schema: one column's bare
     value for ``raw``, and for ``avro`` and ``avro-confluent`` when ``bare_avro`` (Tidemark's
-    dialect, as ksqlDB writes a one-column key); else the record of the key columns.
+    dialect, as ksqlDB writes a one-column key); else the record of the key columns, each
+    field named as its column, or without ``prefix``: the ``'key.fields-prefix'`` of a table
+    INSERT INTO writes, whose ``'value.fields-include' = 'EXCEPT_KEY'`` (not
+    ``key_in_value``) leaves the key columns out of the value (Flink's rule, as of a table
+    that is read: :func:`_unprefixed`).
 
     Raises:
-        CompileFailure: a view without key columns, a bad format, a raw key it cannot be.
+        CompileFailure: a view without key columns, a bad format, a raw key it cannot be, a
+            prefix with the key in the value or a key column without it.
     """
     fmt = _key_format(option)
     if not key_columns:
@@ -210,5 +234,7 @@ def view_key(view: str, option: OptionDecl, columns: Sequence[Column],
     key = [by_name[k] for k in key_columns]
     if fmt == "raw":
         _raw_check(key, option.value_position, f"view {view}")
+    if prefix is not None:
+        key = _unprefixed(view, prefix, key, key_in_value, written=True)
     bare = len(key) == 1 and (fmt == "raw" or (bare_avro and fmt in ("avro", "avro-confluent")))
-    return fmt, key_schema(key, bare)
+    return ViewKey(fmt, key_schema(key, bare), tuple(c.name for c in key))

@@ -50,6 +50,7 @@ class ViewEncoding:
         key_format: str | None = None,
         registry: Mapping[str, str] | None = None,
         subjects: tuple[str | None, str | None] = (None, None),
+        key_fields: Sequence[str] = (),
     ) -> None:
         self.view, self.topic, self.format = view, topic, fmt
         #: ``avro``, ``avro-confluent`` or ``json`` (the view's ``'encoding'``).
@@ -69,10 +70,11 @@ class ViewEncoding:
         self._json: tuple[JsonEncoder, JsonEncoder | None] | None = None
         self._debezium: DebeziumJsonEncoder | None = None
         self._columnar: tuple[ColumnarEncoder, ColumnarEncoder | None] | None = None
-        #: A declared key format's writer (app/connectors/record_key.py); None: the key is
-        #: the record of the key columns in the value's encoding.
+        #: A declared key format's writer (app/connectors/record_key.py), its record's
+        #: fields named ``key_fields`` where given; None: the key is the record of the key
+        #: columns in the value's encoding.
         self.key_writer = (
-            KeyEncoder(key_format, key_schema, key_columns, schema_ids[0])
+            KeyEncoder(key_format, key_schema, key_columns, schema_ids[0], key_fields)
             if key_format is not None and key_schema is not None
             else None
         )
@@ -96,6 +98,7 @@ class ViewEncoding:
             out.key_format,
             out.schema_registry if out.encoding in _SERIALIZED else None,
             (out.key_subject, out.value_subject),
+            out.key_fields,
         )
 
     @property
