@@ -558,9 +558,11 @@ class Output:
     #: with the schema ids the registry gave ``<topic>-key`` and ``<topic>-value``),
     #: ``json`` (JSON objects of the same fields, app/connectors/json_encoder.py) or
     #: ``debezium-json`` (a ``changelog`` or ``append`` view's changes as Debezium change
-    #: events of those objects, keys as ``json``; app/connectors/debezium_encoder.py).
+    #: events of those objects, keys as ``json``; app/connectors/debezium_encoder.py) or
+    #: ``raw`` (the one column of ``value_schema`` as Kafka's Java serializers write it, a
+    #: NULL a null value; keys of a declared ``key_format`` only).
     encoding: Literal["avro", "avro-confluent", "json", "json-registry",
-                      "protobuf-confluent", "debezium-json"] = "avro"
+                      "protobuf-confluent", "debezium-json", "raw"] = "avro"
     #: An ``avro-confluent`` output's schema registry client settings (the view's
     #: ``'schema-registry.url'``, completed by ``tidemark run`` as a table's are).
     schema_registry: dict[str, str] | None = None

@@ -6,7 +6,8 @@ Keys and values become the records of the view's key and value schemas in circui
 :class:`~app.connectors.avro_codec.AvroCodec`, JSON with the JSON table decoder
 (:func:`~app.connectors.json_encoder.json_decoder`), Debezium change events as their row with
 ``undo`` and ``ptime`` (app/connectors/debezium_encoder.py), registry Protobuf with the
-``protobuf-confluent`` table decoder (the output's registry). A null key or value (a
+``protobuf-confluent`` table decoder (the output's registry), a raw value as Kafka's Java
+deserializers read it (the one value column). A null key or value (a
 tombstone) is None.
 """
 
@@ -19,7 +20,7 @@ from app.circuit.ir import Output
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.confluent_avro import unframe
 from app.connectors.json_encoder import json_decoder
-from app.connectors.record_key import KeyReader
+from app.connectors.record_key import KeyReader, raw_decode, raw_type
 
 __all__ = ["OutputReader"]
 
@@ -40,6 +41,9 @@ def _decoder(name: str, schema: Mapping[str, Any], encoding: str,
         from app.connectors.debezium_encoder import DebeziumJsonDecoder
 
         return DebeziumJsonDecoder(name, schema).decode
+    if encoding == "raw":
+        field, kind = schema["fields"][0]["name"], raw_type(schema)
+        return lambda data: {field: raw_decode(kind, data, "value")}
     if encoding == "json-registry":
         document = json_decoder(name, schema).decode
         return lambda data: document(unframe(data)[1])

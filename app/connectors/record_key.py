@@ -57,6 +57,8 @@ __all__ = [
     "KeyRecordError",
     "bare_type",
     "raw_decode",
+    "raw_encode",
+    "raw_type",
     "wire_schema",
 ]
 
@@ -116,12 +118,14 @@ def wire_schema(schema: Mapping[str, Any]) -> Any:
     return dict(schema) if bare is None else bare
 
 
-def _raw_type(schema: Mapping[str, Any]) -> str:
+def raw_type(schema: Mapping[str, Any]) -> str:
+    """The Avro type of the one column a raw key or value holds (of its bare schema, or of
+    a record of one field); raises ValueError for another schema."""
     kind = bare_type(schema)
     if kind is None:
         fields = schema.get("fields", ())
         if len(fields) != 1:
-            raise ValueError("a raw key is one column")
+            raise ValueError("a raw key or value is one column")
         kind = _solid(fields[0]["type"])
     if not isinstance(kind, str) or kind not in _RAW_LAYOUT:
         raise ValueError(f"a raw key cannot be of Avro type {kind!r}")
@@ -157,7 +161,9 @@ def raw_decode(kind: str, data: bytes, what: str = "key") -> Any:
     return struct.unpack(layout, data)[0]
 
 
-def _raw_encode(kind: str, value: Any) -> bytes:
+def raw_encode(kind: str, value: Any) -> bytes:
+    """One raw key, or one raw value of an output (see the module doc): what Kafka's Java
+    serializer of ``kind`` writes for the (not NULL) ``value``."""
     if kind == "bytes":
         return bytes(value)
     if kind == "string":
@@ -212,7 +218,7 @@ class KeyDecoder:
             raise ValueError(f"table {table}: {len(self.names)} key columns, but the key "
                              f"schema has {len(self._fields)} fields")
         self._renamed = self._fields != self.names
-        self._raw = _raw_type(schema) if key_format == "raw" else None
+        self._raw = raw_type(schema) if key_format == "raw" else None
         self._json = JsonRecords(f"{table}'s key", [
             (field, kind) for field, (_, kind) in zip(self._fields, columns, strict=True)
         ]) if key_format == "json" else None
@@ -370,7 +376,7 @@ class KeyEncoder:
         self.named = list(zip(fields or columns, columns, strict=True))
         self._schema = dict(schema)
         self._bare = bare_type(schema)
-        self._raw = _raw_type(schema) if key_format == "raw" else None
+        self._raw = raw_type(schema) if key_format == "raw" else None
         self._parsed: Any = None
         self._codec: AvroCodec | JsonEncoder | None = None
 
@@ -381,7 +387,7 @@ class KeyEncoder:
             if value is None:
                 return None
             if self._raw is not None:
-                return _raw_encode(self._raw, value)
+                return raw_encode(self._raw, value)
             if self._parsed is None:
                 self._parsed = fastavro.parse_schema(raw_schema(self._bare))
             buffer = io.BytesIO()
@@ -408,7 +414,7 @@ class KeyReader:
         self.format, self.columns = key_format, list(columns)
         self._named = list(zip(fields, columns, strict=True)) if fields else None
         self._bare = bare_type(schema)
-        self._raw = _raw_type(schema) if key_format == "raw" else None
+        self._raw = raw_type(schema) if key_format == "raw" else None
         self._parsed = (fastavro.parse_schema(raw_schema(self._bare))
                         if self._bare is not None else None)
         self._record: Any = None

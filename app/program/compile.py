@@ -120,7 +120,7 @@ VIEW_OPTIONS = ("topic", "format", "encoding", "schema-registry.url", "key", "ke
 #: Where a new checkpoint starts reading a table's topic (Flink's Kafka connector's names).
 STARTUP_MODES = ("earliest-offset", "latest-offset", "timestamp")
 VIEW_ENCODINGS = ("avro", "avro-confluent", "json", "json-registry", "protobuf-confluent",
-                  "debezium-json")
+                  "debezium-json", "raw")
 TABLE_FORMATS = ("avro", "avro-confluent", "json", "json-registry", "protobuf-confluent", "raw",
                  *CHANGELOG_FORMATS)
 #: Formats whose values are framed for a schema registry (a table's 'schema-registry.url').
@@ -1397,6 +1397,9 @@ class _Compiler:
                                  "writes each change as an event (a create, or a delete of the "
                                  "row it retracts), which is the 'changelog' format",
                                  "declare 'format' = 'changelog'")
+        if encoding == "raw":
+            _raw_output(decl.name, options["encoding"], fmt, in_value, key_columns,
+                        "key.format" in options)
         key_format: str | None = None
         key_fields: tuple[str, ...] = ()
         if "key.format" in options:
@@ -1416,7 +1419,7 @@ class _Compiler:
         return Output(topic, cast(Literal["upsert", "changelog", "append"], fmt), key_columns,
                       key_schema, value_schema,
                       cast(Literal["avro", "avro-confluent", "json", "json-registry",
-                                   "protobuf-confluent", "debezium-json"], encoding),
+                                   "protobuf-confluent", "debezium-json", "raw"], encoding),
                       registry,
                       key_format=key_format, key_fields=key_fields, serializer=serializer,
                       partitions=self._count(options.get("partitions")),
@@ -1631,6 +1634,41 @@ def _with_watermarks(decl: TableDecl) -> TableDecl:
     for name in keys & set(columns):
         columns[name] = replace(columns[name], type=columns[name].type.with_nullable(False))
     return replace(decl, columns=tuple(columns[c.name] for c in decl.columns))
+
+
+def _raw_output(view: str, option: OptionDecl, fmt: str, value_columns: Sequence[Column],
+                key_columns: Sequence[str], declared_key: bool) -> None:
+    """An output of raw values (``'encoding' = 'raw'``, Flink's ``'format' = 'raw'`` of a
+    table INSERT INTO writes): each value is one column's bytes, as a ``'raw'`` table reads
+    them, so the value has exactly one column (Flink's ``'EXCEPT_KEY'`` leaves the key
+    columns out of it), of a type a raw value can hold; a changelog's fields have no place
+    in it, and a key needs a ``'key.format'`` (raw bytes are no record of key columns).
+
+    Raises:
+        CompileFailure: at the option, any of those.
+    """
+    where = option.value_position
+    if fmt == "changelog":
+        raise CompileFailure(where, f"view {view} is written as 'changelog', whose values "
+                             "carry undo, ptime and ver beside the row, but a raw value is one "
+                             "column's bytes", "use 'format' = 'append' (or 'upsert'), or "
+                             "'encoding' = 'json'")
+    if len(value_columns) != 1:
+        names = ", ".join(c.name for c in value_columns) or "none"
+        raise CompileFailure(where, f"view {view} writes raw values, one column's bytes, but "
+                             f"its value has {len(value_columns)} columns ({names})",
+                             "write one column (Flink: the key columns in the key, with "
+                             "'value.fields-include' = 'EXCEPT_KEY'), or write the values as "
+                             "'json' or 'avro'")
+    (column,) = value_columns
+    if column.type.name not in RAW_TYPES:
+        raise CompileFailure(where, f"column {view}.{column.name} is {column.type.name}, "
+                             "which a raw value cannot hold", raw_fix("value"))
+    if key_columns and not declared_key:
+        raise CompileFailure(where, f"view {view} writes raw values and a key of "
+                             f"{', '.join(key_columns)}, whose record a raw value's encoding "
+                             "cannot write", "add 'key.format' ('raw' for one column's "
+                             "bytes, or 'json', 'avro')")
 
 
 def _raw_value(decl: TableDecl, options: Mapping[str, OptionDecl],

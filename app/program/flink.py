@@ -135,10 +135,6 @@ class _Reader:
         if option is None:
             return None
         fmt = _text(option)
-        if fmt == "raw" and self.sink:
-            raise self.refuse(option, "an output's value is a record of its columns (raw "
-                              "values are read, not written)", "use one of 'json', 'avro', "
-                              "'avro-confluent'")
         if fmt in _FORMATS or (fmt in CHANGELOG_FORMATS and not self.sink) or (
                 fmt == "debezium-json" and self.sink):
             return fmt, option
@@ -282,15 +278,16 @@ def _read(decl: TableDecl, sink: bool,
 def _raw_option(reader: _Reader, key: str, option: OptionDecl,
                 fmt: tuple[str, OptionDecl] | None) -> None:
     """An option of Flink's ``raw`` format: its defaults, UTF-8 text and big-endian numbers,
-    are the only forms Tidemark reads (Kafka's Java serializers write them)."""
+    are the only forms Tidemark reads and writes (Kafka's Java serializers write them)."""
     if fmt is None or fmt[0] != "raw":
         raise reader.refuse(option, "it is an option of 'raw' values",
                             "declare 'format' = 'raw' or remove it")
     value = _text(option).strip().lower().replace("_", "-")
     default = "utf-8" if key.endswith("charset") else "big-endian"
     if value != default:
-        raise reader.refuse(option, f"raw values are read as UTF-8 text and big-endian "
-                            f"numbers, as Kafka's Java serializers write them, not "
+        raise reader.refuse(option, f"raw values are {'written' if reader.sink else 'read'} "
+                            "as UTF-8 text and big-endian numbers, as Kafka's Java "
+                            "serializers write them, not "
                             f"'{_text(option)}'", "remove it")
 
 

@@ -27,7 +27,7 @@ from app.connectors.confluent_json import JsonRegistryWriter
 from app.connectors.confluent_protobuf import ProtobufRegistryWriter
 from app.connectors.debezium_encoder import DebeziumJsonEncoder
 from app.connectors.json_encoder import JsonEncoder
-from app.connectors.record_key import KeyEncoder
+from app.connectors.record_key import KeyEncoder, raw_encode, raw_type
 from app.connectors.sink.record import KEY, KIND, REL, TOPIC, VALUE, sink_batch
 
 __all__ = ["ViewEncoding", "circuit_units", "encode_record", "encode_view_rows", "output_batch"]
@@ -76,6 +76,12 @@ class ViewEncoding:
         self.key_writer = (
             KeyEncoder(key_format, key_schema, key_columns, schema_ids[0], key_fields)
             if key_format is not None and key_schema is not None
+            else None
+        )
+        #: A ``raw`` output's value: its one field and the raw type it is written as.
+        self.raw_value = (
+            (self.value_schema["fields"][0]["name"], raw_type(self.value_schema))
+            if encoding == "raw"
             else None
         )
 
@@ -160,7 +166,7 @@ class ViewEncoding:
         a field type they do not write or the output is JSON (then rows are encoded one by
         one)."""
         if (
-            self.encoding in ("json", "debezium-json", *_SERIALIZED)
+            self.encoding in ("json", "debezium-json", "raw", *_SERIALIZED)
             or self.key_writer is not None
             or not self._fields_filled()
         ):
@@ -251,6 +257,8 @@ def encode_record(
         return _json_record(enc, row, record, ptime_ms)
     if enc.encoding in _SERIALIZED:
         return _registry_record(enc, row, record)
+    if enc.raw_value is not None:
+        return _raw_record(enc, row, record)
     key_id, value_id = enc.schema_ids
     if enc.key_writer is not None:
         key = enc.key_writer.encode(row)
@@ -304,6 +312,21 @@ def _registry_record(
     if row.get("_delete") and enc.format == "upsert":
         return key, None
     return key, value_writer.encode(record)
+
+
+def _raw_record(
+    enc: ViewEncoding, row: Mapping[str, Any], record: Mapping[str, Any]
+) -> tuple[bytes | None, bytes | None]:
+    """A ``raw`` record: its value the one value column's bytes, as Kafka's Java serializers
+    write them, a NULL a null value (as Flink's ``'raw'`` writes it); its key of a declared
+    key format (a raw value has no record key of its own encoding)."""
+    assert enc.raw_value is not None
+    key = enc.key_writer.encode(row) if enc.key_writer is not None else None
+    if row.get("_delete") and enc.format == "upsert":
+        return key, None
+    name, kind = enc.raw_value
+    value = record[name]
+    return key, None if value is None else raw_encode(kind, value)
 
 
 def encode_view_rows(
