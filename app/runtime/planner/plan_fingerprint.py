@@ -296,6 +296,8 @@ def _view_entry(circuit: Circuit, plan: PhysicalPlan, view: View) -> dict[str, A
             "key_columns": list(output.key_columns),
             # Only when declared, so a plan recorded before key formats compares equal.
             **({} if output.key_format is None else {"key_format": output.key_format}),
+            # Only when they are not the key columns' names ('key.fields-prefix').
+            **({} if not output.key_fields else {"key_fields": list(output.key_fields)}),
         },
     }
 
@@ -565,6 +567,12 @@ def _compare_view(name: str, was: Mapping[str, Any], now: Mapping[str, Any]) -> 
                     changes.append(
                         PlanChange(subject, f"output {key} {old_out[key]} -> {new_out[key]}", True)
                     )
+            old_fields = old_out.get("key_fields", old_out["key_columns"])
+            new_fields = new_out.get("key_fields", new_out["key_columns"])
+            if old_out["key_columns"] == new_out["key_columns"] and old_fields != new_fields:
+                changes.append(
+                    PlanChange(subject, f"output key fields {old_fields} -> {new_fields}", True)
+                )
             old_key, new_key = old_out.get("key_format"), new_out.get("key_format")
             if old_key != new_key and old_out["topic"] == new_out["topic"]:
                 changes.append(

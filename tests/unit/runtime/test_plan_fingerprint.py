@@ -282,3 +282,20 @@ def test_an_output_key_format_changed_on_its_topic_is_refused_s13() -> None:
     # On a new topic it is a new output: it proceeds.
     moved = raw.replace("'topic' = 'f'", "'topic' = 'f-raw'")
     assert _compare(base, moved).compatible
+
+
+def test_an_outputs_key_fields_renamed_by_a_prefix_proceed_and_are_said_s13() -> None:
+    sink = """
+CREATE TABLE src (k_id BIGINT, n BIGINT) WITH ('connector' = 'kafka', 'topic' = 'src',
+  'format' = 'json');
+CREATE TABLE out (k_id BIGINT, n BIGINT) WITH ('connector' = 'kafka', 'topic' = 'out',
+  'key.format' = 'json', 'key.fields' = 'k_id', 'value.format' = 'json');
+INSERT INTO out SELECT * FROM src;
+"""
+    prefixed = sink.replace("'key.fields' = 'k_id',", "'key.fields' = 'k_id', "
+                            "'key.fields-prefix' = 'k_', 'value.fields-include' = 'EXCEPT_KEY',")
+    # Without a prefix the key's fields are its columns: the document is the one before.
+    assert "key_fields" not in json.dumps(_fingerprint(sink).document)
+    comparison = _compare(sink, prefixed)
+    assert comparison.compatible
+    assert _texts(comparison) == ["view out: output key fields ['k_id'] -> ['id']"]
