@@ -373,7 +373,7 @@ class KeyEncoder:
             raise ValueError(f"{len(columns)} key columns, but {len(fields)} field names")
         self.format, self.columns, self.schema_id = key_format, list(columns), schema_id
         #: (field, column) pairs of a record key.
-        self.named = list(zip(fields or columns, columns, strict=True))
+        self._named = list(zip(fields or columns, columns, strict=True))
         self._schema = dict(schema)
         self._bare = bare_type(schema)
         self._raw = raw_type(schema) if key_format == "raw" else None
@@ -397,7 +397,7 @@ class KeyEncoder:
             if self._codec is None:
                 self._codec = (JsonEncoder(self._schema) if self.format == "json"
                                else AvroCodec(self._schema))
-            data = self._codec.encode({f: row[c] for f, c in self.named})
+            data = self._codec.encode({f: row[c] for f, c in self._named})
         return data if self.schema_id is None else frame(self.schema_id, data)
 
     def __getstate__(self) -> dict[str, Any]:
