@@ -93,6 +93,7 @@ def test_s13_inserts_into_prefixed_key_tables_write_flinks_keys_and_values(
     ]
     # Kafka's LongSerializer key, StringSerializer value; a NULL is a null value.
     text = StringDeserializer("utf_8")
-    logged = sorted((struct.unpack(">q", m.key())[0], text(m.value(), None))
-                    for m in read_topic(kafka.conf(), topics["log"]))
+    logged = sorted(((struct.unpack(">q", m.key())[0], text(m.value(), None))
+                     for m in read_topic(kafka.conf(), topics["log"])),
+                    key=lambda kv: (kv[0], kv[1] or ""))
     assert logged == [(7, None), (7, "buy"), (8, "cart")]
