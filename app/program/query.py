@@ -2223,6 +2223,9 @@ class _JoinInput:
     relation: Relation
     alias: str
     position: Position
+    #: The changelog table whose latest row per key ``relation`` is (ADR 0030), as the
+    #: query names it; empty for every other side.
+    table: str = ""
 
     def side(self) -> JoinSide:
         return JoinSide(self.relation.name, self.alias,
@@ -2277,17 +2280,12 @@ def _join_input(source: SourceText, table: exp.Expression, relations: dict[str, 
         fix = (f"did you mean {close[0]}?" if close else
                "tables and views must be created before the views that read them")
         raise CompileFailure(position, f"unknown table or view {name}", fix)
-    if relation.latest and not versioned:
-        raise CompileFailure(position, f"unsupported: view {view_name} joins table {name}, "
-                             "a changelog table read as its latest row per key, whose rows "
-                             "are updated (ADR 0030); only a temporal join reads its versions",
-                             f"join it as the versioned side: JOIN {name} FOR SYSTEM_TIME "
-                             "AS OF <probe time> ON <its PRIMARY KEY>")
     alias_node = table.args.get("alias")
     alias = name
     if alias_node is not None and alias_node.this is not None:
         alias = _ident(alias_node.this)
-    return _JoinInput(relation, alias, position)
+    changelog = relation.name if relation.latest and not versioned else ""
+    return _JoinInput(read_as(relation, relations, versioned), alias, position, changelog)
 
 
 def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
@@ -2588,6 +2586,10 @@ def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Sele
             if problem is not None:
                 if not any(_bound_problem(p, left, right) is None and p.lower is not None
                            and p.upper is not None for p in pairs):
+                    if left.table or right.table:
+                        # A changelog table's time column bounds nothing: its latest row
+                        # per key has no time attribute, and its rows are updated.
+                        _updating_sides(position, kind, "interval", left, right, view_name)
                     raise CompileFailure(pair.position, problem[0], problem[1])
                 continue
             if pair.lower is None or pair.upper is None:
@@ -2638,17 +2640,24 @@ def _updating_sides(position: Position, kind: _JoinKind, form: str, left: _JoinI
     updated = next((side for side in (left, right) if not side.relation.insert_only), None)
     if updated is None:
         return
+    if form == "regular" and kind == "inner":
+        return
     name = updated.relation.name
     what = (f"view {view_name} joins view {name}, whose rows are updated (it aggregates "
             "without EMIT AFTER WATERMARK, or reads such a view)")
-    if form == "regular" and kind == "inner":
-        return
+    instead = f"add EMIT AFTER WATERMARK to {name}"
+    if updated.table:
+        # A changelog table's latest row per key (ADR 0030): no EMIT makes it final.
+        what = (f"view {view_name} joins table {updated.table}, a changelog table read as "
+                "its latest row per key, whose rows are updated (ADR 0030)")
+        instead = (f"join it as the versioned side: JOIN {updated.table} FOR SYSTEM_TIME AS "
+                   "OF <probe time> ON <its PRIMARY KEY>")
     if form == "regular":
         raise CompileFailure(position, f"unsupported: a {kind.upper()} OUTER join without a "
                              f"time bound of updating rows: {what}; its padded rows would "
                              "have to be retracted when a match comes (SPEC S18), which "
                              "Tidemark does not do yet (Flink's regular join does)",
-                             f"use an INNER join, or add EMIT AFTER WATERMARK to {name}")
+                             f"use an INNER join, or {instead}")
     shown = {"interval": "an interval join", "window": "a window join",
              "temporal": "a temporal join (FOR SYSTEM_TIME AS OF)"}[form]
     raise CompileFailure(updated.position, f"unsupported: {what}, in {shown}: it writes "
@@ -2656,8 +2665,8 @@ def _updating_sides(position: Position, kind: _JoinKind, form: str, left: _JoinI
                          "waterline passes its bound, so a retraction could not take its "
                          "pairs back (SPEC S16, S18; Flink's interval and window joins "
                          "read insert-only rows too)",
-                         f"add EMIT AFTER WATERMARK to {name}, or join without a time bound "
-                         "(an INNER join on the keys alone takes every change)")
+                         f"{instead}, or join without a time bound (an INNER join on the "
+                         "keys alone takes every change)")
 
 
 def _chained_name(alias: str, column: str) -> str:

@@ -167,7 +167,7 @@ def test_s18_explain_shows_the_latest_row_per_key(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("query", "message"), [
-    ("SELECT c.id FROM customers AS c JOIN customers AS d ON c.id = d.id",
+    ("SELECT c.id FROM customers AS c LEFT JOIN customers AS d ON c.id = d.id",
      "joins table customers, a changelog table read as its latest row per key"),
     ("SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE customers, "
      "DESCRIPTOR(changed), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end",
@@ -176,8 +176,9 @@ def test_s18_explain_shows_the_latest_row_per_key(tmp_path: Path) -> None:
 ])
 def test_l7_what_reads_no_latest_row_is_refused(tmp_path: Path, query: str,
                                                 message: str) -> None:
-    """A regular join reads no updating relation, and the latest row per key has no time
-    attribute (a key's row changes whenever a change of it comes): no window on it."""
+    """An OUTER join without a time bound reads no updating relation, and the latest row
+    per key has no time attribute (a key's row changes whenever a change of it comes): no
+    window on it."""
     path = tmp_path / "p.sql"
     fmt = ", 'format' = 'append'" if query == "SELECT id FROM customers" else ""
     path.write_text(CUSTOMERS + f"CREATE VIEW v WITH ('topic' = 'v'{fmt}) AS\n{query};\n",
