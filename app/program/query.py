@@ -2259,6 +2259,8 @@ def _top_level_words(tokens: Sequence[Token]) -> list[tuple[int, Token]]:
 
 def _join_input(source: SourceText, table: exp.Expression, relations: dict[str, Relation],
                 view_name: str, fallback: Position, versioned: bool = False) -> _JoinInput:
+    """One side of a join as written: a changelog table is read as its latest row per key
+    (:func:`read_as`, ADR 0030), but as the ``versioned`` side of a temporal join."""
     if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
         where = (source.position(table.meta["start"]) if table.meta.get("start") is not None
                  else fallback)
@@ -2636,7 +2638,9 @@ def _updating_sides(position: Position, kind: _JoinKind, form: str, left: _JoinI
     read insert-only rows too. A temporal join's probe rows are written once, final. An
     OUTER join without a time bound is refused for any input (below); of updating rows it
     would also need its padded rows retracted when a match comes, which Flink's regular
-    join does and Tidemark does not yet."""
+    join does and Tidemark does not yet. A side read as a changelog table's latest row per
+    key (ADR 0030) is one such relation; its refusals name the table and the temporal join
+    that reads its versions instead."""
     updated = next((side for side in (left, right) if not side.relation.insert_only), None)
     if updated is None:
         return
