@@ -31,7 +31,6 @@ from app.connectors.kafka_offsets import topic_end_offsets
 from app.connectors.sink.markers import MarkerTopic, ensure_marker_topic
 from app.connectors.topics import TopicDefaults, ensure_topics
 from app.errors import ConfigError, KafkaError, ProgramError, SparkError, kafka_reason
-from app.program.stages import STAGE_WRITER
 from app.runtime.checkpoint_lease import CheckpointLease
 from app.runtime.checkpoint_lock import CheckpointLock
 from app.runtime.operators.aggregate_support import polls_every_step
@@ -362,15 +361,7 @@ class Service:
             interval = step_interval_ms(
                 self.settings.trigger_interval_ms, polled=polled, once=once
             )
-            # A twin computes its boundary's rows a second time beside it (ADR 0023): Spark
-            # would reuse the first aggregation's exchange for it, and the twin's windows
-            # would then come a step late. A query takes its session's settings at start.
-            twins = any(v.output is not None and v.output.stage_output
-                        and v.name.startswith(STAGE_WRITER) for v in plan.output_views)
-            reuse = str(spark.conf.get("spark.sql.exchange.reuse", "true"))
             try:
-                if twins:
-                    spark.conf.set("spark.sql.exchange.reuse", "false")
                 query = (
                     plan.frame.writeStream.foreachBatch(sink)
                     .queryName(query_plan.name)
@@ -386,8 +377,6 @@ class Service:
                     " checkpoint written by another program or Spark version cannot be"
                     " continued, give a new --checkpoint (TIDEMARK_CHECKPOINT)"
                 ) from exc
-            finally:
-                spark.conf.set("spark.sql.exchange.reuse", reuse)
             self.queries.append(query)
             self._sinks.append(sink)
             if stop_at is not None:

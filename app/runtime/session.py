@@ -135,6 +135,13 @@ def spark_session(
         # waits at most this long.
         .set("spark.sql.streaming.pollingDelay", "100ms")
         .set("spark.sql.adaptive.enabled", "false")
+        # A query may compute one stateful aggregation twice (a native view's own records and
+        # its readers' rows, ADR 0014; a boundary view's twin, ADR 0023). With exchange reuse
+        # Spark feeds the second from the first's shuffle, and its windows are then evicted a
+        # step late, after its readers have taken the step's watermark as the bound for late
+        # rows: a cascaded window that a row completes in that step is lost. A streaming plan
+        # has no other equal exchanges to share.
+        .set("spark.sql.exchange.reuse", "false")
         .set("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
     )
     if local_dir is not None:
