@@ -143,6 +143,10 @@ def _join_text(join: Join, time_type: SqlType | None) -> str:
         parts.append("no time bound")
     if join.residual is not None:
         parts.append(f"and {expr_text(join.residual)}")
+    if join.pads_at_once:
+        return ("; ".join(parts) + "; a match is written when its second row arrives; a row "
+                "without a match is written padded with NULLs at once and retracted when its "
+                "first match comes (S16, S18)")
     outer = {"inner": "", "left": f"; unmatched {left.alias} rows are written with NULLs "
              "once proven unmatched", "right": f"; unmatched {right.alias} rows are written "
              "with NULLs once proven unmatched", "full": "; unmatched rows of either side are "

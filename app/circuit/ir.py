@@ -372,7 +372,8 @@ class Join:
     of ``right``, once ``right``'s waterline passes its time; ``keys`` cover ``right``'s
     PRIMARY KEY, in key order, each right expression a key column; ``kind`` is inner or left).
     ``kind``: an outer side's row without a match is emitted, padded with NULLs, once the
-    other side's waterline proves no match can come. Keys and residual are expressions over
+    other side's waterline proves no match can come; of a regular join, at once, and
+    retracted when its first match comes (:attr:`pads_at_once`). Keys and residual are expressions over
     the joined row's qualified names; each key is (left expression, right expression)."""
 
     kind: Literal["inner", "left", "right", "full"]
@@ -383,6 +384,13 @@ class Join:
     residual: Expr | None
     bound: JoinBound | None
     as_of: JoinAsOf | None = field(default=None, metadata=OMIT_DEFAULT)
+
+    @property
+    def pads_at_once(self) -> bool:
+        """An OUTER join without a time bound (S16, S18): no waterline can prove a row
+        unmatched, so a row without a match is written padded with NULLs at once and
+        retracted when its first match comes; its view is updating."""
+        return self.form == "regular" and self.kind != "inner"
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from app.circuit.ir import (
     EmitPolicy,
     Expr,
     Filter,
+    Join,
     Lateness,
     Literal_,
     Output,
@@ -582,7 +583,8 @@ class _Compiler:
                               "append" if insert_only else "changelog", decl.position)
         if sink.table.connector == "kafka" and not insert_only:
             raise CompileFailure(decl.position, f"INSERT INTO {decl.name}: the query updates "
-                                 "its rows (a GROUP BY without a window), which a 'kafka' "
+                                 "its rows (a GROUP BY without a window, or an OUTER JOIN "
+                                 "without a time bound), which a 'kafka' "
                                  "table cannot take (Flink: \"doesn't support consuming update "
                                  "changes\")", f"declare {decl.name} 'connector' = "
                                  "'upsert-kafka' with a PRIMARY KEY of the GROUP BY columns, "
@@ -1159,6 +1161,12 @@ class _Compiler:
                 "bound it on a time attribute of each side, e.g. b.ts BETWEEN a.ts - INTERVAL "
                 "'10' MINUTE AND a.ts + INTERVAL '10' MINUTE, or join windowed views on "
                 "a.window_end = b.window_end"))
+            join = planned.operators[0]
+            if isinstance(join, Join) and join.pads_at_once:
+                # S16, S18: each side's rows per key as a Z-set; a row whose weight sums
+                # to 0 leaves.
+                return StateBound("unbounded", None, "every row of both sides is kept "
+                                  "(retracted rows leave); never freed")
             if planned.updating:
                 # S18: a change is never taken out of a side; a retraction is held beside
                 # the row it retracts (docs/semantics.md, a regular join of updating rows).
@@ -1336,6 +1344,15 @@ class _Compiler:
                                  "input row gives one final output row, so it is written as "
                                  f"'append', not '{fmt}'",
                                  "use 'format' = 'append' (and no EMIT STREAM)")
+        join = planned.operators[0] if planned.operators else None
+        if isinstance(join, Join) and join.pads_at_once and fmt != "changelog":
+            raise CompileFailure(where, f"view {decl.name} is a {join.kind.upper()} OUTER "
+                                 "join without a time bound: a row without a match is "
+                                 "written padded with NULLs at once and retracted when its "
+                                 f"first match comes (SPEC S16, S18), which 'changelog' "
+                                 f"writes and '{fmt}' cannot",
+                                 "use 'format' = 'changelog', or bound the join on a time "
+                                 "attribute of each side")
         if planned.updating and fmt != "changelog":
             updated = self._updated_source(planned)
             latest = next((v.sources[0] for v in self.views

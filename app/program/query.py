@@ -2615,11 +2615,14 @@ def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Sele
     for part in residual_parts:
         residual = part if residual is None else Call("AND", (residual, part), _BOOL)
     _updating_sides(position, kind, form, left, right, view_name)
-    if form == "regular" and kind != "inner":
-        why = f" ({unbounded_why})" if unbounded_why else ""
-        raise CompileFailure(position, f"unsupported: {kind.upper()} OUTER JOIN without a time "
-                             f"bound{why}: its unmatched rows could never be "
-                             "proven unmatched, so they would never be written", _BOUND_HINT)
+    if form == "regular" and kind != "inner" and not keys:
+        # S16, S18: a padded row is retracted when its key's first match comes; without a
+        # key every row of the other side would be a candidate.
+        raise CompileFailure(position, f"unsupported: a {kind.upper()} OUTER join without a "
+                             "time bound needs an equality key (l.a = r.b): without one, "
+                             "any row of the other side could match each row",
+                             f"add a key to ON, e.g. {left.alias}.k = {right.alias}.k, or "
+                             + _BOUND_HINT)
     join_op = Join(kind, form, left.side(), right.side(), tuple(keys), residual, bound)
     return _join_view(source, tokens, select, words, view_name, fallback, position, join_op,
                       left, right, sides, post_columns, unbounded_why, renamed,
@@ -2636,16 +2639,18 @@ def _updating_sides(position: Position, kind: _JoinKind, form: str, left: _JoinI
     once, final, and frees a row once the other side's waterline passes its bound, after
     which a retraction could not take its pairs back; Flink's interval and window joins
     read insert-only rows too. A temporal join's probe rows are written once, final. An
-    OUTER join without a time bound is refused for any input (below); of updating rows it
-    would also need its padded rows retracted when a match comes, which Flink's regular
-    join does and Tidemark does not yet. A side read as a changelog table's latest row per
-    key (ADR 0030) is one such relation; its refusals name the table and the temporal join
-    that reads its versions instead."""
+    OUTER join without a time bound reads them as an INNER one does, and retracts a padded
+    row when its first match comes (Flink's regular join does too). A side read as a
+    changelog table's latest row per key (ADR 0030) is one such relation; an OUTER join
+    of it is refused for now, and its refusals name the table and the temporal join that
+    reads its versions instead."""
     updated = next((side for side in (left, right) if not side.relation.insert_only), None)
     if updated is None:
         return
     if form == "regular" and kind == "inner":
         return
+    # An OUTER regular join is refused only of a changelog table's latest rows.
+    updated = next((side for side in (left, right) if side.table), updated)
     name = updated.relation.name
     what = (f"view {view_name} joins view {name}, whose rows are updated (it aggregates "
             "without EMIT AFTER WATERMARK, or reads such a view)")
@@ -2656,11 +2661,14 @@ def _updating_sides(position: Position, kind: _JoinKind, form: str, left: _JoinI
                 "its latest row per key, whose rows are updated (ADR 0030)")
         instead = (f"join it as the versioned side: JOIN {updated.table} FOR SYSTEM_TIME AS "
                    "OF <probe time> ON <its PRIMARY KEY>")
+    if form == "regular" and not updated.table:
+        return  # S16, S18: its padded rows are retracted when a match comes
     if form == "regular":
         raise CompileFailure(position, f"unsupported: a {kind.upper()} OUTER join without a "
                              f"time bound of updating rows: {what}; its padded rows would "
                              "have to be retracted when a match comes (SPEC S18), which "
-                             "Tidemark does not do yet (Flink's regular join does)",
+                             "Tidemark does for updating views but not yet for a changelog "
+                             "table's latest rows (Flink's regular join does)",
                              f"use an INNER join, or {instead}")
     shown = {"interval": "an interval join", "window": "a window join",
              "temporal": "a temporal join (FOR SYSTEM_TIME AS OF)"}[form]
@@ -2848,7 +2856,8 @@ def _join_view(source: SourceText, tokens: Sequence[Token], select: exp.Select,
                         column_positions=tuple(positions), join_position=position,
                         join_state=_join_state_text(join_op, left, right),
                         join_unbounded=unbounded_why if join_op.bound is None else "",
-                        updating=not (left.relation.insert_only and right.relation.insert_only))
+                        updating=join_op.pads_at_once or not (
+                            left.relation.insert_only and right.relation.insert_only))
 
 
 def _temporal_join(source: SourceText, version: exp.Version, for_position: Position,

@@ -232,23 +232,10 @@ def test_s18_a_join_of_an_updating_view_is_a_changelog() -> None:
                 "('topic' = 'enriched')", f"('topic' = 'enriched', 'format' = '{fmt}')"))
 
 
-def test_s16_s18_outer_and_interval_joins_of_updating_rows_are_refused() -> None:
-    """An OUTER join without a time bound would have to retract its padded rows (Flink's
-    regular join does; Tidemark does not yet); an interval join (as a window or temporal
-    one) writes each match once, final (Flink's read insert-only rows too)."""
-    with pytest.raises(ProgramError) as outer:
-        compile_sql(TABLES + """
-CREATE VIEW v WITH ('topic' = 'v') AS
-SELECT p.customer, c.region FROM per_customer AS p LEFT JOIN customers AS c
-ON p.customer = c.id;""")
-    found = outer.value.diagnostics[0]
-    assert found.message.startswith(
-        "unsupported: a LEFT OUTER join without a time bound of updating rows: view v joins "
-        "view per_customer, whose rows are updated")
-    assert "its padded rows would have to be retracted when a match comes" in found.message
-    assert "Flink's regular join does" in found.message
-    assert found.fix == "use an INNER join, or add EMIT AFTER WATERMARK to per_customer"
-    assert (found.position.line, found.position.column) == (TABLES.count("\n") + 3, 52)
+def test_s16_s18_interval_joins_of_updating_rows_are_refused() -> None:
+    """An interval join (as a window or temporal one) writes each match once, final
+    (Flink's read insert-only rows too); an OUTER join without a time bound takes the
+    changes (test_reference_outer_join.py)."""
     windowed = TABLES + """
 CREATE LOCAL VIEW per_minute AS
 SELECT window_end AS we, customer, COUNT(*) AS n
