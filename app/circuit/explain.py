@@ -234,6 +234,10 @@ def emit_clause(view: View) -> str | None:
 
 
 def _emit_text(circuit: Circuit, view: View) -> str:
+    if view.join is not None and view.join.pads_at_once:
+        return ("per key the step touched, its rows after the step less its rows before, "
+                "retractions first: a padded row matched in the step it arrives is never "
+                "written (S16, S18)")
     if view.join is not None and circuit.updating(view.name):
         return ("each pair's change in the step its second change arrives, with the product "
                 "of the two changes' weights: a retraction of either side retracts the pairs "

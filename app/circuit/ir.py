@@ -373,8 +373,9 @@ class Join:
     PRIMARY KEY, in key order, each right expression a key column; ``kind`` is inner or left).
     ``kind``: an outer side's row without a match is emitted, padded with NULLs, once the
     other side's waterline proves no match can come; of a regular join, at once, and
-    retracted when its first match comes (:attr:`pads_at_once`). Keys and residual are expressions over
-    the joined row's qualified names; each key is (left expression, right expression)."""
+    retracted when its first match comes (:attr:`pads_at_once`). Keys and residual are
+    expressions over the joined row's qualified names; each key is (left expression, right
+    expression)."""
 
     kind: Literal["inner", "left", "right", "full"]
     form: Literal["interval", "window", "regular", "temporal"]
@@ -861,14 +862,17 @@ class Circuit:
         """S18: the relation's rows are updated, so its readers see retractions: an
         aggregate without EMIT AFTER WATERMARK, a stage boundary's table of one
         (:attr:`Table.retractions`), a stateless view of an updating relation, a UNION
-        ALL with a branch over one (S17: it passes every branch's changes on), or a JOIN of
-        one (S16: only an INNER join without a time bound reads one; each pair's change has
-        the product of its rows' weights)."""
+        ALL with a branch over one (S17: it passes every branch's changes on), a JOIN of
+        one (S16: only a join without a time bound reads one; each pair's change has the
+        product of its rows' weights), or an OUTER join without a time bound of any input
+        (it retracts its padded rows, :attr:`Join.pads_at_once`)."""
         if any(t.name == relation for t in self.tables):
             return self.table(relation).retractions
         view = self.view(relation)
         if any(isinstance(op, Aggregate) for op in view.operators):
             return not view.emit.after_watermark
+        if view.join is not None and view.join.pads_at_once:
+            return True
         if view.union is not None or view.join is not None:
             return any(self.updating(source) for source in view.sources)
         if not view.is_stateless:

@@ -32,7 +32,8 @@ the same ones, since tests compare its records with :func:`evaluate`'s.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -62,6 +63,7 @@ from app.circuit.processing_time import (
     view_reads_now,
 )
 from app.circuit.ranking import ranked
+from app.circuit.regular_join import Pair, add_weight, key_changes, key_content
 from app.circuit.scalar import evaluate_expr, is_true
 from app.circuit.waterline import (
     Waterlines,
@@ -269,15 +271,16 @@ def _arrivals(
 ) -> list[tuple[str, _Change]]:
     """The step's rows of both sides of ``join`` as (``"left"``/``"right"``, change), in
     arrival order (a left row before a right one of the same sequence number), with
-    ``deleted``, the right side's deletions, among the right side's rows. Only an INNER
-    join without a time bound reads updating relations (the compiler's rule, S18): a
-    retraction reaching any other is a ValueError."""
+    ``deleted``, the right side's deletions, among the right side's rows. Only a join
+    without a time bound reads updating relations (the compiler's rule, S18): a
+    retraction reaching any other is a ValueError (an OUTER one without a bound takes them
+    too, :class:`_RegularOuterRuntime`)."""
     arrivals = sorted(
         [(c.seq, 0, "left", c) for c in deltas.get(join.left.source, ())]
         + [(c.seq, 1, "right", c) for c in [*deltas.get(join.right.source, ()), *deleted]],
         key=lambda item: (item[0], item[1]),
     )
-    takes_changes = join.form == "regular" and join.kind == "inner"
+    takes_changes = join.form == "regular"
     for _, _, _, change in arrivals:
         if change.weight < 0 and not takes_changes:
             raise ValueError(
@@ -402,6 +405,66 @@ class _JoinRuntime:
         if side == "left":
             return floor > held.time + bound.upper
         return floor > held.time - bound.lower
+
+
+class _RegularOuterRuntime:
+    """SPEC S16, S18 for an OUTER :class:`~app.circuit.ir.Join` without a time bound
+    (``pads_at_once``), step by step: each side's rows per key as a Z-set, and per step the
+    touched keys' content after less before (app/circuit/regular_join.py). A row is a tuple
+    of its side's values in column order; a NULL key is a key of its own side alone."""
+
+    def __init__(self, join: Join) -> None:
+        self.join = join
+        #: side -> key -> row -> weight (no zero weights, no empty key).
+        self.held: dict[str, dict[Hashable, dict[tuple[Any, ...], int]]] = {
+            "left": {}, "right": {}}
+
+    def rows_held(self) -> int:
+        return sum(len(rows) for side in self.held.values() for rows in side.values())
+
+    def _key(self, side: str, row: Mapping[str, Any]) -> Hashable:
+        spec = self.join.left if side == "left" else self.join.right
+        scope = {spec.qualified(c): row.get(c) for c in spec.columns}
+        values = tuple(evaluate_expr(pair[0 if side == "left" else 1], scope)
+                       for pair in self.join.keys)
+        # A NULL key matches nothing: its rows share a key the other side never has.
+        return (side,) if any(v is None for v in values) else ("key", values)
+
+    def _scope(self, side: str, row: tuple[Any, ...] | None) -> dict[str, Any]:
+        spec = self.join.left if side == "left" else self.join.right
+        values = row if row is not None else (None,) * len(spec.columns)
+        return {spec.qualified(c): v for c, v in zip(spec.columns, values, strict=True)}
+
+    def _matches(self, left: tuple[Any, ...], right: tuple[Any, ...]) -> bool:
+        residual = self.join.residual
+        return residual is None or is_true(evaluate_expr(
+            residual, {**self._scope("left", left), **self._scope("right", right)}))
+
+    def _content(self, key: Hashable) -> Counter[Pair[tuple[Any, ...], tuple[Any, ...]]]:
+        return key_content(self.join.kind, self.held["left"].get(key, {}),
+                           self.held["right"].get(key, {}), self._matches)
+
+    def apply(
+        self,
+        deltas: Mapping[str, Sequence[_Change]],
+        waterlines: _AllWaterlines,
+        deletions: Mapping[str, Sequence[_Change]],
+    ) -> list[tuple[dict[str, Any], int]]:
+        """The step's changes of the joined rows: for each key the step touched (in the
+        order of its first row), content after the step less before; retractions first."""
+        before: dict[Hashable, Counter[Pair[tuple[Any, ...], tuple[Any, ...]]]] = {}
+        for side, change in _arrivals(self.join, deltas):
+            spec = self.join.left if side == "left" else self.join.right
+            key = self._key(side, change.row)
+            if key not in before:
+                before[key] = self._content(key)
+            rows = self.held[side].setdefault(key, {})
+            add_weight(rows, tuple(change.row.get(c) for c in spec.columns), change.weight)
+            if not rows:
+                del self.held[side][key]
+        changes = key_changes((was, self._content(key)) for key, was in before.items())
+        return [({**self._scope("left", left), **self._scope("right", right)}, weight)
+                for (left, right), weight in changes]
 
 
 class _TemporalRuntime:
@@ -582,11 +645,13 @@ class _ViewRuntime:
         self.pre: list[Operator] = []
         self.post: list[Operator] = []
         join = view.join
-        self.join: _JoinRuntime | _TemporalRuntime | None = None
+        self.join: _JoinRuntime | _TemporalRuntime | _RegularOuterRuntime | None = None
         over = view.over
         self.over = None if over is None else _OverRuntime(over)
         if join is not None and join.as_of is not None:
             self.join = _TemporalRuntime(join, relation_sources)
+        elif join is not None and join.pads_at_once:
+            self.join = _RegularOuterRuntime(join)
         elif join is not None:
             self.join = _JoinRuntime(join, relation_sources)
         #: Of a JOIN: output column -> (own side's source, other side's source, lag) (S16).
