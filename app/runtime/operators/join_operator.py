@@ -37,6 +37,7 @@ from functools import partial, reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    BooleanType,
     ByteType,
     IntegerType,
     LongType,
@@ -49,6 +50,7 @@ from pyspark.sql.types import (
 
 from app.circuit.functions import to_spark_sql
 from app.circuit.ir import (
+    RETRACTION_COLUMN,
     Call,
     Circuit,
     Expr,
@@ -75,6 +77,8 @@ from app.runtime.operators.view_frame import ms_sql, table_columns
 __all__ = ["SLOTS", "join_operator_rows", "operator_joined"]
 
 _OUT = StructType([StructField("lrow", StringType()), StructField("rrow", StringType())])
+#: Of an OUTER join without a time bound: also whether the row is a retraction (S18).
+_OUT_UNDO = StructType([*_OUT.fields, StructField("undo", BooleanType())])
 
 def join_operator_rows(
     circuit: Circuit,
@@ -87,6 +91,12 @@ def join_operator_rows(
     the step's maximum (ADR 0001). Both are taken per side, not per relation: a relation
     joined with itself (a self-join) is both sides, each with its own role (a temporal
     join's versions are its right side's rows alone)."""
+    if join.pads_at_once:
+        # No waterline frees a row or proves it unmatched: no probes (S16, S18).
+        spec = JoinOperatorSpec(join.kind, join.form, 0, 0, 0, 0)
+        return operator_joined(
+            join, (frames[join.left.source], frames[join.right.source]), None, spec
+        )
     probes: list[DataFrame] = []
     lateness: list[int] = []
     # A temporal join's probe side may be a native aggregate's final rows (ADR 0017).
@@ -139,16 +149,24 @@ def join_operator_rows(
 def operator_joined(
     join: Join,
     inputs: tuple[DataFrame, DataFrame],
-    probes: tuple[DataFrame, DataFrame],
+    probes: tuple[DataFrame, DataFrame] | None,
     spec: JoinOperatorSpec,
 ) -> DataFrame:
     """The joined rows of ``join`` (each side's columns by qualified name), over each side's
     rows in ``inputs`` and each side's table probes in ``probes`` (left, then right; one
     column ``t``, the step's maximum of the side's time column in ms); a temporal join's
     residual applied (a LEFT row whose version fails it is padded, S16). A versioned table's rows
-    may carry ``_deleted``: true for the deletion of their key (its row is not sent)."""
+    may carry ``_deleted``: true for the deletion of their key (its row is not sent).
+
+    An OUTER join without a time bound (``join.pads_at_once``) reads no probes; a side's
+    rows may carry :data:`RETRACTION_COLUMN` (an updating input's changes, S18), and its
+    joined rows carry it: true for the retraction of a row written before (a padded row
+    whose first match came, or a pair whose row was retracted)."""
+    times: tuple[str | None, str | None]
     if join.as_of is not None:
         times = (join.as_of.probe_column, join.as_of.version_column)
+    elif join.pads_at_once:
+        times = (None, None)
     else:
         assert join.bound is not None and join.kind != "inner", join
         times = (join.bound.left_column, join.bound.right_column)
@@ -164,7 +182,7 @@ def operator_joined(
         )
     wire = []
     for name, side, key, time_column, ok, probe in zip(
-        ("L", "R"), sides, keys, times, usable, probes, strict=True
+        ("L", "R"), sides, keys, times, usable, probes or (None, None), strict=True
     ):
         spec_side = join.left if name == "L" else join.right
         k = F.when(
@@ -182,20 +200,34 @@ def operator_joined(
             if mine
             else F.lit(None).cast("string")
         )
+        if time_column is None:
+            # A row's weight: -1 for the retraction of an updating input's row (S18).
+            weight = (F.when(F.col(RETRACTION_COLUMN), -1).otherwise(1)
+                      if RETRACTION_COLUMN in side.columns else F.lit(1))
+            wire.append(side.select(
+                *wire_row(keyed_slot(k), name, k, F.lit(None), row, vals),
+                weight.cast("long").alias("w"),
+            ))
+            continue
         time = F.expr(f"unix_millis(`{spec_side.qualified(time_column)}`)")
         wire.append(side.select(*wire_row(keyed_slot(k), name, k, time, row, vals)))
+        assert probe is not None, join
         wire.append(probe_wire(probe, name))
-    joined = run_slots(wire, partial(step_slot, spec), _OUT)
+    joined = run_slots(wire, partial(step_slot, spec), _OUT_UNDO if probes is None else _OUT)
     types = [
         StructType([side.schema[c] for c in _columns(s)])
         for side, s in zip(sides, (join.left, join.right), strict=True)
     ]
+    undo = [F.col("undo").alias(RETRACTION_COLUMN)] if probes is None else []
     parsed = joined.select(
-        F.from_json("lrow", types[0]).alias("_l"), F.from_json("rrow", types[1]).alias("_r")
+        F.from_json("lrow", types[0]).alias("_l"),
+        F.from_json("rrow", types[1]).alias("_r"),
+        *undo,
     )
     rows = parsed.select(
         *[F.col("_l").getField(c).alias(c) for c in _columns(join.left)],
         *[F.col("_r").getField(c).alias(c) for c in _columns(join.right)],
+        *[F.col(RETRACTION_COLUMN) for _ in undo],
     )
     if join.residual is None or join.as_of is None:
         return rows
@@ -257,7 +289,7 @@ def _side(side: JoinSide, df: DataFrame) -> DataFrame:
     return df.select(
         *[F.col(f"`{name}`").alias(side.qualified(name), metadata={}) for name in side.columns],
         *[F.col(c) if c in df.columns else F.lit(0).alias(c) for c in arrival],
-        *[F.col(c) for c in ("_deleted",) if c in df.columns],
+        *[F.col(c) for c in ("_deleted", RETRACTION_COLUMN) if c in df.columns],
     )
 
 

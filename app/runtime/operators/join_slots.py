@@ -26,21 +26,37 @@ starts).
   both waterlines (no lookup can find it again), and a key whose one version left is a
   deletion. The residual is checked after the operator, over the joined columns
   (:func:`app.runtime.operators.join_operator.operator_joined`).
+- OUTER join without a time bound (:func:`_regular_step`; SPEC S16, S18): keeps each
+  side's rows per key as a Z-set (row JSON -> weight and the pair conditions' values; a
+  row whose weight sums to 0 leaves; a NULL key, or a row failing its side's conditions,
+  is a key of its own that nothing matches), and writes for each key the step touched its
+  content after the step less its content before, retractions first, by the reference
+  evaluator's own rules (app/circuit/regular_join.py). A row's ``w`` is its weight (-1: a
+  retraction of an updating input). No probes: no waterline frees a row or proves it
+  unmatched.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from app.circuit.ir import Expr
+from app.circuit.regular_join import Pair as ContentPair
+from app.circuit.regular_join import add_weight, key_changes, key_content
 from app.circuit.scalar import evaluate_expr, is_true
 from app.runtime.operators.slot_operator import advance_waterlines, decode_values, is_set
 
 __all__ = ["JoinOperatorSpec", "Pair", "step_slot"]
 
-#: A slot's output: each side's columns as JSON, None for NULLs.
-Pair = tuple[str | None, str | None]
+#: A slot's output: each side's columns as JSON, None for NULLs (of an OUTER join without
+#: a time bound, also whether the row is a retraction).
+Pair = tuple[str | None, str | None] | tuple[str | None, str | None, bool]
+#: The key of a regular join's rows that match nothing (a NULL key, or failing its side's
+#: conditions): no key's JSON is empty.
+_UNMATCHED = ""
 
 
 @dataclass(frozen=True)
@@ -50,7 +66,7 @@ class JoinOperatorSpec:
     LATENESS (ms), by which its probes give w(t)."""
 
     kind: str  # inner | left | right | full
-    form: str  # interval | window | temporal
+    form: str  # interval | window | temporal | regular
     lower: int
     upper: int
     left_lateness: int
@@ -75,6 +91,9 @@ def step_slot(
     Kafka partition and offset), ``row`` (the side's columns as JSON) and ``vals`` (the
     columns the pair conditions read, :func:`~app.runtime.operators.slot_operator.decode_values`;
     None without any)."""
+    if spec.form == "regular":
+        doc = doc or {"rows": {"L": {}, "R": {}}}
+        return _regular_step(spec, doc, rows), doc
     doc = doc or {"w": {"L": None, "R": None}, "held": {"L": [], "R": []}, "versions": {}}
     started = doc["w"]["L"]
     advance_waterlines(doc["w"], rows, {"L": spec.left_lateness, "R": spec.right_lateness})
@@ -198,16 +217,60 @@ def _temporal_step(
     return out
 
 
+def _regular_step(
+    spec: JoinOperatorSpec, doc: dict[str, Any], rows: list[dict[str, Any]]
+) -> list[Pair]:
+    """An OUTER join without a time bound's step (module docstring); updates ``doc``,
+    whose ``rows[side][key][row]`` is ``[weight, vals]``."""
+    held: dict[str, dict[str, dict[str, list[Any]]]] = doc["rows"]
+    before: dict[str, Counter[ContentPair[str, str]]] = {}
+    for r in rows:
+        side = r["side"]
+        key = r["k"] if is_set(r["k"]) else _UNMATCHED
+        if key not in before:
+            before[key] = _regular_content(spec, held, key)
+        mine = held[side].setdefault(key, {})
+        weights = {row: entry[0] for row, entry in mine.items()}
+        add_weight(weights, r["row"], int(r["w"]))
+        vals = r.get("vals") if is_set(r.get("vals")) else None
+        held[side][key] = {row: [w, mine[row][1] if row in mine else vals]
+                           for row, w in weights.items()}
+        if not held[side][key]:
+            del held[side][key]
+    changes = key_changes((was, _regular_content(spec, held, key)) for key, was in before.items())
+    return [(left, right, weight < 0) for (left, right), weight in changes]
+
+
+def _regular_content(
+    spec: JoinOperatorSpec, held: dict[str, dict[str, dict[str, list[Any]]]], key: str
+) -> Counter[ContentPair[str, str]]:
+    """The joined rows of one key (app/circuit/regular_join.py), as pair -> weight."""
+    left = held["L"].get(key, {})
+    right = held["R"].get(key, {})
+    matches: Callable[[str, str], bool] = (
+        (lambda _l, _r: False) if key == _UNMATCHED
+        else lambda l_row, r_row: _values_pass(spec, left[l_row][1], right[r_row][1])
+    )
+    return key_content(spec.kind, {row: e[0] for row, e in left.items()},
+                       {row: e[0] for row, e in right.items()}, matches)
+
+
 def _pair_passes(spec: JoinOperatorSpec, mine: list[Any], candidate: list[Any]) -> bool:
     """Whether two held entries pass the join's conditions of both sides (SQL truth)."""
+    return _values_pass(spec, mine[4] if spec.pair is not None else None,
+                        candidate[4] if spec.pair is not None else None)
+
+
+def _values_pass(spec: JoinOperatorSpec, mine: str | None, other: str | None) -> bool:
+    """Whether two rows' ``vals`` pass the join's conditions of both sides (SQL truth)."""
     if spec.pair is None:
         return True
     types = dict(spec.pair_types)
     # Spark's to_json leaves a NULL field out of a row's values: every column read is NULL
     # until the row's own side gives it.
     values: dict[str, Any] = dict.fromkeys(types)
-    values.update(decode_values(mine[4], types))
-    values.update(decode_values(candidate[4], types))
+    values.update(decode_values(mine, types))
+    values.update(decode_values(other, types))
     return is_true(evaluate_expr(spec.pair, values))
 
 

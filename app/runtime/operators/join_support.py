@@ -12,7 +12,8 @@ __all__ = ["by_join_operator", "join_problem", "join_time_source"]
 
 
 def by_join_operator(join: Join) -> bool:
-    """The join runs on Tidemark's own operator (ADR 0017): an OUTER or a temporal one."""
+    """The join runs on Tidemark's own operator (ADR 0017): an OUTER or a temporal one (an
+    OUTER one without a time bound too, its rows per key, ADR 0017's addendum)."""
     return join.kind != "inner" or join.form == "temporal"
 
 
@@ -24,19 +25,21 @@ def join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
     window join of windows on those columns (bounded on ``window_end``), and an INNER join
     without a time bound (whose state is never freed); Tidemark's own operator runs such an
     interval or window join as LEFT, RIGHT or FULL OUTER, bounded on (or windowed on) any
-    LATENESS column of each table, and a temporal join AS OF any LATENESS column of the
-    probe table (:mod:`app.runtime.operators.join_operator`)."""
+    LATENESS column of each table, a join without a time bound as LEFT, RIGHT or FULL OUTER
+    (S16, S18: its padded rows retracted when a match comes), and a temporal join AS OF any
+    LATENESS column of the probe table (:mod:`app.runtime.operators.join_operator`). A
+    join without a time bound reads no UNION ALL."""
     join = next(op for op in view.operators if isinstance(op, Join))
     fix = (
         "an INNER interval or window join on each table's first LATENESS column, an OUTER "
-        "one on any of them, an INNER join without a time bound, or a temporal join AS OF a "
-        "LATENESS column of the probe table runs on Spark; "
+        "one on any of them, a join without a time bound (INNER or OUTER, of no UNION ALL), "
+        "or a temporal join AS OF a LATENESS column of the probe table runs on Spark; "
         "the reference evaluator runs the others (tidemark explain shows the plan)"
     )
     if join.as_of is not None:
         problem = _temporal_problem(circuit, view, join)
         return None if problem is None else (problem, fix)
-    if join.kind != "inner" and join.form not in ("interval", "window"):
+    if join.kind != "inner" and join.form not in ("interval", "window", "regular"):
         return f"a {join.kind.upper()} OUTER {join.form} join", fix
     if join.form == "regular":
         # Spark keeps every row of both sides, as S16 does (an L7 warning).

@@ -614,7 +614,8 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
             elif v.top_n == "held":
                 computed = ("Spark's own windowed aggregation, the best rows per window and "
                             "partition (ADR 0020)")
-            if v.state == "join_operator":
+            if v.state == "join_operator" or (v.state == "unbounded"
+                                              and " OUTER JOIN " in v.source):
                 computed = "in the streaming query, Tidemark's join operator (ADR 0017)"
             elif v.state == "over_operator":
                 computed = "in the streaming query, Tidemark's OVER operator (ADR 0019)"

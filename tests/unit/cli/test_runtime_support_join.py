@@ -3,7 +3,9 @@ LATENESS columns (or of a table and a native aggregate bounded on its window's e
 INNER window join of windows on those columns, run (Spark's stream-stream join, in one query
 of both tables); OUTER interval and window joins on any LATENESS columns and temporal joins AS
 OF any LATENESS column of the probe table run on Tidemark's join operator (ADR 0017), which
-reads each column's waterline from the probes; every other join, and an
+reads each column's waterline from the probes, as do OUTER joins without a time bound (S18:
+padded rows retracted when a match comes), of tables or, through a stage boundary, of
+updating views; every other join, and an
 aggregate over a join, is refused by name before Spark starts (L7: never mis-executed), with
 the fix."""
 
@@ -40,8 +42,8 @@ EMIT AFTER WATERMARK;
 
 FIX = (
     "an INNER interval or window join on each table's first LATENESS column, an OUTER one "
-    "on any of them, an INNER join without a time bound, or a temporal join AS OF a "
-    "LATENESS column of the probe table runs on Spark"
+    "on any of them, a join without a time bound (INNER or OUTER, of no UNION ALL), or a "
+    "temporal join AS OF a LATENESS column of the probe table runs on Spark"
 )
 
 WINDOWED = """
@@ -199,3 +201,45 @@ def test_s16_an_outer_window_join_runs_on_tidemarks_operator(kind: str) -> None:
     plan = physical_plan(circuit)
     check_supported(circuit, plan)
     assert plan.placement("pairs").state == "join_operator"
+
+
+REGULAR = """
+CREATE VIEW joined WITH ('topic' = 'joined') AS
+SELECT a.k, b.ts FROM a {kind} JOIN b ON a.k = b.k AND a.ts <> b.ts;
+"""
+
+UPDATING = """
+CREATE LOCAL VIEW per_k AS SELECT k, COUNT(*) AS n FROM a GROUP BY k EMIT STREAM;
+CREATE VIEW joined WITH ('topic' = 'joined') AS
+SELECT b.k, p.n FROM b {kind} JOIN per_k AS p ON b.k = p.k AND p.n < 3;
+"""
+
+
+@pytest.mark.parametrize("kind", ["LEFT", "RIGHT", "FULL"])
+def test_s16_s18_an_outer_join_without_a_time_bound_runs_on_tidemarks_operator(
+    kind: str,
+) -> None:
+    """In the query of both tables, with no watermark: its state is never freed."""
+    circuit = compile_program("p.sql", TABLES + REGULAR.format(kind=kind))
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    (query,) = plan.queries
+    assert query.tables == ("a", "b") and query.watermark is None
+    assert plan.placement("joined").state == "unbounded"
+    assert query.state_operators == ("joined",)
+
+
+@pytest.mark.parametrize("kind", ["LEFT", "FULL"])
+def test_s16_s18_an_outer_join_of_an_updating_view_reads_it_through_a_boundary(
+    kind: str,
+) -> None:
+    """The join's query is refused in the aggregate's (S18: its changes reach readers
+    through a stage boundary); :func:`compose` moves it one stage on, where it runs."""
+    from app.runtime.planner.compose import compose
+
+    refused = _refused(UPDATING.format(kind=kind))
+    assert ("view joined: reading the changes of the updating view per_k in its own query "
+            "is not supported by the Spark runtime yet") in refused
+    composed = compose(compile_program("p.sql", TABLES + UPDATING.format(kind=kind)))
+    check_supported(composed.circuit, composed.physical)
+    assert composed.physical.query_of("joined").tables == ("__in_b", "__in_per_k")

@@ -219,3 +219,52 @@ def test_a_pair_must_pass_the_conditions_of_both_sides_s16() -> None:
     assert out == [("L1", "R4")]
     out, _ = step_slot(spec, doc, [_probe("R", 20)])
     assert out == [("L2", None), ("L3", None), ("L5", None)]
+
+
+# -- OUTER joins without a time bound (S16, S18) ---------------------------------------------
+
+LEFT_REGULAR = JoinOperatorSpec("left", "regular", 0, 0, 0, 0)
+
+
+def _change(side: str, key: str | None, row: str, weight: int = 1,
+            vals: str | None = None) -> dict[str, Any]:
+    return {"side": side, "k": key, "t": None, "tbl": None, "pt": 0, "of": 0, "row": row,
+            "w": weight, "vals": vals}
+
+
+def test_s16_s18_a_regular_outer_row_is_padded_at_once_and_retracted_on_its_match() -> None:
+    """As the reference evaluator (test_reference_outer_join.py): padded at once, then
+    retracted before its pair is written; a second match adds a pair only."""
+    out, doc = step_slot(LEFT_REGULAR, None, [_change("L", "7", "o1"), _change("L", "7", "o2")])
+    assert out == [("o1", None, False), ("o2", None, False)]
+    out, doc = step_slot(LEFT_REGULAR, doc, [_change("R", "7", "ann")])
+    assert out == [("o1", None, True), ("o2", None, True), ("o1", "ann", False),
+                   ("o2", "ann", False)]
+    out, doc = step_slot(LEFT_REGULAR, doc, [_change("R", "7", "bob")])
+    assert out == [("o1", "bob", False), ("o2", "bob", False)]
+    assert json.loads(json.dumps(doc)) == doc  # the state is a JSON document
+
+
+def test_s16_s18_a_retracted_match_brings_the_padded_row_back() -> None:
+    """An updating right side (weights): its row retracted, the left row is padded again;
+    a NULL key (or a row failing its side's conditions) matches nothing."""
+    out, doc = step_slot(LEFT_REGULAR, None, [_change("L", "7", "c7"), _change("R", "7", "n1")])
+    assert out == [("c7", "n1", False)]
+    out, doc = step_slot(LEFT_REGULAR, doc, [_change("R", "7", "n1", -1)])
+    assert out == [("c7", "n1", True), ("c7", None, False)]
+    assert doc["rows"]["R"] == {}
+    out, doc = step_slot(LEFT_REGULAR, doc, [_change("L", None, "x"), _change("R", None, "y")])
+    assert out == [("x", None, False)]
+
+
+def test_s16_s18_a_regular_join_checks_its_conditions_of_both_sides() -> None:
+    """``l.v <= r.c`` on the rows' values: a pair failing it is no match."""
+    pair = Call("<=", (ColumnRef("l.v", SqlType("BIGINT")), ColumnRef("r.c", SqlType("BIGINT"))),
+                SqlType("BOOLEAN"))
+    spec = JoinOperatorSpec("full", "regular", 0, 0, 0, 0, pair=pair,
+                            pair_types=(("l.v", "BIGINT"), ("r.c", "BIGINT")))
+    out, doc = step_slot(spec, None, [_change("L", "7", "o", vals='{"l.v": 50}'),
+                                      _change("R", "7", "ann", vals='{"r.c": 10}')])
+    assert out == [("o", None, False), (None, "ann", False)]
+    out, doc = step_slot(spec, doc, [_change("R", "7", "bob", vals='{"r.c": 100}')])
+    assert out == [("o", None, True), ("o", "bob", False)]
