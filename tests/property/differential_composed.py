@@ -23,9 +23,10 @@ each, every view any form over any earlier view of its stack or a table:
   TUMBLE, HOP or CUMULATE with the default EMIT or EMIT STREAM, over any relation (an
   updating one included, whose retractions it takes back, its windows on one of its time
   attributes); ``changelog`` or ``upsert``;
-- at times, once a stack holds an updating view with a key, an INNER join without a time
-  bound of it and a relation with a key, on the keys (S16, S18: each pair's change weighed
-  by both sides', updating, a ``changelog`` without time attributes).
+- at times, once a stack holds an updating view with a key, a join without a time bound of
+  it and a relation with a key, on the keys, INNER, LEFT or FULL (S16, S18: each pair's
+  change weighed by both sides', an outer row padded at once and retracted when its first
+  match comes; updating, a ``changelog`` without time attributes).
 
 A filter of an updating view is updating too (written as a ``changelog``); once a stack holds
 an updating view, its next view is a UNION ALL over one 4 times in 10, else half the time
@@ -468,12 +469,13 @@ UPDATING_JOIN_SHARE = 0.5
 
 def _updating_join(rng: random.Random, name: str, output: bool, pool: list[Rel],
                    n: int) -> ViewDraw | None:
-    """At times (only once the stack holds an updating view with a key) an INNER join
-    without a time bound of it (S16, S18) with another relation with a key (a table, an
-    insert-only view or an updating one; itself when there is none), on the keys, either
-    side first: the key and a value of each side. The join passes each pair's change on with
-    the product of its rows' weights, so it is updating and written as a ``changelog``; it
-    has no time attribute."""
+    """At times (only once the stack holds an updating view with a key) a join without a
+    time bound of it (S16, S18) with another relation with a key (a table, an insert-only
+    view or an updating one; itself when there is none), on the keys, either side first:
+    the key and a value of each side. INNER half the time, else LEFT or FULL (a row without
+    a match written padded at once, retracted when its first match comes). The join passes
+    each pair's change on with the product of its rows' weights, so it is updating and
+    written as a ``changelog``; it has no time attribute."""
     updating = [r for r in pool if r.updating and r.of("key")]
     if not updating or rng.random() >= UPDATING_JOIN_SHARE:
         return None
@@ -481,6 +483,7 @@ def _updating_join(rng: random.Random, name: str, output: bool, pool: list[Rel],
     others = [r for r in pool if r.of("key") and r is not one]
     two = rng.choice(others) if others else one
     left, right = (one, two) if rng.random() < 0.5 else (two, one)
+    kind = rng.choice(("", "", "LEFT ", "FULL "))
     lk, rk = rng.choice(left.of("key")).name, rng.choice(right.of("key")).name
     items = [f"l.{lk} AS k{n}"]
     cols = [Col(f"k{n}", "key")]
@@ -489,7 +492,7 @@ def _updating_join(rng: random.Random, name: str, output: bool, pool: list[Rel],
             items.append(f"{side}.{rng.choice(rel.of('val')).name} AS {side}v{n}")
             cols.append(Col(f"{side}v{n}", "val"))
     sql = (f"SELECT {', '.join(items)}\n"
-           f"FROM {left.name} AS l JOIN {right.name} AS r ON l.{lk} = r.{rk};")
+           f"FROM {left.name} AS l {kind}JOIN {right.name} AS r ON l.{lk} = r.{rk};")
     rel = Rel(name, tuple(cols), updating=True, gated=one.gated or two.gated, united=True,
               paired=True)
     return ViewDraw(name, "join_updating", (left.name, right.name), sql, output, rel,
