@@ -27,13 +27,13 @@ starts).
   deletion. The residual is checked after the operator, over the joined columns
   (:func:`app.runtime.operators.join_operator.operator_joined`).
 - OUTER join without a time bound (:func:`_regular_step`; SPEC S16, S18): keeps each
-  side's rows per key as a Z-set (row JSON -> weight and the pair conditions' values; a
-  row whose weight sums to 0 leaves; a NULL key, or a row failing its side's conditions,
-  is a key of its own that nothing matches), and writes for each key the step touched its
-  content after the step less its content before, retractions first, by the reference
-  evaluator's own rules (app/circuit/regular_join.py). A row's ``w`` is its weight (-1: a
-  retraction of an updating input). No probes: no waterline frees a row or proves it
-  unmatched.
+  side's rows per key as a Z-set (row JSON -> weight, beside each row the pair
+  conditions' values; a row whose weight sums to 0 leaves; a NULL key, or a row failing
+  its side's conditions, is a key of its own that nothing matches), and writes for each
+  key the step touched its content after the step less its content before, retractions
+  first, by the reference evaluator's own rules (app/circuit/regular_join.py). A row's
+  ``w`` is its weight (-1: a retraction of an updating input). No probes: no waterline
+  frees a row or proves it unmatched.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def step_slot(
     columns the pair conditions read, :func:`~app.runtime.operators.slot_operator.decode_values`;
     None without any)."""
     if spec.form == "regular":
-        doc = doc or {"rows": {"L": {}, "R": {}}}
+        doc = doc or {"rows": {"L": {}, "R": {}}, "vals": {"L": {}, "R": {}}}
         return _regular_step(spec, doc, rows), doc
     doc = doc or {"w": {"L": None, "R": None}, "held": {"L": [], "R": []}, "versions": {}}
     started = doc["w"]["L"]
@@ -220,39 +220,42 @@ def _temporal_step(
 def _regular_step(
     spec: JoinOperatorSpec, doc: dict[str, Any], rows: list[dict[str, Any]]
 ) -> list[Pair]:
-    """An OUTER join without a time bound's step (module docstring); updates ``doc``,
-    whose ``rows[side][key][row]`` is ``[weight, vals]``."""
-    held: dict[str, dict[str, dict[str, list[Any]]]] = doc["rows"]
+    """An OUTER join without a time bound's step (module docstring); updates ``doc``:
+    ``rows[side][key]`` is the side's Z-set of the key (row JSON -> weight), ``vals[side]``
+    each held row's pair-condition values (a row's key follows from its values, so one
+    entry per row serves every key)."""
+    held: dict[str, dict[str, dict[str, int]]] = doc["rows"]
+    values: dict[str, dict[str, Any]] = doc.setdefault("vals", {"L": {}, "R": {}})
     before: dict[str, Counter[ContentPair[str, str]]] = {}
     for r in rows:
-        side = r["side"]
+        side, row = r["side"], r["row"]
         key = r["k"] if is_set(r["k"]) else _UNMATCHED
         if key not in before:
-            before[key] = _regular_content(spec, held, key)
-        mine = held[side].setdefault(key, {})
-        weights = {row: entry[0] for row, entry in mine.items()}
-        add_weight(weights, r["row"], int(r["w"]))
-        vals = r.get("vals") if is_set(r.get("vals")) else None
-        held[side][key] = {row: [w, mine[row][1] if row in mine else vals]
-                           for row, w in weights.items()}
-        if not held[side][key]:
+            before[key] = _regular_content(spec, doc, key)
+        weights = held[side].setdefault(key, {})
+        add_weight(weights, row, int(r["w"]))
+        if row not in weights:
+            values[side].pop(row, None)
+        elif spec.pair is not None:
+            values[side].setdefault(row, r["vals"] if is_set(r.get("vals")) else None)
+        if not weights:
             del held[side][key]
-    changes = key_changes((was, _regular_content(spec, held, key)) for key, was in before.items())
+    changes = key_changes((was, _regular_content(spec, doc, key)) for key, was in before.items())
     return [(left, right, weight < 0) for (left, right), weight in changes]
 
 
 def _regular_content(
-    spec: JoinOperatorSpec, held: dict[str, dict[str, dict[str, list[Any]]]], key: str
+    spec: JoinOperatorSpec, doc: dict[str, Any], key: str
 ) -> Counter[ContentPair[str, str]]:
     """The joined rows of one key (app/circuit/regular_join.py), as pair -> weight."""
-    left = held["L"].get(key, {})
-    right = held["R"].get(key, {})
+    values = doc.get("vals", {"L": {}, "R": {}})
     matches: Callable[[str, str], bool] = (
         (lambda _l, _r: False) if key == _UNMATCHED
-        else lambda l_row, r_row: _values_pass(spec, left[l_row][1], right[r_row][1])
+        else lambda l_row, r_row: _values_pass(
+            spec, values["L"].get(l_row), values["R"].get(r_row))
     )
-    return key_content(spec.kind, {row: e[0] for row, e in left.items()},
-                       {row: e[0] for row, e in right.items()}, matches)
+    return key_content(spec.kind, doc["rows"]["L"].get(key, {}),
+                       doc["rows"]["R"].get(key, {}), matches)
 
 
 def _pair_passes(spec: JoinOperatorSpec, mine: list[Any], candidate: list[Any]) -> bool:
