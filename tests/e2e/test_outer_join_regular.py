@@ -27,7 +27,8 @@ from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.runtime.planner.compose import compose
 
-# About 53 s each on 2 shared cores (and the broker's start, once).
+# 53 s each on 2 shared cores, 85-129 s under load; the second runs two queries, one after
+# the other, each step (slow: CI's composed differential draws such joins).
 pytestmark = [pytest.mark.e2e]
 
 TABLES = """
@@ -153,6 +154,7 @@ def test_s16_s18_a_left_join_of_tables_retracts_padded_orders_when_the_customer_
     assert _oracle(oracle, "enriched", columns) == per_step
 
 
+@pytest.mark.slow
 def test_s16_s18_a_left_join_of_an_emit_stream_count_with_customers_on_spark(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
