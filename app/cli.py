@@ -297,10 +297,10 @@ def with_schema_registry(circuit: Any, settings: Settings) -> Any:
     it no schema to write with."""
     from dataclasses import replace
 
+    from app.circuit.metadata import REGISTRY_FORMATS
     from app.connectors.confluent_avro import REGISTRY_CLIENTS
     from app.connectors.json_encoder import json_schema
     from app.connectors.output_schemas import SerializerSettings, output_schema
-    from app.program.compile import REGISTRY_FORMATS
 
     def conf(what: str, own: dict[str, str] | None, option: str) -> dict[str, str]:
         found = settings.schema_registry_config((own or {}).get("url"))

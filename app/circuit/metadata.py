@@ -38,6 +38,7 @@ __all__ = [
     "CHANGELOG_METADATA_TYPES",
     "HEADER_PREFIX",
     "METADATA_TYPES",
+    "REGISTRY_FORMATS",
     "metadata_types",
 ]
 
@@ -45,6 +46,10 @@ HEADER_PREFIX = "headers."
 #: The value formats whose records are change events of a keyed table (inserts, updates and
 #: deletes by key; docs/language.md, Debezium topics), not rows.
 CHANGELOG_FORMATS = ("debezium-json", "debezium-avro-confluent")
+#: The value formats framed for a schema registry (a table's 'schema-registry.url'): each
+#: value's schema is named by the id in its prefix.
+REGISTRY_FORMATS = ("avro-confluent", "json-registry", "protobuf-confluent",
+                    "debezium-avro-confluent")
 
 #: The metadata keys of a change event's envelope, and the types a column of each may have.
 CHANGELOG_METADATA_TYPES: Mapping[str, tuple[str, ...]] = {

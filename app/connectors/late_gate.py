@@ -55,7 +55,7 @@ import numpy.typing as npt
 
 from app.circuit.computed_columns import computed_values, expr_from_json, null_message
 from app.circuit.ir import Column, Computed, SqlType
-from app.circuit.metadata import CHANGELOG_FORMATS
+from app.circuit.metadata import CHANGELOG_FORMATS, REGISTRY_FORMATS
 from app.circuit.waterline import is_late, late_mask
 from app.connectors.avro_codec import AvroCodec
 from app.connectors.confluent_avro import (
@@ -368,8 +368,7 @@ class LateGate:
         else:
             raise ValueError(f"table {spec.table}: the source reads no {spec.format!r} values")
         #: Whether values carry a registry's schema id (read from their prefix only).
-        self._registry_values = spec.format in (
-            "avro-confluent", "json-registry", "protobuf-confluent", "debezium-avro-confluent")
+        self._registry_values = spec.format in REGISTRY_FORMATS
         self._ranged = [
             (c.name, c.kind)
             for c in spec.columns

@@ -52,6 +52,7 @@ from app.circuit.metadata import (
     CHANGELOG_METADATA_TYPES,
     HEADER_PREFIX,
     METADATA_TYPES,
+    REGISTRY_FORMATS,
     metadata_types,
 )
 from app.circuit.processing_time import mark_processing_windows
@@ -124,9 +125,6 @@ VIEW_ENCODINGS = ("avro", "avro-confluent", "json", "json-registry", "protobuf-c
                   "debezium-json", "raw")
 TABLE_FORMATS = ("avro", "avro-confluent", "json", "json-registry", "protobuf-confluent", "raw",
                  *CHANGELOG_FORMATS)
-#: Formats whose values are framed for a schema registry (a table's 'schema-registry.url').
-REGISTRY_FORMATS = ("avro-confluent", "json-registry", "protobuf-confluent",
-                    "debezium-avro-confluent")
 VIEW_FORMATS = ("upsert", "changelog", "append")
 
 

@@ -44,6 +44,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.circuit.metadata import REGISTRY_FORMATS
 from app.connectors.kafka_source import arrow_type
 from app.connectors.late_gate import LateGate
 from app.connectors.record_metadata import RecordMeta
@@ -186,8 +187,7 @@ def _check_verdict(gate: LateGate, value: bytes | None, headers: list[Any],
     if verdict.kind in ("malformed", "invalid", "future", "late"):
         assert verdict.message
     if (value is not None and any(k == "__value_schema_id" for k, _ in headers)
-            and gate.spec.format in ("avro-confluent", "json-registry", "protobuf-confluent",
-                                     "debezium-avro-confluent")):
+            and gate.spec.format in REGISTRY_FORMATS):
         assert verdict.kind == "malformed"  # its schema is named where it is not read
     if verdict.row is not None:
         for column in gate.spec.columns:
