@@ -225,7 +225,7 @@ def _regular_step(
     each held row's pair-condition values (a row's key follows from its values, so one
     entry per row serves every key)."""
     held: dict[str, dict[str, dict[str, int]]] = doc["rows"]
-    values: dict[str, dict[str, Any]] = doc.setdefault("vals", {"L": {}, "R": {}})
+    values: dict[str, dict[str, Any]] = doc["vals"]
     before: dict[str, Counter[ContentPair[str, str]]] = {}
     for r in rows:
         side, row = r["side"], r["row"]
@@ -248,7 +248,7 @@ def _regular_content(
     spec: JoinOperatorSpec, doc: dict[str, Any], key: str
 ) -> Counter[ContentPair[str, str]]:
     """The joined rows of one key (app/circuit/regular_join.py), as pair -> weight."""
-    values = doc.get("vals", {"L": {}, "R": {}})
+    values = doc["vals"]
     matches: Callable[[str, str], bool] = (
         (lambda _l, _r: False) if key == _UNMATCHED
         else lambda l_row, r_row: _values_pass(
