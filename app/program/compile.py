@@ -84,13 +84,16 @@ from app.program.kafka_keys import RAW_TYPES, option_names, raw_fix, table_key, 
 from app.program.lexer import CompileFailure, SourceText, Token, split_statements, tokenize
 from app.program.query import (
     JOIN_PREFIX,
+    JOINED_ROWS,
     UNNAMED,
     PlannedQuery,
     Relation,
     column_expression,
     join_chain,
+    over_join,
     plan_decorrelated,
     plan_join_prefix,
+    plan_over_join,
     plan_parsed,
     plan_query,
     plan_window_side,
@@ -1058,6 +1061,15 @@ class _Compiler:
         relation named ``alias__column``), which the last join reads; ``a.k`` keeps naming
         a's column in the SELECT, the WHERE and the last ON. ``keep``: plan that generated
         view of the first ``keep`` joins (of the chain of view ``parent``)."""
+        over = over_join(source, tokens) if keep is None else ()
+        if over:
+            # The joined rows, WHERE included, as a generated local view that the rest of
+            # the query (its aggregate, DISTINCT, ranking or OVER) reads (ADR 0031).
+            item = Derived("join", "_join_".join(alias for alias, _ in over), over[0][1],
+                           tokens, "", source, len(over) - 1, parent or name)
+            rows = self._derived_view(parent or name, item, scope, 0, ())
+            return plan_over_join(source, tokens,
+                                  {**scope, **self._staged(name, {JOINED_ROWS: rows})}, name)
         chain = join_chain(source, tokens)
         joins = len(chain) - 1 if keep is None else keep
         reads = scope

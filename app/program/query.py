@@ -63,6 +63,7 @@ from app.program.over_clause import OVER_AGGREGATES, OverCall, plan_over, state_
 from app.program.top_n import Ranking, TopNPlan, plan_ranking, plan_top_n, ranking_item
 
 __all__ = [
+    "JOINED_ROWS",
     "JOIN_PREFIX",
     "TVF_PLACEHOLDER",
     "UNNAMED",
@@ -72,8 +73,10 @@ __all__ = [
     "column_expression",
     "find_window_function",
     "join_chain",
+    "over_join",
     "plan_decorrelated",
     "plan_join_prefix",
+    "plan_over_join",
     "plan_parsed",
     "plan_query",
     "plan_window_side",
@@ -2690,23 +2693,63 @@ def join_chain(source: SourceText, tokens: Sequence[Token]) -> tuple[tuple[str, 
     """The relations (alias, where written) of a SELECT whose FROM joins more than two
     relations with JOIN (``a JOIN b ON ... JOIN c ON ...``), in order; empty for any other
     query (its planner refuses what it cannot plan)."""
-    if not tokens or not tokens[0].is_word("SELECT"):
+    found = _joined_relations(source, tokens)
+    if found is None:
         return ()
+    clause, select = found
+    if (sum(1 for _, t in clause if t.is_word("JOIN")) < 2
+            or any(t.is_punct(",") for _, t in clause)):
+        return ()
+    return _relation_aliases(source, tokens, select)
+
+
+def over_join(source: SourceText, tokens: Sequence[Token]) -> tuple[tuple[str, Position], ...]:
+    """The relations (alias, where written) of a SELECT that joins (``FROM a JOIN b ON ...``,
+    ``FROM a, b WHERE ...``, a join chain) and whose rows are then aggregated, made
+    DISTINCT, ranked or given OVER aggregates; empty for any other query. The compiler
+    plans such a query as a user of an engine without it would write it by hand (S16,
+    S18): the joined rows as a generated local view, which the rest of the query reads
+    (:func:`plan_over_join`), as Flink's and Feldera's planners put an aggregate above a
+    join."""
+    found = _joined_relations(source, tokens)
+    if found is None:
+        return ()
+    clause, select = found
+    if not any(t.is_word("JOIN") or t.is_punct(",") for _, t in clause):
+        return ()
+    if not (select.args.get("group") or select.args.get("having")
+            or select.args.get("distinct") or any(
+                isinstance(node, (exp.AggFunc, exp.Window))
+                for item in select.expressions for node in item.walk())):
+        return ()
+    return _relation_aliases(source, tokens, select)
+
+
+def _joined_relations(source: SourceText, tokens: Sequence[Token],
+                      ) -> tuple[list[tuple[int, Token]], exp.Select] | None:
+    """Of a SELECT (no UNION, no window function in FROM): the top-level tokens of its FROM
+    clause and the parsed query; None for any other query."""
+    if not tokens or not tokens[0].is_word("SELECT"):
+        return None
     words = _top_level_words(tokens)
     if any(t.is_word("UNION") for _, t in words):
-        return ()
+        return None
     from_index = next((i for i, t in words if t.is_word("FROM")), None)
-    if from_index is None:
-        return ()
+    if from_index is None or _find_tvf(source, tokens):
+        return None
     clause = [(i, t) for i, t in words if i > from_index
               and not _after_clause_word(words, i, from_index)]
-    if (sum(1 for _, t in clause if t.is_word("JOIN")) < 2
-            or any(t.is_punct(",") for _, t in clause) or _find_tvf(source, tokens)):
-        return ()
     select = _parse_select(source, tokens, None)
+    return clause, select
+
+
+def _relation_aliases(source: SourceText, tokens: Sequence[Token],
+                      select: exp.Select) -> tuple[tuple[str, Position], ...]:
+    """The relations of ``select``'s FROM and joins, each by its alias (its name without
+    one, ``r<n>`` for a relation that is not named) and where it is written."""
     joins = select.args.get("joins") or []
     from_ = select.args.get("from_") or select.args.get("from")
-    if len(joins) < 2 or from_ is None:
+    if not joins or from_ is None:
         return ()
     found: list[tuple[str, Position]] = []
     for number, table in enumerate([from_.this, *(j.this for j in joins)], start=1):
@@ -2729,15 +2772,120 @@ def plan_join_prefix(source: SourceText, tokens: Sequence[Token],
     SELECT that writes the chain): ``SELECT *`` of them, each column named
     ``alias__column``, so that the chain's next join reads every column of every relation
     by its alias (S16; as a user writes it by hand: join two relations in a LOCAL view and
-    join that view in the next one)."""
+    join that view in the next one). The join of all the query's relations (read by
+    :func:`plan_over_join`) keeps the query's WHERE, which filters the joined rows; an
+    earlier prefix has none (the chain's last join applies it)."""
     select = _parse_select(source, tokens, None)
     prefix = select.copy()
+    everything = keep == len(select.args.get("joins") or [])
     for key in ("where", "group", "having", "distinct", "windows", "qualify", "order",
                 "limit", "offset"):
-        prefix.set(key, None)
+        if not (key == "where" and everything):
+            prefix.set(key, None)
     prefix.set("joins", [j.copy() for j in (select.args.get("joins") or [])[:keep]])
     prefix.set("expressions", [exp.Star()])
     return _plan_join(source, tokens, prefix, relations, view_name, None, keep)
+
+
+#: The name a query over a join (:func:`over_join`) reads the generated view of its joined
+#: rows by (the compiler's, app/program/compile.py); no user name starts with ``__``.
+JOINED_ROWS = "__joined_rows__"
+
+
+def plan_over_join(source: SourceText, tokens: Sequence[Token],
+                   relations: dict[str, Relation], view_name: str) -> PlannedQuery:
+    """Plan a query that joins and then aggregates, ranks or is DISTINCT (:func:`over_join`)
+    as the query of one relation, ``relations[JOINED_ROWS]``: the generated view of its
+    joined rows (:func:`plan_join_prefix`, its WHERE included), whose column ``alias__c``
+    holds ``alias.c``. ``alias.c`` and a bare ``c`` that one relation has keep naming it
+    in the SELECT, GROUP BY, HAVING and OVER; a bare column selected keeps its name; errors
+    name each column as written."""
+    joined = relations[JOINED_ROWS]
+    select = _parse_select(source, tokens, None)
+    outer = select.copy()
+    outer.set("joins", None)
+    outer.set("where", None)
+    outer.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(JOINED_ROWS))))
+    items: list[exp.Expression] = []
+    for item in outer.expressions:
+        if isinstance(item, exp.Star) or (isinstance(item, exp.Column)
+                                          and isinstance(item.this, exp.Star)):
+            only = _ident(item.args["table"]) if isinstance(item, exp.Column) else None
+            if only is not None and only not in joined.joined:
+                raise CompileFailure(source.position(item.args["table"].meta.get(
+                    "start", tokens[0].start)), f"unknown table or view alias {only} in "
+                    f"{item.sql()}", "the relations of the join are " + ", ".join(joined.joined))
+            items.extend(exp.Alias(this=exp.Column(this=exp.Identifier(this=held, quoted=True)),
+                                   alias=exp.Identifier(this=column, quoted=True))
+                         for alias, columns in joined.joined.items() if only in (None, alias)
+                         for column, held in columns.items())
+        elif isinstance(item, exp.Column):
+            items.append(exp.Alias(this=item, alias=exp.Identifier(
+                this=_ident(item.parts[-1]), quoted=True)))
+        else:
+            items.append(item)
+    outer.set("expressions", items)
+    for column in list(outer.find_all(exp.Column)):
+        held = _held_column(source, column, joined)
+        if held is not None:
+            found = exp.Column(this=exp.Identifier(this=held, quoted=True))
+            starts = [n.meta for n in column.walk() if n.meta and "start" in n.meta]
+            if starts:
+                found.this.meta.update(min(starts, key=lambda m: m["start"]))
+            column.replace(found)
+    try:
+        return _plan_parsed(source, tokens, outer, None, relations, view_name)
+    except CompileFailure as failure:
+        raise CompileFailure(failure.position, _joined_as_written(failure.message, joined),
+                             _joined_as_written(failure.fix, joined) if failure.fix else None,
+                             ) from failure
+
+
+def _held_column(source: SourceText, column: exp.Column, joined: Relation) -> str | None:
+    """The column of the generated view of joined rows that holds ``column`` as a query over
+    the join writes it (``a.c``, or a bare ``c`` that one relation has); None for a name no
+    relation has (an output column's name, read by GROUP BY or HAVING)."""
+    parts = column.parts
+    if len(parts) > 2 or isinstance(column.this, exp.Star):
+        return None
+    name = _ident(parts[-1])
+    at = source.position(min((n.meta["start"] for n in column.walk()
+                              if n.meta and "start" in n.meta), default=0))
+    if len(parts) == 2:
+        qualifier = _ident(parts[0])
+        columns = joined.joined.get(qualifier)
+        if columns is None:
+            raise CompileFailure(at, f"unknown table or view alias {qualifier} in "
+                                 f"{column.sql()}", "the relations of the join are "
+                                 + ", ".join(joined.joined))
+        if name not in columns:
+            close = difflib.get_close_matches(name, list(columns), n=1)
+            raise CompileFailure(at, f"unknown column {name} in {qualifier}",
+                                 f"did you mean {qualifier}.{close[0]}?" if close else
+                                 "available columns: " + ", ".join(
+                                     f"{qualifier}.{c}" for c in columns))
+        return columns[name]
+    found = [alias for alias, columns in joined.joined.items() if name in columns]
+    if len(found) > 1:
+        which = ("both sides of the join have" if len(joined.joined) == 2
+                 else "several relations of the join have")
+        raise CompileFailure(at, f"ambiguous column {name}: {which} it",
+                             "qualify it: " + " or ".join(f"{a}.{name}" for a in found))
+    return joined.joined[found[0]][name] if found else None
+
+
+def _joined_as_written(text: str, joined: Relation) -> str:
+    """``text`` with each column of the generated view of joined rows (``a__c``, alone or
+    qualified by the view) named as the query writes it (``a.c``), and the view as the join
+    (a fix that adds an EMIT to it left out: the query has no such view to add one to)."""
+    text = text.replace(f"add EMIT AFTER WATERMARK to {joined.name}, or ", "")
+    text = text.replace(f"view {joined.name}", "the join")
+    for alias, columns in joined.joined.items():
+        for column, held in columns.items():
+            pattern = rf"(?<![\w.])(?:{re.escape(joined.name)}\.|{re.escape(JOINED_ROWS)}\.)?" \
+                      rf"{re.escape(held)}\b"
+            text = re.sub(pattern, f"{alias}.{column}".replace("\\", "\\\\"), text)
+    return text
 
 
 def _after_clause_word(words: list[tuple[int, Token]], index: int, from_index: int) -> bool:

@@ -329,13 +329,6 @@ ERRORS = [
     ("CREATE VIEW v AS SELECT o.orderid FROM orders o JOIN trades t ON o.orderid = t.orderid\n"
      " JOIN trades t ON t.orderid = o.orderid;",
      (2, 7, "two relations of the join are named t", "give one side an alias")),
-    ("CREATE VIEW v AS SELECT o.orderid, COUNT(*) AS n FROM orders o JOIN trades t\n"
-     f" ON o.orderid = t.orderid AND {BOUND} GROUP BY o.orderid;",
-     (2, 96, "unsupported: GROUP BY in a view that joins",
-      "aggregate in a view that reads this one")),
-    ("CREATE VIEW v AS SELECT COUNT(*) AS n FROM orders o JOIN trades t\n"
-     f" ON o.orderid = t.orderid AND {BOUND};",
-     (1, 25, "unsupported: aggregates in a view that joins", None)),
     ("CREATE VIEW v AS SELECT o.orderid FROM orders o JOIN trades FOR SYSTEM_TIME AS OF "
      "o.rowtime AS t\n ON o.orderid = t.orderid;",
      (1, 54, "table trades has no PRIMARY KEY, so FOR SYSTEM_TIME AS OF cannot read its "

@@ -185,9 +185,6 @@ def test_s18_distinct_windowed_subquery_is_read_final() -> None:
      "unsupported: SELECT DISTINCT ON", "GROUP BY the ON columns and aggregate the others"),
     ("SELECT DISTINCT usr FROM clicks HAVING usr <> 'x'", (3, 33),
      "HAVING without GROUP BY or aggregates", "use WHERE"),
-    ("SELECT DISTINCT a.usr FROM clicks AS a JOIN clicks AS b ON a.usr = b.usr", (3, 8),
-     "unsupported: SELECT DISTINCT in a view that joins",
-     "aggregate in a view that reads this one"),
 ])
 def test_l7_select_distinct_refused_forms(query: str, where: tuple[int, int], message: str,
                                           fix: str) -> None:
