@@ -397,14 +397,40 @@ def _join(rng: random.Random, name: str, output: bool, left: Rel, right: Rel, n:
     if left.of("val") and right.of("val") and rng.random() < 0.3:
         residual = (f"l.{rng.choice(left.of('val')).name} "
                     f"{rng.choice(('<', '>=', '<>'))} r.{rng.choice(right.of('val')).name}")
-    sql = (f"SELECT {', '.join(items)}\n"
-           f"FROM {left.name} AS l {kind}JOIN {right.name} AS r\n"
-           f"  ON l.{lk} = r.{rk}\n"
-           f" AND r.{rt} BETWEEN l.{lt} - INTERVAL '{before}' SECOND"
-           f" AND l.{lt} + INTERVAL '{after}' SECOND"
-           + (f"\n AND {residual}" if residual else "") + ";")
-    rel = Rel(name, tuple(cols), gated=bool(kind) or left.gated or right.gated)
+    joined = (f"FROM {left.name} AS l {kind}JOIN {right.name} AS r\n"
+              f"  ON l.{lk} = r.{rk}\n"
+              f" AND r.{rt} BETWEEN l.{lt} - INTERVAL '{before}' SECOND"
+              f" AND l.{lt} + INTERVAL '{after}' SECOND"
+              + (f"\n AND {residual}" if residual else ""))
+    gated = bool(kind) or left.gated or right.gated
+    if rng.random() < AGGREGATED_JOIN_SHARE:
+        return _aggregated_join(rng, name, output, left, right, joined, lk, n, gated, False)
+    sql = f"SELECT {', '.join(items)}\n{joined};"
+    rel = Rel(name, tuple(cols), gated=gated)
     return ViewDraw(name, "join", (left.name, right.name), sql, output, rel)
+
+
+#: The share of drawn joins written with a GROUP BY over them in the same SELECT.
+AGGREGATED_JOIN_SHARE = 0.25
+
+
+def _aggregated_join(rng: random.Random, name: str, output: bool, left: Rel, right: Rel,
+                     joined: str, lk: str, n: int, gated: bool, nullable_key: bool) -> ViewDraw:
+    """A GROUP BY over a join in one SELECT (S16, S18; ADR 0031), as Flink SQL writes it:
+    the left key and one to three aggregates of either side's values, qualified as written
+    (``SUM(r.v)``). Without a window it is updating, written as a changelog or an upsert
+    (a changelog when the key may be NULL: a FULL join's padded right rows)."""
+    vals = [f"{side}.{c.name}" for side, rel in (("l", left), ("r", right)) for c in rel.of("val")]
+    calls = [c for c in AGG_CALLS if vals or "{v}" not in c]
+    items = [f"l.{lk} AS k{n}"]
+    cols = [Col(f"k{n}", "key")]
+    for j, call in enumerate(rng.sample(calls, rng.randint(1, min(3, len(calls))))):
+        items.append(f"{call.format(v=rng.choice(vals) if vals else '')} AS a{n}_{j}")
+        cols.append(Col(f"a{n}_{j}", "val"))
+    sql = f"SELECT {', '.join(items)}\n{joined}\nGROUP BY l.{lk};"
+    fmt = "changelog" if nullable_key else rng.choice(("changelog", "upsert"))
+    return ViewDraw(name, "join_aggregate", (left.name, right.name), sql, output,
+                    Rel(name, tuple(cols), updating=True, gated=gated), fmt)
 
 
 def _union(rng: random.Random, name: str, output: bool, one: Rel, two: Rel, n: int) -> ViewDraw:
@@ -491,8 +517,11 @@ def _updating_join(rng: random.Random, name: str, output: bool, pool: list[Rel],
         if rel.of("val"):
             items.append(f"{side}.{rng.choice(rel.of('val')).name} AS {side}v{n}")
             cols.append(Col(f"{side}v{n}", "val"))
-    sql = (f"SELECT {', '.join(items)}\n"
-           f"FROM {left.name} AS l {kind}JOIN {right.name} AS r ON l.{lk} = r.{rk};")
+    joined = f"FROM {left.name} AS l {kind}JOIN {right.name} AS r ON l.{lk} = r.{rk}"
+    if rng.random() < AGGREGATED_JOIN_SHARE:
+        return _aggregated_join(rng, name, output, left, right, joined, lk, n,
+                                one.gated or two.gated, kind == "FULL ")
+    sql = f"SELECT {', '.join(items)}\n{joined};"
     rel = Rel(name, tuple(cols), updating=True, gated=one.gated or two.gated, united=True,
               paired=True)
     return ViewDraw(name, "join_updating", (left.name, right.name), sql, output, rel,
