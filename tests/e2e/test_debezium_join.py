@@ -155,3 +155,76 @@ def test_s16_s18_flinks_cdc_join_pairs_each_order_with_its_customers_latest_row(
         assert internal_dead_letters(kafka, tmp_path / "ck", boundary) == []
     # The reference evaluator, in one query, writes the same changes in the same steps.
     assert _oracle(evaluate(circuit, inputs)) == per_step
+
+
+PER_REGION = PROGRAM.split("CREATE TABLE enriched")[0] + """
+CREATE TABLE per_region (
+    region STRING,
+    total  DECIMAL(38, 2),
+    PRIMARY KEY (region) NOT ENFORCED
+) WITH ('connector' = 'upsert-kafka', 'topic' = '{per_region}', 'key.format' = 'json',
+        'value.format' = 'json');
+
+INSERT INTO per_region
+SELECT c.region, SUM(o.amount)
+FROM orders o JOIN customers c ON o.customer = c.id
+GROUP BY c.region;
+"""
+
+
+def test_s16_s18_flinks_sum_per_region_over_the_cdc_join_in_one_select(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """The same orders and customers, summed per region in the join's own SELECT (ADR
+    0031: the joined rows are a generated view, ``per_region.o_join_c``, that the
+    aggregate reads through a stage boundary), into an upsert-kafka table keyed by region:
+
+        step  join changes (above)                      per_region (upsert by region)
+        1     (none)                                    (none)
+        2     +(2 20 north), +(1 10 north)              north 30
+        3     -(1 10 north), +(1 10 south),             north deleted (tombstone), south 10
+              -(2 20 north)
+        4     +(3 30 north), -(3 30 north),             east 50 (north: no row before or
+              +(2 20 east), +(3 30 east)                after the step, nothing written)
+    """
+    names = ("orders", "customers", "per_region")
+    topics = {name: unique_topic(name) for name in names}
+    kafka.create_topic(topics["orders"], partitions=2)
+    kafka.create_topic(topics["customers"], partitions=2)
+    kafka.create_topic(topics["per_region"], partitions=1)
+    program = tmp_path / "per_region.sql"
+    program.write_text(PER_REGION.format(**topics), encoding="utf-8")
+    circuit = compile_program(program)
+    assert circuit.view("per_region").sources == ("per_region.o_join_c",)
+    composed = compose(circuit)
+    assert composed.refused == ()
+    assert "per_region.o_join_c" in composed.boundaries
+    output = circuit.view("per_region").output
+    assert output is not None and output.format == "upsert"
+    reader = OutputReader("per_region", output)
+    per_step: list[list[tuple[str, Decimal | None]]] = []
+    seen = 0
+
+    def after_step() -> None:
+        nonlocal seen
+        records = read_topic(kafka.conf(), topics["per_region"])
+        per_step.append(sorted(
+            (json.loads(m.key())["region"],
+             None if m.value() is None else reader.value(m.value())["total"])
+            for m in records[seen:]))
+        seen = len(records)
+
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, STEPS, after_step=after_step)
+    assert per_step == [
+        [],
+        [("north", Decimal(30))],
+        [("north", None), ("south", Decimal(10))],
+        [("east", Decimal(50))],
+    ]
+    for table in ("orders", "customers"):
+        assert read_topic(kafka.conf(), circuit.table(table).dead_letter_topic) == []
+    assert internal_dead_letters(kafka, tmp_path / "ck", "per_region.o_join_c") == []
+    oracle = [sorted(((r.key or {})["region"], None if r.value is None else r.value["total"])
+                     for r in result.outputs["per_region"])
+              for result in evaluate(circuit, inputs)]
+    assert oracle == per_step
