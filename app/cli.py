@@ -352,6 +352,8 @@ def with_schema_registry(circuit: Any, settings: Settings) -> Any:
                 value_subject_name_strategy=options.get(
                     "value.subject.name.strategy", "TopicNameStrategy"
                 ),
+                key_subject=options.get("key.subject"),
+                value_subject=options.get("value.subject"),
             )
             key = value_found = None
             as_json = out.encoding == "json-registry"

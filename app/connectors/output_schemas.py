@@ -49,6 +49,10 @@ class SerializerSettings:
     use_latest_version: bool = False
     key_subject_name_strategy: str = "TopicNameStrategy"
     value_subject_name_strategy: str = "TopicNameStrategy"
+    #: A subject named outright (``'key.subject'``, ``'value.subject'``; Flink's
+    #: ``'[key.|value.]avro-confluent.subject'``), in place of its strategy's.
+    key_subject: str | None = None
+    value_subject: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,8 +102,9 @@ def output_schema(
         serializer.key_subject_name_strategy if field == "key"
         else serializer.value_subject_name_strategy
     )
+    named = serializer.key_subject if field == "key" else serializer.value_subject
     try:
-        subject = subject_name(strategy, topic, field, ours)
+        subject = named or subject_name(strategy, topic, field, ours)
     except ValueError as exc:
         raise SubjectSchemaError(f"{what}: {exc}") from None
     client = REGISTRY_CLIENTS.get().get(registry)

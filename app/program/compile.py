@@ -119,7 +119,7 @@ TABLE_OPTIONS = ("topic", "format", "schema", "dead_letter", "max_future", "sche
                  "key.fields", "key.fields-prefix", "dead_letter.connect-headers")
 #: An ``avro-confluent`` output's serializer options, as Confluent's serializers name them.
 SERIALIZER_OPTIONS = ("auto.register.schemas", "use.latest.version", "key.subject.name.strategy",
-                      "value.subject.name.strategy")
+                      "value.subject.name.strategy", "key.subject", "value.subject")
 VIEW_OPTIONS = ("topic", "format", "encoding", "schema-registry.url", "key", "key.format",
                 "partitions", "replicas", "retention", *SERIALIZER_OPTIONS)
 #: Where a new checkpoint starts reading a table's topic (Flink's Kafka connector's names).
@@ -745,7 +745,14 @@ class _Compiler:
                                      "'encoding' 'json-registry' or 'protobuf-confluent')",
                                      "declare 'encoding' = 'avro-confluent' or remove it")
             value = self._string(option).strip()
-            if name.endswith("strategy"):
+            if name.endswith(".subject"):
+                # A subject named outright, as Flink's 'avro-confluent.subject' names it.
+                strategy = options.get(f"{name}.name.strategy")
+                if strategy is not None:
+                    raise CompileFailure(strategy.position, f"'{name}' names the subject, so "
+                                         f"'{name}.name.strategy' has none to choose",
+                                         "keep one of the two")
+            elif name.endswith("strategy"):
                 try:
                     value = strategy_name(value)
                 except ValueError as exc:
@@ -753,7 +760,9 @@ class _Compiler:
             elif value.lower() not in ("true", "false"):
                 raise CompileFailure(option.value_position, f"'{name}' is '{value}'",
                                      "write 'true' or 'false'")
-            found.append((name, value.lower() if not name.endswith("strategy") else value))
+            else:
+                value = value.lower()
+            found.append((name, value))
         return tuple(found)
 
     def _string(self, option: OptionDecl) -> str:

@@ -410,10 +410,7 @@ def sink_options(decl: TableDecl, primary_key: Sequence[str]) -> FlinkTable:
                                   or _text(declared).lower() != "avro-confluent"):
                 raise reader.refuse(option, "it is an option of 'avro-confluent' keys",
                                     "declare 'key.format' = 'avro-confluent' or remove it")
-            topic = reader.found.get("topic")
-            if topic is None or _text(option) != f"{_text(topic)}-{side}":
-                raise reader.refuse(option, f"the {side} schema is registered under "
-                                    f"'<topic>-{side}'", "remove it")
+            reader.emit(f"{side}.subject", option)
         else:
             return False
         return True

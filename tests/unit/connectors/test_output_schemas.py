@@ -78,6 +78,25 @@ def test_each_strategy_registers_under_its_subject(schema_registry: str) -> None
     assert {s for pair in found.values() for s in pair} <= subjects
 
 
+def test_a_subject_named_outright_is_registered_in_place_of_the_strategys(
+        schema_registry: str) -> None:
+    """Flink's ``'key.avro-confluent.subject'`` / ``'value.avro-confluent.subject'`` (as
+    the Avro Confluent format page overrides them: ``<topic>-key2``, ``<topic>-value2``)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    key, value = _view_schemas()
+    topic = f"user_events-{uuid.uuid4().hex[:8]}"
+    named = SerializerSettings(key_subject=f"{topic}-key2", value_subject=f"{topic}-value2")
+    registry = {"url": schema_registry}
+    found = (output_schema(registry, "view v", topic, "key", key, named),
+             output_schema(registry, "view v", topic, "value", value, named))
+    assert [f.subject for f in found] == [f"{topic}-key2", f"{topic}-value2"]
+    client = SchemaRegistryClient(registry)
+    assert [client.get_latest_version(f.subject).schema_id for f in found] == [
+        f.schema_id for f in found]
+    assert not {f"{topic}-key", f"{topic}-value"} & set(client.get_subjects())
+
+
 def test_use_latest_version_writes_with_the_registered_schema(schema_registry: str) -> None:
     _, value = _view_schemas()
     topic = f"orders-{uuid.uuid4().hex[:8]}"

@@ -126,9 +126,7 @@ def test_l6_except_key_without_a_prefix_leaves_the_key_columns_out_of_the_value(
 
 
 def test_l6_the_avro_confluent_pages_prefixed_key_is_the_unprefixed_record() -> None:
-    # The page's subjects are its own; Tidemark registers '<topic>-key' and '<topic>-value'.
-    text = USER_CREATED.replace("-key2", "-key").replace("-value2", "-value")
-    out = output(compiled(text), "user_created")
+    out = output(compiled(USER_CREATED), "user_created")
     assert (out.key_format, out.encoding) == ("avro-confluent", "avro-confluent")
     assert out.key_columns == ("kafka_key_id",) and out.key_fields == ("id",)
     # Flink's key record: org.apache.flink.avro.generated.record, its field unprefixed.
@@ -139,13 +137,17 @@ def test_l6_the_avro_confluent_pages_prefixed_key_is_the_unprefixed_record() -> 
     assert out.schema_registry == {"url": "http://localhost:8082"}
 
 
-def test_l7_the_avro_confluent_pages_own_subjects_are_refused_on_a_written_table() -> None:
-    line, column, message, fix = refused(USER_CREATED)
-    assert (line, column) == (17, 3)
-    assert message == ("unsupported option 'key.avro-confluent.subject' of table "
-                       "user_created: the key schema is registered under '<topic>-key'")
-    assert fix == "remove it"
-    line, _, message, _ = refused(USER_CREATED.replace("-key2", "-key").replace(
+def test_l6_the_avro_confluent_pages_own_subjects_name_what_is_registered() -> None:
+    """The page overrides both subjects (``user_events_example2-key2``, ``-value2``): the
+    output registers its schemas there, in place of the TopicNameStrategy's ``-key`` and
+    ``-value`` (``tidemark run`` reads them as the output's serializer settings)."""
+    out = output(compiled(USER_CREATED), "user_created")
+    assert dict(out.serializer) == {"key.subject": "user_events_example2-key2",
+                                    "value.subject": "user_events_example2-value2"}
+
+
+def test_l7_a_key_subject_needs_an_avro_confluent_key() -> None:
+    line, _, message, _ = refused(USER_CREATED.replace(
         "'key.format' = 'avro-confluent'", "'key.format' = 'avro'").replace(
         "  'key.avro-confluent.url' = 'http://localhost:8082',\n", ""))
     assert (line, message) == (16, "unsupported option 'key.avro-confluent.subject' of "

@@ -34,6 +34,17 @@ def test_l6_serializer_options_are_kept_by_confluent_names() -> None:
     }
 
 
+def test_l6_a_subject_named_outright_is_kept_as_written() -> None:
+    """``'key.subject'`` and ``'value.subject'`` name the subjects the schemas are
+    registered (or looked up) under, in place of a strategy's (Flink's
+    ``'key.avro-confluent.subject'`` and ``'value.avro-confluent.subject'``)."""
+    program = _view("'encoding' = 'avro-confluent', 'key' = 'k', "
+                    "'key.subject' = 'Orders-Key', 'value.subject' = 'orders-v2'")
+    out = compile_program("p.sql", program).view("v").output
+    assert out is not None
+    assert dict(out.serializer) == {"key.subject": "Orders-Key", "value.subject": "orders-v2"}
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -44,6 +55,10 @@ def test_l6_serializer_options_are_kept_by_confluent_names() -> None:
          "p.sql:4:97: error: no subject name strategy 'Record'"),
         ("'encoding' = 'avro-confluent', 'auto.register.schemas' = 'no'",
          "p.sql:4:93: error: 'auto.register.schemas' is 'no'"),
+        ("'encoding' = 'avro-confluent', 'value.subject' = 'orders-v2', "
+         "'value.subject.name.strategy' = 'RecordNameStrategy'",
+         "p.sql:4:98: error: 'value.subject' names the subject, so "
+         "'value.subject.name.strategy' has none to choose"),
     ],
 )
 def test_l7_a_wrong_serializer_option_is_refused_where_it_is(options: str, message: str) -> None:
