@@ -2879,7 +2879,8 @@ def _joined_as_written(text: str, joined: Relation) -> str:
     qualified by the view) named as the query writes it (``a.c``), and the view as the join
     (a fix that adds an EMIT to it left out: the query has no such view to add one to)."""
     text = text.replace(f"add EMIT AFTER WATERMARK to {joined.name}, or ", "")
-    text = text.replace(f"view {joined.name}", "the join")
+    text = text.replace(f"view {joined.name}", "the join").replace(
+        f"{joined.name}.", f"{JOINED_ROWS}.").replace(joined.name, "the join")
     for alias, columns in joined.joined.items():
         for column, held in columns.items():
             pattern = rf"(?<![\w.])(?:{re.escape(joined.name)}\.|{re.escape(JOINED_ROWS)}\.)?" \

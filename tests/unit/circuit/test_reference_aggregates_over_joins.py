@@ -273,6 +273,11 @@ LINE = TABLES.count("\n") + 2  # the query's first line (after CREATE VIEW ... A
      "ON o.cid = c.id GROUP BY o.cid", (0, 15),
      "unsupported: ARG_MAX in view v, over the updated rows of the join",
      "select MAX/MIN of the value and join it back"),
+    ("SELECT * FROM (SELECT o.ts, c.region, ROW_NUMBER() OVER (PARTITION BY c.region "
+     "ORDER BY o.amount DESC) AS rn FROM orders o JOIN customers c ON o.cid = c.id) "
+     "WHERE rn <= 2", (0, 39),
+     "unsupported: ROW_NUMBER() OVER (...) over rows of no window (the join has no window "
+     "columns)", "PARTITION BY window_start, window_end"),
 ])
 def test_l7_errors_over_a_join_name_the_sql_as_written(
         query: str, where: tuple[int, int], message: str, fix: str) -> None:
