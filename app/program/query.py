@@ -2523,7 +2523,7 @@ def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Sele
     inputs = {left.alias: left, right.alias: right}
     if version is not None:
         assert isinstance(version, exp.Version)
-        _updating_sides(position, kind, "temporal", left, right, view_name)
+        _updating_sides("temporal", left, right, view_name)
         temporal = _temporal_join(source, version, for_position, kind, left, right, on,
                                   on_scope, fallback, clause)
         return _join_view(source, tokens, select, words, view_name, fallback, position,
@@ -2594,7 +2594,7 @@ def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Sele
                     if left.table or right.table:
                         # A changelog table's time column bounds nothing: its latest row
                         # per key has no time attribute, and its rows are updated.
-                        _updating_sides(position, kind, "interval", left, right, view_name)
+                        _updating_sides("interval", left, right, view_name)
                     raise CompileFailure(pair.position, problem[0], problem[1])
                 continue
             if pair.lower is None or pair.upper is None:
@@ -2617,7 +2617,7 @@ def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Sele
     residual: Expr | None = None
     for part in residual_parts:
         residual = part if residual is None else Call("AND", (residual, part), _BOOL)
-    _updating_sides(position, kind, form, left, right, view_name)
+    _updating_sides(form, left, right, view_name)
     if form == "regular" and kind != "inner" and not keys:
         # S16, S18: a padded row is retracted when its key's first match comes; without a
         # key every row of the other side would be a candidate.
@@ -2632,8 +2632,7 @@ def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Sele
                       keep is not None)
 
 
-def _updating_sides(position: Position, kind: _JoinKind, form: str, left: _JoinInput,
-                    right: _JoinInput, view_name: str) -> None:
+def _updating_sides(form: str, left: _JoinInput, right: _JoinInput, view_name: str) -> None:
     """S16, S18: which joins read an updating relation. An INNER join without a time bound
     (``regular``) does: a join is bilinear, so each side holding every change it has seen
     (insertions and retractions alike) and each pair written once, when its second change
@@ -2644,15 +2643,12 @@ def _updating_sides(position: Position, kind: _JoinKind, form: str, left: _JoinI
     read insert-only rows too. A temporal join's probe rows are written once, final. An
     OUTER join without a time bound reads them as an INNER one does, and retracts a padded
     row when its first match comes (Flink's regular join does too). A side read as a
-    changelog table's latest row per key (ADR 0030) is one such relation; an OUTER join
-    of it is refused for now, and its refusals name the table and the temporal join that
-    reads its versions instead."""
+    changelog table's latest row per key (ADR 0030) is one such relation, and the
+    refusals of the others name the table and the temporal join that reads its versions
+    instead."""
     updated = next((side for side in (left, right) if not side.relation.insert_only), None)
-    if updated is None:
+    if updated is None or form == "regular":
         return
-    if form == "regular" and kind == "inner":
-        return
-    # An OUTER regular join is refused only of a changelog table's latest rows.
     updated = next((side for side in (left, right) if side.table), updated)
     name = updated.relation.name
     what = (f"view {view_name} joins view {name}, whose rows are updated (it aggregates "
@@ -2664,15 +2660,6 @@ def _updating_sides(position: Position, kind: _JoinKind, form: str, left: _JoinI
                 "its latest row per key, whose rows are updated (ADR 0030)")
         instead = (f"join it as the versioned side: JOIN {updated.table} FOR SYSTEM_TIME AS "
                    "OF <probe time> ON <its PRIMARY KEY>")
-    if form == "regular" and not updated.table:
-        return  # S16, S18: its padded rows are retracted when a match comes
-    if form == "regular":
-        raise CompileFailure(position, f"unsupported: a {kind.upper()} OUTER join without a "
-                             f"time bound of updating rows: {what}; its padded rows would "
-                             "have to be retracted when a match comes (SPEC S18), which "
-                             "Tidemark does for updating views but not yet for a changelog "
-                             "table's latest rows (Flink's regular join does)",
-                             f"use an INNER join, or {instead}")
     shown = {"interval": "an interval join", "window": "a window join",
              "temporal": "a temporal join (FOR SYSTEM_TIME AS OF)"}[form]
     raise CompileFailure(updated.position, f"unsupported: {what}, in {shown}: it writes "

@@ -228,3 +228,63 @@ def test_s16_s18_flinks_sum_per_region_over_the_cdc_join_in_one_select(
                      for r in result.outputs["per_region"])
               for result in evaluate(circuit, inputs)]
     assert oracle == per_step
+
+
+LEFT = PROGRAM.replace("FROM orders o JOIN customers c", "FROM orders o LEFT JOIN customers c")
+
+
+def test_s16_s18_flinks_cdc_left_join_pads_orders_until_their_customer_comes(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """The same program as a LEFT JOIN: an order without its customer's latest row is
+    written padded with NULLs at once and retracted when the customer comes; a deleted
+    customer's orders are padded again (S16, S18). The join runs on Tidemark's join
+    operator in its regular mode (ADR 0017's addendum), reading the latest rows' changes
+    through a stage boundary:
+
+        step  enriched changes
+        1     +(1 10 NULL)
+        2     -(1 10 NULL), +(1 10 north), +(2 20 north)
+        3     -(1 10 north), +(1 10 south), -(2 20 north), +(2 20 NULL)
+        4     -(2 20 NULL), +(2 20 east), +(3 30 east)
+
+    Step 4: order 3 and the re-created customer 2 come in one step, so order 3 is never
+    written padded.
+    """
+    names = ("orders", "customers", "enriched")
+    topics = {name: unique_topic(name) for name in names}
+    kafka.create_topic(topics["orders"], partitions=2)
+    kafka.create_topic(topics["customers"], partitions=2)
+    kafka.create_topic(topics["enriched"], partitions=1)
+    program = tmp_path / "enriched.sql"
+    program.write_text(LEFT.format(**topics), encoding="utf-8")
+    circuit = compile_program(program)
+    composed = compose(circuit)
+    assert composed.refused == ()
+    assert composed.boundaries == {"orders", "customers.latest"}
+    output = circuit.view("enriched").output
+    assert output is not None and output.format == "changelog"
+    reader = OutputReader("enriched", output)
+    per_step: list[Counter[Change]] = []
+    seen = 0
+
+    def after_step() -> None:
+        nonlocal seen
+        records = [reader.value(m.value()) for m in read_topic(kafka.conf(), topics["enriched"])]
+        per_step.append(Counter((r["undo"], r["id"], r["amount"], r["region"])
+                                for r in records[seen:]))
+        seen = len(records)
+
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, STEPS, after_step=after_step)
+    ten, twenty, thirty = Decimal(10), Decimal(20), Decimal(30)
+    assert per_step == [
+        Counter([(False, 1, ten, None)]),
+        Counter([(True, 1, ten, None), (False, 1, ten, "north"), (False, 2, twenty, "north")]),
+        Counter([(True, 1, ten, "north"), (False, 1, ten, "south"),
+                 (True, 2, twenty, "north"), (False, 2, twenty, None)]),
+        Counter([(True, 2, twenty, None), (False, 2, twenty, "east"),
+                 (False, 3, thirty, "east")]),
+    ]
+    for boundary in ("orders", "customers.latest"):
+        assert internal_dead_letters(kafka, tmp_path / "ck", boundary) == []
+    assert _oracle(evaluate(circuit, inputs)) == per_step
