@@ -167,7 +167,8 @@ def test_s18_explain_shows_the_latest_row_per_key(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("query", "message"), [
-    ("SELECT c.id FROM customers AS c LEFT JOIN customers AS d ON c.id = d.id",
+    ("SELECT c.id FROM customers AS c JOIN customers AS d ON c.id = d.id\n"
+     "AND d.changed BETWEEN c.changed - INTERVAL '1' MINUTE AND c.changed",
      "joins table customers, a changelog table read as its latest row per key"),
     ("SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE customers, "
      "DESCRIPTOR(changed), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end",

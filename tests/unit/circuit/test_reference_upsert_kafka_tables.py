@@ -280,7 +280,8 @@ def test_l7_schemaless_avro_values_with_every_column_are_refused() -> None:
 
 
 @pytest.mark.parametrize(("query", "message"), [
-    ("SELECT a.user_id FROM users AS a LEFT JOIN users AS b ON a.user_id = b.user_id",
+    ("SELECT a.user_id FROM users AS a JOIN users AS b ON a.user_id = b.user_id "
+     "AND b.ts BETWEEN a.ts - INTERVAL '1' MINUTE AND a.ts",
      "joins table users, a changelog table read as its latest row per key"),
     ("SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE users, DESCRIPTOR(ts), "
      "INTERVAL '1' MINUTE)) GROUP BY window_start, window_end",
@@ -288,8 +289,8 @@ def test_l7_schemaless_avro_values_with_every_column_are_refused() -> None:
 ])
 def test_l7_what_reads_no_updating_input_refuses_the_upsert_table(query: str,
                                                                    message: str) -> None:
-    """As for a Debezium table: an OUTER join without a time bound reads no updating
-    relation, and the latest row per key has no time attribute, so no window."""
+    """As for a Debezium table: an interval join reads no updating relation, and the
+    latest row per key has no time attribute, so no window."""
     with pytest.raises(ProgramError) as info:
         compiled(USERS + """
 CREATE TABLE out_ (a BIGINT, PRIMARY KEY (a) NOT ENFORCED) WITH ('connector' = 'upsert-kafka',
