@@ -1336,7 +1336,8 @@ class _Compiler:
                 where = (planned.column_positions[index]
                          if index < len(planned.column_positions) else decl.position)
                 raise CompileFailure(where, f"column {index + 1} of view {decl.name} has no "
-                                     "name, which its topic's schema needs",
+                                     "name of its own (an expression without AS, or a name an "
+                                     "earlier column has), which its topic's schema needs",
                                      f"add AS <name> to it, e.g. AS c{index}")
         topic = self._string(topic_option)
         if topic in {t.topic for t in self.tables} | {t.dead_letter_topic for t in self.tables}:

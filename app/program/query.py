@@ -1413,6 +1413,21 @@ def _output_name(item: exp.Expression, index: int, translator: _Translator) -> s
 
 
 
+def _own_name(name: str, names: Sequence[str], index: int, source: SourceText,
+              at: Position, view_name: str, fix: str = "give each column its own name with AS",
+              ) -> str:
+    """``name`` for the ``index``-th column of a SELECT, unless an earlier column has it:
+    then, in Flink's dialect, the column's position (``EXPR$<index>``, as an unnamed
+    expression: an INSERT INTO writes columns by position, and a view with a topic refuses
+    it); elsewhere an error."""
+    if name not in names:
+        return name
+    if source.flink:
+        return f"{UNNAMED}{index}"
+    raise CompileFailure(at, f"duplicate column name {name}"
+                         + (f" in view {view_name}" if view_name else ""), fix)
+
+
 def plan_query(source: SourceText, tokens: Sequence[Token], relations: dict[str, Relation],
                view_name: str) -> PlannedQuery:
     """Plan one view's query over the relations defined before it (SPEC L3, L4, S10, S17):
@@ -1808,12 +1823,10 @@ def _plan_single(source: SourceText, tokens: Sequence[Token], select: exp.Select
     exprs: list[Expr] = []
     positions: list[Position] = []
     for index, item in enumerate(items):
-        name = _output_name(item, index, select_translator)
+        name = _own_name(_output_name(item, index, select_translator), names, index, source,
+                         select_translator.pos(item), view_name)
         node = item.this if isinstance(item, exp.Alias) else item
         positions.append(select_translator.pos(item))
-        if name in names:
-            raise CompileFailure(select_translator.pos(item), f"duplicate column name {name} "
-                                 f"in view {view_name}", "give each column its own name with AS")
         names.append(name)
         exprs.append(select_translator.translate(node))
     having_expr: Expr | None = None
@@ -2012,10 +2025,8 @@ def _plan_ranking(source: SourceText, tokens: Sequence[Token], select: exp.Selec
     names: list[str] = []
     exprs: list[Expr] = []
     for number, item in enumerate(items):
-        name = _output_name(item, number, translator)
-        if name in names:
-            raise CompileFailure(translator.pos(item), f"duplicate column name {name}",
-                                 "give each column its own name with AS")
+        name = _own_name(_output_name(item, number, translator), names, number, source,
+                         translator.pos(item), "")
         names.append(name)
         if number == index:
             exprs.append(ColumnRef(name, SqlType("BIGINT", nullable=False)))
@@ -2083,10 +2094,8 @@ def _plan_top_n(source: SourceText, tokens: Sequence[Token], select: exp.Select,
         if isinstance(item, exp.Star):
             raise CompileFailure(fallback, "* must be alone in the SELECT list",
                                  "list the columns")
-        name = _output_name(item, index, translator)
-        if name in names:
-            raise CompileFailure(translator.pos(item), f"duplicate column name {name} in view "
-                                 f"{view_name}", "give each column its own name with AS")
+        name = _own_name(_output_name(item, index, translator), names, index, source,
+                         translator.pos(item), view_name)
         names.append(name)
         positions.append(translator.pos(item))
         exprs.append(translator.translate(item.this if isinstance(item, exp.Alias) else item))
@@ -2963,13 +2972,11 @@ def _join_view(source: SourceText, tokens: Sequence[Token], select: exp.Select,
     outputs: list[tuple[str, Expr]] = []
     positions: list[Position] = []
     for index, item in enumerate(items):
-        name = _output_name(item, index, select_translator)
         at = select_translator.pos(item) if item.meta or any(
             n.meta for n in item.walk()) else fallback
-        if name in names:
-            raise CompileFailure(at, f"duplicate column name {name} in view {view_name}",
-                                 "give each column its own name with AS (both sides of the "
-                                 "join may have it)")
+        name = _own_name(_output_name(item, index, select_translator), names, index, source,
+                         at, view_name, "give each column its own name with AS (both sides of "
+                         "the join may have it)")
         names.append(name)
         positions.append(at)
         node = item.this if isinstance(item, exp.Alias) else item

@@ -924,7 +924,21 @@ def test_l3_create_temporary_view_and_an_unnamed_column_of_a_topic_view() -> Non
     assert circuit.view("cheap").output is None
     _, _, message, _ = refused(BID + "CREATE VIEW v WITH ('topic' = 'v') AS SELECT item, "
                                "price * 2 FROM Bid;")
-    assert message == "column 2 of view v has no name, which its topic's schema needs"
+    assert message == ("column 2 of view v has no name of its own (an expression without AS, "
+                       "or a name an earlier column has), which its topic's schema needs")
+    _, _, message, _ = refused(BID + "CREATE VIEW v WITH ('topic' = 'v') AS SELECT item, "
+                               "item FROM Bid;")
+    assert message.startswith("column 2 of view v has no name of its own")
+
+
+def test_l3_an_insert_into_may_select_one_column_twice() -> None:
+    """Flink writes an INSERT INTO's columns by position, so its SELECT may repeat a name
+    (the key column and a value column of one source column, as the Avro Confluent page's
+    ``user_created`` holds ``kafka_key_id`` and ``id``)."""
+    circuit = compiled(BID + """CREATE TABLE twice (k STRING, item STRING, price DECIMAL(10, 2))
+WITH ('connector' = 'kafka', 'topic' = 'twice', 'format' = 'json');
+INSERT INTO twice SELECT item, item, price FROM Bid;""")
+    assert [c.name for c in circuit.view("twice").columns] == ["k", "item", "price"]
 
 
 def test_l7_a_statement_set_without_end_is_refused() -> None:
