@@ -21,7 +21,9 @@ from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
 from app.runtime.planner.compose import compose
 
-pytestmark = [pytest.mark.e2e]
+# Slow (about 100 s: the join's query and the aggregate's, one after the other, each step);
+# CI's composed differential draws the form (tests/property/differential_composed.py).
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PROGRAM = """
 CREATE TABLE orders (
