@@ -605,7 +605,8 @@ class Output:
     #: The view's own Confluent serializer options of an ``avro-confluent`` output, as
     #: (name, value) pairs: ``auto.register.schemas``, ``use.latest.version`` ('true' or
     #: 'false'), ``key.subject.name.strategy``, ``value.subject.name.strategy`` (a strategy's
-    #: bare class name). The service's ``schema_registry`` settings give the others.
+    #: bare class name), ``key.subject``, ``value.subject`` (a subject named outright, in
+    #: the strategy's place). The service's ``schema_registry`` settings give the others.
     serializer: tuple[tuple[str, str], ...] = field(default=(), metadata=OMIT_DEFAULT)
     #: The subjects the key and value schemas were found under, set by ``tidemark run`` at
     #: start with the schema ids (None until then).

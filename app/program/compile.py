@@ -117,7 +117,8 @@ __all__ = ["compile_program", "compile_text"]
 TABLE_OPTIONS = ("topic", "format", "schema", "dead_letter", "max_future", "schema-registry.url",
                  "scan.startup.mode", "scan.startup.timestamp-millis", "key.format",
                  "key.fields", "key.fields-prefix", "dead_letter.connect-headers")
-#: An ``avro-confluent`` output's serializer options, as Confluent's serializers name them.
+#: An ``avro-confluent`` output's serializer options, as Confluent's serializers name them,
+#: and the subjects named outright (Flink's ``'[key.|value.]avro-confluent.subject'``).
 SERIALIZER_OPTIONS = ("auto.register.schemas", "use.latest.version", "key.subject.name.strategy",
                       "value.subject.name.strategy", "key.subject", "value.subject")
 VIEW_OPTIONS = ("topic", "format", "encoding", "schema-registry.url", "key", "key.format",
@@ -733,7 +734,8 @@ class _Compiler:
                             registry: bool) -> tuple[tuple[str, str], ...]:
         """A view's Confluent serializer options (:data:`SERIALIZER_OPTIONS`), checked: a
         flag is 'true' or 'false', a strategy one of Confluent's (kept by its bare class
-        name); only an output with an ``avro-confluent`` key or value takes them."""
+        name), a subject named outright not beside its side's strategy; only an output with
+        an ``avro-confluent`` key or value takes them."""
         found: list[tuple[str, str]] = []
         for name in SERIALIZER_OPTIONS:
             option = options.get(name)
