@@ -2710,9 +2710,7 @@ def over_join(source: SourceText, tokens: Sequence[Token]) -> tuple[tuple[str, P
     found = _joined_relations(source, tokens)
     if found is None:
         return ()
-    clause, select = found
-    if not any(t.is_word("JOIN") or t.is_punct(",") for _, t in clause):
-        return ()
+    _, select = found
     if not (select.args.get("group") or select.args.get("having")
             or select.args.get("distinct") or any(
                 isinstance(node, (exp.AggFunc, exp.Window))
@@ -2879,8 +2877,7 @@ def _joined_as_written(text: str, joined: Relation) -> str:
         f"{joined.name}.", f"{JOINED_ROWS}.").replace(joined.name, "the join")
     for alias, columns in joined.joined.items():
         for column, held in columns.items():
-            pattern = rf"(?<![\w.])(?:{re.escape(joined.name)}\.|{re.escape(JOINED_ROWS)}\.)?" \
-                      rf"{re.escape(held)}\b"
+            pattern = rf"(?<![\w.])(?:{re.escape(JOINED_ROWS)}\.)?{re.escape(held)}\b"
             text = re.sub(pattern, f"{alias}.{column}".replace("\\", "\\\\"), text)
     return text
 

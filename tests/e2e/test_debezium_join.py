@@ -32,7 +32,8 @@ from typing import Any
 import pytest
 from table_steps import clock_ms, internal_dead_letters, run_steps
 
-from app.circuit.reference import StepResult, evaluate
+from app.circuit.ir import Circuit
+from app.circuit.reference import StepInput, StepResult, evaluate
 from app.connectors.output_reader import OutputReader
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
@@ -111,15 +112,20 @@ def _oracle(results: list[StepResult]) -> list[Counter[Change]]:
             for result in results]
 
 
-def test_s16_s18_flinks_cdc_join_pairs_each_order_with_its_customers_latest_row(
-    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
-) -> None:
+def _enriched(kafka: Any, unique_topic: Any, tmp_path: Path,
+              text: str) -> tuple[Circuit, list[Counter[Change]], list[StepInput]]:
+    """Run ``STEPS`` through ``text`` (a program writing the changelog ``enriched``) on
+    Spark, checking it runs as composed (the orders and the latest rows each through a
+    stage boundary); each step's changes of ``enriched`` (a Counter: a step's records come
+    in no order across the join's slots) and the reference evaluator's inputs."""
     names = ("orders", "customers", "enriched")
     topics = {name: unique_topic(name) for name in names}
     kafka.create_topic(topics["orders"], partitions=2)
     kafka.create_topic(topics["customers"], partitions=2)
+    # One partition, so that the records read after each step follow those read before.
+    kafka.create_topic(topics["enriched"], partitions=1)
     program = tmp_path / "enriched.sql"
-    program.write_text(PROGRAM.format(**topics), encoding="utf-8")
+    program.write_text(text.format(**topics), encoding="utf-8")
     circuit = compile_program(program)
     assert circuit.dialect == "flink"
     assert circuit.view("enriched").sources == ("orders", "customers.latest")
@@ -140,6 +146,17 @@ def test_s16_s18_flinks_cdc_join_pairs_each_order_with_its_customers_latest_row(
         seen = len(records)
 
     _, inputs = run_steps(kafka, tmp_path, circuit, topics, STEPS, after_step=after_step)
+    for table in ("orders", "customers"):
+        assert read_topic(kafka.conf(), circuit.table(table).dead_letter_topic) == []
+    for boundary in ("orders", "customers.latest"):
+        assert internal_dead_letters(kafka, tmp_path / "ck", boundary) == []
+    return circuit, per_step, inputs
+
+
+def test_s16_s18_flinks_cdc_join_pairs_each_order_with_its_customers_latest_row(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    circuit, per_step, inputs = _enriched(kafka, unique_topic, tmp_path, PROGRAM)
     ten, twenty, thirty = Decimal(10), Decimal(20), Decimal(30)
     assert per_step == [
         Counter(),
@@ -149,10 +166,6 @@ def test_s16_s18_flinks_cdc_join_pairs_each_order_with_its_customers_latest_row(
         Counter([(False, 3, thirty, "north"), (True, 3, thirty, "north"),
                  (False, 2, twenty, "east"), (False, 3, thirty, "east")]),
     ]
-    for table in ("orders", "customers"):
-        assert read_topic(kafka.conf(), circuit.table(table).dead_letter_topic) == []
-    for boundary in ("orders", "customers.latest"):
-        assert internal_dead_letters(kafka, tmp_path / "ck", boundary) == []
     # The reference evaluator, in one query, writes the same changes in the same steps.
     assert _oracle(evaluate(circuit, inputs)) == per_step
 
@@ -251,31 +264,7 @@ def test_s16_s18_flinks_cdc_left_join_pads_orders_until_their_customer_comes(
     Step 4: order 3 and the re-created customer 2 come in one step, so order 3 is never
     written padded.
     """
-    names = ("orders", "customers", "enriched")
-    topics = {name: unique_topic(name) for name in names}
-    kafka.create_topic(topics["orders"], partitions=2)
-    kafka.create_topic(topics["customers"], partitions=2)
-    kafka.create_topic(topics["enriched"], partitions=1)
-    program = tmp_path / "enriched.sql"
-    program.write_text(LEFT.format(**topics), encoding="utf-8")
-    circuit = compile_program(program)
-    composed = compose(circuit)
-    assert composed.refused == ()
-    assert composed.boundaries == {"orders", "customers.latest"}
-    output = circuit.view("enriched").output
-    assert output is not None and output.format == "changelog"
-    reader = OutputReader("enriched", output)
-    per_step: list[Counter[Change]] = []
-    seen = 0
-
-    def after_step() -> None:
-        nonlocal seen
-        records = [reader.value(m.value()) for m in read_topic(kafka.conf(), topics["enriched"])]
-        per_step.append(Counter((r["undo"], r["id"], r["amount"], r["region"])
-                                for r in records[seen:]))
-        seen = len(records)
-
-    _, inputs = run_steps(kafka, tmp_path, circuit, topics, STEPS, after_step=after_step)
+    circuit, per_step, inputs = _enriched(kafka, unique_topic, tmp_path, LEFT)
     ten, twenty, thirty = Decimal(10), Decimal(20), Decimal(30)
     assert per_step == [
         Counter([(False, 1, ten, None)]),
@@ -285,6 +274,4 @@ def test_s16_s18_flinks_cdc_left_join_pads_orders_until_their_customer_comes(
         Counter([(True, 2, twenty, None), (False, 2, twenty, "east"),
                  (False, 3, thirty, "east")]),
     ]
-    for boundary in ("orders", "customers.latest"):
-        assert internal_dead_letters(kafka, tmp_path / "ck", boundary) == []
     assert _oracle(evaluate(circuit, inputs)) == per_step
