@@ -20,6 +20,9 @@ Rules (the contract with the Spark runtime, also in docs/semantics.md):
 * LATEST(v, by), the compiler's own (a changelog table's latest row per key, ADR 0030), is
   v of the row with the largest ``by``; ties go to the *latest* row in arrival order (a
   later version of a key at the same time replaces it). It reads a table: never retracted.
+* HELD(i, c1, ..., cn), the compiler's own (an upsert view over updating rows, ADR 0032), is
+  c<i+1> of the latest-added row still held: the group's rows are a Z-set of whole rows, a
+  row's arrival is that of its latest insertion, a retraction takes one copy back.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from collections import Counter
 from decimal import Context, Decimal, localcontext
 from typing import Any
 
-from app.circuit.ir import LATEST, AggCall, SqlType
+from app.circuit.ir import HELD, LATEST, AggCall, SqlType
 from app.circuit.scalar import conform
 
 __all__ = [
@@ -40,10 +43,13 @@ __all__ = [
     "Count",
     "CountStar",
     "Extreme",
+    "Held",
     "Latest",
     "Sum",
     "accumulator_for",
     "average_result",
+    "held_value",
+    "hold",
     "sum_result",
 ]
 
@@ -218,6 +224,44 @@ class Latest(Accumulator):
         return None if self.best is None else conform(self.best[2], self.result_type)
 
 
+class Held(Accumulator):
+    """HELD(i, c1, ..., cn): field i of the latest-added row still held (an upsert's
+    materialisation of updating rows per key, Flink's SinkUpsertMaterializer). A Z-set: a
+    step's retraction may come before the insertion it takes back (a count below zero
+    until the step's rows are in); only rows of positive count are held."""
+
+    def __init__(self, result_type: SqlType, distinct: bool = False) -> None:
+        super().__init__(result_type, distinct)
+        self.index = 0
+        self.rows: dict[tuple[Any, ...], tuple[int, int]] = {}  # row -> (count, arrival)
+
+    def add(self, args: tuple[Any, ...], seq: int, weight: int = 1) -> None:
+        self.index = int(args[0])
+        hold(self.rows, tuple(args[1:]), seq, weight)
+
+    def result(self) -> Any:
+        return conform(held_value(self.rows, self.index), self.result_type)
+
+
+def hold(rows: dict[tuple[Any, ...], tuple[int, Any]], row: tuple[Any, ...], arrival: Any,
+         weight: int) -> None:
+    """Add ``row`` to HELD's Z-set with ``weight`` (shared with the Spark runtime, whose
+    arrivals are (step, partition, offset)): an insertion makes ``arrival`` the row's."""
+    count, latest = rows.get(row, (0, arrival))
+    count += weight
+    if count == 0:
+        rows.pop(row, None)
+    else:
+        rows[row] = (count, arrival if weight > 0 else latest)
+
+
+def held_value(rows: dict[tuple[Any, ...], tuple[int, Any]], index: int) -> Any:
+    """HELD's value (shared with the Spark runtime): field ``index`` of the held row (count
+    above zero) of the latest arrival; None when none is held."""
+    held = [(arrival, row) for row, (count, arrival) in rows.items() if count > 0]
+    return max(held, key=lambda item: item[0])[1][index] if held else None
+
+
 class _Desc:
     """Reverses the order of a value, to pick (largest ``by``, smallest seq) with one min()."""
 
@@ -284,4 +328,6 @@ def accumulator_for(call: AggCall) -> Accumulator:
         return ArgExtreme(call.type, largest=fn == "ARG_MAX")
     if fn == LATEST:
         return Latest(call.type)
+    if fn == HELD:
+        return Held(call.type)
     raise NotImplementedError(f"aggregate {call.fn} is not part of SPEC L3")

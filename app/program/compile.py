@@ -110,6 +110,7 @@ from app.program.stages import (
 )
 from app.program.subqueries import Derived, reserved_name, split_query
 from app.program.top_n import LIMIT_FIX as _LIMIT_FIX
+from app.program.upsert_rows import UPSERT_SUFFIX, plan_upsert, upsert_state
 from app.program.window_subquery import AGGREGATE, SIDE, window_subquery
 
 __all__ = ["compile_program", "compile_text"]
@@ -862,6 +863,11 @@ class _Compiler:
         elif sink is not None and sink.united is None:
             planned, warnings = conform(planned, sink.columns, decl.name, sink.position)
             self.warnings.extend(warnings)
+        upsert_key = self._upsert_key(decl, options, planned, sink)
+        upsert = (options, sink)
+        if upsert_key:
+            # The view's changes, local; its upsert is the generated view that reads them.
+            options, sink = {}, None
         emit = _emit_policy(decl)
         final_by_default = (self.source.flink and derived is None and decl.emit is None
                             and planned.aggregate and planned.window_key is not None)
@@ -916,7 +922,47 @@ class _Compiler:
         if view.name in self.composition.boundaries:
             self._stage_input(view.name, view.columns, read_times, decl.position,
                               planned.joined, updating=not insert_only)
+        if upsert_key:
+            self._upsert_view(decl, *upsert, relation, upsert_key)
         return relation
+
+    def _upsert_key(self, decl: ViewDecl, options: dict[str, OptionDecl],
+                    planned: PlannedQuery, sink: _Sink | None) -> tuple[str, ...]:
+        """The key an upsert of updating rows that do not aggregate is kept by (ADR 0032):
+        an upsert-kafka table's PRIMARY KEY, or an ``'upsert'`` view's ``'key'``; empty for
+        any other view (an aggregate is its own upsert, by its GROUP BY columns)."""
+        if planned.aggregate or not planned.updating or (decl.emit is not None
+                                                         and decl.emit.stream):
+            return ()
+        if sink is not None:
+            encoding = next((o for o in sink.table.options if o.key == "encoding"), None)
+            if encoding is not None and self._string(encoding) == "debezium-json":
+                return ()
+            return sink.table.key if sink.table.connector == "upsert-kafka" else ()
+        fmt = options.get("format")
+        if fmt is None or self._string(fmt) != "upsert" or "key" not in options:
+            return ()
+        return self._declared_key(decl.name, options["key"], planned.columns, "upsert", None)
+
+    def _upsert_view(self, decl: ViewDecl, options: dict[str, OptionDecl], sink: _Sink | None,
+                     rows: Relation, key: tuple[str, ...]) -> None:
+        """``<view>.upsert`` (app/program/upsert_rows.py): view ``decl``'s rows per ``key``,
+        written to the view's topic as its upsert."""
+        name = decl.name + UPSERT_SUFFIX
+        self.declared[name] = decl.position
+        read = self._staged(name, {rows.name: rows})[rows.name]
+        planned = plan_upsert(read, key)
+        emit = EmitPolicy()
+        if sink is not None:
+            options = {**options, "format": self._sink_format(decl, sink, False)}
+        output = self._output(decl, options, planned, emit, False,
+                              None if sink is None else sink.table)
+        if output is not None and sink is not None:
+            output = replace(output, bootstrap_servers=sink.table.bootstrap_servers)
+        view = View(name, (read.name,), tuple(planned.operators), tuple(planned.columns),
+                    planned.key, (), emit, output, upsert_state(decl.name, key), decl.position)
+        at = len(self.views)
+        self.views.insert(at, self._stage_writer(view, decl.position, True))
 
     def _updated_source(self, planned: PlannedQuery) -> str:
         """The first relation an updating stateless query reads whose rows are updated (a
@@ -1374,7 +1420,7 @@ class _Compiler:
                                  f"first match comes (SPEC S16, S18), which 'changelog' "
                                  f"writes and '{fmt}' cannot",
                                  "use 'format' = 'changelog', or bound the join on a time "
-                                 "attribute of each side")
+                                 "attribute of each side" + _UPSERT_FIX.get(fmt, ""))
         if planned.updating and fmt != "changelog":
             updated = self._updated_source(planned)
             latest = next((v.sources[0] for v in self.views
@@ -1384,12 +1430,13 @@ class _Compiler:
                                      "changelog table read as its latest row per key (ADR "
                                      "0030), and passes its updates and deletes on as "
                                      f"retractions (SPEC S18), which 'changelog' writes and "
-                                     f"'{fmt}' cannot", "use 'format' = 'changelog'")
+                                     f"'{fmt}' cannot",
+                                     "use 'format' = 'changelog'" + _UPSERT_FIX.get(fmt, ""))
             raise CompileFailure(where, f"view {decl.name} reads the updated rows of view "
                                  f"{updated} and passes their retractions on (SPEC "
                                  f"S18), which 'changelog' writes and '{fmt}' cannot",
                                  "use 'format' = 'changelog', or add EMIT AFTER WATERMARK to "
-                                 f"{updated}")
+                                 f"{updated}" + _UPSERT_FIX.get(fmt, ""))
         if fmt == "append" and not insert_only:
             raise CompileFailure(where, f"view {decl.name} updates its rows (GROUP BY without "
                                  "EMIT AFTER WATERMARK), so it cannot be written as 'append'",
@@ -1407,6 +1454,11 @@ class _Compiler:
                                      f"add {shown} to the SELECT list, or use 'append' with "
                                      "EMIT AFTER WATERMARK")
             key_columns = planned.key
+        if fmt == "upsert" and not planned.aggregate and "key" in options:
+            raise CompileFailure(where, f"view {decl.name} writes each row once, final (it "
+                                 "neither aggregates nor updates its rows), so there is no "
+                                 "latest row per key to upsert", "use 'format' = 'append': "
+                                 "its 'key' keys the records all the same")
         if fmt == "upsert" and not planned.aggregate:
             raise CompileFailure(where, f"view {decl.name} has no key (no GROUP BY), so it "
                                  "cannot be written as 'upsert'", "use 'append'")
@@ -1504,6 +1556,11 @@ class _Compiler:
             raise CompileFailure(option.value_position, f"'{option.key}' '{text}' is not a "
                                  "positive integer", f"write e.g. '{option.key}' = '3'")
         return int(text)
+
+
+#: What an 'upsert' of updating rows without a GROUP BY lacks (ADR 0032).
+_UPSERT_FIX = {"upsert": "; or declare 'key' = '<columns of one row>' to write each key's "
+                         "latest row"}
 
 
 @dataclass(frozen=True)

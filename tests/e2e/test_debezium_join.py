@@ -275,3 +275,81 @@ def test_s16_s18_flinks_cdc_left_join_pads_orders_until_their_customer_comes(
                  (False, 3, thirty, "east")]),
     ]
     assert _oracle(evaluate(circuit, inputs)) == per_step
+
+
+UPSERT = PROGRAM.split("CREATE TABLE enriched")[0] + """
+CREATE TABLE enriched (
+    order_id BIGINT,
+    amount   DECIMAL(10, 2),
+    region   STRING,
+    PRIMARY KEY (order_id) NOT ENFORCED
+) WITH ('connector' = 'upsert-kafka', 'topic' = '{enriched}', 'key.format' = 'json',
+        'value.format' = 'json');
+
+INSERT INTO enriched
+SELECT o.id, o.amount, c.region FROM orders o LEFT JOIN customers c ON o.customer = c.id;
+"""
+
+
+def test_s13_s18_flinks_cdc_left_join_into_an_upsert_kafka_table_by_its_primary_key(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """The LEFT JOIN above INSERT INTO an upsert-kafka table keyed by order id, as Flink
+    writes it (Flink puts a SinkUpsertMaterializer before the sink): the join's changes go
+    through a stage boundary to the generated ``enriched.upsert`` (ADR 0032), which keeps
+    each order's latest row and writes it when it changes:
+
+        step  join changes (above)                      enriched (upsert by order_id)
+        1     +(1 10 NULL)                              1 -> (10, NULL)
+        2     -(1 10 NULL), +(1 10 north), +(2 20 north) 1 -> (10, north), 2 -> (20, north)
+        3     -(1 10 north), +(1 10 south),             1 -> (10, south), 2 -> (20, NULL)
+              -(2 20 north), +(2 20 NULL)
+        4     -(2 20 NULL), +(2 20 east), +(3 30 east)  2 -> (20, east), 3 -> (30, east)
+    """
+    names = ("orders", "customers", "enriched")
+    topics = {name: unique_topic(name) for name in names}
+    kafka.create_topic(topics["orders"], partitions=2)
+    kafka.create_topic(topics["customers"], partitions=2)
+    kafka.create_topic(topics["enriched"], partitions=1)
+    program = tmp_path / "enriched.sql"
+    program.write_text(UPSERT.format(**topics), encoding="utf-8")
+    circuit = compile_program(program)
+    assert circuit.view("enriched.upsert").sources == ("enriched",)
+    composed = compose(circuit)
+    assert composed.refused == ()
+    assert composed.boundaries == {"orders", "customers.latest", "enriched"}
+    output = circuit.view("enriched.upsert").output
+    assert output is not None and output.format == "upsert"
+    reader = OutputReader("enriched.upsert", output)
+    Row = tuple[int, tuple[Decimal, str | None] | None]
+    per_step: list[list[Row]] = []
+    seen = 0
+
+    def after_step() -> None:
+        nonlocal seen
+        records = read_topic(kafka.conf(), topics["enriched"])
+        rows: list[Row] = []
+        for m in records[seen:]:
+            value = None if m.value() is None else reader.value(m.value())
+            rows.append((json.loads(m.key())["order_id"],
+                         None if value is None else (value["amount"], value["region"])))
+        per_step.append(sorted(rows))
+        seen = len(records)
+
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, STEPS, after_step=after_step)
+    ten, twenty, thirty = Decimal(10), Decimal(20), Decimal(30)
+    assert per_step == [
+        [(1, (ten, None))],
+        [(1, (ten, "north")), (2, (twenty, "north"))],
+        [(1, (ten, "south")), (2, (twenty, None))],
+        [(2, (twenty, "east")), (3, (thirty, "east"))],
+    ]
+    for table in ("orders", "customers"):
+        assert read_topic(kafka.conf(), circuit.table(table).dead_letter_topic) == []
+    for boundary in ("orders", "customers.latest", "enriched"):
+        assert internal_dead_letters(kafka, tmp_path / "ck", boundary) == []
+    oracle = [sorted(((r.key or {})["order_id"],
+                      None if r.value is None else (r.value["amount"], r.value["region"]))
+                     for r in result.outputs["enriched.upsert"])
+              for result in evaluate(circuit, inputs)]
+    assert oracle == per_step

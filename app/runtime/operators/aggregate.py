@@ -47,10 +47,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from app.circuit.aggregates import average_result, sum_result
+from app.circuit.aggregates import average_result, held_value, hold, sum_result
 from app.circuit.derived_time import GroupCompletion
 from app.circuit.functions import arg_type, evaluate, to_spark_sql
 from app.circuit.ir import (
+    HELD,
     LATEST,
     RETRACTION_COLUMN,
     AggCall,
@@ -101,10 +102,17 @@ class _Acc:
         self.total: Any = None
         self.best: Any = None  # MIN/MAX value, or ARG (by, seq, value)
         self.values: set[Any] | None = set() if call.distinct else None
+        #: HELD's Z-set of whole rows -> (count, arrival), and the field it returns.
+        self.held: dict[tuple[Any, ...], tuple[int, Any]] = {}
+        self.index = 0
 
     def add(self, args: tuple[Any, ...], seq: tuple[int, int, int], weight: int = 1) -> None:
         """One inserted row's arguments (``weight`` is always 1: see :class:`_RetractingAcc`
         for the rows of an updating relation)."""
+        if self.fn == HELD:
+            self.index = int(args[0])
+            hold(self.held, tuple(args[1:]), seq, weight)
+            return
         if self.fn == "COUNT" and not args:
             self.count += 1
             return
@@ -152,6 +160,8 @@ class _Acc:
             return folded.result()
         if self.fn == "COUNT":
             return self.count
+        if self.fn == HELD:
+            return sum_result(held_value(self.held, self.index), self.type)
         if self.fn in ("MIN", "MAX"):
             return self.best
         if self.fn in ("ARG_MAX", "ARG_MIN", LATEST):
@@ -178,6 +188,9 @@ class _RetractingAcc(_Acc):
         self.multiset: Counter[Any] = Counter()
 
     def add(self, args: tuple[Any, ...], seq: tuple[int, int, int], weight: int = 1) -> None:
+        if self.fn == HELD:
+            super().add(args, seq, weight)
+            return
         if self.fn == "COUNT" and not args:
             self.count += weight
             return
@@ -197,6 +210,8 @@ class _RetractingAcc(_Acc):
         self.total = exact if self.total is None else self.total + exact
 
     def result(self) -> Any:
+        if self.fn == HELD:
+            return super().result()
         held = [value for value, count in self.multiset.items() if count > 0]
         if not self.distinct and self.fn in ("MIN", "MAX"):
             if not held:
