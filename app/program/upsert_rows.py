@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 from app.circuit.ir import (
     HELD,
-    Aggregate,
     AggCall,
+    Aggregate,
     Column,
     ColumnRef,
     Literal_,
