@@ -147,6 +147,10 @@ def _join_text(join: Join, time_type: SqlType | None) -> str:
         return ("; ".join(parts) + "; a match is written when its second row arrives; a row "
                 "without a match is written padded with NULLs at once and retracted when its "
                 "first match comes (S16, S18)")
+    if join.per_key:
+        return ("; ".join(parts) + "; each side's rows per key, a retracted row taken out; a "
+                "match is written when its second row arrives and retracted when either row "
+                "is (S16, S18)")
     outer = {"inner": "", "left": f"; unmatched {left.alias} rows are written with NULLs "
              "once proven unmatched", "right": f"; unmatched {right.alias} rows are written "
              "with NULLs once proven unmatched", "full": "; unmatched rows of either side are "
@@ -238,10 +242,10 @@ def _emit_text(circuit: Circuit, view: View) -> str:
         return ("per key the step touched, its rows after the step less its rows before, "
                 "retractions first: a padded row matched in the step it arrives is never "
                 "written (S16, S18)")
-    if view.join is not None and circuit.updating(view.name):
-        return ("each pair's change in the step its second change arrives, with the product "
-                "of the two changes' weights: a retraction of either side retracts the pairs "
-                "it made (S16, S18)")
+    if view.join is not None and view.join.per_key:
+        return ("per key the step touched, its pairs after the step less its pairs before, "
+                "retractions first: a pair made and taken back in one step is never written "
+                "(S16, S18)")
     if view.is_stateless and view.join is None and circuit.updating(view.name):
         return (f"each change of {', '.join(view.sources)} as it comes, retractions included "
                 "(S18): after the step that writes it")

@@ -386,6 +386,9 @@ class Join:
     residual: Expr | None
     bound: JoinBound | None
     as_of: JoinAsOf | None = field(default=None, metadata=OMIT_DEFAULT)
+    #: A side is an updating relation (S18): its rows come as changes, retractions among
+    #: them (only a join without a time bound reads one; the compiler's rule).
+    reads_changes: bool = field(default=False, metadata=OMIT_DEFAULT)
 
     @property
     def pads_at_once(self) -> bool:
@@ -393,6 +396,14 @@ class Join:
         unmatched, so a row without a match is written padded with NULLs at once and
         retracted when its first match comes; its view is updating."""
         return self.form == "regular" and self.kind != "inner"
+
+    @property
+    def per_key(self) -> bool:
+        """A join without a time bound that is OUTER or reads changes (S16, S18): each
+        side's rows per key as a Z-set (a retracted row leaves), and each step the touched
+        keys' rows after less before (app/circuit/regular_join.py). An INNER join of
+        insert-only rows writes the same pairs, each when its second row arrives."""
+        return self.form == "regular" and (self.kind != "inner" or self.reads_changes)
 
 
 @dataclass(frozen=True)

@@ -272,21 +272,20 @@ def _arrivals(
     """The step's rows of both sides of ``join`` as (``"left"``/``"right"``, change), in
     arrival order (a left row before a right one of the same sequence number), with
     ``deleted``, the right side's deletions, among the right side's rows. Only a join
-    without a time bound reads updating relations (the compiler's rule, S18): a
-    retraction reaching any other is a ValueError (an OUTER one without a bound takes them
-    too, :class:`_RegularOuterRuntime`)."""
+    without a time bound reads updating relations (the compiler's rule, S18), on
+    :class:`_RegularRuntime`: a retraction reaching any other is a ValueError."""
     arrivals = sorted(
         [(c.seq, 0, "left", c) for c in deltas.get(join.left.source, ())]
         + [(c.seq, 1, "right", c) for c in [*deltas.get(join.right.source, ()), *deleted]],
         key=lambda item: (item[0], item[1]),
     )
-    takes_changes = join.form == "regular"
+    takes_changes = join.per_key
     for _, _, _, change in arrivals:
         if change.weight < 0 and not takes_changes:
             raise ValueError(
                 f"a retraction reached the {join.form} join of {join.left.source} and "
                 f"{join.right.source}; the compiler joins updating relations only in an "
-                "INNER join without a time bound"
+                "join without a time bound"
             )
     return [(side, change) for _, _, side, change in arrivals]
 
@@ -300,14 +299,9 @@ class _JoinRuntime:
     waterline is done: emitted padded with NULLs if it is on an outer side and never
     matched, then freed. Future rows of a side have time >= its waterline ``w`` (a
     ``window_end`` > ``w``), so a left row at ``x`` is done once that floor exceeds
-    ``x + upper``, a right row at ``y`` once the left floor exceeds ``y - lower``.
-
-    An INNER join without a time bound may read updating relations (S18): each side holds
-    every change it is given, a retraction (weight -1) beside the row it retracts, never
-    removing one, and a pair's change has the product of its two changes' weights. The
-    join is bilinear, so the sum of every pair written equals the join of the sum of each
-    side's changes after every step: what Spark's stream-stream join computes over the
-    changes (docs/semantics.md).
+    ``x + upper``, a right row at ``y`` once the left floor exceeds ``y - lower``. It reads
+    insert-only rows only (a join of an updating relation's changes is
+    :class:`_RegularRuntime`'s).
     """
 
     def __init__(
@@ -407,11 +401,12 @@ class _JoinRuntime:
         return floor > held.time - bound.lower
 
 
-class _RegularOuterRuntime:
-    """SPEC S16, S18 for an OUTER :class:`~app.circuit.ir.Join` without a time bound
-    (``pads_at_once``), step by step: each side's rows per key as a Z-set, and per step the
-    touched keys' content after less before (app/circuit/regular_join.py). A row is a tuple
-    of its side's values in column order; a NULL key is a key of its own side alone."""
+class _RegularRuntime:
+    """SPEC S16, S18 for a :class:`~app.circuit.ir.Join` without a time bound that is OUTER
+    or reads an updating relation (``per_key``), step by step: each side's rows per key as
+    a Z-set, and per step the touched keys' content after less before
+    (app/circuit/regular_join.py). A row is a tuple of its side's values in column order; a
+    NULL key is a key of its own side alone."""
 
     def __init__(self, join: Join) -> None:
         self.join = join
@@ -645,13 +640,13 @@ class _ViewRuntime:
         self.pre: list[Operator] = []
         self.post: list[Operator] = []
         join = view.join
-        self.join: _JoinRuntime | _TemporalRuntime | _RegularOuterRuntime | None = None
+        self.join: _JoinRuntime | _TemporalRuntime | _RegularRuntime | None = None
         over = view.over
         self.over = None if over is None else _OverRuntime(over)
         if join is not None and join.as_of is not None:
             self.join = _TemporalRuntime(join, relation_sources)
-        elif join is not None and join.pads_at_once:
-            self.join = _RegularOuterRuntime(join)
+        elif join is not None and join.per_key:
+            self.join = _RegularRuntime(join)
         elif join is not None:
             self.join = _JoinRuntime(join, relation_sources)
         #: Of a JOIN: output column -> (own side's source, other side's source, lag) (S16).

@@ -1,6 +1,8 @@
-"""SPEC S16, S18: an OUTER join without a time bound (``Join.pads_at_once``), per key.
+"""SPEC S16, S18: a join without a time bound that is OUTER or reads an updating relation's
+changes (``Join.per_key``), per key.
 
-No waterline can prove a row unmatched, so the view is updating: per equality key k, with
+No waterline can prove a row unmatched (an OUTER join), and a retracted row must leave its
+side (an updating input), so the view is updating: per equality key k, with
 ``L_k`` and ``R_k`` the Z-sets of each side's rows so far (row -> weight, consolidated: a
 row whose weight sums to 0 leaves), the view's content for k is every pair ``(l, r)`` with
 ``cond(l, r)``, of weight ``w_l * w_r``; for LEFT (and FULL) every ``l`` of positive weight

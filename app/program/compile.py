@@ -1229,16 +1229,11 @@ class _Compiler:
                 "'10' MINUTE AND a.ts + INTERVAL '10' MINUTE, or join windowed views on "
                 "a.window_end = b.window_end"))
             join = planned.operators[0]
-            if isinstance(join, Join) and join.pads_at_once:
+            if isinstance(join, Join) and join.per_key:
                 # S16, S18: each side's rows per key as a Z-set; a row whose weight sums
                 # to 0 leaves.
                 return StateBound("unbounded", None, "every row of both sides is kept "
                                   "(retracted rows leave); never freed")
-            if planned.updating:
-                # S18: a change is never taken out of a side; a retraction is held beside
-                # the row it retracts (docs/semantics.md, a regular join of updating rows).
-                return StateBound("unbounded", None, "every change of both sides is kept "
-                                  "(insertions and retractions alike); never freed")
             return StateBound("unbounded", None, "every row of both sides is kept; never freed")
         if planned.top_n is not None:
             top_n = planned.top_n.top_n

@@ -2635,23 +2635,23 @@ def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Sele
                              "any row of the other side could match each row",
                              f"add a key to ON, e.g. {left.alias}.k = {right.alias}.k, or "
                              + _BOUND_HINT)
-    join_op = Join(kind, form, left.side(), right.side(), tuple(keys), residual, bound)
+    join_op = Join(kind, form, left.side(), right.side(), tuple(keys), residual, bound,
+                   reads_changes=not (left.relation.insert_only and right.relation.insert_only))
     return _join_view(source, tokens, select, words, view_name, fallback, position, join_op,
                       left, right, sides, post_columns, unbounded_why, renamed,
                       keep is not None)
 
 
 def _updating_sides(form: str, left: _JoinInput, right: _JoinInput, view_name: str) -> None:
-    """S16, S18: which joins read an updating relation. An INNER join without a time bound
-    (``regular``) does: a join is bilinear, so each side holding every change it has seen
-    (insertions and retractions alike) and each pair written once, when its second change
-    arrives, with the product of their weights, writes changes whose sum is the join of
-    what both sides hold (docs/semantics.md). An interval or window join writes each match
+    """S16, S18: which joins read an updating relation. A join without a time bound
+    (``regular``) does: each side holds its rows per key as a Z-set (a retraction takes its
+    row out) and each step writes, per key it touched, the pairs after less the pairs
+    before (``Join.per_key``, docs/semantics.md). An interval or window join writes each match
     once, final, and frees a row once the other side's waterline passes its bound, after
     which a retraction could not take its pairs back; Flink's interval and window joins
     read insert-only rows too. A temporal join's probe rows are written once, final. An
-    OUTER join without a time bound reads them as an INNER one does, and retracts a padded
-    row when its first match comes (Flink's regular join does too). A side read as a
+    OUTER join without a time bound also retracts a padded row when its first match comes
+    (Flink's regular join does too). A side read as a
     changelog table's latest row per key (ADR 0030) is one such relation, and the
     refusals of the others name the table and the temporal join that reads its versions
     instead."""
@@ -2996,8 +2996,7 @@ def _join_view(source: SourceText, tokens: Sequence[Token], select: exp.Select,
                         column_positions=tuple(positions), join_position=position,
                         join_state=_join_state_text(join_op, left, right),
                         join_unbounded=unbounded_why if join_op.bound is None else "",
-                        updating=join_op.pads_at_once or not (
-                            left.relation.insert_only and right.relation.insert_only))
+                        updating=join_op.per_key)
 
 
 def _temporal_join(source: SourceText, version: exp.Version, for_position: Position,

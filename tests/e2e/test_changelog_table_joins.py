@@ -4,8 +4,8 @@ tables (``'format' = 'debezium-json'``, each change timed by its ``source.ts_ms`
 LATENESS 1 s). ``neighbours`` joins ``customers`` with itself (the pairs of customers of
 one region), ``staffed`` joins it with ``regions`` (each customer's region manager). Both
 read the generated views ``customers.latest`` and ``regions.latest``, aggregates in their
-tables' queries, through stage boundaries into one later query, where Spark's
-stream-stream join holds every change of both sides (ADR 0023).
+tables' queries, through stage boundaries into one later query, where Tidemark's join
+operator holds each side's rows per key (ADR 0023; ``Join.per_key``).
 
     step  customers                      regions             neighbours (net)   staffed (net)
     1     c 1 north, c 2 north,          c north ann         +(1 2 north)       +(1 ann), +(2 ann)
@@ -15,9 +15,9 @@ stream-stream join holds every change of both sides (ADR 0023).
     3     d 1 (30 s), its tombstone      c south cy (30 s)   (none)             -(1 bob), +(2 cy),
                                                                                 +(3 cy)
 
-A step writes each pair of changes once, pairs that cancel included, in no order: the
-changes are compared as written with the reference evaluator's (the same multiset, in the
-same steps, S19) and their sums with the hand-written nets above.
+A step writes, per key it touched, the pairs after less the pairs before, in no order
+across keys: the changes are compared as written with the reference evaluator's (the same
+multiset, in the same steps, S19) and their sums with the hand-written nets above.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ def join_operator_rows(
     the step's maximum (ADR 0001). Both are taken per side, not per relation: a relation
     joined with itself (a self-join) is both sides, each with its own role (a temporal
     join's versions are its right side's rows alone)."""
-    if join.pads_at_once:
+    if join.per_key:
         # No waterline frees a row or proves it unmatched: no probes (S16, S18).
         spec = JoinOperatorSpec(join.kind, join.form, 0, 0, 0, 0)
         return operator_joined(
@@ -158,14 +158,14 @@ def operator_joined(
     residual applied (a LEFT row whose version fails it is padded, S16). A versioned table's rows
     may carry ``_deleted``: true for the deletion of their key (its row is not sent).
 
-    An OUTER join without a time bound (``join.pads_at_once``) reads no probes; a side's
+    A join without a time bound kept per key (``join.per_key``) reads no probes; a side's
     rows may carry :data:`RETRACTION_COLUMN` (an updating input's changes, S18), and its
     joined rows carry it: true for the retraction of a row written before (a padded row
     whose first match came, or a pair whose row was retracted)."""
     times: tuple[str | None, str | None]
     if join.as_of is not None:
         times = (join.as_of.probe_column, join.as_of.version_column)
-    elif join.pads_at_once:
+    elif join.per_key:
         times = (None, None)
     else:
         assert join.bound is not None and join.kind != "inner", join

@@ -12,9 +12,10 @@ __all__ = ["by_join_operator", "join_problem", "join_time_source"]
 
 
 def by_join_operator(join: Join) -> bool:
-    """The join runs on Tidemark's own operator (ADR 0017): an OUTER or a temporal one (an
-    OUTER one without a time bound too, its rows per key, ADR 0017's addendum)."""
-    return join.kind != "inner" or join.form == "temporal"
+    """The join runs on Tidemark's own operator (ADR 0017): an OUTER or a temporal one, and
+    one without a time bound kept per key (OUTER, or of an updating relation's changes:
+    ADR 0017's addendum)."""
+    return join.kind != "inner" or join.form == "temporal" or join.per_key
 
 
 def join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:

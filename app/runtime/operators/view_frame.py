@@ -180,15 +180,11 @@ def _joined(join: Join, inputs: Mapping[str, DataFrame]) -> DataFrame:
 
     A join without a time bound (``form == 'regular'``) matches on the keys alone and keeps
     every row: its columns lose their watermark metadata, so Spark drops no input row as
-    late (S5 has let it through) and frees no state, as S16 keeps every row. Such a join may
-    read an updating relation's changes (S18): each side's rows then carry
-    :data:`RETRACTION_COLUMN`, which rides into the join under the side's alias, and a
-    pair retracts when exactly one of its rows does (the product of their weights, -1 for
-    a retraction). Spark's join keeps every change, a retraction beside the row it
-    retracts, and writes each pair once, when its second row arrives: the sum of the pairs
-    written is the join of what both sides hold (docs/semantics.md)."""
+    late (S5 has let it through) and frees no state, as S16 keeps every row. One of an
+    updating relation's changes runs on Tidemark's join operator instead (``Join.per_key``:
+    a retracted row must leave its side, which Spark's join cannot do)."""
     bound = join.bound
-    assert join.kind == "inner", "refused by check_supported"
+    assert join.kind == "inner" and not join.per_key, "by_join_operator"
     assert join.form != "window" or bound is not None, join
     times = (None, None) if bound is None else (bound.left_column, bound.right_column)
     sides = []
@@ -210,14 +206,7 @@ def _joined(join: Join, inputs: Mapping[str, DataFrame]) -> DataFrame:
             else:
                 # No watermark metadata: Spark neither drops rows by them nor frees state.
                 columns.append(F.col(f"`{name}`").alias(side.qualified(name), metadata={}))
-        if RETRACTION_COLUMN in df.columns:
-            columns.append(F.col(RETRACTION_COLUMN).alias(side.qualified(RETRACTION_COLUMN)))
         sides.append(df.select(*columns))
-    undone = [
-        side.qualified(RETRACTION_COLUMN)
-        for side, frame in zip((join.left, join.right), sides, strict=True)
-        if side.qualified(RETRACTION_COLUMN) in frame.columns
-    ]
     conditions = [f"({to_spark_sql(a)}) = ({to_spark_sql(b)})" for a, b in join.keys]
     if bound is not None:
         left_time = f"`{join.left.qualified(bound.left_column)}`"
@@ -230,11 +219,6 @@ def _joined(join: Join, inputs: Mapping[str, DataFrame]) -> DataFrame:
             joined = joined.withColumn(time.strip("`"), F.expr(f"{time} - {_SHIFT}"))
     if join.residual is not None:
         joined = joined.filter(F.expr(to_spark_sql(join.residual)))
-    if undone:
-        # S18: a pair retracts when one of its rows does (an insert-only side's never does).
-        flags = [F.col(f"`{name}`") for name in undone]
-        undo = flags[0] != flags[1] if len(flags) == 2 else flags[0]
-        joined = joined.withColumn(RETRACTION_COLUMN, undo).drop(*undone)
     return joined
 
 
