@@ -35,7 +35,7 @@ from app.circuit.reference import StepInput, StepResult, evaluate
 from app.connectors.output_reader import OutputReader
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
-from app.runtime.planner.compose import compose
+from app.runtime.planner.compose import Composed, compose
 
 # Slow (minutes on 2 cores with the broker's start): every step runs the orders' and the
 # latest rows' queries and then the join's, one after the other (ADR 0023).
@@ -110,25 +110,32 @@ def _oracle(results: list[StepResult]) -> list[Counter[Change]]:
             for result in results]
 
 
+def _compiled(kafka: Any, unique_topic: Any, tmp_path: Path, text: str,
+              output: str) -> tuple[dict[str, str], Circuit, Composed]:
+    """The program ``text`` over fresh topics (``output``: the table it writes, on one
+    partition, so that the records read after each step follow those read before),
+    compiled and composed (nothing refused)."""
+    topics = {name: unique_topic(name) for name in ("orders", "customers", output)}
+    kafka.create_topic(topics["orders"], partitions=2)
+    kafka.create_topic(topics["customers"], partitions=2)
+    kafka.create_topic(topics[output], partitions=1)
+    program = tmp_path / f"{output}.sql"
+    program.write_text(text.format(**topics), encoding="utf-8")
+    circuit = compile_program(program)
+    composed = compose(circuit)
+    assert composed.refused == ()
+    return topics, circuit, composed
+
+
 def _enriched(kafka: Any, unique_topic: Any, tmp_path: Path,
               text: str) -> tuple[Circuit, list[Counter[Change]], list[StepInput]]:
     """Run ``STEPS`` through ``text`` (a program writing the changelog ``enriched``) on
     Spark, checking it runs as composed (the orders and the latest rows each through a
     stage boundary); each step's changes of ``enriched`` (a Counter: a step's records come
     in no order across the join's slots) and the reference evaluator's inputs."""
-    names = ("orders", "customers", "enriched")
-    topics = {name: unique_topic(name) for name in names}
-    kafka.create_topic(topics["orders"], partitions=2)
-    kafka.create_topic(topics["customers"], partitions=2)
-    # One partition, so that the records read after each step follow those read before.
-    kafka.create_topic(topics["enriched"], partitions=1)
-    program = tmp_path / "enriched.sql"
-    program.write_text(text.format(**topics), encoding="utf-8")
-    circuit = compile_program(program)
+    topics, circuit, composed = _compiled(kafka, unique_topic, tmp_path, text, "enriched")
     assert circuit.dialect == "flink"
     assert circuit.view("enriched").sources == ("orders", "customers.latest")
-    composed = compose(circuit)
-    assert composed.refused == ()
     assert composed.boundaries == {"orders", "customers.latest"}
     output = circuit.view("enriched").output
     assert output is not None and output.format == "changelog"
@@ -196,17 +203,9 @@ def test_s16_s18_flinks_sum_per_region_over_the_cdc_join_in_one_select(
               -(2 20 north)
         4     +(2 20 east), +(3 30 east)                east 50
     """
-    names = ("orders", "customers", "per_region")
-    topics = {name: unique_topic(name) for name in names}
-    kafka.create_topic(topics["orders"], partitions=2)
-    kafka.create_topic(topics["customers"], partitions=2)
-    kafka.create_topic(topics["per_region"], partitions=1)
-    program = tmp_path / "per_region.sql"
-    program.write_text(PER_REGION.format(**topics), encoding="utf-8")
-    circuit = compile_program(program)
+    topics, circuit, composed = _compiled(kafka, unique_topic, tmp_path, PER_REGION,
+                                          "per_region")
     assert circuit.view("per_region").sources == ("per_region.o_join_c",)
-    composed = compose(circuit)
-    assert composed.refused == ()
     assert "per_region.o_join_c" in composed.boundaries
     output = circuit.view("per_region").output
     assert output is not None and output.format == "upsert"
@@ -302,17 +301,8 @@ def test_s13_s18_flinks_cdc_left_join_into_an_upsert_kafka_table_by_its_primary_
               -(2 20 north), +(2 20 NULL)
         4     -(2 20 NULL), +(2 20 east), +(3 30 east)  2 -> (20, east), 3 -> (30, east)
     """
-    names = ("orders", "customers", "enriched")
-    topics = {name: unique_topic(name) for name in names}
-    kafka.create_topic(topics["orders"], partitions=2)
-    kafka.create_topic(topics["customers"], partitions=2)
-    kafka.create_topic(topics["enriched"], partitions=1)
-    program = tmp_path / "enriched.sql"
-    program.write_text(UPSERT.format(**topics), encoding="utf-8")
-    circuit = compile_program(program)
+    topics, circuit, composed = _compiled(kafka, unique_topic, tmp_path, UPSERT, "enriched")
     assert circuit.view("enriched.upsert").sources == ("enriched",)
-    composed = compose(circuit)
-    assert composed.refused == ()
     assert composed.boundaries == {"orders", "customers.latest", "enriched"}
     output = circuit.view("enriched.upsert").output
     assert output is not None and output.format == "upsert"
