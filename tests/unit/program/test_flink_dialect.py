@@ -1,8 +1,10 @@
 """SPEC L1-L7 for Flink SQL programs: the examples of Flink's documentation, as its pages write
 them, compile (or are refused by name, docs/porting-from-flink.md says why).
 
-Pages: Window Aggregation, Window Top-N, Window Join, Joins, Over Aggregation, INSERT, the
-Kafka and Upsert Kafka connectors, the Avro, Avro Confluent, JSON and Debezium formats. A page
+Pages: CREATE TABLE (of CREATE Statements), Window Aggregation, Window Top-N, Window Join,
+Joins, Over Aggregation, INSERT, the Kafka and Upsert Kafka connectors, the Avro, Avro
+Confluent, JSON and Debezium formats. A table whose options a page elides (``WITH (...)``) gets
+a minimal Kafka table's, as does a table a page reads but leaves out. A page
 that shows a table with ``desc`` (``bidtime TIMESTAMP(3) *ROWTIME*`` with the watermark
 ```bidtime` - INTERVAL '1' SECOND``) gets that table as Flink DDL; a query the page runs in
 the SQL client (``Flink SQL> SELECT ...``) is written to a table by ``INSERT INTO``, as a job
@@ -15,6 +17,7 @@ compared with the page's results.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -515,6 +518,327 @@ CREATE TABLE country_page_view (user STRING, cnt INT, date STRING, country STRIN
 PARTITIONED BY (date, country)
 WITH (...)""")
     assert (line, column, message) == (3, 1, "unexpected PARTITIONED: expected ';'")
+
+
+# -- CREATE TABLE (create.md, CREATE Statements) ------------------------------------------------
+#
+# The page elides its tables' options (``WITH (...)``, ``'connector' = 'kafka' ...``,
+# ``WITH ( . . . )``); the examples below write them out as a minimal Kafka table's (the
+# elision itself is a syntax error), keeping the page's lines where they are.
+
+ELIDED = re.compile(r"(?:'connector' = 'kafka',?)?(\s*)(?<!')(?:\.\.\.|\. \. \.)(?!')")
+
+
+def options_written_out(page: str, topic: str) -> str:
+    return ELIDED.sub(lambda m: KAFKA.format(topic=topic) + m.group(1), page)
+
+
+PHYSICAL = """CREATE TABLE MyTable (
+  `user_id` BIGINT,
+  `name` STRING
+) WITH (
+  ...
+);"""
+
+METADATA_FROM = """CREATE TABLE MyTable (
+  `user_id` BIGINT,
+  `name` STRING,
+  `record_time` TIMESTAMP_LTZ(3) METADATA FROM 'timestamp'    -- reads and writes a Kafka record's timestamp
+) WITH (
+  'connector' = 'kafka'
+  ...
+);"""
+
+METADATA_NAMED = """CREATE TABLE MyTable (
+  `user_id` BIGINT,
+  `name` STRING,
+  `timestamp` TIMESTAMP_LTZ(3) METADATA    -- use column name as metadata key
+) WITH (
+  'connector' = 'kafka'
+  ...
+);"""
+
+METADATA_CAST = """CREATE TABLE MyTable (
+  `user_id` BIGINT,
+  `name` STRING,
+  `timestamp` BIGINT METADATA    -- cast the timestamp as BIGINT
+) WITH (
+  'connector' = 'kafka'
+  ...
+);"""
+
+METADATA_VIRTUAL = """CREATE TABLE MyTable (
+  `timestamp` BIGINT METADATA,       -- part of the query-to-sink schema
+  `offset` BIGINT METADATA VIRTUAL,  -- not part of the query-to-sink schema
+  `user_id` BIGINT,
+  `name` STRING,
+) WITH (
+  'connector' = 'kafka'
+  ...
+);"""
+
+COMPUTED = """CREATE TABLE MyTable (
+  `user_id` BIGINT,
+  `price` DOUBLE,
+  `quantity` DOUBLE,
+  `cost` AS price * quantity  -- evaluate expression and supply the result to queries
+) WITH (
+  'connector' = 'kafka'
+  ...
+);"""
+
+WATERMARKED = """CREATE TABLE Orders (
+    `user` BIGINT,
+    product STRING,
+    order_time TIMESTAMP(3),
+    WATERMARK FOR order_time AS order_time - INTERVAL '5' SECOND
+) WITH ( . . . );"""
+
+LIKE_ORDERS = """CREATE TABLE Orders (
+    `user` BIGINT,
+    product STRING,
+    order_time TIMESTAMP(3)
+) WITH ( 
+    'connector' = 'kafka',
+    'scan.startup.mode' = 'earliest-offset'
+);
+
+CREATE TABLE Orders_with_watermark (
+    -- Add watermark definition
+    WATERMARK FOR order_time AS order_time - INTERVAL '5' SECOND 
+) WITH (
+    -- Overwrite the startup-mode
+    'scan.startup.mode' = 'latest-offset'
+)
+LIKE Orders;"""
+
+LIKE_ORDERS_EQUIVALENT = """CREATE TABLE Orders_with_watermark (
+    `user` BIGINT,
+    product STRING,
+    order_time TIMESTAMP(3),
+    WATERMARK FOR order_time AS order_time - INTERVAL '5' SECOND 
+) WITH (
+    'connector' = 'kafka',
+    'scan.startup.mode' = 'latest-offset'
+);"""
+
+LIKE_OPTIONS = """-- A source table stored in a filesystem
+CREATE TABLE Orders_in_file (
+    `user` BIGINT,
+    product STRING,
+    order_time_string STRING,
+    order_time AS to_timestamp(order_time_string)
+    
+)
+PARTITIONED BY (`user`) 
+WITH ( 
+    'connector' = 'filesystem',
+    'path' = '...'
+);
+
+-- A corresponding table we want to store in kafka
+CREATE TABLE Orders_in_kafka (
+    -- Add watermark definition
+    WATERMARK FOR order_time AS order_time - INTERVAL '5' SECOND 
+) WITH (
+    'connector' = 'kafka',
+    ...
+)
+LIKE Orders_in_file (
+    -- Exclude everything besides the computed columns which we need to generate the watermark for.
+    -- We do not want to have the partitions or filesystem options as those do not apply to kafka. 
+    EXCLUDING ALL
+    INCLUDING GENERATED
+);"""
+
+#: The table the CTAS and RTAS examples read, which the page leaves out.
+SOURCE_TABLE = table("source_table", "  id BIGINT, name STRING, age INT")
+
+CTAS = """CREATE TABLE my_ctas_table
+WITH (
+    'connector' = 'kafka',
+    ...
+)
+AS SELECT id, name, age FROM source_table WHERE mod(id, 10) = 0;"""
+
+CTAS_EQUIVALENT = """CREATE TABLE my_ctas_table (
+    id BIGINT,
+    name STRING,
+    age INT
+) WITH (
+    'connector' = 'kafka',
+    ...
+);
+ 
+INSERT INTO my_ctas_table SELECT id, name, age FROM source_table WHERE mod(id, 10) = 0;"""
+
+RTAS = """REPLACE TABLE my_rtas_table
+WITH (
+    'connector' = 'kafka',
+    ...
+)
+AS SELECT id, name, age FROM source_table WHERE mod(id, 10) = 0;"""
+
+RTAS_EQUIVALENT = """DROP TABLE my_rtas_table;
+
+CREATE TABLE my_rtas_table (
+    id BIGINT,
+    name STRING,
+    age INT
+) WITH (
+    'connector' = 'kafka',
+    ...
+);
+ 
+INSERT INTO my_rtas_table SELECT id, name, age FROM source_table WHERE mod(id, 10) = 0;"""
+
+
+def test_l1_the_create_table_pages_physical_columns_are_the_values_fields() -> None:
+    assert refused(PHYSICAL)[2] == "expected a quoted option name like 'topic', found ."
+    table_ = compiled(options_written_out(PHYSICAL, "mytable")).table("mytable")
+    assert [(c.name, c.type.name, c.metadata) for c in table_.columns] == [
+        ("user_id", "BIGINT", None), ("name", "VARCHAR", None)]
+    assert [f["name"] for f in table_.avro_schema["fields"]] == ["user_id", "name"]
+
+
+@pytest.mark.parametrize("page, column", [(METADATA_FROM, "record_time"),
+                                          (METADATA_NAMED, "timestamp")],
+                         ids=["metadata-from", "metadata-named-by-the-column"])
+def test_l1_the_create_table_pages_metadata_column_reads_the_records_timestamp(
+        page: str, column: str) -> None:
+    table_ = compiled(options_written_out(page, "mytable")).table("mytable")
+    assert (table_.column(column).metadata, table_.column(column).type.name) == (
+        "timestamp", "TIMESTAMP")
+    assert [f["name"] for f in table_.avro_schema["fields"]] == ["user_id", "name"]
+
+
+def test_l7_the_create_table_pages_insert_of_a_metadata_column_is_refused_at_the_column() -> None:
+    """The page writes the Kafka timestamp back, into the table it reads: Tidemark writes no
+    metadata (and a table INSERT INTO writes is read by no view of the program)."""
+    line, column, message, fix = refused(
+        options_written_out(METADATA_FROM, "mytable") + "\nINSERT INTO MyTable SELECT user_id, "
+        "name, record_time + INTERVAL '1' SECOND FROM MyTable;")
+    assert (line, column) == (4, 3)
+    assert message == ("column mytable.record_time is not written by INSERT INTO: writing "
+                       "Kafka metadata (or a processing time, or a computed column) is not "
+                       "supported")
+    assert fix == "remove the column from the table INSERT INTO writes"
+
+
+def test_l7_the_create_table_pages_metadata_cast_to_bigint_is_refused_with_its_type() -> None:
+    """Flink casts a metadata column declared with another type; Tidemark takes the key's."""
+    line, column, message, fix = refused(options_written_out(METADATA_CAST, "mytable"))
+    assert (line, column) == (4, 3)
+    assert message == ("column mytable.timestamp is BIGINT, but METADATA FROM 'timestamp' is "
+                       "TIMESTAMP")
+    assert fix == "declare it TIMESTAMP"
+
+
+def test_l1_the_create_table_pages_virtual_metadata_column_is_read() -> None:
+    """The page's VIRTUAL example, as written, ends its columns with a comma; without it, its
+    ``timestamp BIGINT METADATA`` is the cast refused above; declared TIMESTAMP_LTZ(3), the
+    table reads both metadata columns (a Tidemark table writes neither)."""
+    text = options_written_out(METADATA_VIRTUAL, "mytable")
+    assert refused(text)[:3] == (6, 1, "expected a column name, found )")
+    text = text.replace("`name` STRING,\n)", "`name` STRING\n)")
+    assert refused(text)[2].startswith("column mytable.timestamp is BIGINT")
+    table_ = compiled(text.replace("`timestamp` BIGINT", "`timestamp` TIMESTAMP_LTZ(3)")
+                      ).table("mytable")
+    assert [(c.name, c.metadata) for c in table_.columns] == [
+        ("timestamp", "timestamp"), ("offset", "offset"), ("user_id", None), ("name", None)]
+    assert [f["name"] for f in table_.avro_schema["fields"]] == ["user_id", "name"]
+
+
+def test_l1_the_create_table_pages_computed_column_is_computed_from_the_record() -> None:
+    circuit = compiled(options_written_out(COMPUTED, "mytable")
+                       + "\n" + sink("result", "  user_id BIGINT, cost DOUBLE")
+                       + "INSERT INTO result SELECT user_id, cost FROM MyTable;")
+    table_ = circuit.table("mytable")
+    cost = table_.column("cost")
+    assert cost.computed is not None and cost.type.name == "DOUBLE"
+    assert [f["name"] for f in table_.avro_schema["fields"]] == ["user_id", "price", "quantity"]
+    steps = [StepInput({"mytable": [{"user_id": 1, "price": 2.5, "quantity": 4.0}]})]
+    assert outputs(circuit, steps, "result") == [{"user_id": 1, "cost": 10.0}]
+
+
+def test_l2_the_create_table_pages_watermark_is_lateness_of_five_seconds() -> None:
+    table_ = compiled(options_written_out(WATERMARKED, "orders")).table("orders")
+    assert [(lt.column, lt.amount) for lt in table_.lateness] == [("order_time", 5000)]
+    assert not table_.column("order_time").type.nullable
+
+
+def test_l7_create_table_like_is_refused_and_the_pages_equivalent_table_compiles() -> None:
+    """As written, the page's Orders names no topic and no format (the first error); with
+    them, LIKE is refused. The table the page says LIKE makes compiles, given them too."""
+    _, _, message, _ = refused(LIKE_ORDERS)
+    assert message == "table orders has no 'format'"
+    with_topic = "'connector' = 'kafka', 'topic' = 'orders', 'format' = 'json',\n"
+    text = LIKE_ORDERS.replace("'connector' = 'kafka',\n", with_topic, 1)
+    assert refused(text) == (17, 1, "unexpected LIKE: expected ';'", "")
+    table_ = compiled(LIKE_ORDERS_EQUIVALENT.replace("'connector' = 'kafka',\n", with_topic)
+                      ).table("orders_with_watermark")
+    assert [c.name for c in table_.columns] == ["user", "product", "order_time"]
+    assert [(lt.column, lt.amount) for lt in table_.lateness] == [("order_time", 5000)]
+    assert table_.startup_mode == "latest-offset"
+
+
+def test_l7_the_like_options_example_is_refused_at_partitioned_by_and_at_like() -> None:
+    text = options_written_out(LIKE_OPTIONS, "orders_in_kafka")
+    with pytest.raises(ProgramError) as info:
+        compile_program("flink.sql", text)
+    assert [(d.position.line, d.position.column, d.message) for d in info.value.diagnostics] == [
+        (9, 1, "unexpected PARTITIONED: expected ';'"), (23, 1, "unexpected LIKE: expected ';'")]
+
+
+@pytest.mark.parametrize("statement, expected", [
+    (CTAS, (2, 1, "expected '(', found WITH", "")),
+    (RTAS, (1, 1, "unexpected REPLACE: a statement starts with CREATE TABLE, CREATE [LOCAL] "
+            "VIEW, LATENESS, INSERT INTO or SET", "")),
+    # The section's grammar: [CREATE OR] REPLACE TABLE.
+    ("CREATE OR " + RTAS, (1, 8, "unsupported: CREATE OR", "a program has CREATE TABLE, "
+                           "CREATE [LOCAL] VIEW and LATENESS statements")),
+    (RTAS_EQUIVALENT, (1, 1, "unsupported statement DROP", "wrap a query in CREATE VIEW name "
+                       "AS SELECT ..., or write it to a table with INSERT INTO table SELECT ...")),
+], ids=["ctas", "rtas", "create-or-replace", "drop-table"])
+def test_l7_create_and_replace_table_as_select_are_refused(
+        statement: str, expected: tuple[int, int, str, str]) -> None:
+    """Positions are the statement's, after the table it reads."""
+    line, column, message, fix = refused(SOURCE_TABLE + options_written_out(statement, "t"))
+    assert (line - SOURCE_TABLE.count("\n"), column, message, fix) == expected
+
+
+def test_l3_the_create_table_as_pages_equivalent_insert_writes_the_selected_rows() -> None:
+    circuit = compiled(SOURCE_TABLE + options_written_out(CTAS_EQUIVALENT, "my_ctas_table"))
+    view = circuit.view("my_ctas_table")
+    assert [c.name for c in view.columns] == ["id", "name", "age"]
+    assert view.output is not None and view.output.topic == "my_ctas_table"
+    steps = [StepInput({"source_table": [{"id": 10, "name": "a", "age": 1},
+                                         {"id": 11, "name": "b", "age": 2}]})]
+    assert outputs(circuit, steps, "my_ctas_table") == [{"id": 10, "name": "a", "age": 1}]
+
+
+@pytest.mark.parametrize("statement", [
+    # The DISTRIBUTED examples of the page from Flink 1.20 on, which write no WITH.
+    "CREATE TABLE MyTable (uid BIGINT, name STRING) DISTRIBUTED BY HASH(uid) INTO 4 BUCKETS;",
+    "CREATE TABLE MyTable (uid BIGINT, name STRING) DISTRIBUTED BY (uid) INTO 4 BUCKETS;",
+], ids=["hash", "columns"])
+def test_l7_distributed_by_is_refused(statement: str) -> None:
+    assert refused(statement) == (1, 48, "unexpected DISTRIBUTED: expected ';'", "")
+
+
+def test_l1_the_grammars_primary_key_forms_key_the_table_and_comment_is_refused() -> None:
+    """The PRIMARY KEY section has no example; its grammar's column and table constraints
+    both key the table and make its column NOT NULL. COMMENT is refused."""
+    for columns in ["id BIGINT PRIMARY KEY NOT ENFORCED, name STRING",
+                    "id BIGINT, name STRING, CONSTRAINT pk PRIMARY KEY (id) NOT ENFORCED"]:
+        table_ = compiled(table("t", "  " + columns)).table("t")
+        assert table_.primary_key == ("id",) and not table_.column("id").type.nullable
+    _, _, message, fix = refused(table("t", "  id BIGINT COMMENT 'the id'"))
+    assert message == "unexpected COMMENT in the definition of column id"
+    assert fix.startswith("a column is: name type")
+    _, _, message, _ = refused(table("t", "  id BIGINT").replace(
+        ") WITH", ") COMMENT 'a table' WITH"))
+    assert message == "unexpected COMMENT: expected ';'"
 
 
 # -- Kafka and Upsert Kafka connectors (kafka.md, upsert-kafka.md) ------------------------------
