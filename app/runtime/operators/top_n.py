@@ -17,7 +17,9 @@
   direction, has this form (:func:`~app.runtime.operators.top_n_support.spark_shape`); RANK's ties
   are unbounded in number.
 - **Over an aggregate's final rows read through a stage boundary** (a table with
-  ``stage_input``, ADR 0023, whose first LATENESS column is the rows' ``window_end``): the
+  ``stage_input``, ADR 0023, whose first LATENESS column is the rows' ``window_end``, ranked
+  as they are: :func:`~app.runtime.operators.top_n_support.ranks_stage_rows`; a table's rows
+  passed through to a later query are windowed and held as a table's own): the
   rows of one window may arrive over several steps (the upstream step's records are read
   across steps), so they are held as well: the same append-mode aggregation, keyed by
   ``window_end`` (Spark's event time, which follows the punctuations) and the other
@@ -53,7 +55,7 @@ from app.circuit.ir import (
 )
 from app.circuit.ranking import rank_keyed
 from app.runtime.operators.native_aggregate import _windowed
-from app.runtime.operators.top_n_support import spark_shape, split_top_n
+from app.runtime.operators.top_n_support import ranks_stage_rows, spark_shape, split_top_n
 from app.runtime.operators.view_frame import _pipeline
 
 __all__ = ["top_n_rows"]
@@ -66,7 +68,7 @@ def top_n_rows(circuit: Circuit, view: View, rows: DataFrame) -> DataFrame:
     if spark_shape(circuit, view) != "held":
         source = circuit.view(view.source)
         ranked = _per_step(top_n, _pipeline(rows.drop("_tw"), pre), source.columns)
-    elif circuit.table(view.source).stage_input is not None:
+    elif ranks_stage_rows(circuit, view):
         ranked = _held_rows(circuit.table(view.source), top_n, rows, pre)
     else:
         ranked = _held(circuit, view, top_n, rows, pre)

@@ -9,7 +9,7 @@ from typing import Literal
 from app.circuit.ir import Circuit, Filter, Operator, Table, TopN, View, Window
 from app.runtime.operators.native_aggregate_support import cascade_time_column, native_shape
 
-__all__ = ["Shape", "spark_problem", "spark_shape", "split_top_n"]
+__all__ = ["Shape", "ranks_stage_rows", "spark_problem", "spark_shape", "split_top_n"]
 
 Shape = Literal["per_step", "held"]
 
@@ -19,6 +19,16 @@ def split_top_n(view: View) -> tuple[list[Operator], TopN, list[Operator]]:
     assert top_n is not None, view.name
     index = view.operators.index(top_n)
     return list(view.operators[:index]), top_n, list(view.operators[index + 1 :])
+
+
+def ranks_stage_rows(circuit: Circuit, view: View) -> bool:
+    """The Top-N ``view`` ranks a stage boundary's rows as they are (an aggregate's final
+    rows, ADR 0023), not the windows of a table's rows (a table's own, or its passthrough
+    read by a later query), which it windows itself."""
+    pre, _, _ = split_top_n(view)
+    table = next((t for t in circuit.tables if t.name == view.source), None)
+    return (table is not None and table.stage_input is not None
+            and not any(isinstance(op, Window) for op in pre))
 
 
 def spark_shape(circuit: Circuit, view: View) -> Shape | None:
@@ -36,7 +46,7 @@ def spark_problem(circuit: Circuit, view: View) -> str | None:
     if any(t.name == view.source for t in circuit.tables):
         table = circuit.table(view.source)
         windows = [op for op in pre if isinstance(op, Window)]
-        if table.stage_input is not None and not windows:
+        if ranks_stage_rows(circuit, view):
             return _stage_problem(table, pre, top_n)
         if not (len(windows) == 1 and all(isinstance(op, Window | Filter) for op in pre)):
             return "rank the rows of one window function in FROM"

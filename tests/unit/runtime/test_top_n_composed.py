@@ -10,7 +10,7 @@ import pytest
 
 from app.circuit.ir import Circuit, Filter
 from app.program.compile import compile_program, compile_text
-from app.runtime.operators.top_n_support import spark_problem
+from app.runtime.operators.top_n_support import ranks_stage_rows, spark_problem
 from app.runtime.planner.compose import compose
 from app.runtime.planner.physical import physical_plan
 from app.runtime.planner.support import refused_by_spark
@@ -89,3 +89,52 @@ def test_adr_0020_a_filter_before_the_ranking_runs_over_the_boundarys_rows() -> 
     view = composed.circuit.view("top")
     assert isinstance(view.operators[0], Filter)
     assert spark_problem(composed.circuit, view) is None
+
+
+
+CROWDED = """
+CREATE TABLE clicks (
+    ts  TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND,
+    usr VARCHAR NOT NULL,
+    n   BIGINT NOT NULL
+) WITH ('topic' = 'clicks');
+CREATE TABLE buys (
+    ts     TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND,
+    usr    VARCHAR NOT NULL,
+    amount BIGINT NOT NULL
+) WITH ('topic' = 'buys');
+CREATE TABLE users (
+    ts     TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND,
+    usr    VARCHAR NOT NULL,
+    region VARCHAR
+) WITH ('topic' = 'users');
+CREATE LOCAL VIEW top2 AS
+SELECT * FROM (
+  SELECT window_start, window_end, usr, n,
+         ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rk
+  FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+) WHERE rk <= 2;
+CREATE VIEW top_big WITH ('topic' = 'top_big') AS
+SELECT window_end, usr, n FROM top2 WHERE n >= 3;
+CREATE VIEW bought WITH ('topic' = 'bought') AS
+SELECT c.ts, c.usr, b.amount, u.region
+FROM clicks AS c
+JOIN buys AS b ON c.usr = b.usr AND b.ts BETWEEN c.ts AND c.ts + INTERVAL '1' MINUTE
+JOIN users AS u ON c.usr = u.usr AND u.ts BETWEEN c.ts - INTERVAL '1' MINUTE AND c.ts;
+"""
+
+
+def test_adr_0020_a_top_n_of_a_tables_windows_in_a_later_query_windows_its_rows() -> None:
+    """A window Top-N moved to a later query (its table's query is crowded by a join chain)
+    reads the table's rows passed through a boundary and windows them itself: it holds the
+    best rows per window as over the table's own rows, not a boundary's final rows by
+    their window end (which would find no window columns to rank by)."""
+    composed = compose(compile_text("t.sql", CROWDED))
+    assert composed.refused == ()
+    top2 = composed.circuit.view("top2")
+    table = composed.circuit.table(top2.source)
+    assert table.stage_input == "clicks"
+    assert not ranks_stage_rows(composed.circuit, top2)
+    assert spark_problem(composed.circuit, top2) is None
+    placed = composed.physical.placement("top2")
+    assert placed.top_n == "held"
