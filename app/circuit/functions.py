@@ -1178,13 +1178,21 @@ _register("DATE_CEIL", 2, 2, _ceil_type, _ceil, _ceil_spark,
 
 def _ts_millis_type(types: Sequence[SqlType]) -> SqlType:
     if not _is_integer(types[0]):
-        raise FunctionTypeError("TIMESTAMP_MILLIS needs an integer (epoch milliseconds)")
+        fix = ("it is already a TIMESTAMP" if types[0].name == "TIMESTAMP" else
+               "give TIMESTAMP_MILLIS an INT or BIGINT of epoch milliseconds (CAST(x AS "
+               "BIGINT) truncates a number to one)")
+        raise FunctionTypeError(f"TIMESTAMP_MILLIS needs an integer (epoch milliseconds), not "
+                                f"{types[0].name}", fix)
     return _t("TIMESTAMP", types[0].nullable)
 
 
 def _unix_millis_type(types: Sequence[SqlType]) -> SqlType:
     if types[0].name != "TIMESTAMP":
-        raise FunctionTypeError("UNIX_MILLIS needs a TIMESTAMP")
+        fix = {"DATE": "write UNIX_MILLIS(CAST(d AS TIMESTAMP)) (midnight UTC of the date)",
+               "VARCHAR": "write UNIX_MILLIS(CAST(s AS TIMESTAMP)) to read a time from text"
+               }.get(types[0].name, "give UNIX_MILLIS a TIMESTAMP; TIMESTAMP_MILLIS(ms) is the "
+                                    "TIMESTAMP of epoch milliseconds")
+        raise FunctionTypeError(f"UNIX_MILLIS needs a TIMESTAMP, not {types[0].name}", fix)
     return _t("BIGINT", types[0].nullable)
 
 

@@ -4,11 +4,12 @@ Grammar (case-insensitive keywords; ``[]`` optional)::
 
     CREATE [TEMPORARY] TABLE [IF NOT EXISTS] name (
                         column type [NOT NULL | NULL] [METADATA [FROM 'key'] [VIRTUAL]]
-                        [LATENESS lateness] [PRIMARY KEY [NOT ENFORCED]]
-                      | column AS PROCTIME() | column AS expr [LATENESS lateness] , ...
+                        [LATENESS lateness] [PRIMARY KEY [NOT ENFORCED]] [COMMENT 'text']
+                      | column AS PROCTIME() | column AS expr [LATENESS lateness]
+                        [COMMENT 'text'] , ...
                         [, WATERMARK FOR column AS column [- INTERVAL 'n' unit]]
                         [, [CONSTRAINT name] PRIMARY KEY ( column , ... ) [NOT ENFORCED]] )
-        [WITH ( 'key' = value , ... )]
+        [COMMENT 'text'] [WITH ( 'key' = value , ... )]
     CREATE [LOCAL | TEMPORARY] VIEW [IF NOT EXISTS] name [WITH ( 'key' = value , ... )]
         AS select [EMIT emit]
     LATENESS view.column lateness
@@ -18,6 +19,11 @@ Grammar (case-insensitive keywords; ``[]`` optional)::
     lateness := INTERVAL 'n' unit | INTERVAL n unit | n          (n a non-negative integer)
     emit     := STREAM | [STREAM] AFTER WATERMARK [AND AFTER DELAY INTERVAL ...]
               | [STREAM] AFTER DELAY INTERVAL ...
+
+A ``COMMENT 'text'`` (Flink's, on a table or a column) is read and dropped: it cannot change
+what a program reads or writes. Flink's other table clauses (``PARTITIONED BY``,
+``DISTRIBUTED BY``, ``LIKE``, ``AS SELECT``), ``[CREATE OR] REPLACE``, ``DROP`` and catalog
+names are refused by name (docs/porting-from-flink.md says why).
 
 The parser is a small cursor over :class:`~app.program.lexer.Token` s; every error carries the
 position of the token it stopped at (SPEC L7).
@@ -275,7 +281,9 @@ def parse_statement(source: SourceText, statement: Statement) -> list[Decl]:
         if cursor.accept_word("VIEW"):
             return [_view(cursor, first, local)]
         token = cursor.peek()
-        if token is not None and token.is_word("MATERIALIZED", "OR", "FUNCTION", "TYPE",
+        if token is not None and token.is_word("OR") and not temporary and not local:
+            raise _replace(cursor, token, "CREATE OR ")
+        if token is not None and token.is_word("MATERIALIZED", "FUNCTION", "TYPE",
                                                "INDEX", "TEMPORARY", "CATALOG", "DATABASE"):
             raise CompileFailure(cursor.pos(token), f"unsupported: CREATE {token.text.upper()}",
                                  "a program has CREATE TABLE, CREATE [LOCAL] VIEW and LATENESS "
@@ -313,12 +321,144 @@ def parse_statement(source: SourceText, statement: Statement) -> list[Decl]:
         raise CompileFailure(cursor.pos(first), "unsupported statement EXECUTE",
                              "write the INSERT INTO statements themselves, or EXECUTE "
                              "STATEMENT SET BEGIN ... END")
-    if first.is_word("SELECT", "DELETE", "UPDATE", "DROP", "ALTER"):
+    if first.is_word("REPLACE"):
+        raise _replace(cursor, first, "")
+    if first.is_word("DROP", "ALTER"):
+        raise _drop_or_alter(cursor, first)
+    if first.is_word("SELECT", "DELETE", "UPDATE"):
         raise CompileFailure(cursor.pos(first), f"unsupported statement {first.text.upper()}",
                              "wrap a query in CREATE VIEW name AS SELECT ..., or write it to a "
                              "table with INSERT INTO table SELECT ...")
     raise CompileFailure(cursor.pos(first), f"unexpected {_show(first)}: a statement starts "
                          "with CREATE TABLE, CREATE [LOCAL] VIEW, LATENESS, INSERT INTO or SET")
+
+
+def _replace(cursor: _Cursor, at: Token, create: str) -> CompileFailure:
+    """``REPLACE TABLE ...`` or ``CREATE OR REPLACE ...`` (Flink's RTAS), at REPLACE or OR:
+    named in full, with its table or view."""
+    words = [create.strip(), "REPLACE"] if create else ["REPLACE"]
+    if create:
+        cursor.index += 1  # OR
+        cursor.expect_word("REPLACE")
+    temporary = cursor.accept_word("TEMPORARY")
+    kind = cursor.peek()
+    kind_word = kind.text.upper() if kind is not None and kind.kind == "word" else "TABLE"
+    form = " ".join([*words, *(["TEMPORARY"] if temporary else []), kind_word])
+    name = cursor.peek(1)
+    shown = identifier(name) if name is not None and name.kind in ("word", "qident") else "t"
+    if kind_word == "VIEW":
+        fix = (f"change CREATE VIEW {shown} AS SELECT ... itself to what it should be; the "
+               "program is compiled again as a whole")
+    else:
+        fix = (f"change CREATE TABLE {shown} (...) WITH (...) itself to what it should be (a "
+               f"query's rows: INSERT INTO {shown} SELECT ...); the program is compiled "
+               "again as a whole")
+    return CompileFailure(cursor.pos(at), f"{form} is not supported: a program is the whole "
+                          "definition of its tables and views, compiled together, so nothing "
+                          "in it replaces one", fix)
+
+
+def _drop_or_alter(cursor: _Cursor, first: Token) -> CompileFailure:
+    """``DROP ...`` or ``ALTER ...``: a program declares what runs, it changes no catalog."""
+    verb = first.text.upper()
+    kind = cursor.peek()
+    kind_word = kind.text.upper() if kind is not None and kind.kind == "word" else ""
+    message = (f"unsupported statement {verb}: a program declares the tables and views that "
+               "run, compiled together; it changes no catalog")
+    if verb == "ALTER":
+        return CompileFailure(cursor.pos(first), message, "remove the ALTER statement and "
+                              "change the CREATE statement it alters itself")
+    if kind_word == "VIEW":
+        fix = "remove the DROP statement (and the CREATE VIEW of a view that should not run)"
+    else:
+        fix = "remove the DROP statement (a table no view reads is not read)"
+    return CompileFailure(cursor.pos(first), message, fix)
+
+
+def _qualified_name(cursor: _Cursor, what: str, kind: str) -> Token:
+    """A table or view name; Flink's ``catalog.db.name`` is refused at its first part."""
+    name = cursor.name(what)
+    if cursor.peek() is None or not cursor.peek().is_punct("."):  # type: ignore[union-attr]
+        return name
+    parts = [name]
+    while cursor.accept_punct("."):
+        parts.append(cursor.name(what))
+    written = ".".join(_show(part) for part in parts)
+    raise CompileFailure(cursor.pos(name), f"catalog and database names are not supported: "
+                         f"name the {kind} alone, not {written} (a program declares its own "
+                         "tables and views; it reads no catalog)",
+                         f"write CREATE {kind.upper()} {identifier(parts[-1])}")
+
+
+def _comment(cursor: _Cursor) -> bool:
+    """``COMMENT 'text'`` (Flink's, on a table or a column): read and dropped, as it cannot
+    change what is read or written. False when the cursor is not at COMMENT."""
+    comment = cursor.accept_word("COMMENT")
+    if comment is None:
+        return False
+    text = cursor.next("a quoted comment")
+    if text.kind != "string":
+        raise CompileFailure(cursor.pos(text), f"expected a quoted comment after COMMENT, "
+                             f"found {_show(text)}", "write COMMENT 'text'")
+    return True
+
+
+#: What a table's statement is, the fix of an error in its shell.
+_TABLE_FORM = ("a table is: CREATE TABLE name (column type, ...) [COMMENT 'text'] "
+               "[WITH ('key' = 'value', ...)]")
+
+
+def _table_clauses(cursor: _Cursor, name: str) -> tuple[OptionDecl, ...]:
+    """What follows a table's columns: ``[COMMENT 'text'] [WITH (...)]``; Flink's
+    ``DISTRIBUTED``, ``PARTITIONED BY``, ``LIKE`` and ``AS SELECT`` are refused by name."""
+    _comment(cursor)
+    _refused_table_clause(cursor, name)
+    options: tuple[OptionDecl, ...] = ()
+    if cursor.accept_word("WITH"):
+        options = _options(cursor)
+        _refused_table_clause(cursor, name)
+    _expect_end(cursor, _TABLE_FORM)
+    return options
+
+
+def _refused_table_clause(cursor: _Cursor, name: str) -> None:
+    """Flink's table clauses Tidemark refuses, at the cursor: named, with why."""
+    token = cursor.peek()
+    if token is None:
+        return
+    key_fix = ("; key the records with 'key.fields' (or the PRIMARY KEY of an upsert-kafka "
+               "table)")
+    placed = ("a record's partition is the murmur2 hash of its key, as Java's Kafka client "
+              "places it")
+    if token.is_word("PARTITIONED"):
+        raise CompileFailure(cursor.pos(token), "PARTITIONED BY is not supported: Kafka "
+                             f"topics are not partitioned by columns in Tidemark; {placed}",
+                             "remove PARTITIONED BY" + key_fix)
+    if token.is_word("DISTRIBUTED"):
+        after = cursor.peek(1)
+        form = "DISTRIBUTED " + (after.text.upper() if after is not None
+                                 and after.is_word("BY", "INTO") else "BY")
+        raise CompileFailure(cursor.pos(token), f"{form} is not supported: a Kafka topic's "
+                             "partitions are its own, set where it is created, not a table's "
+                             f"buckets; {placed}", f"remove {form} ...{key_fix}")
+    if token.is_word("LIKE"):
+        other = cursor.peek(1)
+        source = (identifier(other) if other is not None and other.kind in ("word", "qident")
+                  else "the other table")
+        raise CompileFailure(cursor.pos(token), "LIKE is not supported: a table's columns, "
+                             "watermark and options are written out in full in its own "
+                             "definition", f"write the columns and options of {source} in "
+                             "this table's definition")
+    if token.is_word("AS"):
+        raise _create_table_as(cursor, token, name)
+
+
+def _create_table_as(cursor: _Cursor, at: Token, name: str) -> CompileFailure:
+    return CompileFailure(cursor.pos(at), "CREATE TABLE ... AS SELECT is not supported: a "
+                          "table is an input, declared by its columns, not made by a query",
+                          f"declare the table with its columns, then INSERT INTO {name} "
+                          f"SELECT ..., or write CREATE VIEW {name} WITH ('topic' = ...) AS "
+                          "SELECT ...")
 
 
 def _if_not_exists(cursor: _Cursor) -> None:
@@ -376,7 +516,15 @@ def _set(cursor: _Cursor, first: Token) -> SetDecl:
 
 def _table(cursor: _Cursor, create: Token) -> TableDecl:
     _if_not_exists(cursor)
-    name = cursor.name("a table name")
+    name = _qualified_name(cursor, "a table name", "table")
+    token = cursor.peek()
+    if token is not None and not token.is_punct("("):
+        # Flink's CTAS without columns: CREATE TABLE t [WITH (...)] AS SELECT ...
+        as_ = next((t for t in cursor.tokens[cursor.index:] if t.is_word("AS")), None)
+        if token.is_word("WITH", "AS") and as_ is not None:
+            raise _create_table_as(cursor, as_, identifier(name))
+        raise CompileFailure(cursor.pos(token), f"expected '(' and the columns of table "
+                             f"{identifier(name)}, found {_show(token)}", _TABLE_FORM)
     cursor.expect_punct("(")
     columns: list[ColumnDecl] = []
     key: KeyDecl | None = None
@@ -415,14 +563,12 @@ def _table(cursor: _Cursor, create: Token) -> TableDecl:
                     raise CompileFailure(found.position, "a table has one PRIMARY KEY",
                                          "list every key column in one PRIMARY KEY (a, b)")
                 key = found
+                _comment(cursor)
         if cursor.accept_punct(","):
             continue
         cursor.expect_punct(")")
         break
-    options: tuple[OptionDecl, ...] = ()
-    if cursor.accept_word("WITH"):
-        options = _options(cursor)
-    _expect_end(cursor)
+    options = _table_clauses(cursor, identifier(name))
     return TableDecl(identifier(name), cursor.pos(name), tuple(columns), options, key,
                      tuple(watermarks))
 
@@ -498,10 +644,11 @@ def _name_list(cursor: _Cursor, what: str) -> list[tuple[str, Position]]:
         return names
 
 
-def _expect_end(cursor: _Cursor) -> None:
+def _expect_end(cursor: _Cursor, fix: str | None = None) -> None:
     token = cursor.peek()
     if token is not None:
-        raise CompileFailure(cursor.pos(token), f"unexpected {_show(token)}: expected ';'")
+        raise CompileFailure(cursor.pos(token), f"unexpected {_show(token)}: expected ';'",
+                             fix)
 
 
 def parse_type(cursor: _Cursor) -> SqlType:
@@ -615,6 +762,8 @@ def _column(cursor: _Cursor) -> ColumnDecl:
             cursor.accept_word("VIRTUAL")  # tables are only read: every metadata is virtual
         elif token.is_word("PRIMARY"):
             break  # PRIMARY KEY after a column: the table's key (_primary_key)
+        elif token.is_word("COMMENT"):
+            _comment(cursor)
         elif token.is_word("DEFAULT", "UNIQUE", "REFERENCES", "CHECK"):
             raise CompileFailure(cursor.pos(token), f"unsupported column constraint "
                                  f"{token.text.upper()}")
@@ -622,7 +771,7 @@ def _column(cursor: _Cursor) -> ColumnDecl:
             raise CompileFailure(cursor.pos(token), f"unexpected {_show(token)} in the "
                                  f"definition of column {identifier(name)}",
                                  "a column is: name type [NOT NULL] [METADATA FROM 'key'] "
-                                 "[LATENESS INTERVAL 'n' unit]")
+                                 "[LATENESS INTERVAL 'n' unit] [COMMENT 'text']")
     return ColumnDecl(identifier(name), sql_type.with_nullable(nullable), lateness,
                       cursor.pos(name), lateness_position, metadata, metadata_position)
 
@@ -643,6 +792,7 @@ def _proctime_column(cursor: _Cursor, name: Token) -> ColumnDecl:
     """``name AS PROCTIME()``: a TIMESTAMP NOT NULL processing-time attribute (seed 004). Its
     values only grow, step by step, so it is never late: LATENESS on it is refused (L7)."""
     cursor.index += 4
+    _comment(cursor)
     token = cursor.peek()
     if token is not None and token.is_word("LATENESS"):
         column = identifier(name)
@@ -655,7 +805,8 @@ def _proctime_column(cursor: _Cursor, name: Token) -> ColumnDecl:
     if token is not None and not token.is_punct(",", ")"):
         raise CompileFailure(cursor.pos(token), f"unexpected {_show(token)} after "
                              f"{identifier(name)} AS PROCTIME()",
-                             "a processing-time column is: name AS PROCTIME()")
+                             "a processing-time column is: name AS PROCTIME() "
+                             "[COMMENT 'text']")
     return ColumnDecl(identifier(name), SqlType("TIMESTAMP", False), None, cursor.pos(name),
                       processing_time=True)
 
@@ -688,7 +839,18 @@ def _computed_column(cursor: _Cursor, name: Token) -> ColumnDecl:
     column = identifier(name)
     lateness_at = next((i for i in range(start, end) if cursor.tokens[i].is_word("LATENESS")),
                        end)
-    body = cursor.tokens[start:lateness_at]
+    # A top-level COMMENT 'text' (Flink's) ends the expression too.
+    depth, comment_at = 0, end
+    for i in range(start, end - 1):
+        token = cursor.tokens[i]
+        if token.is_punct("("):
+            depth += 1
+        elif token.is_punct(")"):
+            depth -= 1
+        elif depth == 0 and token.is_word("COMMENT") and cursor.tokens[i + 1].kind == "string":
+            comment_at = i
+            break
+    body = cursor.tokens[start:min(lateness_at, comment_at)]
     written = (cursor.source.text[body[0].start:body[-1].end] if body else "")
     if not body:
         raise CompileFailure(cursor.pos(cursor.tokens[start] if start < len(cursor.tokens)
@@ -702,19 +864,22 @@ def _computed_column(cursor: _Cursor, name: Token) -> ColumnDecl:
                              f"{column} AS PROCTIME())",
                              f"write {column} AS PROCTIME(), or compute {written} in a "
                              "view that reads the table")
-    cursor.index = lateness_at
+    cursor.index = start + len(body)
+    _comment(cursor)
     lateness: IntervalDecl | None = None
     lateness_position: Position | None = None
-    if lateness_at < end:
-        lateness_position = cursor.pos(cursor.tokens[lateness_at])
+    if cursor.index < end and cursor.tokens[cursor.index].is_word("LATENESS"):
+        lateness_position = cursor.pos(cursor.tokens[cursor.index])
         cursor.index += 1
         lateness = _lateness_amount(cursor)
-        if cursor.index != end:
-            token = cursor.tokens[cursor.index]
-            raise CompileFailure(cursor.pos(token), f"unexpected {_show(token)} after the "
-                                 f"LATENESS of computed column {column}",
-                                 f"a computed column is: {column} AS expr [LATENESS INTERVAL "
-                                 "'n' unit]")
+        _comment(cursor)
+    if cursor.index != end:
+        token = cursor.tokens[cursor.index]
+        after = "LATENESS" if lateness is not None else "COMMENT"
+        raise CompileFailure(cursor.pos(token), f"unexpected {_show(token)} after the "
+                             f"{after} of computed column {column}",
+                             f"a computed column is: {column} AS expr [LATENESS INTERVAL "
+                             "'n' unit] [COMMENT 'text']")
     # LATENESS makes the column NOT NULL (SPEC L2): a row without a time is invalid (S7).
     return ColumnDecl(column, SqlType("VARCHAR", lateness is None), lateness, cursor.pos(name),
                       lateness_position, computed=tuple(body))
@@ -819,7 +984,7 @@ def _options(cursor: _Cursor) -> tuple[OptionDecl, ...]:
 
 def _view(cursor: _Cursor, create: Token, local: bool) -> ViewDecl:
     _if_not_exists(cursor)
-    name = cursor.name("a view name")
+    name = _qualified_name(cursor, "a view name", "view")
     options: tuple[OptionDecl, ...] = ()
     if cursor.accept_word("WITH"):
         options = _options(cursor)

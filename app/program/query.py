@@ -1139,7 +1139,7 @@ _FUNCTIONS: dict[type, str] = {
     exp.Minute: "MINUTE", exp.Second: "SECOND", exp.Replace: "REPLACE",
     exp.RegexpReplace: "REGEXP_REPLACE", exp.RegexpExtract: "REGEXP_EXTRACT", exp.If: "IF",
     exp.Greatest: "GREATEST", exp.Least: "LEAST", exp.SplitPart: "SPLIT_PART",
-    exp.StrPosition: "POSITION",
+    exp.StrPosition: "POSITION", exp.UnixMillis: "UNIX_MILLIS",
 }
 
 _ANONYMOUS_OK = {"TIMESTAMP_MILLIS", "UNIX_MILLIS", "CHAR_LENGTH", "HOUR", "MINUTE", "SECOND",
@@ -1216,9 +1216,12 @@ def _parse_select(source: SourceText, tokens: Sequence[Token], tvf: _Tvf | None)
                            description)
         fix = "check the SQL at this position against the forms in docs/language.md"
         if missing:
-            description = (f"{missing[2].upper()} is missing its {missing[1]} argument "
+            node_class = getattr(exp, missing[2], None)
+            function = (node_class.sql_name() if isinstance(node_class, type)
+                        and issubclass(node_class, exp.Func) else missing[2].upper())
+            description = (f"{function} is missing its {missing[1]} argument "
                            "(wrong number of arguments)")
-            fix = (f"give {missing[2].upper()} all its arguments (docs/language.md, Expressions "
+            fix = (f"give {function} all its arguments (docs/language.md, Expressions "
                    "and functions)")
         found = f" near '{highlight}'" if highlight else ""
         raise CompileFailure(source.position(offset), f"syntax error{found}: {description}",

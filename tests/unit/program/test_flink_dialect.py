@@ -512,12 +512,21 @@ def test_l7_insert_forms_tidemark_refuses_are_named(statement: str, message: str
     assert found == message
 
 
+#: PARTITIONED BY and DISTRIBUTED BY: a record's partition is its key's (docs/porting-from-flink.md).
+PARTITION_FIX = ("; key the records with 'key.fields' (or the PRIMARY KEY of an upsert-kafka "
+                 "table)")
+PLACED = ("a record's partition is the murmur2 hash of its key, as Java's Kafka client places "
+          "it")
+PARTITIONED = (f"PARTITIONED BY is not supported: Kafka topics are not partitioned by columns in "
+               f"Tidemark; {PLACED}", "remove PARTITIONED BY" + PARTITION_FIX)
+
+
 def test_l7_a_partitioned_table_is_refused_at_partitioned_by() -> None:
-    line, column, message, _ = refused("""-- Creates a partitioned table
+    line, column, message, fix = refused("""-- Creates a partitioned table
 CREATE TABLE country_page_view (user STRING, cnt INT, date STRING, country STRING)
 PARTITIONED BY (date, country)
 WITH (...)""")
-    assert (line, column, message) == (3, 1, "unexpected PARTITIONED: expected ';'")
+    assert (line, column, message, fix) == (3, 1, *PARTITIONED)
 
 
 # -- CREATE TABLE (create.md, CREATE Statements) ------------------------------------------------
@@ -774,7 +783,10 @@ def test_l7_create_table_like_is_refused_and_the_pages_equivalent_table_compiles
     assert message == "table orders has no 'format'"
     with_topic = "'connector' = 'kafka', 'topic' = 'orders', 'format' = 'json',\n"
     text = LIKE_ORDERS.replace("'connector' = 'kafka',\n", with_topic, 1)
-    assert refused(text) == (17, 1, "unexpected LIKE: expected ';'", "")
+    assert refused(text) == (17, 1, "LIKE is not supported: a table's columns, watermark and "
+                             "options are written out in full in its own definition",
+                             "write the columns and options of orders in this table's "
+                             "definition")
     table_ = compiled(LIKE_ORDERS_EQUIVALENT.replace("'connector' = 'kafka',\n", with_topic)
                       ).table("orders_with_watermark")
     assert [c.name for c in table_.columns] == ["user", "product", "order_time"]
@@ -786,20 +798,38 @@ def test_l7_the_like_options_example_is_refused_at_partitioned_by_and_at_like() 
     text = options_written_out(LIKE_OPTIONS, "orders_in_kafka")
     with pytest.raises(ProgramError) as info:
         compile_program("flink.sql", text)
-    assert [(d.position.line, d.position.column, d.message) for d in info.value.diagnostics] == [
-        (9, 1, "unexpected PARTITIONED: expected ';'"), (23, 1, "unexpected LIKE: expected ';'")]
+    found = [(d.position.line, d.position.column, d.message, d.fix)
+             for d in info.value.diagnostics]
+    assert found == [(9, 1, *PARTITIONED), (
+        23, 1, "LIKE is not supported: a table's columns, watermark and options are written "
+        "out in full in its own definition", "write the columns and options of orders_in_file "
+        "in this table's definition")]
+
+
+CTAS_REFUSED = ("CREATE TABLE ... AS SELECT is not supported: a table is an input, declared by "
+                "its columns, not made by a query")
+REPLACED = ("is not supported: a program is the whole definition of its tables and views, "
+            "compiled together, so nothing in it replaces one")
+REPLACE_FIX = ("change CREATE TABLE my_rtas_table (...) WITH (...) itself to what it should be "
+               "(a query's rows: INSERT INTO my_rtas_table SELECT ...); the program is "
+               "compiled again as a whole")
 
 
 @pytest.mark.parametrize("statement, expected", [
-    (CTAS, (2, 1, "expected '(', found WITH", "")),
-    (RTAS, (1, 1, "unexpected REPLACE: a statement starts with CREATE TABLE, CREATE [LOCAL] "
-            "VIEW, LATENESS, INSERT INTO or SET", "")),
+    (CTAS, (6, 1, CTAS_REFUSED, "declare the table with its columns, then INSERT INTO "
+            "my_ctas_table SELECT ..., or write CREATE VIEW my_ctas_table WITH ('topic' = ...) "
+            "AS SELECT ...")),
+    # CTAS with columns, as Flink 1.20 writes it: refused at AS too.
+    (CTAS_EQUIVALENT.replace(";\n \nINSERT INTO my_ctas_table", "\nAS"),
+     (9, 1, CTAS_REFUSED, "declare the table with its columns, then INSERT INTO my_ctas_table "
+      "SELECT ..., or write CREATE VIEW my_ctas_table WITH ('topic' = ...) AS SELECT ...")),
+    (RTAS, (1, 1, "REPLACE TABLE " + REPLACED, REPLACE_FIX)),
     # The section's grammar: [CREATE OR] REPLACE TABLE.
-    ("CREATE OR " + RTAS, (1, 8, "unsupported: CREATE OR", "a program has CREATE TABLE, "
-                           "CREATE [LOCAL] VIEW and LATENESS statements")),
-    (RTAS_EQUIVALENT, (1, 1, "unsupported statement DROP", "wrap a query in CREATE VIEW name "
-                       "AS SELECT ..., or write it to a table with INSERT INTO table SELECT ...")),
-], ids=["ctas", "rtas", "create-or-replace", "drop-table"])
+    ("CREATE OR " + RTAS, (1, 8, "CREATE OR REPLACE TABLE " + REPLACED, REPLACE_FIX)),
+    (RTAS_EQUIVALENT, (1, 1, "unsupported statement DROP: a program declares the tables and "
+                       "views that run, compiled together; it changes no catalog",
+                       "remove the DROP statement (a table no view reads is not read)")),
+], ids=["ctas", "ctas-with-columns", "rtas", "create-or-replace", "drop-table"])
 def test_l7_create_and_replace_table_as_select_are_refused(
         statement: str, expected: tuple[int, int, str, str]) -> None:
     """Positions are the statement's, after the table it reads."""
@@ -823,22 +853,56 @@ def test_l3_the_create_table_as_pages_equivalent_insert_writes_the_selected_rows
     "CREATE TABLE MyTable (uid BIGINT, name STRING) DISTRIBUTED BY (uid) INTO 4 BUCKETS;",
 ], ids=["hash", "columns"])
 def test_l7_distributed_by_is_refused(statement: str) -> None:
-    assert refused(statement) == (1, 48, "unexpected DISTRIBUTED: expected ';'", "")
+    assert refused(statement) == (
+        1, 48, "DISTRIBUTED BY is not supported: a Kafka topic's partitions are its own, set "
+        f"where it is created, not a table's buckets; {PLACED}",
+        "remove DISTRIBUTED BY ..." + PARTITION_FIX)
 
 
-def test_l1_the_grammars_primary_key_forms_key_the_table_and_comment_is_refused() -> None:
+def test_l7_distributed_into_buckets_is_refused_by_its_own_words() -> None:
+    line, column, message, fix = refused(table("t", "  uid BIGINT").replace(
+        ") WITH", ") DISTRIBUTED INTO 4 BUCKETS WITH"))
+    assert (line, column) == (3, 3)
+    assert message.startswith("DISTRIBUTED INTO is not supported: a Kafka topic's partitions")
+    assert fix == "remove DISTRIBUTED INTO ..." + PARTITION_FIX
+
+
+@pytest.mark.parametrize("name, column", [("cat.db.MyTable", 14), ("db.MyTable", 14),
+                                          ("`cat`.`db`.`MyTable`", 14)],
+                         ids=["catalog", "database", "quoted"])
+def test_l7_a_catalog_qualified_table_name_is_refused_at_the_name(name: str, column: int) -> None:
+    line, at, message, fix = refused(f"CREATE TABLE {name} (uid BIGINT) WITH "
+                                     f"({KAFKA.format(topic='t')});")
+    assert (line, at) == (1, column)
+    assert message.startswith("catalog and database names are not supported: name the table "
+                              "alone, not ")
+    assert fix == "write CREATE TABLE mytable"
+
+
+def test_l1_the_grammars_primary_key_forms_key_the_table_and_comment_is_ignored() -> None:
     """The PRIMARY KEY section has no example; its grammar's column and table constraints
-    both key the table and make its column NOT NULL. COMMENT is refused."""
+    both key the table and make its column NOT NULL. A COMMENT, on a table or any kind of
+    column, is read and dropped: it changes nothing that is read or written."""
     for columns in ["id BIGINT PRIMARY KEY NOT ENFORCED, name STRING",
                     "id BIGINT, name STRING, CONSTRAINT pk PRIMARY KEY (id) NOT ENFORCED"]:
         table_ = compiled(table("t", "  " + columns)).table("t")
         assert table_.primary_key == ("id",) and not table_.column("id").type.nullable
-    _, _, message, fix = refused(table("t", "  id BIGINT COMMENT 'the id'"))
-    assert message == "unexpected COMMENT in the definition of column id"
-    assert fix.startswith("a column is: name type")
-    _, _, message, _ = refused(table("t", "  id BIGINT").replace(
-        ") WITH", ") COMMENT 'a table' WITH"))
-    assert message == "unexpected COMMENT: expected ';'"
+    commented = table("t", """  id BIGINT PRIMARY KEY NOT ENFORCED COMMENT 'the id',
+  name STRING NOT NULL COMMENT 'the name',
+  ts TIMESTAMP_LTZ(3) METADATA FROM 'timestamp' VIRTUAL COMMENT 'the record''s time',
+  upper_name AS UPPER(name) COMMENT 'computed',
+  pt AS PROCTIME() COMMENT 'processing time',
+  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND""").replace(") WITH", ") COMMENT 'a table' WITH")
+    plain = re.sub(r" COMMENT '(?:[^']|'')*'", "", commented)
+    assert "COMMENT" not in plain
+    assert compiled(commented).table("t") == compiled(plain).table("t")
+    line, column, message, fix = refused(table("t", "  id BIGINT COMMENT id"))
+    assert (line, column, message, fix) == (2, 21, "expected a quoted comment after COMMENT, "
+                                            "found id", "write COMMENT 'text'")
+    line, column, message, fix = refused(table("t", "  id BIGINT").replace(
+        ") WITH", ") COMMENT 'a' COMMENT 'b' WITH"))
+    assert (line, column, message) == (3, 15, "unexpected COMMENT: expected ';'")
+    assert fix.startswith("a table is: CREATE TABLE name (column type, ...) [COMMENT 'text']")
 
 
 # -- Kafka and Upsert Kafka connectors (kafka.md, upsert-kafka.md) ------------------------------
