@@ -2,7 +2,8 @@
 each window's best rows written once, when the waterline completes the window, equal to the
 reference evaluator record for record, in both of Spark's shapes: ranked per step over an
 EMIT AFTER WATERMARK aggregate's final rows (ROW_NUMBER and RANK), and held in Spark's state
-over a window function's rows (ROW_NUMBER).
+over a window function's rows (ROW_NUMBER's best rows; every row of the window for RANK and
+for ORDER BY keys in both directions).
 
 bid (LATENESS 1 minute), windows of 10 minutes:
 
@@ -67,6 +68,19 @@ SELECT item, price, window_end FROM (
                                ORDER BY price DESC) AS rownum
   FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' MINUTES)))
 WHERE rownum <= 2;
+
+CREATE VIEW rank_bids WITH ('topic' = '{rank_bids}') AS
+SELECT item, price, window_end, r FROM (
+  SELECT *, RANK() OVER (PARTITION BY window_start, window_end ORDER BY price DESC) AS r
+  FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' MINUTES)))
+WHERE r <= 2;
+
+CREATE VIEW first_bids WITH ('topic' = '{first_bids}') AS
+SELECT item, price, window_end, rn FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end
+                               ORDER BY price DESC, item ASC) AS rn
+  FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' MINUTES)))
+WHERE rn <= 2;
 """
 
 
@@ -77,7 +91,8 @@ def _bid(clock: str, item: str, price: int) -> dict[str, Any]:
 def test_s12_each_windows_best_rows_are_written_once_when_the_window_is_complete(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
-    names = ("bid", "bid_dlq", "top_items", "ranked_items", "top_bids")
+    names = ("bid", "bid_dlq", "top_items", "ranked_items", "top_bids", "rank_bids",
+             "first_bids")
     topics = {name: unique_topic(name) for name in names}
     kafka.create_topic(topics["bid"], partitions=2)
     program = tmp_path / "top_n.sql"
@@ -92,7 +107,7 @@ def test_s12_each_windows_best_rows_are_written_once_when_the_window_is_complete
         {"bid": [_bid("8:05", "a", 100), _bid("8:15", "c", 3)]},
         {"bid": [("bound", clock_ms("8:21"))]},
     ]
-    views = ("top_items", "ranked_items", "top_bids")
+    views = ("top_items", "ranked_items", "top_bids", "rank_bids", "first_bids")
     seen = {}
     callbacks = []
     for view in views:
@@ -133,6 +148,25 @@ def test_s12_each_windows_best_rows_are_written_once_when_the_window_is_complete
     assert [sum(s.values()) for s in seen["top_bids"]] == [0, 2, 0, 2]
     assert sum(seen["top_bids"], Counter()) == Counter(
         [bid("e", 20, "8:10"), bid("c", 7, "8:10"), bid("c", 3, "8:20"), bid("b", 1, "8:20")])
+    # RANK over the bids: b and c tie second at 7, both kept; ROW_NUMBER by price DESC,
+    # item ASC: b before c.
+    def place(name: str, price: int, end: str, column: str, number: int) -> Any:
+        return frozen({"item": name, "price": price, "window_end": clock_ms(end),
+                       column: number})
+
+    assert seen["rank_bids"] == [
+        Counter(),
+        Counter([place("e", 20, "8:10", "r", 1), place("b", 7, "8:10", "r", 2),
+                 place("c", 7, "8:10", "r", 2)]),
+        Counter(),
+        Counter([place("c", 3, "8:20", "r", 1), place("b", 1, "8:20", "r", 2)]),
+    ]
+    assert seen["first_bids"] == [
+        Counter(),
+        Counter([place("e", 20, "8:10", "rn", 1), place("b", 7, "8:10", "rn", 2)]),
+        Counter(),
+        Counter([place("c", 3, "8:20", "rn", 1), place("b", 1, "8:20", "rn", 2)]),
+    ]
     late = read_topic(kafka.conf(), topics["bid_dlq"])
     assert [dict(m.headers())["tidemark.error.reason"] for m in late] == [b"late"]
     oracle = evaluate(circuit, inputs)

@@ -14,8 +14,10 @@
   the ORDER BY keys then the row's columns, so rows tied on the keys are ordered by their
   columns in the keys' direction, the reference's rule; NULL is the smallest field value in
   Spark's struct order, as in the rule. Only ROW_NUMBER, with every ORDER BY key in one
-  direction, has this form (:func:`~app.runtime.operators.top_n_support.spark_shape`); RANK's ties
-  are unbounded in number.
+  direction, has this form (:func:`~app.runtime.operators.top_n_support.bounded_best`). RANK
+  (whose ties are unbounded in number) and keys in both directions hold every row of the
+  window instead (``collect_list``, freed with the window), ranked as the first shape ranks
+  once the window is complete.
 - **Over an aggregate's final rows read through a stage boundary** (a table with
   ``stage_input``, ADR 0023, whose first LATENESS column is the rows' ``window_end``, ranked
   as they are: :func:`~app.runtime.operators.top_n_support.ranks_stage_rows`; a table's rows
@@ -48,6 +50,7 @@ from app.circuit.ir import (
     ColumnRef,
     Filter,
     Operator,
+    SqlType,
     Table,
     TopN,
     View,
@@ -55,7 +58,12 @@ from app.circuit.ir import (
 )
 from app.circuit.ranking import rank_keyed
 from app.runtime.operators.native_aggregate import _windowed
-from app.runtime.operators.top_n_support import ranks_stage_rows, spark_shape, split_top_n
+from app.runtime.operators.top_n_support import (
+    bounded_best,
+    ranks_stage_rows,
+    spark_shape,
+    split_top_n,
+)
 from app.runtime.operators.view_frame import _pipeline
 
 __all__ = ["top_n_rows"]
@@ -110,11 +118,23 @@ def _held(circuit: Circuit, view: View, top_n: TopN, rows: DataFrame,
             continue  # the window's own
         df = df.withColumn(f"_g{j}", F.expr(to_spark_sql(expr)))
         grouping.append(F.col(f"_g{j}"))
+    row = F.struct(*[F.col(c) for c in columns])
+    if not bounded_best(top_n):
+        # RANK's ties, or keys in both directions: every row of the window is held, and
+        # ranked by the reference's rule once the window is complete.
+        held = df.groupBy(*grouping).agg(F.collect_list(row).alias("_rows"))
+        complete = held.select(
+            F.col("_w.start").alias("window_start"),
+            F.col("_w.end").alias("window_end"),
+            F.explode("_rows").alias("_row"),
+        ).select(*[F.col(f"_row.{c}").alias(c) for c in columns], "window_start", "window_end")
+        bounds = SqlType("TIMESTAMP", False)
+        windowed = [*table.columns, Column("window_start", bounds), Column("window_end", bounds)]
+        return _per_step(top_n, complete, windowed)
     order = F.struct(
         *[F.expr(to_spark_sql(key.expr)).alias(f"_o{i}") for i, key in enumerate(top_n.order)],
         *[F.col(c).alias(f"_t{i}") for i, c in enumerate(columns)],
     )
-    row = F.struct(*[F.col(c) for c in columns])
     best = (F.max_by if top_n.order[0].descending else F.min_by)(row, order, top_n.limit)
     grouped = df.groupBy(*grouping).agg(best.alias("_best"))
     exploded = grouped.select(

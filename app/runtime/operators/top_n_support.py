@@ -9,7 +9,14 @@ from typing import Literal
 from app.circuit.ir import Circuit, Filter, Operator, Table, TopN, View, Window
 from app.runtime.operators.native_aggregate_support import cascade_time_column, native_shape
 
-__all__ = ["Shape", "ranks_stage_rows", "spark_problem", "spark_shape", "split_top_n"]
+__all__ = [
+    "Shape",
+    "bounded_best",
+    "ranks_stage_rows",
+    "spark_problem",
+    "spark_shape",
+    "split_top_n",
+]
 
 Shape = Literal["per_step", "held"]
 
@@ -19,6 +26,13 @@ def split_top_n(view: View) -> tuple[list[Operator], TopN, list[Operator]]:
     assert top_n is not None, view.name
     index = view.operators.index(top_n)
     return list(view.operators[:index]), top_n, list(view.operators[index + 1 :])
+
+
+def bounded_best(top_n: TopN) -> bool:
+    """A window's best rows are a bounded buffer, Spark's ``max_by``/``min_by(row, order,
+    N)``: ROW_NUMBER with every ORDER BY key in one direction. Otherwise (RANK's ties, keys
+    in both directions) every row of the window is held until it completes."""
+    return top_n.function == "ROW_NUMBER" and len({key.descending for key in top_n.order}) == 1
 
 
 def ranks_stage_rows(circuit: Circuit, view: View) -> bool:
@@ -58,12 +72,6 @@ def spark_problem(circuit: Circuit, view: View) -> str | None:
                 or table.column(window.time_column).type.name != "TIMESTAMP"):
             return (f"window on {table.name}'s first LATENESS column, a TIMESTAMP, whose "
                     "waterline frees the held rows")
-        if top_n.function != "ROW_NUMBER":
-            return ("RANK over a window function's rows (ties are held without bound): use "
-                    "ROW_NUMBER, or rank the final rows of an EMIT AFTER WATERMARK aggregate")
-        if len({key.descending for key in top_n.order}) != 1:
-            return ("ORDER BY keys in both directions over a window function's rows: order "
-                    "every key ASC or every key DESC")
         return None
     source = circuit.view(view.source)
     if not native_shape(circuit, source) or cascade_time_column(source) is None:

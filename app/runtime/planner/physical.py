@@ -613,7 +613,8 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
                             "(ADR 0020)")
             elif v.top_n == "held":
                 computed = ("Spark's own windowed aggregation, the best rows per window and "
-                            "partition (ADR 0020)")
+                            "partition (ADR 0020; every row of the window for RANK or ORDER "
+                            "BY keys in both directions)")
             if v.state == "join_operator" or (v.state == "unbounded"
                                               and " OUTER JOIN " in v.source):
                 computed = "in the streaming query, Tidemark's join operator (ADR 0017)"

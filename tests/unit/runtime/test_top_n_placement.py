@@ -43,7 +43,26 @@ def test_adr_0020_over_window_rows_spark_holds_the_best_rows_per_window() -> Non
     placed = plan.placement("top")
     assert (placed.placement, placed.top_n, placed.state) == ("native", "held", "window")
     assert plan.query_of("top").state_operators == ("top",)
-    assert "the best rows per window and partition (ADR 0020)" in explain_physical_text(plan)
+    assert "the best rows per window and partition (ADR 0020;" in explain_physical_text(plan)
+
+
+@pytest.mark.parametrize(("fn", "order"), [("RANK", "price DESC"),
+                                           ("ROW_NUMBER", "price DESC, item")])
+def test_adr_0020_rank_or_keys_both_ways_hold_every_row_of_the_window(fn: str,
+                                                                      order: str) -> None:
+    """RANK's ties are unbounded in number, and keys in both directions order no struct:
+    Spark holds every row of the window, freed with it, and ranks them once it completes
+    (the reference's rule), as Flink does."""
+    from app.runtime.operators.top_n_support import bounded_best
+
+    circuit = _top_n(fn, order)
+    plan = physical_plan(circuit)
+    assert refused_by_spark(circuit, plan) == ()
+    placed = plan.placement("top")
+    assert (placed.placement, placed.top_n, placed.state) == ("native", "held", "window")
+    top_n = circuit.view("top").top_n
+    assert top_n is not None and not bounded_best(top_n)
+    assert bounded_best(_top_n().view("top").top_n)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("fn", ["ROW_NUMBER", "RANK"])
@@ -62,8 +81,6 @@ def test_adr_0020_over_a_native_aggregate_each_steps_final_rows_are_ranked(fn: s
 @pytest.mark.parametrize(
     ("circuit", "reason"),
     [
-        (_top_n("RANK"), "RANK over a window function's rows"),
-        (_top_n(order="price DESC, item"), "ORDER BY keys in both directions"),
         (_top_n(source="TABLE(CUMULATE(TABLE bid, DESCRIPTOR(ts), INTERVAL '5' MINUTES, "
                 "INTERVAL '10' MINUTES))"), "over a CUMULATE window's rows"),
         # SUM of a DOUBLE runs on the Python state operator, whose rows no view reads.
