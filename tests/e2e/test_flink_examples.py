@@ -221,6 +221,7 @@ def rows(written: Any, *columns: str) -> list[tuple[Any, ...]]:
 TIMES = {"window_start", "window_end", "bidtime", "order_time"}
 
 
+@pytest.mark.e2e
 @pytest.mark.slow  # three stages per step, ~2-4 min: `-m slow tests/e2e/test_flink_examples.py`
 def test_flink_documentation_examples_run_on_spark_as_written_l1_s12_s16(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
