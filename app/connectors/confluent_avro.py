@@ -32,6 +32,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Literal
 
 import fastavro
@@ -49,6 +50,7 @@ __all__ = [
     "ConfluentRecordError",
     "RegistryClients",
     "SchemaRegistryUnavailable",
+    "foreign_value",
     "frame",
     "framed_schema_id",
     "header_framing",
@@ -228,6 +230,17 @@ class _Resolution:
     writer: Any
     reader: Any
     table_record: bool = False
+    #: The reader schema as JSON (its types are those of the decoded values).
+    reader_schema: Any = None
+
+
+def _foreign_message(schema_id: int, path: str, value: Any) -> str:
+    """The invalid message of a value :func:`foreign_value` found."""
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    where = f"field {path}" if path else "the value"
+    return (f"schema id {schema_id}: {where} is read as {type(value).__name__} {shown}, not the "
+            "table's type (the writer's schema gives it another type or logical type)")
 
 
 def _branches(kind: Any) -> list[Any]:
@@ -254,6 +267,69 @@ def _nullable(schema: Mapping[str, Any]) -> dict[str, Any]:
             kind = [*branches, "null"] if f.get("default") is not None else ["null", *branches]
         fields.append({**f, "type": kind})
     return {**schema, "fields": fields}
+
+
+#: The Python types fastavro reads each Avro type of a table's schema as (its integer logical
+#: types removed, ``raw_schema``).
+_READ_AS: dict[str, tuple[type, ...]] = {
+    "null": (type(None),), "boolean": (bool,), "int": (int,), "long": (int,),
+    "float": (float, int), "double": (float, int), "string": (str,), "bytes": (bytes,),
+}
+
+
+def _named_records(schema: Any, namespace: str | None, out: dict[str, Any]) -> dict[str, Any]:
+    """The named records of ``schema`` by their names and full names."""
+    for branch in _branches(schema):
+        if isinstance(branch, dict) and branch.get("type") in ("record", "error"):
+            name = str(branch["name"])
+            space = branch.get("namespace", namespace)
+            out[name] = out[name if "." in name or not space else f"{space}.{name}"] = branch
+            for f in branch.get("fields", ()):
+                _named_records(f["type"], space, out)
+    return out
+
+
+def foreign_value(value: Any, reader: Any) -> tuple[str, Any] | None:
+    """The first value in a decoded ``value`` (its field's path, "" for the value itself, and
+    the value) that is not of the Python type the ``reader`` schema's type reads as, or None.
+
+    fastavro applies the writer's logical types, not the reader's: a writer's ``bytes`` or
+    ``string`` read as a DECIMAL column gives bytes or text, a writer's decimal read as
+    VARBINARY a Decimal, ``uuid`` a UUID, ``local-timestamp-millis`` a datetime. Such a value
+    fits no Arrow column of its table, so a decoder must make it a dead letter, never a row
+    (S7)."""
+    return _foreign(value, reader, _named_records(reader, None, {}), "")
+
+
+def _foreign(value: Any, kind: Any, named: Mapping[str, Any], path: str) -> tuple[str, Any] | None:
+    if value is None:
+        return None  # NULL: the gate's NOT NULL check names it
+    if isinstance(kind, list):
+        branches = [k for k in kind if k != "null"]
+        found = [_foreign(value, k, named, path) for k in branches]
+        return None if not found or None in found else found[0]
+    if isinstance(kind, str) and kind in named:
+        kind = named[kind]
+    if isinstance(kind, dict):
+        if kind.get("type") in ("record", "error"):
+            if not isinstance(value, dict):
+                return path, value
+            for f in kind.get("fields", ()):
+                name = f"{path}.{f['name']}" if path else str(f["name"])
+                problem = _foreign(value.get(f["name"]), f["type"], named, name)
+                if problem is not None:
+                    return problem
+            return None
+        if kind.get("logicalType") == "decimal":
+            return None if isinstance(value, Decimal) else (path, value)
+        return _foreign(value, kind.get("type"), named, path)
+    types = _READ_AS.get(kind) if isinstance(kind, str) else None
+    if types is None:
+        return None  # no type of a table's column (an enum, array, map, fixed)
+    # A bool is an int to isinstance, but no INT, BIGINT or DOUBLE value; an int no BOOLEAN.
+    if isinstance(value, bool) is not (bool in types) or not isinstance(value, types):
+        return path, value
+    return None
 
 
 class ConfluentAvroRecords:
@@ -318,6 +394,12 @@ class ConfluentAvroRecords:
             )
         if not isinstance(record, dict):
             raise ConfluentRecordError("malformed", f"schema id {schema_id} is not a record")
+        if known.reader is not None:
+            # Read through another writer schema, whose logical types fastavro applied: each
+            # value must be of its column's type, or it is no row Spark can hold (S7).
+            foreign = foreign_value(record, known.reader_schema)
+            if foreign is not None:
+                raise ConfluentRecordError("invalid", _foreign_message(schema_id, *foreign))
         return record
 
     def table_bodies(self, values: list[bytes | None]) -> list[bytes | None] | None:
@@ -373,7 +455,8 @@ class ConfluentAvroRecords:
             return f"schema id {schema_id} is not a valid Avro schema: {exc}"
         same = raw_schema(writer) == raw_schema(reader)
         table_record = raw_schema(writer).get("fields") == self._table_fields
-        return _Resolution(parsed_writer, None if same else parsed_reader, table_record)
+        return _Resolution(parsed_writer, None if same else parsed_reader, table_record,
+                           raw_schema(reader))
 
     def _fetch(self, schema_id: int) -> Any:
         """The writer schema of ``schema_id`` as JSON, or the invalid message naming the id."""
@@ -396,9 +479,15 @@ class ConfluentAvroRecords:
         if schema.references:
             return f"schema id {schema_id} has schema references, which are not read"
         try:
-            return json.loads(schema.schema_str)
-        except ValueError:  # a bare primitive name ("long") is Avro too, but no record
+            found = json.loads(schema.schema_str)
+        except ValueError:  # a bare primitive name (long) is Avro too, but no record
             return f"schema id {schema_id} is not an Avro record schema"
+        if isinstance(found, str):
+            # A primitive schema as a JSON string ("long", as Java's serializer registers a
+            # String): no record either. A str returned here is the invalid message, never
+            # the schema itself, or a dead letter would say only "long".
+            return f"schema id {schema_id} is not an Avro record schema"
+        return found
 
     def _unresolvable(self, writer: Mapping[str, Any]) -> str | None:
         """Why the writer's record cannot resolve to the table's (None when it may): a table

@@ -144,7 +144,12 @@ def _decimal(scale: int) -> Callable[[Any], Decimal]:
         elif isinstance(value, Decimal):
             number = value
         elif isinstance(value, str) and _DECIMAL_TEXT.fullmatch(value):
-            number = Decimal(value)
+            try:
+                number = Decimal(value)
+            except InvalidOperation:
+                # An exponent beyond Decimal's (1e9999999999999999999): a field no DECIMAL
+                # holds is an invalid record, never an exception out of the decoder (S7).
+                raise _Problem("outside the range of DECIMAL") from None
         else:
             raise _Mismatch
         if number.as_tuple().exponent == -scale:
@@ -252,6 +257,11 @@ class JsonRecords:
             raise self._malformed(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         except (ValueError, RecursionError) as exc:
             raise self._malformed(str(exc) or type(exc).__name__) from None
+        except InvalidOperation:
+            # A number of an exponent beyond Decimal's (1e9999999999999999999), anywhere in
+            # the text, which this decoder cannot read (as an integer of more digits than
+            # Python reads): a malformed record, never an exception out of the decoder (S7).
+            raise self._malformed("a number's exponent is out of range") from None
 
     def row(self, found: Mapping[str, Any], only: Collection[str] | None = None,
             where: str = "") -> dict[str, Any]:

@@ -40,8 +40,10 @@ from app.connectors.confluent_avro import (
     ConfluentAvroRecords,
     ConfluentRecordError,
     SchemaRegistryUnavailable,
+    foreign_value,
     frame,
     header_framing,
+    unassignable_id,
     unframe,
 )
 from app.connectors.json_encoder import JsonEncoder
@@ -299,15 +301,30 @@ class KeyDecoder:
                 raise KeyRecordError(exc.reason, f"key: {exc.message}") from None
         if isinstance(writer, str):
             raise KeyRecordError("invalid", f"key: {writer}")
-        parsed, reader = writer
-        return {self._fields[0]: _read_bare(parsed, body, reader)}
+        parsed, reader, mine = writer
+        value = _read_bare(parsed, body, reader)
+        if reader is not None and (foreign := foreign_value(value, mine)) is not None:
+            # fastavro applied the writer's logical type (a decimal, a uuid, a local
+            # timestamp) or none where the column's has one: no value of the key column's
+            # type, so no row Spark can hold; a dead letter, never a row (S7).
+            raise KeyRecordError(
+                "invalid", f"key: schema id {schema_id}: the bare value is read as "
+                f"{type(foreign[1]).__name__}, not table {self.table}'s key type (the "
+                "writer's schema gives it another type or logical type)")
+        return {self._fields[0]: value}
 
     def _bare_writer(self, schema_id: int) -> Any:
-        """For a writer schema that is a bare value: (parsed writer, parsed reader), or why
-        it cannot be read (a str); None for a record (read by ConfluentAvroRecords)."""
+        """For a writer schema that is a bare value: (parsed writer, parsed reader or None
+        when it is the writer, the reader as JSON), or why it cannot be read (a str); None
+        for a record (read by ConfluentAvroRecords)."""
         from confluent_kafka.schema_registry.error import SchemaRegistryError
 
         assert self._registry is not None
+        if unassignable_id(schema_id) is not None:
+            # Never asked: some registries answer an id beyond 32 bits with an error status,
+            # which would fail the step on every retry; ConfluentAvroRecords makes the key
+            # invalid, naming the id, as it does a value's (S7).
+            return None
         client = REGISTRY_CLIENTS.get().get(self._registry)
         try:
             found = client.get_schema(schema_id)
@@ -336,7 +353,8 @@ class KeyDecoder:
             reader = fastavro.parse_schema(raw_schema(mine))
         except Exception as exc:  # fastavro's SchemaParseException and friends
             return f"schema id {schema_id} is not a valid Avro schema: {exc}"
-        return (parsed, None if raw_schema(writer) == raw_schema(mine) else reader)
+        return (parsed, None if raw_schema(writer) == raw_schema(mine) else reader,
+                raw_schema(mine))
 
     def _unavailable(self, schema_id: int, exc: BaseException) -> SchemaRegistryUnavailable:
         url = self._registry.get("url") if self._registry else None
