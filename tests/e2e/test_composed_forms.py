@@ -1,7 +1,8 @@
 """Views over the forms a Flink SQL user stacks, on Spark through the real broker (SPEC
 S16-S19; ADR 0023): a filter over a window Top-N view, a filter over an OVER view, OVER
 over an aggregate's final rows, a join of three relations in one FROM (two interval joins),
-and SESSION windows over a filtered view and over a UNION ALL. Each reads its input
+Flink's window Top-N over a window join in one query, and SESSION windows over a filtered
+view and over a UNION ALL. Each reads its input
 through a stage boundary where the input's query cannot compute it; every output is
 compared with hand-written rows and with the reference evaluator's (the whole run's rows:
 a view read through a boundary may be written a step later, S19).
@@ -97,6 +98,17 @@ FROM clicks AS c
 JOIN buys AS b ON c.usr = b.usr AND b.ts BETWEEN c.ts AND c.ts + INTERVAL '1' MINUTE
 JOIN users AS u ON c.usr = u.usr AND u.ts BETWEEN c.ts - INTERVAL '1' MINUTE AND c.ts;
 
+-- Flink's window Top-N over a window join, in one query as written.
+CREATE VIEW top_pairs WITH ('topic' = '{top_pairs}') AS
+SELECT * FROM (
+  SELECT L.window_start, L.window_end, L.usr, R.amount,
+         ROW_NUMBER() OVER (PARTITION BY L.window_start, L.window_end
+                            ORDER BY R.amount DESC) AS rk
+  FROM (SELECT * FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE))) L
+  JOIN (SELECT * FROM TABLE(TUMBLE(TABLE buys, DESCRIPTOR(ts), INTERVAL '1' MINUTE))) R
+  ON L.usr = R.usr AND L.window_start = R.window_start AND L.window_end = R.window_end
+) WHERE rk <= 2;
+
 -- SESSION windows over a filtered view and over a UNION ALL.
 CREATE LOCAL VIEW big AS SELECT ts, usr, n FROM clicks WHERE n >= 2;
 
@@ -113,7 +125,7 @@ FROM TABLE(SESSION(TABLE acts PARTITION BY usr, DESCRIPTOR(ts), INTERVAL '2' MIN
 GROUP BY usr, window_start, window_end EMIT AFTER WATERMARK;
 """
 
-OUTPUTS = ("top_big", "heavy", "rolling", "bought", "big_sessions", "sessions")
+OUTPUTS = ("top_big", "heavy", "rolling", "bought", "top_pairs", "big_sessions", "sessions")
 
 
 def _click(clock: str, usr: str, n: int) -> dict[str, Any]:
@@ -175,6 +187,15 @@ def _expected() -> dict[str, Counter[Any]]:
         # more than a minute before b's click at 10:01:30.
         "bought": _rows({"ts": t("10:00:05"), "usr": "a", "amount": 7, "region": "eu"},
                         {"ts": t("10:01:45"), "usr": "c", "amount": 3, "region": "eu"}),
+        # Each minute's clicks paired with the user's buys of the minute: a's two clicks of
+        # [10:00) with its buy of 7 (two equal rows), b's click of [10:01) with its buy of 9.
+        "top_pairs": _rows(
+            {"window_start": t("10:00"), "window_end": t("10:01"), "usr": "a", "amount": 7,
+             "rk": 1},
+            {"window_start": t("10:00"), "window_end": t("10:01"), "usr": "a", "amount": 7,
+             "rk": 2},
+            {"window_start": t("10:01"), "window_end": t("10:02"), "usr": "b", "amount": 9,
+             "rk": 1}),
         # Clicks with n >= 2, sessions with a gap of 2 minutes: a's three clicks, b's two
         # (2 min 40 s apart), c's one.
         "big_sessions": _rows(
