@@ -50,10 +50,13 @@ __all__ = [
     "ConfluentRecordError",
     "RegistryClients",
     "SchemaRegistryUnavailable",
+    "avro_payload",
     "foreign_value",
     "frame",
+    "framed_payload",
     "framed_schema_id",
     "header_framing",
+    "raw_payload",
     "unassignable_id",
     "register_output_schemas",
     "unframe",
@@ -92,6 +95,52 @@ def unframe(value: bytes) -> tuple[int, bytes]:
     if value[0] != MAGIC_BYTE:
         raise ValueError(f"the first byte is 0x{value[0]:02x}, not the magic byte 0x00")
     return int.from_bytes(value[1:_HEADER], "big"), value[_HEADER:]
+
+
+#: fastavro's parsed ``"bytes"``: the Avro encoding a raw payload is taken into and out of.
+_BYTES = fastavro.parse_schema("bytes")
+
+
+def raw_payload(schema: Any) -> bool:
+    """Whether a framed value of ``schema`` (Avro schema JSON, a writer's or Tidemark's own)
+    has its bytes themselves after the prefix, not their Avro encoding.
+
+    Invariant: a value whose schema is the primitive ``"bytes"`` (also spelled
+    ``{"type": "bytes"}``; a logical type such as a decimal is not this) is framed as the
+    magic byte, the 4-byte schema id, then the value's raw bytes, with no Avro length before
+    them, and an empty value is the prefix alone. That is Confluent's wire format, not
+    Avro's: Java's ``KafkaAvroSerializer`` writes a ``byte[]`` of a BYTES schema as is, and
+    ``KafkaAvroDeserializer`` reads every byte after the prefix of a BYTES writer schema as the
+    value; confluent-kafka's ``AvroSerializer`` and ``AvroDeserializer`` special-case a
+    ``"bytes"`` schema the same way. Every other schema's payload is Avro binary. The rule
+    is applied only through :func:`framed_payload` (writing) and :func:`avro_payload`
+    (reading), for keys and values alike; Tidemark frames and reads a bare value only as a
+    key (its values are records), app/connectors/record_key.py."""
+    if isinstance(schema, Mapping):
+        return bool(schema.get("type") == "bytes" and "logicalType" not in schema)
+    return bool(schema == "bytes")
+
+
+def framed_payload(schema: Any, avro: bytes) -> bytes:
+    """What follows the prefix of a framed value of ``schema`` whose Avro binary encoding is
+    ``avro``: ``avro`` itself, but a bare bytes value's raw bytes (:func:`raw_payload`)."""
+    if not raw_payload(schema):
+        return avro
+    value = fastavro.schemaless_reader(io.BytesIO(avro), _BYTES, None)
+    assert isinstance(value, bytes)
+    return value
+
+
+def avro_payload(schema: Any, payload: bytes) -> bytes:
+    """The Avro binary encoding of what follows the prefix of a framed value whose writer
+    schema is ``schema``: ``payload`` itself, but for a bare bytes value (raw,
+    :func:`raw_payload`) the Avro encoding of all of it, so Avro's reader resolves it as any
+    other value."""
+    if not raw_payload(schema):
+        return payload
+    buffer = io.BytesIO()
+    fastavro.schemaless_writer(buffer, _BYTES, payload)
+    return buffer.getvalue()
 
 
 #: The headers confluent-kafka's ``header_schema_id_serializer`` writes a key's or value's

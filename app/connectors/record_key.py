@@ -11,7 +11,9 @@ A key is one of four formats (the names of Flink's Kafka connector):
   columns, or for one column a bare value (``{"type": T}``, a primitive schema, as
   ``KafkaAvroSerializer`` writes a String key). Read, a one-column key takes either: a record
   with one field of a NOT NULL column has the bytes of its bare value, and a registry
-  writer's schema says which it is.
+  writer's schema says which it is. A framed bare ``"bytes"`` key is its raw bytes after the
+  prefix, with no Avro length, as Confluent's serializers write it
+  (:func:`app.connectors.confluent_avro.raw_payload`).
 - ``json``: a JSON object of the key columns, read and written as a JSON value is
   (:mod:`app.connectors.json_records`, :mod:`app.connectors.json_encoder`).
 
@@ -40,8 +42,10 @@ from app.connectors.confluent_avro import (
     ConfluentAvroRecords,
     ConfluentRecordError,
     SchemaRegistryUnavailable,
+    avro_payload,
     foreign_value,
     frame,
+    framed_payload,
     header_framing,
     unassignable_id,
     unframe,
@@ -301,8 +305,8 @@ class KeyDecoder:
                 raise KeyRecordError(exc.reason, f"key: {exc.message}") from None
         if isinstance(writer, str):
             raise KeyRecordError("invalid", f"key: {writer}")
-        parsed, reader, mine = writer
-        value = _read_bare(parsed, body, reader)
+        parsed, reader, mine, written = writer
+        value = _read_bare(parsed, avro_payload(written, body), reader)
         if reader is not None and (foreign := foreign_value(value, mine)) is not None:
             # fastavro applied the writer's logical type (a decimal, a uuid, a local
             # timestamp) or none where the column's has one: no value of the key column's
@@ -315,8 +319,8 @@ class KeyDecoder:
 
     def _bare_writer(self, schema_id: int) -> Any:
         """For a writer schema that is a bare value: (parsed writer, parsed reader or None
-        when it is the writer, the reader as JSON), or why it cannot be read (a str); None
-        for a record (read by ConfluentAvroRecords)."""
+        when it is the writer, the reader as JSON, the writer as JSON), or why it cannot be
+        read (a str); None for a record (read by ConfluentAvroRecords)."""
         from confluent_kafka.schema_registry.error import SchemaRegistryError
 
         assert self._registry is not None
@@ -354,7 +358,7 @@ class KeyDecoder:
         except Exception as exc:  # fastavro's SchemaParseException and friends
             return f"schema id {schema_id} is not a valid Avro schema: {exc}"
         return (parsed, None if raw_schema(writer) == raw_schema(mine) else reader,
-                raw_schema(mine))
+                raw_schema(mine), writer)
 
     def _unavailable(self, schema_id: int, exc: BaseException) -> SchemaRegistryUnavailable:
         url = self._registry.get("url") if self._registry else None
@@ -416,7 +420,9 @@ class KeyEncoder:
                 self._codec = (JsonEncoder(self._schema) if self.format == "json"
                                else AvroCodec(self._schema))
             data = self._codec.encode({f: row[c] for f, c in self._named})
-        return data if self.schema_id is None else frame(self.schema_id, data)
+        if self.schema_id is None:
+            return data
+        return frame(self.schema_id, framed_payload(self._bare, data))
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_parsed": None, "_codec": None}
@@ -448,7 +454,7 @@ class KeyReader:
         """The key columns of one key; raises KeyRecordError when it is not one."""
         if self.format == "avro-confluent":
             try:
-                data = unframe(data)[1]
+                data = avro_payload(self._bare, unframe(data)[1])
             except ValueError as exc:
                 raise KeyRecordError("malformed", f"key: {exc}") from None
         if self._raw is not None:

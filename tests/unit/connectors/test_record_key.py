@@ -234,6 +234,61 @@ def test_avro_confluent_keys_match_confluents_serializers(schema_registry: str) 
     assert AvroDeserializer(client)(key, context) == "4111"
 
 
+#: Bare bytes keys: empty, ones that start like an Avro length (b"\x06abc" would read as
+#: b"abc" length-prefixed), a zero byte, one past a one-byte Avro length, text.
+BYTES_KEYS = [b"", b"\x06abc", b"\x02", b"\x00", b"\x00\x00\x00\x00\x01", b"\xff" * 200,
+              b"4111"]
+
+
+def test_avro_confluent_bytes_keys_are_raw_after_the_prefix_as_confluent_writes_them(
+    schema_registry: str,
+) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from app.connectors.confluent_avro import register_output_schemas
+
+    topic = f"bytes-keys-{uuid.uuid4().hex[:8]}"
+    client = SchemaRegistryClient({"url": schema_registry})
+    context = SerializationContext(topic, MessageField.KEY)
+    # confluent-kafka's AvroSerializer (as Java's KafkaAvroSerializer) writes a "bytes"
+    # value as its raw bytes after the 5-byte prefix: no Avro length before them.
+    produced = [AvroSerializer(client, json.dumps(schema))(value, context)
+                for schema in ("bytes", {"type": "bytes"}) for value in BYTES_KEYS]
+    assert [p[5:] for p in produced] == BYTES_KEYS * 2
+    spec = source_spec(_circuit(f"""
+    CREATE TABLE t (k VARBINARY NOT NULL, amount BIGINT NOT NULL) WITH ('topic' = 't',
+      'format' = 'json', 'key.format' = 'avro-confluent', 'key.fields' = 'k',
+      'schema-registry.url' = '{schema_registry}');
+    """).table("t"))
+    rows = _rows(spec, [(key, b'{"amount": 1}') for key in produced])
+    assert [(r["k"], r["_kind"]) for r in rows] == [(k, "ok") for k in BYTES_KEYS * 2]
+
+    circuit = _circuit(f"""
+    CREATE TABLE t (k VARBINARY NOT NULL, amount BIGINT NOT NULL) WITH ('topic' = 't');
+    CREATE VIEW o WITH ('topic' = '{topic}', 'key' = 'k', 'key.format' = 'avro-confluent',
+                        'schema-registry.url' = '{schema_registry}') AS SELECT * FROM t;
+    """)
+    output = circuit.view("o").output
+    assert output is not None and output.key_schema == {"type": "bytes"}
+    key_id, _ = register_output_schemas({"url": schema_registry}, topic, output.key_schema,
+                                        None)
+    assert key_id is not None
+    encoder = KeyEncoder("avro-confluent", output.key_schema, ["k"], key_id)
+    reader = OutputReader("o", output)
+    for value in BYTES_KEYS:
+        key = encoder.encode({"k": value})
+        assert key == b"\x00" + key_id.to_bytes(4, "big") + value
+        assert reader.key(key) == {"k": value}
+        if value:
+            assert AvroDeserializer(client)(key, context) == value
+    # An empty value is the prefix alone, as the serializer writes it, which Java's
+    # KafkaAvroDeserializer reads as an empty byte[]; confluent-kafka's AvroDeserializer
+    # refuses any record of 5 bytes or fewer, its own serializer's included.
+    assert produced[0] == b"\x00" + produced[0][1:5]
+
+
 def test_l1_key_fields_prefix_names_columns_for_the_keys_unprefixed_fields() -> None:
     # Flink's 'key.fields-prefix': the columns are k_card and k_shop, the key's fields
     # card and shop; the value's own card is another column.
