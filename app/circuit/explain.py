@@ -121,16 +121,23 @@ def _join_text(join: Join, time_type: SqlType | None) -> str:
     parts.append(f"keys {keys}" if keys else "no keys")
     if join.as_of is not None:
         probe = left.qualified(join.as_of.probe_column)
-        version = right.qualified(join.as_of.version_column)
-        parts.append(f"as of {probe}: the version of {right.alias} with the greatest "
-                     f"{version} <= {probe}")
-        if join.residual is not None:
-            parts.append(f"and {expr_text(join.residual)}")
-        waterline = f"w({right.source}.{join.as_of.version_column})"
+        column = join.as_of.version_column
         unmatched = (", or with NULLs when it has none" if join.kind == "left"
                      else "; a row without one is dropped")
-        return ("; ".join(parts) + f"; each row of {left.alias} is held until {waterline} > "
-                f"{probe}, then written once with its version{unmatched}")
+        if column is None:
+            parts.append(f"as of {probe} (processing time): the latest version of "
+                         f"{right.alias} its key has after the step's versions")
+        else:
+            parts.append(f"as of {probe}: the version of {right.alias} with the greatest "
+                         f"{right.qualified(column)} <= {probe}")
+        if join.residual is not None:
+            parts.append(f"and {expr_text(join.residual)}")
+        if column is None:
+            return ("; ".join(parts) + f"; each row of {left.alias} is written in the step "
+                    f"it arrives in, with its version{unmatched}")
+        return ("; ".join(parts) + f"; each row of {left.alias} is held until "
+                f"w({right.source}.{column}) > {probe}, then written once with its "
+                f"version{unmatched}")
     bound = join.bound
     if bound is not None:
         x, y = left.qualified(bound.left_column), right.qualified(bound.right_column)
@@ -253,6 +260,8 @@ def _emit_text(circuit: Circuit, view: View) -> str:
     if clause is not None:
         return clause
     join = view.join
+    if join is not None and join.as_of is not None and join.as_of.version_column is None:
+        return "default: each row in the step it arrives in (processing time)"
     if join is not None and join.as_of is not None:
         return (f"default: each row after the step whose w({join.right.source}."
                 f"{join.as_of.version_column}) passes its time")

@@ -353,12 +353,20 @@ class JoinBound:
 class JoinAsOf:
     """The times of a temporal join (SPEC S16, ``right FOR SYSTEM_TIME AS OF
     left.probe_column``): a left (probe) row at ``x`` is matched with the version of its
-    key in ``right`` (a table with a PRIMARY KEY) whose ``version_column`` is the greatest
-    value ``<= x``. Column names are unqualified side columns; ``version_column`` is the
-    versioned table's first LATENESS column, whose waterline releases the probe rows."""
+    key in ``right`` (a table with a PRIMARY KEY) whose time is the greatest value ``<= x``.
+    Column names are unqualified side columns. ``version_column`` is the versioned table's
+    first LATENESS column, whose waterline releases the probe rows; None AS OF a
+    processing-time attribute (S13, Flink's processing-time temporal join): a version's
+    time is then the batch time of the step it arrives in, and a probe row, whose time is
+    its step's, is written in that step with the latest version its key has after the
+    step's versions."""
 
     probe_column: str
-    version_column: str
+    version_column: str | None
+
+    @property
+    def processing_time(self) -> bool:
+        return self.version_column is None
 
 
 @dataclass(frozen=True)

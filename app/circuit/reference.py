@@ -476,6 +476,11 @@ class _TemporalRuntime:
     without one with NULLs, INNER drops it. Future lookups are at a held probe's time
     (above the versions' floor) or a future probe's (at or above the probe floor), so per
     key only the latest version at or below the lesser floor, and every later one, is kept.
+
+    AS OF processing time (``version_column`` None, S13) a version's time is its step's
+    batch time ``T`` and the versions' floor is ``T + 1`` (every later row has a larger
+    one): a probe row, at ``T``, is written in its own step with the latest version of its
+    key after the step's versions, and one version per key is kept.
     """
 
     def __init__(
@@ -487,8 +492,10 @@ class _TemporalRuntime:
         self.probe_source = relation_sources.get(join.left.source, {}).get(
             join.as_of.probe_column
         )
-        self.version_source = relation_sources.get(join.right.source, {}).get(
-            join.as_of.version_column
+        version_column = join.as_of.version_column
+        self.version_source = (
+            None if version_column is None
+            else relation_sources.get(join.right.source, {}).get(version_column)
         )
         self.held: list[dict[str, Any]] = []  # probe rows by qualified name, arrival order
         #: key -> version time -> the version's row by qualified name (None: deleted)
@@ -507,12 +514,15 @@ class _TemporalRuntime:
         passes, in arrival order (rows of this step included, after all of its versions)."""
         join = self.join
         out: list[dict[str, Any]] = []
+        batch_time = waterlines.batch_time_ms
+        version_column = self.as_of.version_column
         for side, change in _arrivals(join, deltas, deletions.get(join.right.source, ())):
             spec = join.left if side == "left" else join.right
             row = {spec.qualified(c): change.row.get(c) for c in spec.columns}
             if side == "right":
                 key = tuple(evaluate_expr(right, row) for _, right in join.keys)
-                time = change.row.get(self.as_of.version_column)
+                # AS OF processing time, a version's time is its step's batch time.
+                time = batch_time if version_column is None else change.row.get(version_column)
                 if time is not None:
                     self.versions.setdefault(key, {})[time] = None if change.deleted else row
             elif change.row.get(self.as_of.probe_column) is None:
@@ -521,7 +531,11 @@ class _TemporalRuntime:
                     out.append(self._padded(row))
             else:
                 self.held.append(row)
-        floor = _source_floor(self.version_source, waterlines)
+        if version_column is None:
+            # Every version at or below the step's batch time has come (S13).
+            floor = None if batch_time is None else batch_time + 1
+        else:
+            floor = _source_floor(self.version_source, waterlines)
         if floor is not None:
             kept: list[dict[str, Any]] = []
             for row in self.held:

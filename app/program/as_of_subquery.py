@@ -27,13 +27,19 @@ from sqlglot import exp
 
 from app.program.lexer import CompileFailure, SourceText
 
-__all__ = ["as_of_join"]
+__all__ = ["VERSIONS_BY", "as_of_join"]
+
+#: The meta key of a rewritten ``FOR SYSTEM_TIME AS OF``: (the versioned column the
+#: subquery compared, where the subquery's conjunct starts).
+VERSIONS_BY = "versions_by"
 
 
 @dataclass(frozen=True)
 class _Found:
     conjunct: exp.Expression
     probe_time: exp.Column
+    #: The versioned column the subquery orders versions by (``v.t``).
+    versions_by: str
     #: (probe column, versioned column name) per correlated key of the subquery.
     keys: tuple[tuple[exp.Column, str], ...]
 
@@ -111,6 +117,9 @@ def as_of_join(source: SourceText, select: exp.Select) -> exp.Select:
         "SELECT 1 FROM p JOIN v FOR SYSTEM_TIME AS OF p.t AS v ON TRUE")
     version = template.args["joins"][0].this.args["version"].copy()
     version.set("expression", found.probe_time.copy())
+    # The compiler checks that the versions are ordered by what the temporal join orders
+    # them by (its LATENESS column, or arrival for processing time).
+    version.meta[VERSIONS_BY] = (found.versions_by, _position(found.conjunct))
     rewritten = select.copy()
     new_join = rewritten.args["joins"][0]
     new_join.this.set("version", version)
@@ -203,4 +212,4 @@ def _subquery(source: SourceText, conjunct: exp.Expression, query: exp.Select, p
                              "valid at a time",
                              f"add AND {inner}.{time} <= {probe}.<time attribute>, or write "
                              f"JOIN {relation} FOR SYSTEM_TIME AS OF {probe}.<time> AS {alias}")
-    return _Found(conjunct, probe_time, tuple(keys))
+    return _Found(conjunct, probe_time, time, tuple(keys))

@@ -56,7 +56,7 @@ from app.circuit.ir import (
 )
 from app.circuit.ir import substitute as _replace
 from app.circuit.processing_time import now
-from app.program.as_of_subquery import as_of_join
+from app.program.as_of_subquery import VERSIONS_BY, as_of_join
 from app.program.ddl import _Cursor, parse_interval_tokens
 from app.program.lexer import CompileFailure, SourceText, Token, matching_paren
 from app.program.over_clause import OVER_AGGREGATES, OverCall, plan_over, state_text
@@ -2537,7 +2537,7 @@ def _plan_one_join(source: SourceText, tokens: Sequence[Token], select: exp.Sele
         assert isinstance(version, exp.Version)
         _updating_sides("temporal", left, right, view_name)
         temporal = _temporal_join(source, version, for_position, kind, left, right, on,
-                                  on_scope, fallback, clause)
+                                  on_scope, fallback, relations, clause)
         return _join_view(source, tokens, select, words, view_name, fallback, position,
                           temporal, left, right, sides, post_columns, "", renamed,
                           keep is not None)
@@ -3004,11 +3004,14 @@ def _join_view(source: SourceText, tokens: Sequence[Token], select: exp.Select,
 
 def _temporal_join(source: SourceText, version: exp.Version, for_position: Position,
                    kind: _JoinKind, left: _JoinInput, right: _JoinInput, on: exp.Expression,
-                   on_scope: _Scope, fallback: Position, clause: str = "ON") -> Join:
+                   on_scope: _Scope, fallback: Position, relations: dict[str, Relation],
+                   clause: str = "ON") -> Join:
     """SPEC S16: ``a [LEFT] JOIN b FOR SYSTEM_TIME AS OF a.t [AS y] ON ...`` (Flink's
-    event-time temporal join): ``b`` is a table with a PRIMARY KEY and a LATENESS column
-    (its versions and their times), ``a.t`` a time attribute of ``a`` (S10), and ON has an
-    equality on every key column of ``b``; its other conjuncts are the residual."""
+    temporal join): ``b`` is a table with a PRIMARY KEY (its rows are versions of their
+    key), ``a.t`` a time attribute of ``a`` (S10), and ON has an equality on every key
+    column of ``b``; its other conjuncts are the residual. AS OF an event-time attribute,
+    ``b`` needs a LATENESS column (its versions' times); AS OF a processing-time one (S13),
+    a version's time is the batch time of the step it arrives in."""
     table = right.relation
     name = table.name
     if str(version.args.get("kind") or "").upper() != "AS OF":
@@ -3025,12 +3028,6 @@ def _temporal_join(source: SourceText, version: exp.Version, for_position: Posit
                              "SYSTEM_TIME AS OF cannot read its rows as versions of a key",
                              f"declare one in CREATE TABLE {name}: PRIMARY KEY (<key "
                              "columns>) NOT ENFORCED")
-    if not table.time_attributes:
-        raise CompileFailure(right.position, f"table {name} has no LATENESS column, so no "
-                             "waterline says when the version valid at a time is final",
-                             f"add LATENESS to the event-time column of {name}, e.g. ts "
-                             "TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE")
-    version_column = table.time_attributes[0].column
     translator = _Translator(source, on_scope, fallback, None, "FOR SYSTEM_TIME AS OF")
     as_of_node = version.expression
     as_of_position = translator.pos(as_of_node)
@@ -3049,6 +3046,8 @@ def _temporal_join(source: SourceText, version: exp.Version, for_position: Posit
                              "can be joined",
                              f"add LATENESS to {left.relation.name}.{probe_column}, or join "
                              "AS OF a column that has it")
+    version_column = _version_column(source, version, table, left, right,
+                                     processing_time_attribute(attr, relations))
     # ON: an equality per key column of the versioned table, the rest is the residual.
     key_columns = {f"{right.alias}.{c}": c for c in table.primary_key}
     found: dict[str, tuple[Expr, Expr]] = {}
@@ -3094,6 +3093,43 @@ def _temporal_join(source: SourceText, version: exp.Version, for_position: Posit
     keys = tuple(found[q] for q in key_columns)
     return Join(kind, "temporal", left.side(), right.side(), keys, residual, None,
                 JoinAsOf(probe_column, version_column))
+
+
+def _version_column(source: SourceText, version: exp.Version, table: Relation,
+                    left: _JoinInput, right: _JoinInput, processing: bool) -> str | None:
+    """What times the versions of a temporal join (:class:`~app.circuit.ir.JoinAsOf`): the
+    versioned table's first LATENESS column, or None AS OF a processing-time attribute (a
+    version's time is its step's batch time). A correlated MAX subquery (seed 004's form,
+    app/program/as_of_subquery.py) must order the versions by that same time."""
+    name, alias = table.name, right.alias
+    if processing:
+        found = None
+    elif not table.time_attributes:
+        raise CompileFailure(right.position, f"table {name} has no LATENESS column, so no "
+                             "waterline says when the version valid at a time is final",
+                             f"add LATENESS to the event-time column of {name}, e.g. ts "
+                             "TIMESTAMP NOT NULL LATENESS INTERVAL '1' MINUTE")
+    else:
+        found = table.time_attributes[0].column
+    compared: tuple[str, int] | None = version.meta.get(VERSIONS_BY)
+    if compared is None:
+        return found
+    column, at = compared
+    if processing and column not in table.processing_time:
+        raise CompileFailure(source.position(at), f"AS OF processing time, the version of "
+                             f"{alias} is the latest its key has when the {left.alias} row "
+                             f"arrives (by arrival), not the one with the greatest "
+                             f"{alias}.{column}",
+                             f"order the versions by an AS PROCTIME() column pt of {name} "
+                             f"({alias}.pt = the MAX of pt at or below "
+                             f"{left.alias}.<processing time>), or bound {column} by an "
+                             f"event-time column of {left.alias}")
+    if not processing and column != found:
+        raise CompileFailure(source.position(at), f"the versions of {name} are ordered by its "
+                             f"first LATENESS column {found}, not by {column}",
+                             f"compare {alias}.{found} with the MAX of {found} at or below "
+                             f"{left.alias}.<time>")
+    return found
 
 
 def _on_position(source: SourceText, on: exp.Expression,
@@ -3215,9 +3251,12 @@ def _join_times(join: Join, left: _JoinInput,
     that no match or unmatched row found later is below it. Nothing without a bound."""
     if join.as_of is not None:
         # The probe's AS OF column: a row at x is written once w(versions) > x, so
-        # w = min(w(probe), w(versions)); the version's time is a plain column.
+        # w = min(w(probe), w(versions)); the version's time is a plain column. AS OF
+        # processing time, a row is written in its own step: w = w(probe).
         probe = left.relation.time_attribute(join.as_of.probe_column)
-        versions = right.relation.time_attribute(join.as_of.version_column)
+        version_column = join.as_of.version_column
+        versions = (probe if version_column is None
+                    else right.relation.time_attribute(version_column))
         assert probe is not None and versions is not None
         kind: _AttrKind = probe.kind if probe.kind in ("window_start", "window_end") else (
             "forwarded")
@@ -3257,9 +3296,13 @@ def _join_state_text(join: Join, left: _JoinInput, right: _JoinInput) -> str:
     """When each side's rows are freed (S16), for ``View.state`` and explain."""
     if join.as_of is not None:
         probe = left.relation.time_attribute(join.as_of.probe_column)
+        probe_column = f"{left.alias}.{join.as_of.probe_column}"
+        if join.as_of.version_column is None:
+            return (f"rows of {left.alias} are written in the step they arrive in, then "
+                    f"freed; of {right.alias}, per key, the latest version is kept (state "
+                    "grows with the number of keys)")
         versions = right.relation.time_attribute(join.as_of.version_column)
         assert probe is not None and versions is not None
-        probe_column = f"{left.alias}.{join.as_of.probe_column}"
         return (f"rows of {left.alias} are held until {_join_waterline(versions)} > "
                 f"{probe_column}, then written and freed; of {right.alias}, per key, the "
                 f"latest version at or below min({_join_waterline(probe)}, "

@@ -61,6 +61,7 @@ from app.circuit.ir import (
     column_refs,
     conjuncts,
 )
+from app.circuit.processing_time import BATCH_TIME_COLUMN
 from app.connectors.late_gate import ACCEPTED
 from app.runtime.operators.join_slots import JoinOperatorSpec, step_slot
 from app.runtime.operators.join_support import join_time_source
@@ -91,17 +92,21 @@ def join_operator_rows(
     the step's maximum (ADR 0001). Both are taken per side, not per relation: a relation
     joined with itself (a self-join) is both sides, each with its own role (a temporal
     join's versions are its right side's rows alone)."""
-    if join.per_key:
-        # No waterline frees a row or proves it unmatched: no probes (S16, S18).
-        spec = JoinOperatorSpec(join.kind, join.form, 0, 0, 0, 0)
+    if join.per_key or (join.as_of is not None and join.as_of.processing_time):
+        # No waterline frees a row or proves it unmatched: no probes (S16, S18). AS OF
+        # processing time, the step's batch time is every side's waterline (S13).
+        spec = JoinOperatorSpec(join.kind, join.form, 0, 0, 0, 0,
+                                processing_time=not join.per_key)
         return operator_joined(
-            join, (frames[join.left.source], frames[join.right.source]), None, spec
+            join, (frames[join.left.source], _versions(circuit, join, frames, sources)),
+            None, spec
         )
     probes: list[DataFrame] = []
     lateness: list[int] = []
     # A temporal join's probe side may be a native aggregate's final rows (ADR 0017).
     lags = any(v.name == join.left.source and not v.is_stateless for v in circuit.views)
     if join.as_of is not None:
+        assert join.as_of.version_column is not None, join
         times = [
             join_time_source(circuit, join.left.source, join.as_of.probe_column, lags),
             join_time_source(circuit, join.right.source, join.as_of.version_column),
@@ -124,26 +129,33 @@ def join_operator_rows(
             )
         )
         lateness.append(read.amount)
-    inputs = [frames[join.left.source], frames[join.right.source]]
-    versioned = circuit.root_table(join.right.source)
-    if join.as_of is not None and versioned.deletes_keys:
-        # The deletions of its keys (tombstones, delete events) end versions; no other view
-        # reads them, nor the probe side of a table joined with itself.
-        inputs[1] = (
-            sources[versioned.name]
-            .filter(F.col("_kind").isin(*ACCEPTED))
-            .select(
-                *table_columns(versioned),
-                "_partition",
-                "_offset",
-                (F.col("_kind") == "delete").alias("_deleted"),
-            )
-        )
     bound = (0, 0) if join.bound is None else (join.bound.lower, join.bound.upper)
     spec = JoinOperatorSpec(
         join.kind, join.form, *bound, lateness[0], lateness[1], probe_lags=lags
     )
-    return operator_joined(join, (inputs[0], inputs[1]), (probes[0], probes[1]), spec)
+    inputs = (frames[join.left.source], _versions(circuit, join, frames, sources))
+    return operator_joined(join, inputs, (probes[0], probes[1]), spec)
+
+
+def _versions(
+    circuit: Circuit, join: Join, frames: Mapping[str, DataFrame], sources: Mapping[str, DataFrame]
+) -> DataFrame:
+    """The right side's rows; of a temporal join of a table that deletes keys, with the
+    deletions of its keys (tombstones, delete events), which end versions: no other view
+    reads them, nor the probe side of a table joined with itself."""
+    if join.as_of is None or not circuit.root_table(join.right.source).deletes_keys:
+        return frames[join.right.source]
+    versioned = circuit.root_table(join.right.source)
+    return (
+        sources[versioned.name]
+        .filter(F.col("_kind").isin(*ACCEPTED))
+        .select(
+            *table_columns(versioned),
+            "_partition",
+            "_offset",
+            (F.col("_kind") == "delete").alias("_deleted"),
+        )
+    )
 
 
 def operator_joined(
@@ -163,7 +175,10 @@ def operator_joined(
     joined rows carry it: true for the retraction of a row written before (a padded row
     whose first match came, or a pair whose row was retracted)."""
     times: tuple[str | None, str | None]
-    if join.as_of is not None:
+    if join.as_of is not None and join.as_of.version_column is None:
+        # A version's time is its step's batch time (S13), carried as BATCH_TIME_COLUMN.
+        times = (join.as_of.probe_column, BATCH_TIME_COLUMN)
+    elif join.as_of is not None:
         times = (join.as_of.probe_column, join.as_of.version_column)
     elif join.per_key:
         times = (None, None)
@@ -209,16 +224,19 @@ def operator_joined(
                 weight.cast("long").alias("w"),
             ))
             continue
-        time = F.expr(f"unix_millis(`{spec_side.qualified(time_column)}`)")
+        time = F.expr(
+            "unix_millis(current_timestamp())" if time_column == BATCH_TIME_COLUMN
+            else f"unix_millis(`{spec_side.qualified(time_column)}`)"
+        )
         wire.append(side.select(*wire_row(keyed_slot(k), name, k, time, row, vals)))
-        assert probe is not None, join
-        wire.append(probe_wire(probe, name))
-    joined = run_slots(wire, partial(step_slot, spec), _OUT_UNDO if probes is None else _OUT)
+        if probe is not None:
+            wire.append(probe_wire(probe, name))
+    joined = run_slots(wire, partial(step_slot, spec), _OUT_UNDO if join.per_key else _OUT)
     types = [
         StructType([side.schema[c] for c in _columns(s)])
         for side, s in zip(sides, (join.left, join.right), strict=True)
     ]
-    undo = [F.col("undo").alias(RETRACTION_COLUMN)] if probes is None else []
+    undo = [F.col("undo").alias(RETRACTION_COLUMN)] if join.per_key else []
     parsed = joined.select(
         F.from_json("lrow", types[0]).alias("_l"),
         F.from_json("rrow", types[1]).alias("_r"),

@@ -24,7 +24,10 @@ starts).
   greatest time at or below its own (LEFT: padded without one; INNER: dropped), and frees
   it; then frees per key every version older than the latest one at or below the lesser of
   both waterlines (no lookup can find it again), and a key whose one version left is a
-  deletion. The residual is checked after the operator, over the joined columns
+  deletion. AS OF processing time, every row's time is the step's batch time ``T`` and
+  both floors are ``T + 1``: a probe row is written in its own step, after the step's
+  versions, and one version per key stays. The residual is checked after the operator,
+  over the joined columns
   (:func:`app.runtime.operators.join_operator.operator_joined`).
 - OUTER join without a time bound (:func:`_regular_step`; SPEC S16, S18): keeps each
   side's rows per key as a Z-set (row JSON -> weight, beside each row the pair
@@ -74,6 +77,9 @@ class JoinOperatorSpec:
     #: The probe side is a native aggregate's final rows, which Spark writes a step after
     #: the step whose waterline completes their window (its watermark lags one batch).
     probe_lags: bool = False
+    #: A temporal join AS OF processing time (S13): every row's time is the step's batch
+    #: time T (no probes), and every version at or below T has come: both floors are T + 1.
+    processing_time: bool = False
     #: Of an OUTER interval or window join, the conditions that read both sides (None:
     #: none), checked on each pair, and the SQL type of each column they read, by which a
     #: row's values are decoded (:func:`app.runtime.operators.slot_operator.decode_values`).
@@ -106,6 +112,11 @@ def step_slot(
     ]
     if spec.form != "temporal":
         return _interval_step(spec, doc, arrivals), doc
+    if spec.processing_time:
+        times = [a[2] for a in arrivals if a[2] is not None]
+        if times:
+            doc["w"]["L"] = doc["w"]["R"] = max(times) + 1
+        return _temporal_step(spec, doc, arrivals, doc["w"]["L"]), doc
     # The least time a future probe row can have: at or above w(L), or, of a lagging
     # aggregate, above the w(L) this step started with.
     probe_floor = started if spec.probe_lags else doc["w"]["L"]

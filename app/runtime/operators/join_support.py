@@ -28,13 +28,15 @@ def join_problem(circuit: Circuit, view: View) -> tuple[str, str] | None:
     interval or window join as LEFT, RIGHT or FULL OUTER, bounded on (or windowed on) any
     LATENESS column of each table, a join without a time bound as LEFT, RIGHT or FULL OUTER
     (S16, S18: its padded rows retracted when a match comes), and a temporal join AS OF any
-    LATENESS column of the probe table (:mod:`app.runtime.operators.join_operator`). A
+    LATENESS column of the probe table or AS OF its AS PROCTIME() column
+    (:mod:`app.runtime.operators.join_operator`). A
     join without a time bound reads no UNION ALL."""
     join = next(op for op in view.operators if isinstance(op, Join))
     fix = (
         "an INNER interval or window join on each table's first LATENESS column, an OUTER "
         "one on any of them, a join without a time bound (INNER or OUTER, of no UNION ALL), "
-        "or a temporal join AS OF a LATENESS column of the probe table runs on Spark; "
+        "or a temporal join AS OF a LATENESS or AS PROCTIME() column of the probe table "
+        "runs on Spark; "
         "the reference evaluator runs the others (tidemark explain shows the plan)"
     )
     if join.as_of is not None:
@@ -81,6 +83,13 @@ def _temporal_problem(circuit: Circuit, view: View, join: Join) -> str | None:
     """What keeps a temporal join off Spark (Tidemark's operator runs one AS OF a LATENESS
     column of the probe table, or AS OF a native aggregate's window end), or None."""
     assert join.as_of is not None, view.name
+    if join.as_of.version_column is None:
+        # AS OF processing time: a probe row's time must be its own step's batch time.
+        found = join_time_source(circuit, join.left.source, join.as_of.probe_column)
+        if found is None or not circuit.table(found[0]).column(found[1]).processing_time:
+            return (f"a temporal join AS OF {join.left.qualified(join.as_of.probe_column)}, "
+                    "a processing-time attribute that is no table's AS PROCTIME() column")
+        return None
     aggregate = next(
         (v for v in circuit.views if v.name == join.left.source and not v.is_stateless),
         None,

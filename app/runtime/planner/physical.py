@@ -400,6 +400,12 @@ def free_state(circuit: Circuit, plan: PhysicalPlan) -> PhysicalPlan:
             view = circuit.view(entry.view)
             entry = replace(entry, operators=_branch_operators(circuit, view.name, placement))
             if _is_join(view):
+                if view.join is not None and view.join.as_of is not None and (
+                        view.join.as_of.processing_time):
+                    # Its probe rows go in their own step; a version stays per key.
+                    placed.append(replace(entry, state="join_operator",
+                                          state_freed_by=FREED_BY_BATCH_TIME))
+                    continue
                 if view.state.kind == "unbounded":
                     # A join without a time bound keeps every row (S16, an L7 warning).
                     placed.append(replace(entry, state="unbounded"))
@@ -630,6 +636,12 @@ def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> 
                 lines.append(
                     f"    state:      a window's groups, freed once {freed} passes the "
                     "window's end"
+                )
+            elif v.state == "join_operator" and v.state_freed_by == FREED_BY_BATCH_TIME:
+                lines.append(
+                    "    state:      per key, the latest version of the versioned table; each "
+                    "probe row is written in the step it arrives in (processing time; "
+                    "Tidemark's join operator, ADR 0017)"
                 )
             elif v.state == "join_operator" and " FOR SYSTEM_TIME AS OF " in v.source:
                 lines.append(

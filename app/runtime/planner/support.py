@@ -432,7 +432,10 @@ def _processing_time_problem(circuit: Circuit, view: View) -> Problem | None:
                 "step in which Spark next calls the group)",
                 "select NOW() in a view that reads this view, or use a PROCTIME() column",
             )
-    several = view.join is not None or view.union is not None
+    # A temporal join AS OF processing time writes each row in the step it arrives in.
+    in_step = view.join is not None and view.join.as_of is not None and (
+        view.join.as_of.processing_time)
+    several = (view.join is not None and not in_step) or view.union is not None
     attributes = [a for a in view.time_attributes if attribute_is_processing_time(circuit, a)]
     if several and (attributes or view_reads_now(view)):
         what = "a JOIN" if view.join is not None else "a UNION ALL"

@@ -43,7 +43,7 @@ EMIT AFTER WATERMARK;
 FIX = (
     "an INNER interval or window join on each table's first LATENESS column, an OUTER one "
     "on any of them, a join without a time bound (INNER or OUTER, of no UNION ALL), or a "
-    "temporal join AS OF a LATENESS column of the probe table runs on Spark"
+    "temporal join AS OF a LATENESS or AS PROCTIME() column of the probe table runs on Spark"
 )
 
 WINDOWED = """
