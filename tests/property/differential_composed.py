@@ -26,7 +26,21 @@ each, every view any form over any earlier view of its stack or a table:
 - at times, once a stack holds an updating view with a key, a join without a time bound of
   it and a relation with a key, on the keys, INNER, LEFT or FULL (S16, S18: each pair's
   change weighed by both sides', an outer row padded at once and retracted when its first
-  match comes; updating, a ``changelog`` without time attributes).
+  match comes; updating, a ``changelog`` without time attributes);
+- in place of an aggregate or GROUP BY at times (:data:`OVER_SHARE`) an OVER aggregate of an
+  insert-only relation: COUNT, SUM, MIN, MAX over a RANGE frame of seconds or UNBOUNDED (a
+  ROWS frame over a table or filters of one), PARTITION BY a key at times, ORDER BY a time
+  attribute that is no window start;
+- so too (:data:`TOP_N_SHARE`) a window Top-N (ROW_NUMBER or RANK, ``<= N``): of a TUMBLE
+  or HOP of an insert-only relation, of an EMIT AFTER WATERMARK aggregate written as its
+  subquery, or of an earlier view's windows (an aggregate's, a SESSION's, a Top-N's);
+- so too (:data:`SESSION_SHARE`) a SESSION window aggregate, EMIT AFTER WATERMARK, of a
+  table, a filter or a UNION ALL, per a key or over all rows.
+
+The rows of those three are final (insert-only) and wait for a waterline (gated); an OVER
+keeps its ORDER BY column as a time attribute, a Top-N its window's columns, a SESSION its
+``window_end`` (its ``window_start`` is a plain column), and every other time column they
+pass on is a plain TIMESTAMP.
 
 A filter of an updating view is updating too (written as a ``changelog``); once a stack holds
 an updating view, its next view is a UNION ALL over one 4 times in 10, else half the time
@@ -51,7 +65,7 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from differential_cases import BASE_MS, S, Step
@@ -71,10 +85,14 @@ FINAL_AHEAD_S = 600
 class Col:
     """A column of a generated relation: ``time`` (a NOT NULL event-time attribute),
     ``key`` (VARCHAR), ``val`` (BIGINT) or ``stamp`` (a TIMESTAMP that is no time
-    attribute: an outer join's nullable side)."""
+    attribute: an outer join's nullable side, a SESSION's window start, a time column an
+    OVER or a Top-N passes on)."""
 
     name: str
     kind: str
+    #: A window start (or a column forwarded from one): a time attribute whose waterline
+    #: follows its window, which an OVER cannot be ordered by.
+    start: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,6 +112,15 @@ class Rel:
     #: Its changes include a regular join's pairs of updating rows (in it or in what it
     #: passes on): within a step a pair may be retracted before it is inserted (S16, S18).
     paired: bool = False
+    #: The form of the view that makes it (:attr:`ViewDraw.form`; empty for a table).
+    form: str = ""
+    #: The column that is the end of the windows of its final rows (an EMIT AFTER
+    #: WATERMARK aggregate's, a SESSION aggregate's, a Top-N's), which a Top-N may rank
+    #: them by (PARTITION BY it); None if it has none.
+    window_end: str | None = None
+    #: Its rows keep one table's arrival order (a table, or filters of one), so a ROWS
+    #: frame over them is the same on both sides (rows of equal time go by arrival).
+    arrival: bool = False
 
     def of(self, kind: str) -> list[Col]:
         return [c for c in self.cols if c.kind == kind]
@@ -259,7 +286,7 @@ def _filter(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> Vi
         if col.kind == "time" and rng.random() < 0.3:
             new = f"t{n}_{index}"
             items.append(f"{col.name} AS {new}")
-            cols.append(Col(new, "time"))
+            cols.append(replace(col, name=new))
         elif col.kind == "val" and len(src.of("val")) > 1 and rng.random() < 0.3:
             continue  # dropped
         else:
@@ -274,7 +301,8 @@ def _filter(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> Vi
     where = _where(rng, src)
     sql = (f"SELECT {', '.join(items)} FROM {src.name}"
            + (f" WHERE {where}" if where else "") + ";")
-    rel = Rel(name, tuple(cols), updating=src.updating, gated=src.gated, paired=src.paired)
+    rel = Rel(name, tuple(cols), updating=src.updating, gated=src.gated, paired=src.paired,
+              arrival=src.arrival)
     return ViewDraw(name, "filter", (src.name,), sql, output, rel,
                     "changelog" if src.updating else "append")
 
@@ -297,7 +325,7 @@ def _aggregate(rng: random.Random, name: str, output: bool, src: Rel, n: int) ->
     cols: list[Col] = []
     if window in ("both", "start"):
         items.append(f"window_start AS ws{n}")
-        cols.append(Col(f"ws{n}", "time"))
+        cols.append(Col(f"ws{n}", "time", start=True))
     if window in ("both", "end"):
         items.append(f"window_end AS we{n}")
         cols.append(Col(f"we{n}", "time"))
@@ -319,7 +347,8 @@ def _aggregate(rng: random.Random, name: str, output: bool, src: Rel, n: int) ->
            + (f"WHERE {where}\n" if where else "")
            + f"GROUP BY {', '.join(group)}\nEMIT AFTER WATERMARK;")
     return ViewDraw(name, "aggregate", (src.name,), sql, output,
-                    Rel(name, tuple(cols), gated=True))
+                    Rel(name, tuple(cols), gated=True,
+                        window_end=f"we{n}" if window != "start" else None))
 
 
 def _grouped(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> ViewDraw:
@@ -350,7 +379,7 @@ def _grouped(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> V
             source = (f"TABLE(HOP(TABLE {src.name}, DESCRIPTOR({time}), "
                       f"INTERVAL '{slide}' SECOND, INTERVAL '{slide * 2}' SECOND))")
         items += [f"window_start AS ws{n}", f"window_end AS we{n}"]
-        cols += [Col(f"ws{n}", "time"), Col(f"we{n}", "time")]
+        cols += [Col(f"ws{n}", "time", start=True), Col(f"we{n}", "time")]
         group += ["window_start", "window_end"]
     wanted = rng.choice(("key", "key", "val", "both"))
     chosen: list[Col] = []
@@ -382,12 +411,14 @@ def _grouped(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> V
 
 
 def _join(rng: random.Random, name: str, output: bool, left: Rel, right: Rel, n: int) -> ViewDraw:
-    lt, rt = rng.choice(left.of("time")).name, rng.choice(right.of("time")).name
+    ltc, rtc = rng.choice(left.of("time")), rng.choice(right.of("time"))
+    lt, rt = ltc.name, rtc.name
     lk, rk = rng.choice(left.of("key")).name, rng.choice(right.of("key")).name
     before, after = rng.randint(0, 5), rng.randint(0, 5)
     kind = rng.choice(("", "", "", "LEFT "))
     items = [f"l.{lt} AS lt{n}", f"r.{rt} AS rt{n}", f"l.{lk} AS k{n}"]
-    cols = [Col(f"lt{n}", "time"), Col(f"rt{n}", "stamp" if kind else "time"),
+    cols = [Col(f"lt{n}", "time", ltc.start),
+            Col(f"rt{n}", "stamp") if kind else Col(f"rt{n}", "time", rtc.start),
             Col(f"k{n}", "key")]
     for side, rel in (("l", left), ("r", right)):
         if rel.of("val"):
@@ -436,15 +467,19 @@ def _aggregated_join(rng: random.Random, name: str, output: bool, left: Rel, rig
 def _union(rng: random.Random, name: str, output: bool, one: Rel, two: Rel, n: int) -> ViewDraw:
     keyed = bool(one.of("key") and two.of("key")) and rng.random() < 0.8
     branches = []
+    start = False
     for rel in (one, two):
-        items = [f"{rng.choice(rel.of('time')).name} AS t{n}"]
+        time = rng.choice(rel.of("time"))
+        start = start or time.start
+        items = [f"{time.name} AS t{n}"]
         if keyed:
             items.append(f"{rng.choice(rel.of('key')).name} AS k{n}")
         items.append(f"{rng.choice(rel.of('val')).name} AS v{n}")
         where = _where(rng, rel)
         branches.append(f"SELECT {', '.join(items)} FROM {rel.name}"
                         + (f" WHERE {where}" if where else ""))
-    cols = [Col(f"t{n}", "time"), *([Col(f"k{n}", "key")] if keyed else []), Col(f"v{n}", "val")]
+    cols = [Col(f"t{n}", "time", start), *([Col(f"k{n}", "key")] if keyed else []),
+            Col(f"v{n}", "val")]
     sql = "\nUNION ALL\n".join(branches) + ";"
     rel = Rel(name, tuple(cols), gated=one.gated or two.gated)
     return ViewDraw(name, "union", (one.name, two.name), sql, output, rel)
@@ -471,15 +506,20 @@ def _updating_union(rng: random.Random, name: str, output: bool, pool: list[Rel]
     timed = all(r.of("time") for r in pair) and rng.random() < 0.5
     keyed = all(r.of("key") for r in pair) and rng.random() < 0.8
     branches = []
+    start = False
     for rel in pair:
-        items = [f"{rng.choice(rel.of('time')).name} AS t{n}"] if timed else []
+        items = []
+        if timed:
+            time = rng.choice(rel.of("time"))
+            start = start or time.start
+            items.append(f"{time.name} AS t{n}")
         if keyed:
             items.append(f"{rng.choice(rel.of('key')).name} AS k{n}")
         items.append(f"{rng.choice(rel.of('val')).name} AS v{n}")
         where = _where(rng, rel)
         branches.append(f"SELECT {', '.join(items)} FROM {rel.name}"
                         + (f" WHERE {where}" if where else ""))
-    cols = [*([Col(f"t{n}", "time")] if timed else []),
+    cols = [*([Col(f"t{n}", "time", start)] if timed else []),
             *([Col(f"k{n}", "key")] if keyed else []), Col(f"v{n}", "val")]
     sql = "\nUNION ALL\n".join(branches) + ";"
     rel = Rel(name, tuple(cols), updating=True, gated=one.gated or two.gated, united=True,
@@ -542,6 +582,287 @@ def _union_or_reader(rng: random.Random, name: str, output: bool, pool: list[Rel
             or _updating_join(rng, name, output, pool, n))
 
 
+# --- OVER aggregates, window Top-N, SESSION windows -----------------------------------------
+
+#: The shares of the aggregate and GROUP BY draws (of views that read no updating view)
+#: drawn instead as an OVER aggregate, a window Top-N and a SESSION window aggregate: the
+#: forms Flink SQL users stack over windows (docs/language.md), each over a relation whose
+#: rows are insert-only. Each holds state as those aggregates do, so a reader of one reads
+#: it through a stage boundary, in a query of its own, as it would read an aggregate: the
+#: program keeps about as many queries (the CI case's time is its queries' starts).
+OVER_SHARE = 0.1
+TOP_N_SHARE = 0.1
+SESSION_SHARE = 0.1
+OVER_CALLS = ("COUNT(*)", "SUM({v})", "MIN({v})", "MAX({v})", "COUNT({v})")
+
+
+def _passed_on(src: Rel, kept: set[str]) -> list[Col]:
+    """``src``'s columns as a view that ranks or frames its rows passes them on: the time
+    attributes named in ``kept`` stay ones, every other is a plain TIMESTAMP (its rows are
+    written after their step, below the waterline: docs/language.md)."""
+    return [c if c.kind != "time" or c.name in kept else Col(c.name, "stamp") for c in src.cols]
+
+
+def _window_tvf(rng: random.Random, src: str, time: str) -> str:
+    """A TUMBLE of 1-6 s or a HOP of slide 1-3 s and 2-3 slides on ``time``."""
+    if rng.random() < 0.6:
+        return f"TUMBLE(TABLE {src}, DESCRIPTOR({time}), INTERVAL '{rng.randint(1, 6)}' SECOND)"
+    slide = rng.randint(1, 3)
+    return (f"HOP(TABLE {src}, DESCRIPTOR({time}), INTERVAL '{slide}' SECOND, "
+            f"INTERVAL '{slide * rng.randint(2, 3)}' SECOND)")
+
+
+def _over(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> ViewDraw:
+    """An OVER aggregate (docs/language.md, "OVER aggregates"; semantics.md): every column
+    of an insert-only relation and 1-3 of COUNT(*), COUNT/SUM/MIN/MAX of a BIGINT over
+    each row's frame, PARTITION BY a key, a BIGINT or nothing, ORDER BY a time attribute
+    that is no window start; a frame of RANGE 0-6 s (with or without BETWEEN), RANGE
+    UNBOUNDED or none, or, over a table or filters of one (whose rows of equal time both
+    sides take in one arrival order), ROWS 0-3 or UNBOUNDED; the window inline or named
+    in a WINDOW clause; a drawn WHERE. Each row is written once, final, when the
+    waterline passes it: insert-only and gated; the ORDER BY column stays a time
+    attribute, the others do not."""
+    time = rng.choice([c for c in src.of("time") if not c.start]).name
+    keys, vals = src.of("key"), src.of("val")
+    roll = rng.random()
+    if keys and roll < 0.6:
+        partition = f"PARTITION BY {rng.choice(keys).name} "
+    elif vals and roll < 0.75:
+        partition = f"PARTITION BY {rng.choice(vals).name} "
+    else:
+        partition = ""
+    roll = rng.random()
+    if src.arrival and roll < 0.3:
+        preceding = rng.choice((str(rng.randint(0, 3)), "UNBOUNDED"))
+        frame = f" ROWS BETWEEN {preceding} PRECEDING AND CURRENT ROW"
+    elif roll < 0.75:
+        amount = rng.randint(0, 6)
+        frame = rng.choice((f" RANGE BETWEEN INTERVAL '{amount}' SECOND PRECEDING AND "
+                            "CURRENT ROW", f" RANGE INTERVAL '{amount}' SECOND PRECEDING"))
+    elif roll < 0.9:
+        frame = " RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+    else:
+        frame = ""  # RANGE UNBOUNDED, SQL's default
+    window = f"{partition}ORDER BY {time}{frame}"
+    named = rng.random() < 0.3
+    items = [c.name for c in src.cols]
+    cols = _passed_on(src, {time})
+    calls = [c for c in OVER_CALLS if vals or "{v}" not in c]
+    for j, call in enumerate(rng.sample(calls, rng.randint(1, min(3, len(calls))))):
+        alias = f"o{n}_{j}"
+        over = f"OVER w{n}" if named else f"OVER ({window})"
+        items.append(f"{call.format(v=rng.choice(vals).name if vals else '')} {over} AS {alias}")
+        cols.append(Col(alias, "val"))
+    where = _where(rng, src)
+    sql = (f"SELECT {', '.join(items)}\nFROM {src.name}"
+           + (f"\nWHERE {where}" if where else "")
+           + (f"\nWINDOW w{n} AS ({window})" if named else "") + ";")
+    return ViewDraw(name, "over", (src.name,), sql, output,
+                    Rel(name, tuple(cols), gated=True))
+
+
+def _ranking(rng: random.Random, partition: list[str], order: list[str], n: int) -> tuple[str, str]:
+    """A ROW_NUMBER() (2 in 3) or RANK() OVER the window partition, each ORDER BY key
+    DESC (2 in 3) or ASC, named ``r<n>``; and the limit on it: ``r<n> <= N``, ``r<n> < N +
+    1`` or ``r<n> = 1``, N from 1 to 3."""
+    function = rng.choice(("ROW_NUMBER", "ROW_NUMBER", "RANK"))
+    keys = ", ".join(f"{c} {rng.choice(('DESC', 'DESC', 'ASC'))}" for c in order)
+    ranked = f"{function}() OVER (PARTITION BY {', '.join(partition)} ORDER BY {keys}) AS r{n}"
+    limit = rng.randint(1, 3)
+    return ranked, rng.choice((f"r{n} <= {limit}", f"r{n} < {limit + 1}", f"r{n} = 1"))
+
+
+def _order(rng: random.Random, first: str, others: list[str]) -> list[str]:
+    """``first``, and at times (2 in 5) a second ORDER BY key of ``others``."""
+    rest = [c for c in others if c != first]
+    return [first, rng.choice(rest)] if rest and rng.random() < 0.4 else [first]
+
+
+def _top_n(rng: random.Random, name: str, output: bool, pool: list[Rel], n: int) -> ViewDraw | None:
+    """A window Top-N (docs/language.md, "Window Top-N"): the best 1-3 rows of each window
+    (and at times of each key), ranked in a subquery and limited in the view's WHERE, over
+    an earlier view's windows (an EMIT AFTER WATERMARK or SESSION aggregate's final rows, a
+    Top-N's: 1 in 3 when there is one), an EMIT AFTER WATERMARK aggregate written as a
+    subquery (2 in 5 of the others) or a TUMBLE or HOP of an insert-only relation. Its
+    rows are written once, final, when their window completes: insert-only and gated;
+    the window's columns stay time attributes, other time columns do not.
+
+    Not drawn: a Top-N of a filter of an aggregate's final rows (docs/language.md's "a
+    view over one"), which the Spark runtime refuses before Spark starts, naming the
+    filter ("reading the aggregate view ... this way"); the reference evaluator runs it.
+    A filter's rows therefore carry no :attr:`Rel.window_end`."""
+    windowed = [r for r in pool if r.window_end and r.of("val") and not r.updating]
+    if windowed and rng.random() < 0.35:
+        return _top_n_of_view(rng, name, output, rng.choice(windowed), n)
+    src = _pick(rng, pool, lambda r: bool(r.of("time") and r.of("val")) and not r.updating)
+    if src is None:
+        return None
+    if rng.random() < 0.4:
+        return _top_n_of_aggregate(rng, name, output, src, n)
+    return _top_n_of_rows(rng, name, output, src, n)
+
+
+def _top_n_of_rows(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> ViewDraw:
+    """A Top-N of a window function's rows: the rows of a TUMBLE or HOP of ``src`` on one
+    of its time attributes (a drawn WHERE), PARTITION BY the window and at times a key,
+    ORDER BY a BIGINT and at times another column; every column of ``src`` and the window
+    (``ws<n>``, ``we<n>``), the rank at times."""
+    time = rng.choice(src.of("time")).name
+    tvf = _window_tvf(rng, src.name, time)
+    partition = ["window_start", "window_end"]
+    keys = src.of("key")
+    if keys and rng.random() < 0.5:
+        partition.append(rng.choice(keys).name)
+    order = _order(rng, rng.choice(src.of("val")).name,
+                   [c.name for c in src.cols if c.kind in ("key", "val", "time")])
+    ranked, limit = _ranking(rng, partition, order, n)
+    columns = [c.name for c in src.cols]
+    inner_where = _where(rng, src) if rng.random() < 0.5 else None
+    shown = rng.random() < 0.4
+    items = [f"window_start AS ws{n}", f"window_end AS we{n}", *columns,
+             *([f"r{n}"] if shown else [])]
+    cols = [Col(f"ws{n}", "time", start=True), Col(f"we{n}", "time"), *_passed_on(src, set()),
+            *([Col(f"r{n}", "val")] if shown else [])]
+    sql = (f"SELECT {', '.join(items)}\nFROM (\n"
+           f"  SELECT window_start, window_end, {', '.join(columns)},\n    {ranked}\n"
+           f"  FROM TABLE({tvf})"
+           + (f"\n  WHERE {inner_where}" if inner_where else "")
+           + f")\nWHERE {limit};")
+    return ViewDraw(name, "top_n", (src.name,), sql, output,
+                    Rel(name, tuple(cols), gated=True, window_end=f"we{n}"))
+
+
+def _top_n_of_aggregate(rng: random.Random, name: str, output: bool, src: Rel,
+                        n: int) -> ViewDraw:
+    """A Top-N of an EMIT AFTER WATERMARK aggregate written as its subquery (its windows'
+    final rows, S18): a TUMBLE or HOP of ``src`` grouped by the window and a key (7 in 10)
+    and at times a BIGINT too, 1-2 of COUNT(*), COUNT/SUM/MIN/MAX of a BIGINT, a drawn
+    WHERE; ranked by an aggregate, per window (and per key when grouped by a BIGINT too,
+    at times)."""
+    time = rng.choice(src.of("time")).name
+    tvf = _window_tvf(rng, src.name, time)
+    keys, vals = src.of("key"), src.of("val")
+    group: list[str] = []
+    if keys and rng.random() < 0.7:
+        group.append(rng.choice(keys).name)
+        if rng.random() < 0.3:
+            group.append(rng.choice(vals).name)
+    calls = [c for c in AGG_CALLS if c != "COUNT({v})"]
+    aggregates = []
+    for j, call in enumerate(rng.sample(calls, rng.randint(1, 2))):
+        aggregates.append((f"{call.format(v=rng.choice(vals).name)} AS a{n}_{j}", f"a{n}_{j}"))
+    partition = ["window_start", "window_end"]
+    if len(group) == 2 and rng.random() < 0.5:
+        partition.append(group[0])
+    names = [a for _, a in aggregates]
+    order = _order(rng, rng.choice(names), names + group)
+    ranked, limit = _ranking(rng, partition, order, n)
+    where = _where(rng, src)
+    columns = [*group, *names]
+    shown = rng.random() < 0.4
+    sql = (f"SELECT ws{n}, we{n}, {', '.join(columns)}" + (f", r{n}" if shown else "")
+           + "\nFROM (\n"
+           f"  SELECT window_start AS ws{n}, window_end AS we{n}, {', '.join(columns)},\n"
+           f"    {ranked}\n"
+           f"  FROM (SELECT window_start, window_end, "
+           f"{', '.join([*group, *(a for a, _ in aggregates)])}\n"
+           f"        FROM TABLE({tvf})\n"
+           + (f"        WHERE {where}\n" if where else "")
+           + f"        GROUP BY {', '.join(['window_start', 'window_end', *group])}))\n"
+           f"WHERE {limit};")
+    by_name = {c.name: c for c in src.cols}
+    cols = [Col(f"ws{n}", "time", start=True), Col(f"we{n}", "time"),
+            *(by_name[g] for g in group), *(Col(a, "val") for a in names),
+            *([Col(f"r{n}", "val")] if shown else [])]
+    return ViewDraw(name, "top_n", (src.name,), sql, output,
+                    Rel(name, tuple(cols), gated=True, window_end=f"we{n}"))
+
+
+def _top_n_of_view(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> ViewDraw:
+    """A Top-N of an earlier view's windows (an EMIT AFTER WATERMARK or SESSION
+    aggregate's final rows, a Top-N's), PARTITION BY its window end (and its window start
+    at times, and a key at times), ORDER BY a BIGINT and at times another column; its
+    columns passed on, the rank at times, a drawn WHERE before ranking."""
+    end = src.window_end
+    assert end is not None
+    starts = [c.name for c in src.of("time") if c.start]
+    partition = [*(starts[:1] if starts and rng.random() < 0.5 else []), end]
+    keys = src.of("key")
+    if keys and rng.random() < 0.4:
+        partition.append(rng.choice(keys).name)
+    order = _order(rng, rng.choice(src.of("val")).name,
+                   [c.name for c in src.cols if c.kind in ("key", "val")])
+    ranked, limit = _ranking(rng, partition, order, n)
+    columns = [c.name for c in src.cols]
+    where = _where(rng, src) if rng.random() < 0.4 else None
+    shown = rng.random() < 0.4
+    sql = (f"SELECT {', '.join(columns)}" + (f", r{n}" if shown else "")
+           + f"\nFROM (SELECT {', '.join(columns)},\n    {ranked}\n  FROM {src.name}"
+           + (f"\n  WHERE {where}" if where else "") + f")\nWHERE {limit};")
+    cols = [*_passed_on(src, {end, *starts}), *([Col(f"r{n}", "val")] if shown else [])]
+    return ViewDraw(name, "top_n", (src.name,), sql, output,
+                    Rel(name, tuple(cols), gated=True, window_end=end))
+
+
+def _session(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> ViewDraw:
+    """A SESSION window aggregate (docs/language.md, L4; semantics.md "Windows") over a
+    table, a filter or a UNION ALL (insert-only): sessions of a gap of 1-4 s on one of its
+    time attributes, per a key (4 in 5, spelled in PARTITION BY 3 in 4) or over all rows;
+    GROUP BY the window and that key, 1-3 of COUNT(*), COUNT/SUM/MIN/MAX of a BIGINT, a
+    drawn WHERE (a row it drops neither extends nor links a session); EMIT AFTER
+    WATERMARK. ``window_end`` (``we<n>``) is a time attribute, ``window_start``
+    (``ws<n>``, kept at times) is not (a session open long ago may still close)."""
+    time = rng.choice(src.of("time")).name
+    keys = src.of("key")
+    key = rng.choice(keys).name if keys and rng.random() < 0.8 else None
+    spelled = f" PARTITION BY {key}" if key and rng.random() < 0.75 else ""
+    tvf = (f"SESSION(TABLE {src.name}{spelled}, DESCRIPTOR({time}), "
+           f"INTERVAL '{rng.randint(1, 4)}' SECOND)")
+    items = [f"window_end AS we{n}"]
+    cols = [Col(f"we{n}", "time")]
+    if rng.random() < 0.6:
+        items.insert(0, f"window_start AS ws{n}")
+        cols.insert(0, Col(f"ws{n}", "stamp"))
+    group = ["window_start", "window_end"]
+    if key:
+        items.append(key)
+        group.append(key)
+        cols.append(Col(key, "key"))
+    vals = src.of("val")
+    calls = [c for c in AGG_CALLS if vals or "{v}" not in c]
+    for j, call in enumerate(rng.sample(calls, rng.randint(1, min(3, len(calls))))):
+        alias = f"a{n}_{j}"
+        items.append(f"{call.format(v=rng.choice(vals).name if vals else '')} AS {alias}")
+        cols.append(Col(alias, "val"))
+    where = _where(rng, src)
+    sql = (f"SELECT {', '.join(items)}\nFROM TABLE({tvf})\n"
+           + (f"WHERE {where}\n" if where else "")
+           + f"GROUP BY {', '.join(group)}\nEMIT AFTER WATERMARK;")
+    return ViewDraw(name, "session", (src.name,), sql, output,
+                    Rel(name, tuple(cols), gated=True, window_end=f"we{n}"))
+
+
+def _stacked(rng: random.Random, name: str, output: bool, pool: list[Rel],
+             n: int) -> ViewDraw | None:
+    """In place of an aggregate or a GROUP BY, at times (:data:`OVER_SHARE`,
+    :data:`TOP_N_SHARE`, :data:`SESSION_SHARE`) an OVER aggregate, a window Top-N or a
+    SESSION aggregate over an insert-only relation that fits; None: the form drawn."""
+    roll = rng.random()
+    if roll < OVER_SHARE:
+        src = _pick(rng, pool, lambda r: not r.updating
+                    and any(not c.start for c in r.of("time")))
+        return _over(rng, name, output, src, n) if src else None
+    roll -= OVER_SHARE
+    if roll < TOP_N_SHARE:
+        return _top_n(rng, name, output, pool, n)
+    roll -= TOP_N_SHARE
+    if roll < SESSION_SHARE:
+        src = _pick(rng, pool, lambda r: bool(r.of("time")) and not r.updating
+                    and (r.is_table or r.form in ("filter", "union")))
+        return _session(rng, name, output, src, n) if src else None
+    return None
+
+
 def _pick(rng: random.Random, pool: list[Rel], ok: Any, prefer_view: bool = True) -> Rel | None:
     fits = [r for r in pool if ok(r)]
     if not fits:
@@ -575,6 +896,9 @@ def draw_stack(rng: random.Random, stack: int, tables: list[Rel]) -> Stack:
                 src = rng.choice(timed if timed and rng.random() < 0.7 else updating)
                 readers = [_filter, _grouped, *([_aggregate] if src.of("time") else [])]
                 drawn = rng.choice(readers)(rng, name, output, src, n)
+            elif form in ("aggregate", "group") and (
+                    stacked := _stacked(rng, name, output, pool, n)) is not None:
+                drawn = stacked
             elif form == "filter":
                 src = _pick(rng, pool, lambda r: bool(r.cols))
                 drawn = _filter(rng, name, output, src, n) if src else None
@@ -599,6 +923,7 @@ def draw_stack(rng: random.Random, stack: int, tables: list[Rel]) -> Stack:
             if drawn is not None:
                 break
         assert drawn is not None
+        drawn.rel = replace(drawn.rel, form=drawn.form)
         views.append(drawn)
         pool.append(drawn.rel)
     # A view no later view of its stack reads is an output (a LOCAL one would go unseen).
@@ -677,8 +1002,8 @@ def generate(seed: int, compositions: int, steps: int = 2, rows_per_step: int = 
     rng = random.Random(seed)
     names = ["ta", "tb"][:tables]
     lateness = {t: rng.choice((1, 2, 3, 4)) for t in names}
-    table_rels = [Rel(t, (Col("ts", "time"), Col("k", "key"), Col("v", "val")), True)
-                  for t in names]
+    table_rels = [Rel(t, (Col("ts", "time"), Col("k", "key"), Col("v", "val")), True,
+                      arrival=True) for t in names]
     kept: list[Stack] = []
     skipped: Counter[str] = Counter()
     drawn = 0
