@@ -12,6 +12,10 @@ view is compared with the reference evaluator fed the steps Spark ran (rows by o
 batch times from the offset log), and the clock's part is checked by hand: the window's final
 row is written in a step without input whose batch time (its ``ptime``) is at or after the
 window's end, and the step before it is before the end.
+
+The same on a table with no LATENESS column at all (``taps``): no Spark watermark, its
+TUMBLE windows on ``pt`` (default EMIT and EMIT AFTER WATERMARK) and an aggregate without a
+time key run on the state operator's processing-time timeouts alone.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 
 import pytest
 from clocked_run import ClockedRun
+from spark_offset_log import Batch
 
 pytestmark = pytest.mark.e2e
 
@@ -59,16 +64,112 @@ GROUP BY usr, window_start, window_end;
 VIEWS = ("stamped", "logged", "gated_out", "per_window", "per_user")
 
 
+UNTIMED = """
+CREATE TABLE taps (
+    usr VARCHAR NOT NULL,
+    pt  AS PROCTIME()
+) WITH ('topic' = '{topic}');
+
+CREATE VIEW seen WITH ('topic' = '{seen}') AS SELECT usr, pt FROM taps;
+
+CREATE VIEW taps_final WITH ('topic' = '{taps_final}', 'format' = 'changelog') AS
+SELECT window_start, window_end, COUNT(*) AS taps
+FROM TABLE(TUMBLE(TABLE taps, DESCRIPTOR(pt), INTERVAL '{size}' SECOND))
+GROUP BY window_start, window_end
+EMIT AFTER WATERMARK;
+
+CREATE VIEW taps_per_user WITH ('topic' = '{taps_per_user}') AS
+SELECT usr, window_start, window_end, COUNT(*) AS taps
+FROM TABLE(TUMBLE(TABLE taps, DESCRIPTOR(pt), INTERVAL '{size}' SECOND))
+GROUP BY usr, window_start, window_end;
+
+CREATE VIEW taps_total WITH ('topic' = '{taps_total}') AS
+SELECT usr, COUNT(*) AS taps FROM taps GROUP BY usr;
+"""
+UNTIMED_VIEWS = ("seen", "taps_final", "taps_per_user", "taps_total")
+#: Upsert views: their records are compared per key, in order.
+UPSERT = ("per_user", "taps_per_user", "taps_total")
+
+
 class Run(ClockedRun):
     """The program's service running on real time (:class:`ClockedRun`)."""
 
-    def __init__(self, kafka: Any, tmp_path: Path, topics: dict[str, str]) -> None:
-        super().__init__(kafka, tmp_path, PROGRAM.format(size=SIZE_S, **topics), "clicks",
-                         topics)
+    def __init__(self, kafka: Any, tmp_path: Path, program: str, table: str,
+                 topics: dict[str, str]) -> None:
+        super().__init__(kafka, tmp_path, program.format(size=SIZE_S, **topics), table, topics)
 
     def produce(self, rows: list[tuple[int, str]]) -> None:
-        """Rows (event time ms, user) to partition 0, in order, as one record batch."""
-        self.produce_rows([{"ts": ts, "usr": usr} for ts, usr in rows], partition=0)
+        """Rows (event time ms, user) to partition 0, in order, as one record batch (a
+        table without an event-time column gets the user alone)."""
+        timed = "ts" in {c.name for c in self.circuit.table(self.table).columns}
+        self.produce_rows(
+            [{"ts": ts, "usr": usr} if timed else {"usr": usr} for ts, usr in rows],
+            partition=0,
+        )
+
+    def until_closed_by_the_clock(self, final_view: str) -> tuple[int, int]:
+        """A warm-up row (Spark's first step is slow), then three rows in one record batch,
+        then no input until ``final_view`` has written the final row of the rows' window:
+        (the batch time of the rows' step, the end of its window)."""
+        self.service.start()
+        try:
+            now_ms = int(time.time() * 1000)
+            self.produce([(now_ms, "w")])
+            self.wait("warm-up read", lambda: self.read_all() >= 0)
+            now_ms = int(time.time() * 1000)
+            self.produce([(now_ms - 2 * S, "a"), (now_ms - S, "b"), (now_ms, "a")])
+            warm = self.read_all()
+            self.wait("rows read", lambda: self.read_all() > warm)
+            read = self.read_all()
+            t_read = next(b.time_ms for b in self.batches() if b.batch_id == read)
+            end = _window_end(t_read)
+            # No more input: the window of the rows' step must close by the clock alone.
+            self.wait(
+                "a step past the window's end",
+                lambda: any(b.time_ms >= end + 2 * S for b in self.batches()),
+                seconds=120,
+            )
+            self.wait(
+                "the window's final row",
+                lambda: any(v and v["window_end"] == end for _, v in self.records(final_view)),
+                seconds=60,
+            )
+        finally:
+            self.service.stop()
+        return t_read, end
+
+    def assert_as_the_reference(self, views: tuple[str, ...], batches: list[Batch]) -> None:
+        """Every record of every view equals the oracle's fed Spark's steps."""
+        results = self.reference(batches)
+        for view in views:
+            want = [
+                (None if r.key is None else dict(r.key),
+                 None if r.value is None else dict(r.value))
+                for result in results
+                for r in result.outputs[view]
+            ]
+            got = self.records(view)
+            if view in UPSERT:  # per key, the values in order
+                assert sorted(map(repr, got)) == sorted(map(repr, want)), (view, got, want)
+            else:
+                assert got == want, (view, got, want)
+
+    def assert_final_by_the_clock(self, view: str, batches: list[Batch], end: int,
+                                  pts: list[int]) -> None:
+        """The window ending at ``end`` is written once, final, in the first step whose batch
+        time reaches its end, a step that read no input; ``pts``: every row's PROCTIME."""
+        by_time = {b.time_ms: b for b in batches}
+        finals = [v for _, v in self.records(view) if v["window_end"] == end]
+        assert len(finals) == 1
+        final = finals[0]
+        counted = "clicks" if "clicks" in final else "taps"
+        assert final[counted] == sum(1 for pt in pts if end - SIZE_S * S <= pt < end)
+        assert final[counted] >= 3 and not final["undo"]
+        written = by_time[final["ptime"]]
+        assert written.time_ms >= end
+        before = [b for b in batches if b.batch_id < written.batch_id]
+        assert before and before[-1].time_ms < end
+        assert written.ends == before[-1].ends, "the closing step read no input"
 
 
 def _window_end(ms: int) -> int:
@@ -80,48 +181,13 @@ def test_proctime_and_now_are_sparks_batch_time_and_windows_close_by_the_clock_s
 ) -> None:
     topics = {"topic": unique_topic("in"), **{v: unique_topic(v) for v in VIEWS}}
     kafka.create_topic(topics["topic"], partitions=1)
-    run = Run(kafka, tmp_path, topics)
-    run.service.start()
-    try:
-        now_ms = int(time.time() * 1000)
-        run.produce([(now_ms, "w")])
-        run.wait("warm-up read", lambda: run.read_all() >= 0)
-        now_ms = int(time.time() * 1000)
-        run.produce([(now_ms - 2 * S, "a"), (now_ms - S, "b"), (now_ms, "a")])
-        warm = run.read_all()
-        run.wait("rows read", lambda: run.read_all() > warm)
-        read = run.read_all()
-        t_read = next(b.time_ms for b in run.batches() if b.batch_id == read)
-        end = _window_end(t_read)
-        # No more input: the window of the rows' step must close by the clock alone.
-        run.wait(
-            "a step past the window's end",
-            lambda: any(b.time_ms >= end + 2 * S for b in run.batches()),
-            seconds=120,
-        )
-        run.wait(
-            "the window's final row",
-            lambda: any(v and v["window_end"] == end for _, v in run.records("per_window")),
-            seconds=60,
-        )
-    finally:
-        run.service.stop()
+    run = Run(kafka, tmp_path, PROGRAM, "clicks", topics)
+    t_read, end = run.until_closed_by_the_clock("per_window")
     batches = run.batches()
-    results = run.reference(batches)
 
     # Every record of every view equals the oracle's fed Spark's steps: pt and NOW() are the
     # batch time of each row's step, the windows those batch times put the rows in.
-    for view in VIEWS:
-        want = [
-            (None if r.key is None else dict(r.key), None if r.value is None else dict(r.value))
-            for result in results
-            for r in result.outputs[view]
-        ]
-        got = run.records(view)
-        if view == "per_user":  # upsert: per key, the values in order
-            assert sorted(map(repr, got)) == sorted(map(repr, want)), (view, got, want)
-        else:
-            assert got == want, (view, got, want)
+    run.assert_as_the_reference(VIEWS, batches)
 
     by_time = {b.time_ms: b for b in batches}
     stamped = [v for _, v in run.records("stamped")]
@@ -136,13 +202,30 @@ def test_proctime_and_now_are_sparks_batch_time_and_windows_close_by_the_clock_s
 
     # By the clock: the window of the rows' step is written once, final, in the first step
     # whose batch time reaches its end; no input came in that step.
-    finals = [v for _, v in run.records("per_window") if v["window_end"] == end]
-    assert len(finals) == 1
-    final = finals[0]
-    assert final["clicks"] == sum(1 for v in stamped if end - SIZE_S * S <= v["pt"] < end)
-    assert final["clicks"] >= 3 and not final["undo"]
-    written = by_time[final["ptime"]]
-    assert written.time_ms >= end
-    before = [b for b in batches if b.batch_id < written.batch_id]
-    assert before and before[-1].time_ms < end
-    assert written.ends == before[-1].ends, "the closing step read no input"
+    run.assert_final_by_the_clock("per_window", batches, end, [v["pt"] for v in stamped])
+
+
+def test_proctime_windows_of_a_table_without_lateness_close_by_the_clock_s11(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """No LATENESS column, so no Spark watermark: the windows on ``pt`` complete by the
+    step's batch time alone, in every EMIT form, beside an aggregate without a time key."""
+    topics = {"topic": unique_topic("in"), **{v: unique_topic(v) for v in UNTIMED_VIEWS}}
+    kafka.create_topic(topics["topic"], partitions=1)
+    run = Run(kafka, tmp_path, UNTIMED, "taps", topics)
+    assert run.service.physical.queries[0].watermark is None
+    t_read, end = run.until_closed_by_the_clock("taps_final")
+    batches = run.batches()
+
+    run.assert_as_the_reference(UNTIMED_VIEWS, batches)
+
+    seen = [v for _, v in run.records("seen")]
+    assert [v["usr"] for v in seen] == ["w", "a", "b", "a"]
+    assert {v["pt"] for v in seen[1:]} == {t_read}
+    run.assert_final_by_the_clock("taps_final", batches, end, [v["pt"] for v in seen])
+    # Default EMIT: each user's window updated in the rows' step, nothing more at its close.
+    latest = {(k["usr"], k["window_end"]): v for k, v in run.records("taps_per_user")}
+    assert latest[("a", end)]["taps"] == 2 and latest[("b", end)]["taps"] == 1
+    totals = {k["usr"]: v["taps"] for k, v in run.records("taps_total")}
+    assert totals == {"w": 1, "a": 2, "b": 1}
+

@@ -465,9 +465,7 @@ def _process_polled(
     group = _load_group(plan, group_key, state)
     if not state.hasTimedOut:
         _fold(plan, group, frames)
-    # S11: a processing-time window's waterline is the step's batch time.
-    waterline = now if plan.processing_time else state.getCurrentWatermarkMs()
-    complete = group.window_end is not None and waterline >= group.window_end
+    complete = group.window_end is not None and _waterline(plan, state) >= group.window_end
     rows = _polled_rows(plan, group, _finish(plan, group_key, group), complete, now)
     emptied = _emptied(plan, group) and group.emitted is None  # S18: all taken back
     if (complete or emptied) and group.pending_since is None:
@@ -478,6 +476,15 @@ def _process_polled(
         if wake is not None:
             state.setTimeoutDuration(wake - now)
     yield _sink_frame(plan, rows, now)
+
+
+def _waterline(plan: _Plan, state: GroupState) -> int:
+    """S11: the waterline that completes a windowed group: the step's batch time for a
+    window on a processing-time attribute, which needs no watermark (its table may have no
+    LATENESS column, ADR 0022), else Spark's watermark the step started with."""
+    if plan.processing_time:
+        return int(state.getCurrentProcessingTimeMs())
+    return int(state.getCurrentWatermarkMs())
 
 
 def _polled_rows(
@@ -579,7 +586,8 @@ def aggregate_branch(
     ``event_time`` is the table column carrying Spark's watermark: it stays in the projection
     (or rides along hidden, app/runtime/operators/view_frame.py) because Spark's event-time timeout
     needs the watermarked column in its input; None for a table without LATENESS, whose
-    aggregates never complete a group (no timeout). ``completions``: per view, the key that
+    aggregates never complete a group by event time: no timeout, or processing-time ones
+    (AFTER DELAY, windows on a processing-time attribute). ``completions``: per view, the key that
     completes its groups. A view whose rows carry :data:`RETRACTION_COLUMN` reads an
     updating relation's changes (S18): each row goes in with its weight, -1 when it
     retracts."""
@@ -616,7 +624,7 @@ def aggregate_branch(
         timeout = GroupStateTimeout.EventTimeTimeout
     else:
         timeout = GroupStateTimeout.NoTimeout
-    assert event_time is not None or timeout == GroupStateTimeout.NoTimeout, "support.py"
+    assert event_time is not None or timeout != GroupStateTimeout.EventTimeTimeout, "support.py"
     frozen = tuple(plans)
     process = _process_polled if polled else _process
 

@@ -362,7 +362,8 @@ def watermarked_tables(circuit: Circuit, query: QueryPlan) -> tuple[str, ...]:
     table that owns an aggregate's state, the tables of a join's time bound (the watermark
     frees the join's state, S16), and the tables of a native aggregate over a UNION ALL;
     never a table without LATENESS (the support pass refuses state of one that needs a
-    watermark; an aggregate that never frees a group runs without one)."""
+    watermark; an aggregate that never frees a group, or frees it by the step's batch time,
+    runs without one)."""
     found = [v.state_owner for v in query.views if v.state_owner in query.tables]
     for entry in query.views:
         view = circuit.view(entry.view)
@@ -575,13 +576,21 @@ def explain_physical_json(plan: PhysicalPlan) -> dict[str, Any]:
 
 
 def _unbounded_state_text(views: tuple[ViewPlacement, ...]) -> str:
-    """The watermark line of a query without one: no view holds state, or the state the
-    views hold is not bounded by any waterline (an aggregate over a table without LATENESS,
-    or over an updating view's boundary)."""
-    stateful = [v.view for v in views if v.state != "none"]
+    """The watermark line of a query without one: no view holds state, the state the views
+    hold is freed by the step's batch time (windows on a processing-time attribute of a
+    table without LATENESS), or not bounded by any waterline (an aggregate over a table
+    without LATENESS, or over an updating view's boundary)."""
+    stateful = [v for v in views if v.state != "none"]
     if not stateful:
         return "(none: the query holds no state)"
-    return f"(none: the state of {', '.join(stateful)} is not bounded by a waterline)"
+    timed = [v.view for v in stateful if v.state_freed_by == FREED_BY_BATCH_TIME]
+    unbounded = [v.view for v in stateful if v.state_freed_by != FREED_BY_BATCH_TIME]
+    parts = []
+    if timed:
+        parts.append(f"the state of {', '.join(timed)} is freed by the step's batch time")
+    if unbounded:
+        parts.append(f"the state of {', '.join(unbounded)} is not bounded by a waterline")
+    return f"(none: {'; '.join(parts)})"
 
 
 def explain_physical_text(plan: PhysicalPlan, refused: tuple[str, ...] = ()) -> str:

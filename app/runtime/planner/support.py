@@ -31,6 +31,7 @@ from app.runtime.operators.native_aggregate_support import session_windowed, uni
 from app.runtime.operators.over_support import over_problem
 from app.runtime.operators.top_n_support import spark_problem as top_n_problem
 from app.runtime.planner.physical import (
+    FREED_BY_BATCH_TIME,
     PhysicalPlan,
     ViewPlacement,
     first_lateness,
@@ -348,12 +349,13 @@ def _state_operator_problems(
 def _query_problems(
     circuit: Circuit, physical: PhysicalPlan, problems: list[Refusal]
 ) -> None:
-    """Per query, appended to ``problems``: state over a table without LATENESS (unless the
-    view that holds it is refused already), and aggregates freed by different waterlines."""
+    """Per query, appended to ``problems``: state a watermark frees over a table without
+    LATENESS (unless the view that holds it is refused already), and aggregates freed by
+    different waterlines."""
     for query in physical.queries:
         # Spark's state follows a watermark, which a table without LATENESS does not have.
         stateful = {v.state_owner for v in query.views
-                    if v.state_owner is not None and not _never_freed(circuit, v)}
+                    if v.state_owner is not None and not _not_freed_by_watermark(circuit, v)}
         for name in query.tables:
             holder = next((v.view for v in query.views if v.state_owner == name),
                           query.views[0].view if query.views else None)
@@ -381,13 +383,17 @@ def _query_problems(
             )))
 
 
-def _never_freed(circuit: Circuit, placed: ViewPlacement) -> bool:
-    """An aggregate on the state operator whose groups are never complete nor delayed (no
-    time key, no AFTER DELAY): it runs without a timeout, so without a watermark (the
-    count of counts over a boundary of an aggregate without time attributes, S18)."""
+def _not_freed_by_watermark(circuit: Circuit, placed: ViewPlacement) -> bool:
+    """An aggregate on the state operator whose state no watermark frees, so that runs
+    without one: its groups are never complete (no time key: the count of counts over a
+    boundary of an aggregate without time attributes, S18), or complete once the step's
+    batch time reaches their window's end (a window on a processing-time attribute, ADR
+    0022). Their timeouts, if any, are processing-time ones (AFTER DELAY included), which
+    read the step's batch time only."""
     view = circuit.view(placed.view)
-    return (placed.placement == "state_operator" and view.state.kind == "unbounded"
-            and view.emit.delay_ms is None)
+    return placed.placement == "state_operator" and (
+        view.state.kind == "unbounded" or placed.state_freed_by == FREED_BY_BATCH_TIME
+    )
 
 
 def _state_owners(circuit: Circuit, views: Sequence[ViewPlacement]) -> list[str]:
@@ -444,18 +450,6 @@ def _processing_time_problem(circuit: Circuit, view: View) -> Problem | None:
             "forward event-time columns through the join or union and use processing time "
             "in a view that reads it; the reference evaluator runs it",
         )
-    windowed = any(isinstance(op, Window) and op.processing_time for op in view.operators)
-    if windowed and not view.is_stateless:
-        try:
-            table = circuit.root_table(view.name)
-        except ValueError:
-            return None  # over a UNION ALL: refused with the union
-        if not table.lateness:
-            return (
-                f"a processing-time window of table {table.name}, which has no LATENESS "
-                "column (its query runs Spark's watermark on one)",
-                f"add LATENESS to an event-time column of {table.name}",
-            )
     return None
 
 

@@ -5,8 +5,13 @@ no batch time); what Spark cannot run is refused by name."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import app
+from app.config import Settings
 from app.errors import ProgramError
 from app.program.compile import compile_program
 from app.runtime.operators.aggregate import plan_of
@@ -14,6 +19,7 @@ from app.runtime.operators.aggregate_support import polls_every_step
 from app.runtime.operators.source import source_spec
 from app.runtime.planner.physical import FREED_BY_BATCH_TIME, physical_plan
 from app.runtime.planner.support import check_supported
+from app.runtime.service import Service
 
 TABLE = """
 CREATE TABLE t (
@@ -24,6 +30,7 @@ CREATE TABLE t (
 """
 
 TUMBLE = "TABLE(TUMBLE(TABLE t, DESCRIPTOR(pt), INTERVAL '1' MINUTE))"
+TUMBLE_U = "TABLE(TUMBLE(TABLE u, DESCRIPTOR(pt), INTERVAL '1' MINUTE))"
 
 
 @pytest.mark.parametrize("emit", [
@@ -97,14 +104,65 @@ def test_l7_processing_time_forms_spark_cannot_run_are_refused_by_name(
     assert problem.fix is not None and fix in problem.fix
 
 
-def test_l7_proctime_window_of_a_table_without_lateness_is_refused_with_the_fix() -> None:
-    circuit = compile_program("p.sql", """
-CREATE TABLE u (k BIGINT NOT NULL, pt AS PROCTIME()) WITH ('topic' = 'in');
-CREATE VIEW v WITH ('topic' = 'out') AS SELECT window_end, COUNT(*) AS n
-FROM TABLE(TUMBLE(TABLE u, DESCRIPTOR(pt), INTERVAL '1' MINUTE)) GROUP BY window_end;
+UNTIMED = "CREATE TABLE u (k BIGINT NOT NULL, pt AS PROCTIME()) WITH ('topic' = 'in');\n"
+
+
+@pytest.mark.parametrize("tvf", [
+    "TUMBLE(TABLE u, DESCRIPTOR(pt), INTERVAL '1' MINUTE)",
+    "HOP(TABLE u, DESCRIPTOR(pt), INTERVAL '30' SECOND, INTERVAL '1' MINUTE)",
+    "CUMULATE(TABLE u, DESCRIPTOR(pt), INTERVAL '30' SECOND, INTERVAL '1' MINUTE)",
+])
+@pytest.mark.parametrize("emit", [
+    "",
+    "EMIT STREAM",
+    "EMIT AFTER WATERMARK",
+    "EMIT STREAM AFTER WATERMARK",
+    "EMIT AFTER DELAY INTERVAL '2' SECOND",
+])
+def test_s11_proctime_window_of_a_table_without_lateness_runs_without_a_watermark(
+        tvf: str, emit: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table with no LATENESS column has no Spark watermark; its processing-time windows
+    complete by the step's batch time, on the state operator's processing-time timeouts, so
+    they run: explain --physical says so and run's planner agrees."""
+    program = tmp_path / "p.sql"
+    program.write_text(UNTIMED + f"""
+CREATE VIEW v WITH ('topic' = 'out') AS SELECT window_start, window_end, k, COUNT(*) AS n
+FROM TABLE({tvf}) GROUP BY window_start, window_end, k {emit};
+""", encoding="utf-8")
+    circuit = compile_program(program)
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    (query,) = plan.queries
+    assert query.watermark is None
+    assert plan.placement("v").placement == "state_operator"
+    assert plan.placement("v").state_freed_by == FREED_BY_BATCH_TIME
+    assert plan_of(circuit.view("v")).processing_time
+    assert polls_every_step([circuit.view("v")])
+
+    monkeypatch.chdir(tmp_path)
+    explained = CliRunner().invoke(app, ["explain", "--physical", str(program)])
+    assert explained.exit_code == 0, explained.output
+    assert "runs on Spark: yes" in explained.output
+    assert "watermark:    (none: the state of v is freed by the step's batch time)" in (
+        explained.output)
+    assert "freed once the step's batch time passes the window's end" in explained.output
+    service = Service(circuit, Settings(program=program, checkpoint=tmp_path / "ck"))
+    assert service.composed.refused == ()
+
+
+def test_s11_a_table_without_lateness_mixes_proctime_windows_and_unbounded_aggregates() -> None:
+    """Beside a processing-time window, an aggregate that never completes a group (and one
+    held by AFTER DELAY) runs on the same polled operator without a watermark."""
+    circuit = compile_program("p.sql", UNTIMED + f"""
+CREATE VIEW w WITH ('topic' = 'out') AS SELECT window_end, COUNT(*) AS n FROM {TUMBLE_U}
+GROUP BY window_end EMIT AFTER WATERMARK;
+CREATE VIEW per_k WITH ('topic' = 'out2') AS SELECT k, COUNT(*) AS n FROM u GROUP BY k;
+CREATE VIEW held WITH ('topic' = 'out3') AS SELECT k, COUNT(*) AS n FROM u GROUP BY k
+EMIT AFTER DELAY INTERVAL '2' SECOND;
 """)
-    with pytest.raises(ProgramError) as info:
-        check_supported(circuit, physical_plan(circuit))
-    (problem,) = info.value.diagnostics
-    assert "a processing-time window of table u, which has no LATENESS column" in problem.message
-    assert problem.fix == "add LATENESS to an event-time column of u"
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    assert plan.queries[0].watermark is None
+    assert {v.view: v.placement for v in plan.queries[0].views} == {
+        "w": "state_operator", "per_k": "state_operator", "held": "state_operator"}
+
