@@ -48,6 +48,7 @@ __all__ = [
     "column_is_processing_time",
     "mark_processing_windows",
     "now",
+    "now_after_aggregate",
     "operator_expressions",
     "processing_time_columns",
     "reads_now",
@@ -99,6 +100,16 @@ def operator_expressions(op: Operator) -> Iterator[Expr]:
 def view_reads_now(view: View) -> bool:
     """Some expression of ``view`` reads processing time."""
     return any(reads_now(e) for op in view.operators for e in operator_expressions(op))
+
+
+def now_after_aggregate(view: View) -> bool:
+    """HAVING or the SELECT list of ``view``'s aggregate reads processing time: the batch
+    time of the step of the group's last change (the step that recomputes its row)."""
+    aggregate = next((op for op in view.operators if isinstance(op, Aggregate)), None)
+    if aggregate is None:
+        return False
+    after = view.operators[view.operators.index(aggregate) + 1 :]
+    return any(reads_now(e) for op in after for e in operator_expressions(op))
 
 
 def processing_time_columns(table: Table) -> tuple[str, ...]:

@@ -97,6 +97,15 @@ class ClockedRun:
             found.append((key, value))
         return found
 
+    @staticmethod
+    def expected(view: str, results: list[StepResult]) -> list[tuple[Any, Any]]:
+        """The oracle's records of ``view`` as :meth:`records` reads them, steps in order."""
+        return [
+            (None if r.key is None else dict(r.key), None if r.value is None else dict(r.value))
+            for result in results
+            for r in result.outputs[view]
+        ]
+
     def reference(self, batches: list[Batch]) -> list[StepResult]:
         """The oracle fed Spark's steps: each step's rows (by offset range) and batch time."""
         reference = Reference(self.circuit)

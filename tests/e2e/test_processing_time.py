@@ -229,3 +229,103 @@ def test_proctime_windows_of_a_table_without_lateness_close_by_the_clock_s11(
     totals = {k["usr"]: v["taps"] for k, v in run.records("taps_total")}
     assert totals == {"w": 1, "a": 2, "b": 1}
 
+
+NOW_AFTER_AGGREGATE = """
+CREATE TABLE clicks (
+    ts  TIMESTAMP NOT NULL LATENESS INTERVAL '2' SECOND,
+    usr VARCHAR NOT NULL
+) WITH ('topic' = '{topic}');
+
+CREATE VIEW closed WITH ('topic' = '{closed}', 'format' = 'append') AS
+SELECT window_start, window_end, COUNT(*) AS clicks, NOW() AS changed_at
+FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '{size}' SECOND))
+GROUP BY window_start, window_end
+EMIT AFTER WATERMARK;
+
+CREATE VIEW settled WITH ('topic' = '{settled}', 'format' = 'changelog') AS
+SELECT usr, COUNT(*) AS clicks, MAX(ts) AS last_ts, CURRENT_TIMESTAMP AS seen_at
+FROM clicks GROUP BY usr
+HAVING MAX(ts) <= NOW();
+"""
+
+
+def test_now_in_having_and_an_aggregates_select_list_is_its_last_changes_batch_time_s12(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """NOW() after an aggregate, on the state operator: the batch time of the step of the
+    group's last change. ``settled`` (default EMIT) writes in that step, so NOW() is its
+    ``ptime``; HAVING reads it there (a user whose latest ``ts`` is ahead of the step's batch
+    time is taken back). ``closed`` (EMIT AFTER WATERMARK on ``ts``) writes a window's final
+    row in a later step, once the waterline passes its end, with NOW() of the step that read
+    its last row. Input: a warm-up row; two rows a little behind the clock; then a row of
+    ``a`` and a row of ``b`` 20 s ahead of it, which moves the waterline past the earlier
+    windows' ends."""
+    views = ("closed", "settled")
+    topics = {"topic": unique_topic("in"), **{v: unique_topic(v) for v in views}}
+    kafka.create_topic(topics["topic"], partitions=1)
+    run = ClockedRun(kafka, tmp_path, NOW_AFTER_AGGREGATE.format(size=SIZE_S, **topics),
+                     "clicks", topics)
+
+    def produce(rows: list[tuple[int, str]]) -> int:
+        """The rows as one record batch; the step that read them."""
+        before = run.read_all()
+        run.produce_rows([{"ts": ts, "usr": usr} for ts, usr in rows], partition=0)
+        run.wait("rows read", lambda: run.read_all() > before)
+        return run.read_all()
+
+    run.service.start()
+    try:
+        produce([(int(time.time() * 1000) - 2 * S, "w")])
+        now_ms = int(time.time() * 1000)
+        step_a = produce([(now_ms - 3 * S, "a"), (now_ms - 2 * S, "b")])
+        now_ms = int(time.time() * 1000)
+        step_b = produce([(now_ms - 2 * S, "a"), (now_ms + 20 * S, "b")])
+        ahead = now_ms + 20 * S
+        ends = {_window_end(row["ts"]) for _, _, row in run.placed if row["ts"] != ahead}
+        run.wait("the windows' final rows",
+                 lambda: len(run.records("closed")) >= len(ends), seconds=60)
+    finally:
+        run.service.stop()
+    batches = run.batches()
+    results = run.reference(batches)
+
+    # Every record equals the oracle's fed Spark's steps (across keys in any order).
+    for view in views:
+        got, want = run.records(view), run.expected(view, results)
+        assert sorted(map(repr, got)) == sorted(map(repr, want)), (view, got, want)
+
+    by_id = {b.batch_id: b for b in batches}
+    offsets = {o: row for _, o, row in run.placed}
+
+    def read_in(offset: int) -> int:
+        """The batch time of the step that read the record at ``offset``."""
+        previous = 0
+        for batch in batches:
+            if previous <= offset < batch.ends.get(0, 0):
+                return batch.time_ms
+            previous = batch.ends.get(0, 0)
+        raise AssertionError(offset)
+
+    # settled: NOW() (seen_at) is the batch time of the step that wrote the row, its ptime,
+    # a step that read the user's rows; b, 20 s ahead in step_b, fails HAVING: taken back.
+    settled = [v for _, v in run.records("settled")]
+    for value in settled:
+        if not value["undo"]:
+            assert value["seen_at"] == value["ptime"]
+            assert value["last_ts"] <= value["seen_at"]
+    t_a, t_b = by_id[step_a].time_ms, by_id[step_b].time_ms
+    by_user = {u: [(v["undo"], v["clicks"], v["ptime"]) for v in settled if v["usr"] == u]
+               for u in ("a", "b")}
+    assert by_user == {"a": [(False, 1, t_a), (True, 1, t_b), (False, 2, t_b)],
+                       "b": [(False, 1, t_a), (True, 1, t_b)]}
+
+    # closed: each window once, final, with NOW() = the batch time of the step that read its
+    # last row, before the step whose waterline completed it.
+    closed = {v["window_end"]: v for _, v in run.records("closed")}
+    assert set(closed) == ends
+    for end, value in closed.items():
+        rows = [o for o, row in offsets.items() if _window_end(row["ts"]) == end]
+        assert value["clicks"] == len(rows)
+        assert value["changed_at"] == max(read_in(o) for o in rows)
+        assert value["changed_at"] <= t_b
+    assert any(v["changed_at"] < t_b for v in closed.values()), "a final row written later"

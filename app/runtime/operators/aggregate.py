@@ -27,7 +27,10 @@ the first step whose batch time reaches the window's end, input or not, and is c
 
 HAVING and the SELECT list after the aggregate are evaluated with the same scalar functions as
 the reference evaluator (:mod:`app.circuit.functions`), and SUM/AVG go through the same result
-functions, so the two agree by construction on everything but the arithmetic of the state.
+functions, so the two agree by construction on everything but the arithmetic of the state. NOW()
+there is the batch time of the step of the group's last change (the step whose rows the group
+took, kept in its state), as the reference evaluator recomputes a group in that step only:
+a row written later (final, held, or a timed-out call) keeps it (ADR 0022).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from app.circuit.ir import (
     TimeStep,
     View,
 )
+from app.circuit.processing_time import BATCH_TIME_COLUMN, now_after_aggregate
 from app.circuit.waterline import completion_threshold
 from app.connectors.sink.record import (
     KEY,
@@ -237,6 +241,8 @@ class _Group:
     #: Of a view over an updating relation: its rows' weights summed (S18; a keyed group
     #: with none left has no row, and is freed once its last row is taken back).
     rows: int = 0
+    #: Batch time of the step of the last rows the group took: NOW() after the aggregate.
+    changed_at: int | None = None
 
 
 # --- the operator ---------------------------------------------------------------------------
@@ -284,6 +290,8 @@ class _Plan:
     processing_time: bool = False
     #: The view reads an updating relation's changes (S18): its rows carry their weight.
     retracting: bool = False
+    #: HAVING or the SELECT list reads NOW(): the group's ``changed_at``.
+    reads_now: bool = False
 
     def output_columns(self) -> list[str]:
         return [c.name for c in self.view.columns]
@@ -313,6 +321,7 @@ def plan_of(view: View, completion: GroupCompletion | None = None) -> _Plan:
         steps,
         ViewEncoding.for_view(view),
         processing_window(view),
+        reads_now=now_after_aggregate(view),
     )
 
 
@@ -325,11 +334,12 @@ def _finish(plan: _Plan, key: tuple[Any, ...], group: _Group) -> dict[str, Any] 
     for (name, _), acc in zip(plan.aggregate.aggregates, group.accumulators, strict=True):
         row[name] = acc.result()
     for op in plan.post:
+        scope = {**row, BATCH_TIME_COLUMN: group.changed_at} if plan.reads_now else row
         if isinstance(op, Filter):
-            if evaluate(op.predicate, row) is not True:
+            if evaluate(op.predicate, scope) is not True:
                 return None
         elif isinstance(op, Project):
-            row = {name: evaluate(expr, row) for name, expr in op.outputs}
+            row = {name: evaluate(expr, scope) for name, expr in op.outputs}
     return {name: row.get(name) for name in plan.output_columns()}
 
 
@@ -403,7 +413,7 @@ def _process(
         yield _sink_frame(plan, rows, state.getCurrentProcessingTimeMs())
         return
     group = _load_group(plan, group_key, state)
-    _fold(plan, group, frames)
+    _fold(plan, group, frames, state.getCurrentProcessingTimeMs())
     rows = _emit_rows(plan, group, _finish(plan, group_key, group), final=False)
     if _emptied(plan, group) and group.emitted is None:
         state.remove()  # S18: every row taken back, and its row retracted
@@ -426,9 +436,11 @@ def _load_group(plan: _Plan, group_key: tuple[Any, ...], state: GroupState) -> _
     return group
 
 
-def _fold(plan: _Plan, group: _Group, frames: Iterator[pd.DataFrame]) -> None:
+def _fold(plan: _Plan, group: _Group, frames: Iterator[pd.DataFrame], now: int) -> None:
     """Add the step's rows of the group to its accumulators, each with its weight (S18:
-    -1 takes back a row of an updating relation)."""
+    -1 takes back a row of an updating relation); ``now``, the step's batch time, is the
+    group's last change."""
+    group.changed_at = int(now)
     for frame in frames:
         rows_args = frame["_args"].tolist()
         seqs = zip(*(frame[c].tolist() for c in _SEQ), strict=True)
@@ -464,7 +476,7 @@ def _process_polled(
     now = state.getCurrentProcessingTimeMs()
     group = _load_group(plan, group_key, state)
     if not state.hasTimedOut:
-        _fold(plan, group, frames)
+        _fold(plan, group, frames, now)
     complete = group.window_end is not None and _waterline(plan, state) >= group.window_end
     rows = _polled_rows(plan, group, _finish(plan, group_key, group), complete, now)
     emptied = _emptied(plan, group) and group.emitted is None  # S18: all taken back

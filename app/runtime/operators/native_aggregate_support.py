@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from app.circuit.functions import arg_type
 from app.circuit.ir import AggCall, Aggregate, Circuit, ColumnRef, Filter, Project, View, Window
+from app.circuit.processing_time import now_after_aggregate
 from app.runtime.operators.aggregate_support import window_end_key
 
 __all__ = [
@@ -95,8 +96,10 @@ def native_shape(circuit: Circuit, view: View) -> bool:
     BY and only exactly computable aggregates, whose window is on its table's watermarked
     TIMESTAMP column, read straight from the table (no view LATENESS on the way); or on a
     UNION ALL's column merged from such columns (:func:`union_time_tables`, S17); or on the
-    window end of a native view it reads (:func:`cascade_time_column`, SPEC S18)."""
-    if view.is_stateless or view.lateness:
+    window end of a native view it reads (:func:`cascade_time_column`, SPEC S18). Not with
+    NOW() in HAVING or the SELECT list: that is the batch time of a group's last change,
+    which the state operator keeps and Spark's aggregation does not (ADR 0022)."""
+    if view.is_stateless or view.lateness or now_after_aggregate(view):
         return False
     if not view.emit.after_watermark or view.emit.delay_ms is not None:
         return False

@@ -17,13 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.circuit.derived_time import group_completion, input_attributes
-from app.circuit.ir import Aggregate, Circuit, Diagnostic, TimeAttribute, View, Window
-from app.circuit.processing_time import (
-    attribute_is_processing_time,
-    operator_expressions,
-    reads_now,
-    view_reads_now,
-)
+from app.circuit.ir import Circuit, Diagnostic, TimeAttribute, View, Window
+from app.circuit.processing_time import attribute_is_processing_time, view_reads_now
 from app.errors import ProgramError
 from app.runtime.operators.aggregate_support import window_key_index
 from app.runtime.operators.join_support import join_problem
@@ -428,16 +423,9 @@ def _follows(attribute: TimeAttribute, owner: str, first: str | None) -> bool:
 
 
 def _processing_time_problem(circuit: Circuit, view: View) -> Problem | None:
-    """What keeps a view that uses processing time off Spark, as (what, fix), or None."""
-    aggregate = next((op for op in view.operators if isinstance(op, Aggregate)), None)
-    if aggregate is not None:
-        after = view.operators[view.operators.index(aggregate) + 1 :]
-        if any(reads_now(e) for op in after for e in operator_expressions(op)):
-            return (
-                "NOW() in HAVING or the SELECT list of an aggregate (its value would be the "
-                "step in which Spark next calls the group)",
-                "select NOW() in a view that reads this view, or use a PROCTIME() column",
-            )
+    """What keeps a view that uses processing time off Spark, as (what, fix), or None.
+    NOW() after an aggregate runs: the state operator keeps each group's last change's
+    batch time (ADR 0022)."""
     # A temporal join AS OF processing time writes each row in the step it arrives in.
     in_step = view.join is not None and view.join.as_of is not None and (
         view.join.as_of.processing_time)

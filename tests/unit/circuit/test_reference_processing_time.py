@@ -212,3 +212,65 @@ def test_l4_cumulate_on_proctime_writes_each_window_once_batch_time_reaches_its_
         [],  # cat at 8:01:30 is in [8:01, 8:02) only: [8:01, 8:01:30) holds no row
         [window("8:01", "8:02", 1)],
     ]
+
+
+#: NOW() in HAVING and the SELECT list of an aggregate: batch times 8:00:10, 8:00:20 (no
+#: input), 8:00:30.
+SETTLING = [
+    StepInput({"clicks": [click("8:00", "ann"), click("8:00:08", "bob")]},
+              batch_time_ms=at("8:00:10")),
+    StepInput({}, batch_time_ms=at("8:00:20")),
+    StepInput({"clicks": [click("8:00:29", "ann")]}, batch_time_ms=at("8:00:30")),
+]
+
+
+def test_s12_now_in_having_and_an_aggregates_select_is_the_step_that_changes_the_group() -> None:
+    """Default EMIT: a group is recomputed, HAVING and its SELECT list with it, in the steps
+    whose rows change it, so NOW() there is the batch time of the step that writes the row
+    (its changelog ``ptime``). A step without the group's rows leaves it as it is (bob's
+    HAVING, true by 8:00:20's batch time, is not evaluated again: Flink's group aggregate
+    too computes a group only when its rows come)."""
+    written = values(
+        "CREATE VIEW settled WITH ('topic' = 'settled', 'format' = 'changelog') AS "
+        "SELECT usr, COUNT(*) AS clicks, NOW() AS at_ FROM clicks GROUP BY usr "
+        "HAVING MAX(ts) <= NOW() - INTERVAL '5' SECOND;", "settled", SETTLING)
+
+    def row(usr: str, clicks: int, batch: str, undo: bool, ptime: str, ver: int) -> dict[str, Any]:
+        return {"usr": usr, "clicks": clicks, "at_": at(batch), "undo": undo,
+                "ptime": at(ptime), "ver": ver}
+
+    assert written == [
+        [row("ann", 1, "8:00:10", False, "8:00:10", 0)],  # bob: 8:00:08 > 8:00:05
+        [],
+        # ann's 8:00:29 > 8:00:25: HAVING fails, and her row is taken back.
+        [row("ann", 1, "8:00:10", True, "8:00:30", 1)],
+    ]
+
+
+def test_s12_now_in_an_after_watermark_aggregate_is_its_last_changes_step() -> None:
+    """EMIT AFTER WATERMARK: the final row is the group as its last change left it, NOW()
+    included: the batch time of the step of the window's last row, not of the later step
+    that completes the window and writes it (on Spark that step is one later still for an
+    event-time window, which the value does not depend on)."""
+    text = """
+CREATE VIEW by_ts WITH ('topic' = 'by_ts', 'format' = 'append') AS
+SELECT window_end, COUNT(*) AS clicks, NOW() AS changed_at
+FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_end HAVING MAX(ts) < NOW() EMIT AFTER WATERMARK;
+CREATE VIEW by_pt WITH ('topic' = 'by_pt', 'format' = 'append') AS
+SELECT window_end, COUNT(*) AS clicks, NOW() AS changed_at
+FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(pt), INTERVAL '1' MINUTE))
+GROUP BY window_end EMIT AFTER WATERMARK;
+"""
+    results = evaluate(compile_sql(text), STEPS)
+
+    def final(end: str, clicks: int, changed: str) -> dict[str, Any]:
+        return {"window_end": at(end), "clicks": clicks, "changed_at": at(changed)}
+
+    # [8:00, 8:01) by ts is complete once cat (8:01:20) moves w(ts) to 8:01:15, in step 4;
+    # its last row, ann at 8:00:40, came in step 2 (8:00:50).
+    assert [[r.value for r in x.outputs["by_ts"]] for x in results] == [
+        [], [], [], [final("8:01", 3, "8:00:50")], []]
+    # By pt, [8:00, 8:01) completes by the clock in the step without input at 8:01:05.
+    assert [[r.value for r in x.outputs["by_pt"]] for x in results] == [
+        [], [], [final("8:01", 3, "8:00:50")], [], [final("8:02", 1, "8:01:30")]]
