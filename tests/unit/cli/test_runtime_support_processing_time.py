@@ -31,15 +31,17 @@ CREATE TABLE t (
 
 TUMBLE = "TABLE(TUMBLE(TABLE t, DESCRIPTOR(pt), INTERVAL '1' MINUTE))"
 TUMBLE_U = "TABLE(TUMBLE(TABLE u, DESCRIPTOR(pt), INTERVAL '1' MINUTE))"
-
-
-@pytest.mark.parametrize("emit", [
+#: Every EMIT form a processing-time window runs in.
+EMITS = [
     "",
     "EMIT STREAM",
     "EMIT AFTER WATERMARK",
     "EMIT STREAM AFTER WATERMARK",
     "EMIT AFTER DELAY INTERVAL '2' SECOND",
-])
+]
+
+
+@pytest.mark.parametrize("emit", EMITS)
 def test_s11_proctime_windows_run_on_the_polled_state_operator(emit: str) -> None:
     circuit = compile_program("p.sql", TABLE + f"""
 CREATE VIEW v WITH ('topic' = 'out') AS
@@ -141,13 +143,7 @@ UNTIMED = "CREATE TABLE u (k BIGINT NOT NULL, pt AS PROCTIME()) WITH ('topic' = 
     "HOP(TABLE u, DESCRIPTOR(pt), INTERVAL '30' SECOND, INTERVAL '1' MINUTE)",
     "CUMULATE(TABLE u, DESCRIPTOR(pt), INTERVAL '30' SECOND, INTERVAL '1' MINUTE)",
 ])
-@pytest.mark.parametrize("emit", [
-    "",
-    "EMIT STREAM",
-    "EMIT AFTER WATERMARK",
-    "EMIT STREAM AFTER WATERMARK",
-    "EMIT AFTER DELAY INTERVAL '2' SECOND",
-])
+@pytest.mark.parametrize("emit", EMITS)
 def test_s11_proctime_window_of_a_table_without_lateness_runs_without_a_watermark(
         tvf: str, emit: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A table with no LATENESS column has no Spark watermark; its processing-time windows
