@@ -142,13 +142,7 @@ class Run(ClockedRun):
         """Every record of every view equals the oracle's fed Spark's steps."""
         results = self.reference(batches)
         for view in views:
-            want = [
-                (None if r.key is None else dict(r.key),
-                 None if r.value is None else dict(r.value))
-                for result in results
-                for r in result.outputs[view]
-            ]
-            got = self.records(view)
+            got, want = self.records(view), self.expected(view, results)
             if view in UPSERT:  # per key, the values in order
                 assert sorted(map(repr, got)) == sorted(map(repr, want)), (view, got, want)
             else:
