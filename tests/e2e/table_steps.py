@@ -135,14 +135,16 @@ def frozen(value: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 
 def written(kafka: Any, circuit: Circuit, view: str, topic: str) -> Counter[tuple[Any, ...]]:
-    """An append view's records as (value, ``tidemark.waterline`` header), counted."""
+    """An append view's records as (value, ``tidemark.waterline`` header), counted; the
+    header None for a view without an event-time attribute, which writes none (S14)."""
     output = circuit.view(view).output
     assert output is not None
     codec = AvroCodec(output.value_schema)
-    return Counter(
-        (frozen(codec.decode(m.value())), dict(m.headers())["tidemark.waterline"].decode())
-        for m in read_topic(kafka.conf(), topic)
-    )
+    found: Counter[tuple[Any, ...]] = Counter()
+    for m in read_topic(kafka.conf(), topic):
+        mark = dict(m.headers() or []).get("tidemark.waterline")
+        found[frozen(codec.decode(m.value())), None if mark is None else mark.decode()] += 1
+    return found
 
 
 def new_values_per_step(

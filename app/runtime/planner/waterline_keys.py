@@ -146,10 +146,9 @@ def waterline_inputs(circuit: Circuit, view: View) -> tuple[WaterlineInput, ...]
     """S14 of a view over several relations: the table waterlines whose minimum (each less
     its lag) is the waterline of the view's first time attribute: several through a UNION
     ALL (S17) or a JOIN (its own side's, and the other side's less the bound, S16); none
-    without a time attribute."""
-    if not view.time_attributes:
-        return ()
-    return _attribute_inputs(circuit, view.time_attributes[0])
+    without an event-time attribute (a processing-time one publishes no waterline)."""
+    timed = [a for a in view.time_attributes if not attribute_is_processing_time(circuit, a)]
+    return _attribute_inputs(circuit, timed[0]) if timed else ()
 
 
 def _attribute_inputs(circuit: Circuit, attribute: TimeAttribute) -> tuple[WaterlineInput, ...]:
