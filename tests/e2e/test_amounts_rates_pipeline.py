@@ -33,15 +33,18 @@ from table_steps import (
     clock_ms,
     frozen,
     new_values_per_step,
+    oracle_values,
     oracle_written,
     run_steps,
     shipped_program,
+    values_written,
     written,
 )
 
 from app.circuit.reference import evaluate
 from app.connectors.topic_reader import read_topic
 from app.program.compile import compile_program
+from app.runtime.planner.compose import compose
 from app.runtime.planner.physical import explain_physical_text, physical_plan
 from app.runtime.planner.support import refused_by_spark
 
@@ -267,6 +270,15 @@ def test_a_tombstone_on_the_compacted_rates_topic_ends_its_currencys_rate_s16(
         assert written(kafka, circuit, view, topics[view]) == oracle_written(oracle, view)
 
 
+RATES = """
+CREATE TABLE rates (
+    rowtime  TIMESTAMP      NOT NULL LATENESS INTERVAL '0' SECOND,
+    currency VARCHAR        NOT NULL,
+    rate     DECIMAL(10, 2) NOT NULL,
+    PRIMARY KEY (currency) NOT ENFORCED
+) WITH ('topic' = '{rates}', 'dead_letter' = '{rates_dlq}');
+"""
+
 BOOKED = """
 CREATE TABLE amounts (
     booked   TIMESTAMP NOT NULL LATENESS INTERVAL '1' HOUR,
@@ -275,13 +287,7 @@ CREATE TABLE amounts (
     amount   INT       NOT NULL
 ) WITH ('topic' = '{amounts}', 'dead_letter' = '{amounts_dlq}');
 
-CREATE TABLE rates (
-    rowtime  TIMESTAMP      NOT NULL LATENESS INTERVAL '0' SECOND,
-    currency VARCHAR        NOT NULL,
-    rate     DECIMAL(10, 2) NOT NULL,
-    PRIMARY KEY (currency) NOT ENFORCED
-) WITH ('topic' = '{rates}', 'dead_letter' = '{rates_dlq}');
-"""
+""" + RATES
 
 
 @pytest.mark.slow  # CI's budget; the planner's side is a unit test (test_runtime_support_join)
@@ -327,3 +333,65 @@ def test_a_temporal_join_as_of_the_probe_tables_second_lateness_column_s16(
     assert written(kafka, circuit, "converted", topics["converted"]) == oracle_written(
         oracle, "converted"
     )
+
+
+#: Each day's sum at the day's opening rate: AS OF the window's start, a time attribute
+#: derived from its end through the stage boundary the join reads the sums through.
+OPENING = """
+CREATE TABLE amounts (
+    rowtime  TIMESTAMP NOT NULL LATENESS INTERVAL '0' SECOND,
+    currency VARCHAR   NOT NULL,
+    amount   INT       NOT NULL
+) WITH ('topic' = '{amounts}', 'dead_letter' = '{amounts_dlq}');
+""" + RATES + """
+CREATE LOCAL VIEW daily AS
+SELECT currency, SUM(amount) AS amount_sum, window_start AS day_start, window_end AS day
+FROM TABLE(TUMBLE(TABLE amounts, DESCRIPTOR(rowtime), INTERVAL '1' DAY))
+GROUP BY currency, window_start, window_end
+EMIT AFTER WATERMARK;
+
+CREATE VIEW daily_opening WITH ('topic' = '{opening}') AS
+SELECT d.day_start, d.currency, d.amount_sum, r.rate AS opening_rate
+FROM daily AS d
+JOIN rates FOR SYSTEM_TIME AS OF d.day_start AS r
+  ON d.currency = r.currency;
+"""
+
+
+@pytest.mark.slow  # ~2 min: two stages per step
+def test_daily_sums_get_the_days_opening_rate_as_of_the_window_start_s10_s16_s19(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """The day's sum is final once w(amounts) passes its end; the join reads it through a
+    stage boundary, where ``day_start`` is ``day - 1 day``, derived from the boundary's
+    waterline (S10), and gets the rate valid at the day's start: the 26th's at 1.05 (the 25th
+    23:00 rate; 1.10 is valid only from 8:00), the 27th's at 1.10 (1.20 comes at 0:10)."""
+    names = ("amounts", "rates", "amounts_dlq", "rates_dlq", "opening")
+    topics = {name: unique_topic(name) for name in names}
+    for table in ("amounts", "rates"):
+        kafka.create_topic(topics[table], partitions=2)
+    path = tmp_path / "opening.sql"
+    path.write_text(OPENING.format(**topics), encoding="utf-8")
+    circuit = compile_program(path)
+    composed = compose(circuit)
+    assert not composed.refused and "daily" in composed.boundaries
+    steps: list[dict[str, list[Any]]] = [
+        {
+            "rates": [_rate("23:00", "EUR", "1.05") | {"rowtime": clock_ms("23:00", day=25)}],
+            "amounts": [_amount("9:00", "EUR", 100), _amount("15:00", "EUR", 50)],
+        },
+        {"rates": [_rate("8:00", "EUR", "1.10")]},
+        {"amounts": [_day27(_amount("0:30", "EUR", 10))]},
+        {"rates": [_day27(_rate("0:10", "EUR", "1.20"))]},
+        {"amounts": [("bound", clock_ms("0:30", day=28))]},
+    ]
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, steps)
+    got = values_written(kafka, circuit, "daily_opening", topics["opening"])
+    assert got == Counter([
+        frozen({"day_start": clock_ms("0:00"), "currency": "EUR", "amount_sum": 150,
+                "opening_rate": Decimal("1.05")}),
+        frozen({"day_start": clock_ms("0:00", day=27), "currency": "EUR", "amount_sum": 10,
+                "opening_rate": Decimal("1.10")}),
+    ])
+    # S19: the same rows as the reference evaluator, which runs the program in one pass.
+    assert got == oracle_values(evaluate(circuit, inputs), "daily_opening")

@@ -57,6 +57,7 @@ from app.circuit.ir import (
     Join,
     JoinSide,
     SqlType,
+    TimeStep,
     column_names,
     column_refs,
     conjuncts,
@@ -64,7 +65,7 @@ from app.circuit.ir import (
 from app.circuit.processing_time import BATCH_TIME_COLUMN
 from app.connectors.late_gate import ACCEPTED
 from app.runtime.operators.join_slots import JoinOperatorSpec, step_slot
-from app.runtime.operators.join_support import join_time_source
+from app.runtime.operators.join_support import derived_probe, join_time_source
 from app.runtime.operators.slot_operator import (
     SLOTS,
     keyed_slot,
@@ -105,10 +106,17 @@ def join_operator_rows(
     lateness: list[int] = []
     # A temporal join's probe side may be a native aggregate's final rows (ADR 0017).
     lags = any(v.name == join.left.source and not v.is_stateless for v in circuit.views)
+    probe_steps: tuple[TimeStep, ...] = ()
     if join.as_of is not None:
         assert join.as_of.version_column is not None, join
+        # A derived probe time (a boundary's window_start) follows its LATENESS column's
+        # waterline through its steps.
+        derived = derived_probe(circuit, join.left.source, join.as_of.probe_column)
+        if derived is not None and not lags:
+            probe_steps = derived[2]
         times = [
-            join_time_source(circuit, join.left.source, join.as_of.probe_column, lags),
+            derived[:2] if derived is not None and not lags
+            else join_time_source(circuit, join.left.source, join.as_of.probe_column, lags),
             join_time_source(circuit, join.right.source, join.as_of.version_column),
         ]
     else:
@@ -131,7 +139,8 @@ def join_operator_rows(
         lateness.append(read.amount)
     bound = (0, 0) if join.bound is None else (join.bound.lower, join.bound.upper)
     spec = JoinOperatorSpec(
-        join.kind, join.form, *bound, lateness[0], lateness[1], probe_lags=lags
+        join.kind, join.form, *bound, lateness[0], lateness[1], probe_lags=lags,
+        probe_steps=probe_steps,
     )
     inputs = (frames[join.left.source], _versions(circuit, join, frames, sources))
     return operator_joined(join, inputs, (probes[0], probes[1]), spec)

@@ -46,10 +46,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.circuit.ir import Expr
+from app.circuit.ir import Expr, TimeStep
 from app.circuit.regular_join import Pair as ContentPair
 from app.circuit.regular_join import add_weight, key_changes, key_content
 from app.circuit.scalar import evaluate_expr, is_true
+from app.circuit.waterline import derived_waterline
 from app.runtime.operators.slot_operator import advance_waterlines, decode_values, is_set
 
 __all__ = ["JoinOperatorSpec", "Pair", "step_slot"]
@@ -77,6 +78,9 @@ class JoinOperatorSpec:
     #: The probe side is a native aggregate's final rows, which Spark writes a step after
     #: the step whose waterline completes their window (its watermark lags one batch).
     probe_lags: bool = False
+    #: Of a temporal join AS OF a derived time attribute of the probe table (a boundary's
+    #: window_start): the steps from its LATENESS column's waterline to the probes' floor.
+    probe_steps: tuple[TimeStep, ...] = ()
     #: A temporal join AS OF processing time (S13): every row's time is the step's batch
     #: time T (no probes), and every version at or below T has come: both floors are T + 1.
     processing_time: bool = False
@@ -119,7 +123,8 @@ def step_slot(
         return _temporal_step(spec, doc, arrivals, doc["w"]["L"]), doc
     # The least time a future probe row can have: at or above w(L), or, of a lagging
     # aggregate, above the w(L) this step started with.
-    probe_floor = started if spec.probe_lags else doc["w"]["L"]
+    probe_floor = derived_waterline(spec.probe_steps,
+                                    started if spec.probe_lags else doc["w"]["L"])
     return _temporal_step(spec, doc, arrivals, probe_floor), doc
 
 

@@ -5,7 +5,7 @@ stateless views, :mod:`app.runtime.operators.view_frame`). Nothing here imports 
 
 from __future__ import annotations
 
-from app.circuit.ir import Circuit, Join, Table, View
+from app.circuit.ir import Circuit, Join, Table, TimeStep, View
 from app.runtime.operators.native_aggregate_support import is_native, joined_on_window_end
 
 __all__ = ["by_join_operator", "join_problem", "join_time_source"]
@@ -105,6 +105,11 @@ def _temporal_problem(circuit: Circuit, view: View, join: Join) -> str | None:
     )
     probe = _on_first_lateness(circuit, found, any_lateness=aggregate is None)
     versions = circuit.root_table(join.right.source)
+    if probe is None and aggregate is None:
+        # A derived attribute of a LATENESS column (a boundary's window_start).
+        derived = derived_probe(circuit, join.left.source, join.as_of.probe_column)
+        if derived is not None:
+            probe = _on_first_lateness(circuit, derived[:2], any_lateness=True)
     if probe is None:
         return f"a temporal join AS OF {join.left.qualified(join.as_of.probe_column)}"
     if versions.column(join.as_of.version_column).type.name != "TIMESTAMP":
@@ -126,6 +131,25 @@ def _on_first_lateness(
     if found[1] not in (columns if any_lateness else columns[:1]):
         return None
     return table if table.column(found[1]).type.name == "TIMESTAMP" else None
+
+
+def derived_probe(
+    circuit: Circuit, relation: str, column: str
+) -> tuple[str, str, tuple[TimeStep, ...]] | None:
+    """Of a relation's column that forwards a table's derived time attribute (S10; a stage
+    boundary's ``window_start``, ``window_end - span``): the table, the LATENESS column the
+    attribute is derived from, and the steps from that column's waterline to its own; None
+    for any other column."""
+    found = join_time_source(circuit, relation, column)
+    if found is None:
+        return None
+    table = circuit.table(found[0])
+    attr = next((a for a in table.derived_attributes if a.column == found[1]), None)
+    if attr is None or attr.derivation is None:
+        return None
+    if attr.source_column not in {x.column for x in table.lateness}:
+        return None
+    return table.name, attr.source_column, attr.derivation.steps
 
 
 def join_time_source(

@@ -99,7 +99,7 @@ def _table_problems(circuit: Circuit) -> list[Refusal]:
 def _view_problems(circuit: Circuit, physical: PhysicalPlan, view: View) -> list[Problem]:
     """What keeps ``view`` off Spark, in the order of the checks: a check that settles the
     view (a Top-N, an OVER, ...) ends the list."""
-    found = _nested_derived(view)
+    found = _nested_derived(circuit, view)
     settled = _read_problems(circuit, physical, view)
     if settled is not None:
         return found + settled
@@ -124,9 +124,12 @@ def _view_problems(circuit: Circuit, physical: PhysicalPlan, view: View) -> list
     return found + _aggregate_problems(circuit, physical, view, native)
 
 
-def _nested_derived(view: View) -> list[Problem]:
-    """The step sink merges table waterlines less lags (S16, S17), not their steps."""
-    nested = next((a for a in view.time_attributes if _derived_inside(a)), None)
+def _nested_derived(circuit: Circuit, view: View) -> list[Problem]:
+    """The step sink merges table waterlines less lags (S16, S17), each turned by the steps
+    of a table's derived attribute (a stage boundary's ``window_start``), not steps over a
+    merged waterline."""
+    tables = {t.name for t in circuit.tables}
+    nested = next((a for a in view.time_attributes if _derived_inside(a, tables)), None)
     if nested is None:
         return []
     return [(
@@ -404,12 +407,15 @@ def _state_owners(circuit: Circuit, views: Sequence[ViewPlacement]) -> list[str]
     )
 
 
-def _derived_inside(attribute: TimeAttribute) -> bool:
-    """Whether a UNION ALL or JOIN time attribute has a derived input (at any depth)."""
+def _derived_inside(attribute: TimeAttribute, tables: set[str]) -> bool:
+    """Whether a UNION ALL or JOIN time attribute has an input (at any depth) derived from
+    another view's time attribute (one derived from a table's column is a key of its own)."""
     inputs = list(attribute.merged)
     if attribute.join is not None:
         inputs += [attribute.join.own, attribute.join.other]
-    return any(bool(a.steps) or _derived_inside(a) for a in inputs)
+    return any(
+        (bool(a.steps) and a.table not in tables) or _derived_inside(a, tables) for a in inputs
+    )
 
 
 def _follows(attribute: TimeAttribute, owner: str, first: str | None) -> bool:

@@ -99,7 +99,7 @@ def query_waterlines(circuit: Circuit, query: QueryPlan) -> QueryWaterlines:
         view = circuit.view(entry.view)
         if view.output is None:
             continue
-        time_source[view.name] = _s14_key(circuit, view, table, several, merged)
+        time_source[view.name] = _s14_key(circuit, view, table, several, merged, derived)
         steps = _first_time_steps(circuit, view, table, several)
         base = time_source[view.name]
         if steps and base is not None:
@@ -119,12 +119,14 @@ def _s14_key(
     table: Table,
     several: bool,
     merged: dict[str, tuple[WaterlineInput, ...]],
+    derived: dict[str, DerivedInput],
 ) -> str | None:
     """The key of the waterline an output view's S14 header carries before any steps of a
-    derived attribute; a key of its own in ``merged`` when it is a minimum of several."""
+    derived attribute; a key of its own in ``merged`` when it is a minimum of several (of
+    which a table's derived attribute is a key of its own in ``derived``)."""
     if not several and circuit.union_upstream(view.name) is None:
         return _time_key(circuit, view, table)
-    keys = _in_query_map(waterline_inputs(circuit, view), several)
+    keys = _in_query_map(waterline_inputs(circuit, view, derived, several), several)
     if len(keys) > 1 or any(lag for _, lag in keys):
         key = f"{view.name}.{view.time_attributes[0].column}"
         merged[key] = keys
@@ -142,34 +144,55 @@ def _in_query_map(
     return tuple(dict.fromkeys(keys))
 
 
-def waterline_inputs(circuit: Circuit, view: View) -> tuple[WaterlineInput, ...]:
+def waterline_inputs(
+    circuit: Circuit,
+    view: View,
+    derived: dict[str, DerivedInput] | None = None,
+    several: bool = True,
+) -> tuple[WaterlineInput, ...]:
     """S14 of a view over several relations: the table waterlines whose minimum (each less
     its lag) is the waterline of the view's first time attribute: several through a UNION
     ALL (S17) or a JOIN (its own side's, and the other side's less the bound, S16); none
-    without an event-time attribute (a processing-time one publishes no waterline)."""
+    without an event-time attribute (a processing-time one publishes no waterline). A
+    table's derived attribute among them (a stage boundary's ``window_start``) is a key of
+    its own, added to ``derived`` (named as a query of ``several`` tables names keys)."""
     timed = [a for a in view.time_attributes if not attribute_is_processing_time(circuit, a)]
-    return _attribute_inputs(circuit, timed[0]) if timed else ()
+    return _attribute_inputs(circuit, timed[0], derived, several) if timed else ()
 
 
-def _attribute_inputs(circuit: Circuit, attribute: TimeAttribute) -> tuple[WaterlineInput, ...]:
+def _attribute_inputs(
+    circuit: Circuit,
+    attribute: TimeAttribute,
+    derived: dict[str, DerivedInput] | None = None,
+    several: bool = True,
+) -> tuple[WaterlineInput, ...]:
     if attribute.merged:
         return tuple(
-            key for branch in attribute.merged for key in _attribute_inputs(circuit, branch)
+            key
+            for branch in attribute.merged
+            for key in _attribute_inputs(circuit, branch, derived, several)
         )
     if attribute.join is not None:
         held = attribute.join
-        other = _attribute_inputs(circuit, held.other)
+        other = _attribute_inputs(circuit, held.other, derived, several)
         return (
-            *_attribute_inputs(circuit, held.own),
+            *_attribute_inputs(circuit, held.own, derived, several),
             *((key, lag + held.lag) for key, lag in other),
         )
     owner, column = attribute.table, attribute.source_column
     if any(t.name == owner for t in circuit.tables):
-        return ((f"{owner}.{column}", 0),)
+        key = f"{owner}.{column}"
+        if not attribute.steps or derived is None:
+            return ((key, 0),)
+        # S10: its own key, the steps of its source column's waterline.
+        stepped = f"{key}{attribute.steps!r}"
+        cut = 0 if several else len(owner) + 1  # a query of one table names its columns
+        derived[stepped[cut:]] = (key[cut:], attribute.steps)
+        return ((stepped, 0),)
     upstream = next(a for a in circuit.view(owner).time_attributes if a.column == column)
     if upstream == attribute:
         raise TidemarkError(f"view {owner}: time attribute {column} has no waterline source")
-    return _attribute_inputs(circuit, upstream)
+    return _attribute_inputs(circuit, upstream, derived, several)
 
 
 def _time_key(circuit: Circuit, view: View, table: Table) -> str | None:
@@ -215,7 +238,7 @@ def _stage_punctuation(
         if found is not None:
             key = found[0]
         else:
-            keys = _in_query_map(_attribute_inputs(circuit, attr), several)
+            keys = _in_query_map(_attribute_inputs(circuit, attr, derived, several), several)
             key = f"{view.name}.{attr.column}"
             if len(keys) == 1 and not keys[0][1]:
                 key = keys[0][0]

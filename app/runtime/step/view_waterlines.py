@@ -28,16 +28,22 @@ def view_waterlines(
     merged: Mapping[str, tuple[MergedInput, ...]],
     derived: Mapping[str, DerivedInput],
 ) -> tuple[dict[str, int | None], dict[str, str]]:
-    """The map with every ``merged`` key (their inputs are keys of ``waterlines``), then
-    every ``derived`` key (whose base may be a merged key), and each key's unit."""
+    """The map with every ``derived`` key whose base is a key of ``waterlines`` (a table's
+    derived attribute, an input of a merged key), then every ``merged`` key, then every other
+    ``derived`` key (whose base is a merged key), and each key's unit."""
     out = dict(waterlines)
     out_units = dict(units)
+    later = {key: entry for key, entry in derived.items() if entry[0] not in waterlines}
+    for key, (base, steps) in derived.items():
+        if key not in later:
+            out[key] = derived_waterline(steps, out.get(base))
+            out_units[key] = out_units[base]
     for key, inputs in merged.items():
         out[key] = merged_waterline(
             None if (w := out.get(k)) is None else w - lag for k, lag in inputs
         )
         out_units[key] = out_units[inputs[0][0]]
-    for key, (base, steps) in derived.items():
+    for key, (base, steps) in later.items():
         out[key] = derived_waterline(steps, out.get(base))
         out_units[key] = out_units[base]
     return out, out_units

@@ -15,6 +15,7 @@ from app.program.compile import compile_program
 from app.runtime.operators.aggregate import plan_of
 from app.runtime.planner.physical import physical_plan
 from app.runtime.planner.support import check_supported
+from app.runtime.planner.waterline_keys import query_waterlines
 from app.runtime.step.view_waterlines import view_waterlines
 
 TABLE = """
@@ -111,10 +112,33 @@ SELECT CEIL(other TO DAY) AS day, COUNT(*) AS n FROM t GROUP BY CEIL(other TO DA
                        "the Spark runtime yet")
 
 
-def test_l7_a_union_of_derived_time_attributes_is_refused_by_name() -> None:
-    messages = _refused("""
+def test_s14_s17_a_union_of_a_derived_time_attribute_merges_its_own_key() -> None:
+    """A branch's derived attribute of a table column is a key of its own (its steps over
+    the column's waterline), and the UNION ALL column the minimum of it and the other
+    branch's: w(t2) = min(w(ts) + 1 hour, w(ts))."""
+    circuit = compile_program("p.sql", TABLE + """
 CREATE LOCAL VIEW both_times AS
 SELECT ts + INTERVAL '1' HOUR AS t2, k FROM t UNION ALL SELECT ts, k FROM t;
+CREATE VIEW v WITH ('topic' = 'out') AS SELECT t2, k FROM both_times;
+""")
+    plan = physical_plan(circuit)
+    check_supported(circuit, plan)
+    keys = query_waterlines(circuit, plan.queries[0])
+    (stepped, (base, steps)), = keys.derived.items()
+    assert base == "ts" and steps == (TimeStep("shift", 3_600_000),)
+    assert keys.merged[keys.time_source["v"]] == ((stepped, 0), ("ts", 0))
+    waterlines, _ = view_waterlines({"ts": ts("2024-01-01 09:00:00")}, {"ts": "ms"},
+                                    keys.merged, keys.derived)
+    assert waterlines[stepped] == ts("2024-01-01 10:00:00")
+    assert waterlines[keys.time_source["v"]] == ts("2024-01-01 09:00:00")
+
+
+def test_l7_a_union_of_a_time_attribute_derived_from_a_union_is_refused_by_name() -> None:
+    """Steps over a merged waterline, inside another merge, are not followed."""
+    messages = _refused("""
+CREATE LOCAL VIEW u AS SELECT ts, k FROM t UNION ALL SELECT other AS ts, k FROM t;
+CREATE LOCAL VIEW shifted AS SELECT ts + INTERVAL '1' HOUR AS t2, k FROM u;
+CREATE LOCAL VIEW both_times AS SELECT t2, k FROM shifted UNION ALL SELECT ts, k FROM t;
 CREATE VIEW v WITH ('topic' = 'out') AS SELECT t2, k FROM both_times;
 """)
     assert any("the time attribute t2, a UNION ALL or JOIN of derived time attributes" in m
