@@ -63,6 +63,10 @@ class Composition:
     stages: Mapping[str, int] = field(default_factory=dict)
     boundaries: frozenset[str] = frozenset()
     prefix: str = DEFAULT_PREFIX
+    #: Per table a stage reads a boundary through (:func:`stage_input_name`), the time
+    #: attribute that stage's readers window on or bound a join on, when they all use one:
+    #: its first LATENESS column (Spark's watermark follows it).
+    leads: Mapping[str, str] = field(default_factory=dict)
 
     def stage(self, name: str) -> int:
         """A relation's stage; a generated relation without a view of its own (a ranking)
@@ -155,8 +159,9 @@ def stage_table(
     reads a boundary reads it through a table of its own).
 
     Each of ``event_time`` (the relation's event-time attributes) that is NOT NULL is a
-    LATENESS column of amount 0, ``window_end`` first (the one Spark's watermark follows),
-    but a ``window_start`` beside a ``window_end``: that one is ``window_end - span``, a time
+    LATENESS column of amount 0, the one its readers window on or bound a join on first
+    (the composition's lead; Spark's watermark follows the first), else ``window_end``
+    first, but a ``window_start`` beside a ``window_end``: that one is ``window_end - span``, a time
     attribute derived from it (S10; never above the exact start waterline, so nothing it
     completes can still change). ``span`` is the window's size (:func:`window_span`). The
     table of an ``updating`` relation reads its changelog (:attr:`Table.retractions`)."""
@@ -164,10 +169,14 @@ def stage_table(
     types = {c.name: c.type for c in plain}
     timed = [a for a in event_time if a.column in types and not types[a.column].nullable
              and types[a.column].name in ("TIMESTAMP", "BIGINT", "INT")]
-    timed.sort(key=lambda a: a.kind != "window_end")
     name = stage_input_name(relation, later)
     end = next((a.column for a in timed if a.kind == "window_end"), None)
     derived_start = end is not None and span is not None
+    lead = composition.leads.get(name)
+    if any(a.column == lead and ((a.kind == "window_start" and derived_start)
+                                 or _of_window_end(a, end) is not None) for a in timed):
+        lead = None  # derived from the window end, which stays first
+    timed.sort(key=lambda a: (a.column != lead, a.kind != "window_end"))
     attributes: list[TimeAttribute] = []
     lateness: list[Lateness] = []
     for attr in timed:

@@ -336,16 +336,7 @@ def _aggregate(rng: random.Random, name: str, output: bool, src: Rel, n: int) ->
         items.append(key)
         group.append(key)
         cols.append(Col(key, "key"))
-    vals = src.of("val")
-    calls = [c for c in AGG_CALLS if vals or "{v}" not in c]
-    for j, call in enumerate(rng.sample(calls, rng.randint(1, min(3, len(calls))))):
-        alias = f"a{n}_{j}"
-        items.append(f"{call.format(v=rng.choice(vals).name if vals else '')} AS {alias}")
-        cols.append(Col(alias, "val"))
-    where = _where(rng, src)
-    sql = (f"SELECT {', '.join(items)}\nFROM TABLE({tvf})\n"
-           + (f"WHERE {where}\n" if where else "")
-           + f"GROUP BY {', '.join(group)}\nEMIT AFTER WATERMARK;")
+    sql = _final_windows_sql(rng, src, n, items, cols, group, tvf)
     return ViewDraw(name, "aggregate", (src.name,), sql, output,
                     Rel(name, tuple(cols), gated=True,
                         window_end=f"we{n}" if window != "start" else None))
@@ -828,16 +819,7 @@ def _session(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> V
         items.append(key)
         group.append(key)
         cols.append(Col(key, "key"))
-    vals = src.of("val")
-    calls = [c for c in AGG_CALLS if vals or "{v}" not in c]
-    for j, call in enumerate(rng.sample(calls, rng.randint(1, min(3, len(calls))))):
-        alias = f"a{n}_{j}"
-        items.append(f"{call.format(v=rng.choice(vals).name if vals else '')} AS {alias}")
-        cols.append(Col(alias, "val"))
-    where = _where(rng, src)
-    sql = (f"SELECT {', '.join(items)}\nFROM TABLE({tvf})\n"
-           + (f"WHERE {where}\n" if where else "")
-           + f"GROUP BY {', '.join(group)}\nEMIT AFTER WATERMARK;")
+    sql = _final_windows_sql(rng, src, n, items, cols, group, tvf)
     return ViewDraw(name, "session", (src.name,), sql, output,
                     Rel(name, tuple(cols), gated=True, window_end=f"we{n}"))
 
@@ -1057,3 +1039,20 @@ def generate(seed: int, compositions: int, steps: int = 2, rows_per_step: int = 
     circuit = compile_text("composed.sql", composed_program.program(topics))
     composed_program.boundaries = compose(circuit).boundaries
     return composed_program
+
+
+def _final_windows_sql(rng: random.Random, src: Rel, n: int, items: list[str],
+                       cols: list[Col], group: list[str], tvf: str) -> str:
+    """The SELECT of an EMIT AFTER WATERMARK aggregate of ``tvf``'s windows: ``items`` and
+    ``group`` so far, then 1-3 drawn aggregate calls (added to ``items`` and ``cols``) and a
+    drawn WHERE."""
+    vals = src.of("val")
+    calls = [c for c in AGG_CALLS if vals or "{v}" not in c]
+    for j, call in enumerate(rng.sample(calls, rng.randint(1, min(3, len(calls))))):
+        alias = f"a{n}_{j}"
+        items.append(f"{call.format(v=rng.choice(vals).name if vals else '')} AS {alias}")
+        cols.append(Col(alias, "val"))
+    where = _where(rng, src)
+    return (f"SELECT {', '.join(items)}\nFROM TABLE({tvf})\n"
+            + (f"WHERE {where}\n" if where else "")
+            + f"GROUP BY {', '.join(group)}\nEMIT AFTER WATERMARK;")

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.circuit.ir import Circuit, Diagnostic
+from app.circuit.ir import Circuit, Diagnostic, Window
 from app.errors import ProgramError
 from app.program.compile import compile_text
-from app.program.stages import DEFAULT_PREFIX, Composition
+from app.program.stages import DEFAULT_PREFIX, Composition, stage_input_name
 from app.runtime.planner.physical import PhysicalPlan, physical_plan
 from app.runtime.planner.support import refusals
 from app.runtime.store import join, store_at
@@ -100,9 +100,8 @@ def _upstream_of(program: Circuit, name: str, readers: set[str]) -> bool:
     return False
 
 
-def _crowded(circuit: Circuit, physical: PhysicalPlan, view: str) -> bool:
-    """Whether ``view``'s query reads a table ``view`` does not read: moved a stage on, it
-    reads its boundaries through tables of its own, in a query of its own."""
+def _tables_read(circuit: Circuit, view: str) -> set[str]:
+    """The tables ``view`` reads, directly or through other views."""
     tables = {t.name for t in circuit.tables}
     read: set[str] = set()
     pending = [view]
@@ -112,7 +111,45 @@ def _crowded(circuit: Circuit, physical: PhysicalPlan, view: str) -> bool:
             read.add(name)
         else:
             pending.extend(circuit.view(name).sources)
-    return not set(physical.query_of(view).tables) <= read
+    return read
+
+
+def _crowded(circuit: Circuit, physical: PhysicalPlan, view: str) -> bool:
+    """Whether ``view``'s query reads a table ``view`` does not read: moved a stage on, it
+    reads its boundaries through tables of its own, in a query of its own."""
+    return not set(physical.query_of(view).tables) <= _tables_read(circuit, view)
+
+
+def _crowding_readers(circuit: Circuit, physical: PhysicalPlan, view: str) -> set[str]:
+    """The views of ``view``'s query that read ``view`` and a table it does not read (a join
+    of it with another table): they bring that table into its query, so they move a stage
+    on, not ``view``, which its query then reads alone."""
+    own = _tables_read(circuit, view)
+    return {
+        _original(circuit, v.view)
+        for v in physical.query_of(view).views
+        if view in circuit.view(v.view).sources and not _tables_read(circuit, v.view) <= own
+    }
+
+
+def _leads(
+    program: Circuit, stages: Mapping[str, int], boundaries: frozenset[str]
+) -> dict[str, str]:
+    """Per table a stage reads a boundary through, when the views of that stage that read
+    it all window on, or bound a join on, one of its columns: that column, the table's
+    first LATENESS column, which Spark's watermark follows."""
+    used: dict[str, set[str]] = {}
+    for view in program.views:
+        join = view.join
+        for relation in set(view.sources) & boundaries:
+            later = stages.get(view.name, 0) - stages.get(relation, 0) - 1
+            found = used.setdefault(stage_input_name(relation, later), set())
+            found.update(op.time_column for op in view.operators if isinstance(op, Window))
+            if join is not None and join.bound is not None:
+                found.update(column for side, column in (
+                    (join.left, join.bound.left_column), (join.right, join.bound.right_column)
+                ) if side.source == relation)
+    return {table: columns.pop() for table, columns in used.items() if len(columns) == 1}
 
 
 def _boundaries(program: Circuit, stages: Mapping[str, int]) -> frozenset[str]:
@@ -144,7 +181,10 @@ def compose(program: Circuit, prefix: str = DEFAULT_PREFIX) -> Composed:
             if name not in {v.name for v in program.views}:
                 continue
             stage = stages.get(name, 0)
-            if any(stages.get(source, 0) >= stage for source in program.view(name).sources) or (
+            crowding = _crowding_readers(circuit, physical, refused)
+            if crowding:
+                moved.update(crowding)
+            elif any(stages.get(source, 0) >= stage for source in program.view(name).sources) or (
                 stage < len(program.views) and _crowded(circuit, physical, refused)
             ):
                 moved.add(name)
@@ -161,7 +201,9 @@ def compose(program: Circuit, prefix: str = DEFAULT_PREFIX) -> Composed:
             floor = max((stages.get(s, 0) for s in reader.sources), default=0)
             if floor > stages.get(reader.name, 0):
                 stages[reader.name] = floor
-        composition = Composition(stages, _boundaries(program, stages), prefix)
+        boundaries = _boundaries(program, stages)
+        composition = Composition(stages, boundaries, prefix,
+                                  _leads(program, stages, boundaries))
         try:
             circuit = _carried(program, compile_text(program.program, program.text,
                                                      composition))

@@ -243,3 +243,83 @@ GROUP BY window_start, window_end, k EMIT AFTER WATERMARK;
     assert composed.refused == ()
     assert composed.boundaries == frozenset({"per6"})
     assert composed.physical.query_of("per12").tables == ("__in_per6",)
+
+
+TWO_TABLES = """
+CREATE TABLE ta (ts TIMESTAMP NOT NULL LATENESS INTERVAL '4' SECOND, k VARCHAR NOT NULL,
+                 v BIGINT NOT NULL) WITH ('topic' = 'ta');
+CREATE TABLE tb (ts TIMESTAMP NOT NULL LATENESS INTERVAL '4' SECOND, k VARCHAR NOT NULL,
+                 v BIGINT NOT NULL) WITH ('topic' = 'tb');
+"""
+
+
+def test_s16_s19_the_join_that_crowds_an_aggregate_moves_on_not_the_aggregate() -> None:
+    """A SESSION aggregate of ta, written and read by a filter and by an interval join with
+    tb: the join brings tb into ta's query, where no aggregate runs beside another table.
+    The join moves a stage on (reading the aggregate's final rows through a boundary); the
+    aggregate stays in ta's query. Moving the aggregate instead took its join along, stage
+    after stage, and the program was refused."""
+    composed = compose(compile_text("p.sql", TWO_TABLES + """
+CREATE VIEW sessions WITH ('topic' = 'sessions', 'format' = 'append') AS
+SELECT window_end AS we, k, MIN(v) AS low
+FROM TABLE(SESSION(TABLE ta PARTITION BY k, DESCRIPTOR(ts), INTERVAL '4' SECOND))
+GROUP BY window_start, window_end, k EMIT AFTER WATERMARK;
+CREATE VIEW low_sessions WITH ('topic' = 'low') AS SELECT we, k, low FROM sessions WHERE low <> 1;
+CREATE VIEW near WITH ('topic' = 'near') AS
+SELECT l.ts, r.we, l.k, l.v, r.low FROM tb AS l JOIN sessions AS r
+  ON l.k = r.k AND r.we BETWEEN l.ts - INTERVAL '3' SECOND AND l.ts AND l.v <> r.low;
+"""))
+    assert composed.refused == ()
+    assert dict(composed.composition.stages) == {"low_sessions": 1, "near": 1}
+    assert composed.physical.query_of("sessions").tables == ("ta",)
+
+
+def test_s19_a_boundarys_first_lateness_column_is_the_one_its_readers_window_on() -> None:
+    """A window Top-N of a self-join's rows on the right side's time: through the boundary
+    (the join's query cannot rank), that column is the table's first LATENESS column, which
+    Spark's watermark follows, so the ranking runs; before, the left side's time was."""
+    composed = compose(compile_text("p.sql", TWO_TABLES + """
+CREATE LOCAL VIEW pairs AS
+SELECT l.ts AS lt, r.ts AS rt, l.k AS k, r.v AS rv FROM ta AS l JOIN ta AS r
+  ON l.k = r.k AND r.ts BETWEEN l.ts - INTERVAL '5' SECOND AND l.ts + INTERVAL '1' SECOND;
+CREATE VIEW best WITH ('topic' = 'best') AS
+SELECT window_start, window_end, lt, rt, k, rv FROM (
+  SELECT window_start, window_end, lt, rt, k, rv,
+    ROW_NUMBER() OVER (PARTITION BY window_start, window_end, k ORDER BY rv) AS r
+  FROM TABLE(TUMBLE(TABLE pairs, DESCRIPTOR(rt), INTERVAL '5' SECOND))) WHERE r = 1;
+"""))
+    assert composed.refused == ()
+    assert dict(composed.composition.leads) == {"__in_pairs": "rt"}
+    table = composed.circuit.table("__in_pairs")
+    assert [x.column for x in table.lateness] == ["rt", "lt"]
+
+
+def test_s10_s16_s19_a_temporal_join_as_of_a_window_start_follows_its_derived_waterline(
+) -> None:
+    """The day's sum at the day's opening rate: AS OF the window's start, read through a
+    boundary where it is derived from the window's end, runs on the join operator, whose
+    probe floor takes the derivation's steps; the join's output column is a key of the
+    query's waterline map of its own (its steps over the boundary's window end)."""
+    from app.runtime.planner.waterline_keys import query_waterlines
+
+    composed = compose(compile_text("p.sql", """
+CREATE TABLE amounts (rowtime TIMESTAMP NOT NULL LATENESS INTERVAL '0' SECOND,
+                      currency VARCHAR NOT NULL, amount INT NOT NULL) WITH ('topic' = 'a');
+CREATE TABLE rates (rowtime TIMESTAMP NOT NULL LATENESS INTERVAL '0' SECOND,
+                    currency VARCHAR NOT NULL, rate DECIMAL(10, 2) NOT NULL,
+                    PRIMARY KEY (currency) NOT ENFORCED) WITH ('topic' = 'r');
+CREATE LOCAL VIEW daily AS
+SELECT currency, SUM(amount) AS amount_sum, window_start AS day_start, window_end AS day
+FROM TABLE(TUMBLE(TABLE amounts, DESCRIPTOR(rowtime), INTERVAL '1' DAY))
+GROUP BY currency, window_start, window_end EMIT AFTER WATERMARK;
+CREATE VIEW opening WITH ('topic' = 'o') AS
+SELECT d.day_start, d.currency, d.amount_sum, r.rate FROM daily AS d
+JOIN rates FOR SYSTEM_TIME AS OF d.day_start AS r ON d.currency = r.currency;
+"""))
+    assert composed.refused == ()
+    query = composed.physical.query_of("opening")
+    keys = query_waterlines(composed.circuit, query)
+    inputs = keys.merged[keys.time_source["opening"]]
+    (stepped, base), = [(k, keys.derived[k]) for k, _ in inputs if k in keys.derived]
+    assert base[0] == "__in_daily.day" and base[1][0].amount == -86_400_000
+    assert sorted(k for k, _ in inputs) == sorted([stepped, "__in_rates.rowtime"])
