@@ -120,7 +120,7 @@ def _join_text(join: Join, time_type: SqlType | None) -> str:
     keys = ", ".join(f"{expr_text(a)} = {expr_text(b)}" for a, b in join.keys)
     parts.append(f"keys {keys}" if keys else "no keys")
     if join.as_of is not None:
-        probe = left.qualified(join.as_of.probe_column)
+        probe = join.as_of_shown
         column = join.as_of.version_column
         unmatched = (", or with NULLs when it has none" if join.kind == "left"
                      else "; a row without one is dropped")

@@ -359,9 +359,10 @@ class JoinAsOf:
     processing-time attribute (S13, Flink's processing-time temporal join): a version's
     time is then the batch time of the step it arrives in, and a probe row, whose time is
     its step's, is written in that step with the latest version its key has after the
-    step's versions."""
+    step's versions. ``probe_column`` None: AS OF ``PROCTIME()`` (RisingWave's form), each
+    probe row at its own step's batch time (``version_column`` is None too)."""
 
-    probe_column: str
+    probe_column: str | None
     version_column: str | None
 
     @property
@@ -397,6 +398,13 @@ class Join:
     #: A side is an updating relation (S18): its rows come as changes, retractions among
     #: them (only a join without a time bound reads one; the compiler's rule).
     reads_changes: bool = field(default=False, metadata=OMIT_DEFAULT)
+
+    @property
+    def as_of_shown(self) -> str:
+        """A temporal join's AS OF time as written: the probe side's column, or PROCTIME()."""
+        assert self.as_of is not None
+        column = self.as_of.probe_column
+        return "PROCTIME()" if column is None else self.left.qualified(column)
 
     @property
     def pads_at_once(self) -> bool:

@@ -489,15 +489,18 @@ class _TemporalRuntime:
         assert join.as_of is not None
         self.join = join
         self.as_of = join.as_of
-        self.probe_source = relation_sources.get(join.left.source, {}).get(
-            join.as_of.probe_column
+        probe_column = join.as_of.probe_column
+        self.probe_source = (
+            None if probe_column is None
+            else relation_sources.get(join.left.source, {}).get(probe_column)
         )
         version_column = join.as_of.version_column
         self.version_source = (
             None if version_column is None
             else relation_sources.get(join.right.source, {}).get(version_column)
         )
-        self.held: list[dict[str, Any]] = []  # probe rows by qualified name, arrival order
+        #: (time, probe row by qualified name), arrival order.
+        self.held: list[tuple[int, dict[str, Any]]] = []
         #: key -> version time -> the version's row by qualified name (None: deleted)
         self.versions: dict[tuple[Any, ...], dict[int, dict[str, Any] | None]] = {}
 
@@ -525,34 +528,40 @@ class _TemporalRuntime:
                 time = batch_time if version_column is None else change.row.get(version_column)
                 if time is not None:
                     self.versions.setdefault(key, {})[time] = None if change.deleted else row
-            elif change.row.get(self.as_of.probe_column) is None:
+            elif (at := self._probe_time(change, batch_time)) is None:
                 # A NULL time is valid for no version: nothing can ever match it.
                 if join.kind == "left":
                     out.append(self._padded(row))
             else:
-                self.held.append(row)
+                self.held.append((at, row))
         if version_column is None:
             # Every version at or below the step's batch time has come (S13).
             floor = None if batch_time is None else batch_time + 1
         else:
             floor = _source_floor(self.version_source, waterlines)
         if floor is not None:
-            kept: list[dict[str, Any]] = []
-            for row in self.held:
-                if row[join.left.qualified(self.as_of.probe_column)] < floor:
-                    joined = self._joined(row)
+            kept: list[tuple[int, dict[str, Any]]] = []
+            for at, row in self.held:
+                if at < floor:
+                    joined = self._joined(at, row)
                     if joined is not None:
                         out.append(joined)
                 else:
-                    kept.append(row)
+                    kept.append((at, row))
             self.held = kept
-        self._free(floor, _source_floor(self.probe_source, waterlines))
+        probe_floor = (batch_time if self.as_of.probe_column is None
+                       else _source_floor(self.probe_source, waterlines))
+        self._free(floor, probe_floor)
         return out
 
-    def _joined(self, probe: dict[str, Any]) -> dict[str, Any] | None:
+    def _probe_time(self, change: _Change, batch_time: int | None) -> int | None:
+        """A probe row's time: its AS OF column's, or, AS OF PROCTIME(), its step's."""
+        column = self.as_of.probe_column
+        return batch_time if column is None else change.row.get(column)
+
+    def _joined(self, time: int, probe: dict[str, Any]) -> dict[str, Any] | None:
         """The probe row with its version, padded (LEFT) or None (INNER) without one."""
         join = self.join
-        time = probe[join.left.qualified(self.as_of.probe_column)]
         key = tuple(evaluate_expr(left, probe) for left, _ in join.keys)
         if all(value is not None for value in key):
             times = [t for t in self.versions.get(key, {}) if t <= time]

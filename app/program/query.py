@@ -55,7 +55,7 @@ from app.circuit.ir import (
     conjuncts,
 )
 from app.circuit.ir import substitute as _replace
-from app.circuit.processing_time import now
+from app.circuit.processing_time import NOW, now
 from app.program.as_of_subquery import VERSIONS_BY, as_of_join
 from app.program.ddl import _Cursor, parse_interval_tokens
 from app.program.lexer import CompileFailure, SourceText, Token, matching_paren
@@ -3033,21 +3033,27 @@ def _temporal_join(source: SourceText, version: exp.Version, for_position: Posit
     as_of_position = translator.pos(as_of_node)
     as_of = translator.translate(as_of_node)
     shown = as_of_node.sql()
-    if not isinstance(as_of, ColumnRef) or as_of.name.split(".", 1)[0] != left.alias:
-        raise CompileFailure(as_of_position, f"FOR SYSTEM_TIME AS OF {shown}: the time must "
-                             f"be a column of the probe side {left.alias} (FROM)",
-                             f"write FOR SYSTEM_TIME AS OF {left.alias}.<time attribute>")
-    probe_column = as_of.name.split(".", 1)[1]
-    attr = left.relation.time_attribute(probe_column)
-    if attr is None:
-        raise CompileFailure(as_of_position, f"FOR SYSTEM_TIME AS OF {shown}: column "
-                             f"{as_of.name} is not a time attribute of "
-                             f"{left.relation.name}, so no waterline says when its rows "
-                             "can be joined",
-                             f"add LATENESS to {left.relation.name}.{probe_column}, or join "
-                             "AS OF a column that has it")
-    version_column = _version_column(source, version, table, left, right,
-                                     processing_time_attribute(attr, relations))
+    probe_column: str | None = None
+    if isinstance(as_of, Call) and as_of.fn == NOW:
+        # RisingWave's AS OF PROCTIME(): each probe row at its own step's batch time.
+        version_column = _version_column(source, version, table, left, right, True)
+    else:
+        if not isinstance(as_of, ColumnRef) or as_of.name.split(".", 1)[0] != left.alias:
+            raise CompileFailure(as_of_position, f"FOR SYSTEM_TIME AS OF {shown}: the time "
+                                 f"must be a column of the probe side {left.alias} (FROM), "
+                                 "or PROCTIME()",
+                                 f"write FOR SYSTEM_TIME AS OF {left.alias}.<time attribute>")
+        probe_column = as_of.name.split(".", 1)[1]
+        attr = left.relation.time_attribute(probe_column)
+        if attr is None:
+            raise CompileFailure(as_of_position, f"FOR SYSTEM_TIME AS OF {shown}: column "
+                                 f"{as_of.name} is not a time attribute of "
+                                 f"{left.relation.name}, so no waterline says when its rows "
+                                 "can be joined",
+                                 f"add LATENESS to {left.relation.name}.{probe_column}, or "
+                                 "join AS OF a column that has it")
+        version_column = _version_column(source, version, table, left, right,
+                                         processing_time_attribute(attr, relations))
     # ON: an equality per key column of the versioned table, the rest is the residual.
     key_columns = {f"{right.alias}.{c}": c for c in table.primary_key}
     found: dict[str, tuple[Expr, Expr]] = {}
@@ -3252,7 +3258,10 @@ def _join_times(join: Join, left: _JoinInput,
     if join.as_of is not None:
         # The probe's AS OF column: a row at x is written once w(versions) > x, so
         # w = min(w(probe), w(versions)); the version's time is a plain column. AS OF
-        # processing time, a row is written in its own step: w = w(probe).
+        # processing time, a row is written in its own step: w = w(probe). AS OF
+        # PROCTIME() no column is forwarded as the time.
+        if join.as_of.probe_column is None:
+            return {}
         probe = left.relation.time_attribute(join.as_of.probe_column)
         version_column = join.as_of.version_column
         versions = (probe if version_column is None
@@ -3295,12 +3304,13 @@ def _join_times(join: Join, left: _JoinInput,
 def _join_state_text(join: Join, left: _JoinInput, right: _JoinInput) -> str:
     """When each side's rows are freed (S16), for ``View.state`` and explain."""
     if join.as_of is not None:
-        probe = left.relation.time_attribute(join.as_of.probe_column)
-        probe_column = f"{left.alias}.{join.as_of.probe_column}"
         if join.as_of.version_column is None:
             return (f"rows of {left.alias} are written in the step they arrive in, then "
                     f"freed; of {right.alias}, per key, the latest version is kept (state "
                     "grows with the number of keys)")
+        assert join.as_of.probe_column is not None
+        probe = left.relation.time_attribute(join.as_of.probe_column)
+        probe_column = f"{left.alias}.{join.as_of.probe_column}"
         versions = right.relation.time_attribute(join.as_of.version_column)
         assert probe is not None and versions is not None
         return (f"rows of {left.alias} are held until {_join_waterline(versions)} > "

@@ -2,7 +2,8 @@
 S16): each amount joined with "the exchange rate of the corresponding currency that is valid
 when the amounts row arrives", ``r.proctime = (SELECT MAX(r2.proctime) ... r2.proctime <=
 a.proctime)``, and Flink's spelling of it, ``LEFT JOIN rates FOR SYSTEM_TIME AS OF
-a.proctime``, in one program (Tidemark's join operator, ADR 0017).
+a.proctime``, and RisingWave's, ``JOIN rates FOR SYSTEM_TIME AS OF PROCTIME()``, in one
+program (Tidemark's join operator, ADR 0017).
 
 Processing time is the step's batch time: a version's time is the batch time of the step it
 arrives in, and an amount is written in its own step with the latest rate its currency has
@@ -65,6 +66,12 @@ WHERE a.currency = r.currency AND
     WHERE r2.currency = a.currency
     AND r2.proctime <= a.proctime);
 
+CREATE VIEW on_arrival WITH ('topic' = '{on_arrival}') AS
+SELECT o.amount, o.currency, r.rate
+FROM amounts AS o
+JOIN rates FOR SYSTEM_TIME AS OF PROCTIME() AS r
+  ON o.currency = r.currency;
+
 CREATE VIEW enriched WITH ('topic' = '{enriched}') AS
 SELECT o.amount, o.currency, r.rate, o.amount * r.rate AS converted
 FROM amounts AS o
@@ -102,7 +109,7 @@ def _enriched(value: int, currency: str, rate: str | None) -> Any:
 def test_seed_004_amounts_get_the_rate_valid_when_they_arrive_s13_s16(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
-    names = ("amounts", "rates", "converted", "enriched")
+    names = ("amounts", "rates", "converted", "on_arrival", "enriched")
     topics = {name: unique_topic(name) for name in names}
     for table in ("amounts", "rates"):
         kafka.create_topic(topics[table], partitions=2)
@@ -114,7 +121,7 @@ def test_seed_004_amounts_get_the_rate_valid_when_they_arrive_s13_s16(
     assert ("per key, the latest version of the versioned table; each probe row is written "
             "in the step it arrives in") in explain_physical_text(plan, ())
 
-    seen, watch = watch_views(kafka, circuit, ["converted", "enriched"], topics)
+    seen, watch = watch_views(kafka, circuit, ["converted", "on_arrival", "enriched"], topics)
     offsets = tmp_path / "ck" / "amounts" / "spark"
     step_times: list[int] = []
 
@@ -146,10 +153,17 @@ def test_seed_004_amounts_get_the_rate_valid_when_they_arrive_s13_s16(
         ])
     ]
 
+    # RisingWave's AS OF PROCTIME(): the same pairs as the seed's join.
+    assert seen["on_arrival"] == [
+        Counter(frozen({k: v for k, v in dict(value).items() if k != "arrived"})
+                for value in step.elements())
+        for step in seen["converted"]
+    ]
+
     # The reference evaluator, fed each step's batch time from Spark's offset log.
     oracle = evaluate(circuit, [replace(step, batch_time_ms=t)
                                 for step, t in zip(inputs, times, strict=True)])
-    for view in ("converted", "enriched"):
+    for view in ("converted", "on_arrival", "enriched"):
         # S14: processing time publishes no waterline, so no record has the header.
         assert {mark for _, mark in written(kafka, circuit, view, topics[view])} == {None}
         assert seen[view] == [

@@ -108,7 +108,7 @@ def join_operator_rows(
     lags = any(v.name == join.left.source and not v.is_stateless for v in circuit.views)
     probe_steps: tuple[TimeStep, ...] = ()
     if join.as_of is not None:
-        assert join.as_of.version_column is not None, join
+        assert join.as_of.probe_column is not None and join.as_of.version_column is not None
         # A derived probe time (a boundary's window_start) follows its LATENESS column's
         # waterline through its steps.
         derived = derived_probe(circuit, join.left.source, join.as_of.probe_column)
@@ -185,8 +185,9 @@ def operator_joined(
     whose first match came, or a pair whose row was retracted)."""
     times: tuple[str | None, str | None]
     if join.as_of is not None and join.as_of.version_column is None:
-        # A version's time is its step's batch time (S13), carried as BATCH_TIME_COLUMN.
-        times = (join.as_of.probe_column, BATCH_TIME_COLUMN)
+        # A version's time is its step's batch time (S13), a probe's its AS OF column's
+        # (the same), or PROCTIME(): BATCH_TIME_COLUMN stands for the batch time.
+        times = (join.as_of.probe_column or BATCH_TIME_COLUMN, BATCH_TIME_COLUMN)
     elif join.as_of is not None:
         times = (join.as_of.probe_column, join.as_of.version_column)
     elif join.per_key:

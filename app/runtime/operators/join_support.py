@@ -83,12 +83,15 @@ def _temporal_problem(circuit: Circuit, view: View, join: Join) -> str | None:
     """What keeps a temporal join off Spark (Tidemark's operator runs one AS OF a LATENESS
     column of the probe table, or AS OF a native aggregate's window end), or None."""
     assert join.as_of is not None, view.name
+    probe_column = join.as_of.probe_column
+    if probe_column is None:
+        return None  # AS OF PROCTIME(): each probe row at its own step's batch time
     if join.as_of.version_column is None:
         # AS OF processing time: a probe row's time must be its own step's batch time.
-        found = join_time_source(circuit, join.left.source, join.as_of.probe_column)
+        found = join_time_source(circuit, join.left.source, probe_column)
         if found is None or not circuit.table(found[0]).column(found[1]).processing_time:
-            return (f"a temporal join AS OF {join.left.qualified(join.as_of.probe_column)}, "
-                    "a processing-time attribute that is no table's AS PROCTIME() column")
+            return (f"a temporal join AS OF {join.as_of_shown}, a processing-time "
+                    "attribute that is no table's AS PROCTIME() column")
         return None
     aggregate = next(
         (v for v in circuit.views if v.name == join.left.source and not v.is_stateless),
@@ -97,21 +100,19 @@ def _temporal_problem(circuit: Circuit, view: View, join: Join) -> str | None:
     if aggregate is not None and not (
         is_native(circuit, aggregate) and joined_on_window_end(view, aggregate)
     ):
-        return f"a temporal join AS OF {join.left.qualified(join.as_of.probe_column)}"
+        return f"a temporal join AS OF {join.as_of_shown}"
     # The final rows of a native aggregate, AS OF their window's end (seed 004's daily
     # sums): their window is on the table's first LATENESS column.
-    found = join_time_source(
-        circuit, join.left.source, join.as_of.probe_column, aggregate is not None
-    )
+    found = join_time_source(circuit, join.left.source, probe_column, aggregate is not None)
     probe = _on_first_lateness(circuit, found, any_lateness=aggregate is None)
     versions = circuit.root_table(join.right.source)
     if probe is None and aggregate is None:
         # A derived attribute of a LATENESS column (a boundary's window_start).
-        derived = derived_probe(circuit, join.left.source, join.as_of.probe_column)
+        derived = derived_probe(circuit, join.left.source, probe_column)
         if derived is not None:
             probe = _on_first_lateness(circuit, derived[:2], any_lateness=True)
     if probe is None:
-        return f"a temporal join AS OF {join.left.qualified(join.as_of.probe_column)}"
+        return f"a temporal join AS OF {join.as_of_shown}"
     if versions.column(join.as_of.version_column).type.name != "TIMESTAMP":
         return f"a temporal join of versions by {join.as_of.version_column}"
     return None

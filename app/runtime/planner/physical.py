@@ -297,7 +297,7 @@ def _input_text(view: View) -> str:
     kind = "" if join.kind == "inner" else f"{join.kind.upper()} OUTER "
     text = f" {kind}JOIN ".join(view.sources)
     if join.as_of is not None:
-        text += f" FOR SYSTEM_TIME AS OF {join.left.qualified(join.as_of.probe_column)}"
+        text += f" FOR SYSTEM_TIME AS OF {join.as_of_shown}"
     return text
 
 

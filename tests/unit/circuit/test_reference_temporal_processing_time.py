@@ -171,3 +171,33 @@ def test_l7_event_time_subquery_over_a_processing_time_column_is_an_error() -> N
     assert ("the versions of rates are ordered by its first LATENESS column rowtime, not by "
             "proctime; compare r.rowtime with the MAX of rowtime at or below a.<time>") in str(
         info.value)
+
+
+RISINGWAVE = """
+CREATE VIEW converted WITH ('topic' = 'converted') AS
+SELECT a.amount, r.rate
+FROM amounts AS a
+{kind} JOIN rates FOR SYSTEM_TIME AS OF PROCTIME() AS r
+  ON a.currency = r.currency;
+"""
+
+
+def test_s13_s16_as_of_proctime_is_each_rows_step_as_risingwave_writes_it() -> None:
+    """RisingWave's spelling, AS OF PROCTIME(): the probe side needs no PROCTIME column,
+    each row is at its own step's batch time, so it writes what AS OF a.proctime writes;
+    the view has no time attribute, and Spark runs it on the join operator."""
+    from app.runtime.planner.physical import physical_plan
+    from app.runtime.planner.support import refused_by_spark
+
+    text = TABLES.replace("    proctime AS PROCTIME()\n) WITH ('topic' = 'amounts')",
+                          ") WITH ('topic' = 'amounts')").replace(
+        "currency VARCHAR NOT NULL,\n) WITH ('topic' = 'amounts')",
+        "currency VARCHAR NOT NULL\n) WITH ('topic' = 'amounts')")
+    for kind in ("", "LEFT"):
+        circuit = compile_program("test.sql", text=text + RISINGWAVE.format(kind=kind))
+        join = circuit.view("converted").join
+        assert join is not None and join.as_of == JoinAsOf(None, None)
+        assert circuit.view("converted").time_attributes == ()
+        assert written(circuit) == written(compile_sql(FLINK.format(kind=kind)))
+        assert refused_by_spark(circuit, physical_plan(circuit)) == ()
+    assert "as of PROCTIME() (processing time)" in explain_text(circuit)
