@@ -251,9 +251,9 @@ def test_now_in_having_and_an_aggregates_select_list_is_its_last_changes_batch_t
     ``ptime``; HAVING reads it there (a user whose latest ``ts`` is ahead of the step's batch
     time is taken back). ``closed`` (EMIT AFTER WATERMARK on ``ts``) writes a window's final
     row in a later step, once the waterline passes its end, with NOW() of the step that read
-    its last row. Input: a warm-up row; two rows a little behind the clock; then a row of
-    ``a`` and a row of ``b`` 20 s ahead of it, which moves the waterline past the earlier
-    windows' ends."""
+    its last row. Input: a warm-up row 30 s behind the clock; two rows 25 s behind it; then
+    a row of ``a`` 2 s behind it and a row of ``b`` 20 s ahead of it, which moves the
+    waterline past the earlier windows' ends."""
     views = ("closed", "settled")
     topics = {"topic": unique_topic("in"), **{v: unique_topic(v) for v in views}}
     kafka.create_topic(topics["topic"], partitions=1)
@@ -269,9 +269,11 @@ def test_now_in_having_and_an_aggregates_select_list_is_its_last_changes_batch_t
 
     run.service.start()
     try:
-        produce([(int(time.time() * 1000) - 2 * S, "w")])
+        # The warm-up and step a's rows lie at least a window before step b's, so some
+        # window's last row is read before step b, however fast the steps come.
+        produce([(int(time.time() * 1000) - 30 * S, "w")])
         now_ms = int(time.time() * 1000)
-        step_a = produce([(now_ms - 3 * S, "a"), (now_ms - 2 * S, "b")])
+        step_a = produce([(now_ms - 25 * S, "a"), (now_ms - 24 * S, "b")])
         now_ms = int(time.time() * 1000)
         step_b = produce([(now_ms - 2 * S, "a"), (now_ms + 20 * S, "b")])
         ahead = now_ms + 20 * S
