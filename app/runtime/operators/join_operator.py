@@ -65,7 +65,7 @@ from app.circuit.ir import (
 from app.circuit.processing_time import BATCH_TIME_COLUMN
 from app.connectors.late_gate import ACCEPTED
 from app.runtime.operators.join_slots import JoinOperatorSpec, step_slot
-from app.runtime.operators.join_support import derived_probe, join_time_source
+from app.runtime.operators.join_support import join_time_source, probe_time
 from app.runtime.operators.slot_operator import (
     SLOTS,
     keyed_slot,
@@ -108,15 +108,14 @@ def join_operator_rows(
     lags = any(v.name == join.left.source and not v.is_stateless for v in circuit.views)
     probe_steps: tuple[TimeStep, ...] = ()
     if join.as_of is not None:
-        assert join.as_of.probe_column is not None and join.as_of.version_column is not None
+        assert join.as_of.version_column is not None, join
         # A derived probe time (a boundary's window_start) follows its LATENESS column's
         # waterline through its steps.
-        derived = derived_probe(circuit, join.left.source, join.as_of.probe_column)
-        if derived is not None and not lags:
-            probe_steps = derived[2]
+        probe = probe_time(circuit, join, lags)
+        assert probe is not None, (join, "refused by check_supported")
+        probe_steps = probe[2]
         times = [
-            derived[:2] if derived is not None and not lags
-            else join_time_source(circuit, join.left.source, join.as_of.probe_column, lags),
+            probe[:2],
             join_time_source(circuit, join.right.source, join.as_of.version_column),
         ]
     else:

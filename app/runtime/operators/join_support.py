@@ -103,14 +103,10 @@ def _temporal_problem(circuit: Circuit, view: View, join: Join) -> str | None:
         return f"a temporal join AS OF {join.as_of_shown}"
     # The final rows of a native aggregate, AS OF their window's end (seed 004's daily
     # sums): their window is on the table's first LATENESS column.
-    found = join_time_source(circuit, join.left.source, probe_column, aggregate is not None)
-    probe = _on_first_lateness(circuit, found, any_lateness=aggregate is None)
+    timed = probe_time(circuit, join, aggregate is not None)
+    probe = _on_first_lateness(circuit, None if timed is None else timed[:2],
+                               any_lateness=aggregate is None)
     versions = circuit.root_table(join.right.source)
-    if probe is None and aggregate is None:
-        # A derived attribute of a LATENESS column (a boundary's window_start).
-        derived = derived_probe(circuit, join.left.source, probe_column)
-        if derived is not None:
-            probe = _on_first_lateness(circuit, derived[:2], any_lateness=True)
     if probe is None:
         return f"a temporal join AS OF {join.as_of_shown}"
     if versions.column(join.as_of.version_column).type.name != "TIMESTAMP":
@@ -134,22 +130,25 @@ def _on_first_lateness(
     return table if table.column(found[1]).type.name == "TIMESTAMP" else None
 
 
-def derived_probe(
-    circuit: Circuit, relation: str, column: str
+def probe_time(
+    circuit: Circuit, join: Join, lags: bool
 ) -> tuple[str, str, tuple[TimeStep, ...]] | None:
-    """Of a relation's column that forwards a table's derived time attribute (S10; a stage
-    boundary's ``window_start``, ``window_end - span``): the table, the LATENESS column the
-    attribute is derived from, and the steps from that column's waterline to its own; None
-    for any other column."""
-    found = join_time_source(circuit, relation, column)
+    """Where the probe time of a temporal join AS OF a column follows a waterline: the table,
+    its column, and the steps from that column's waterline to the probe time's. A column the
+    probe side forwards is its own (no steps; with ``lags``, the probe side is an aggregate's
+    final rows and the column its window end: the table column its windows are on); a
+    table's derived attribute (S10; a stage boundary's ``window_start``, ``window_end -
+    span``) follows the LATENESS column it is derived from, through its steps. None: the
+    column follows no table column."""
+    assert join.as_of is not None and join.as_of.probe_column is not None, join
+    found = join_time_source(circuit, join.left.source, join.as_of.probe_column, lags)
     if found is None:
         return None
     table = circuit.table(found[0])
     attr = next((a for a in table.derived_attributes if a.column == found[1]), None)
-    if attr is None or attr.derivation is None:
-        return None
-    if attr.source_column not in {x.column for x in table.lateness}:
-        return None
+    if (lags or attr is None or attr.derivation is None
+            or attr.source_column not in {x.column for x in table.lateness}):
+        return (*found, ())
     return table.name, attr.source_column, attr.derivation.steps
 
 

@@ -103,7 +103,9 @@ def query_waterlines(circuit: Circuit, query: QueryPlan) -> QueryWaterlines:
         steps = _first_time_steps(circuit, view, table, several)
         base = time_source[view.name]
         if steps and base is not None:
-            key = f"{view.name}.{view.time_attributes[0].column}"
+            first = _s14_attribute(circuit, view)
+            assert first is not None, view.name
+            key = f"{view.name}.{first.column}"
             derived[key] = (base, steps)
             time_source[view.name] = key
         if view.output.stage_output:
@@ -128,7 +130,9 @@ def _s14_key(
         return _time_key(circuit, view, table)
     keys = _in_query_map(waterline_inputs(circuit, view, derived, several), several)
     if len(keys) > 1 or any(lag for _, lag in keys):
-        key = f"{view.name}.{view.time_attributes[0].column}"
+        first = _s14_attribute(circuit, view)
+        assert first is not None, view.name
+        key = f"{view.name}.{first.column}"
         merged[key] = keys
         return key
     return keys[0][0] if keys else None
@@ -156,15 +160,25 @@ def waterline_inputs(
     without an event-time attribute (a processing-time one publishes no waterline). A
     table's derived attribute among them (a stage boundary's ``window_start``) is a key of
     its own, added to ``derived`` (named as a query of ``several`` tables names keys)."""
-    timed = [a for a in view.time_attributes if not attribute_is_processing_time(circuit, a)]
-    return _attribute_inputs(circuit, timed[0], derived, several) if timed else ()
+    first = _s14_attribute(circuit, view)
+    if first is None:
+        return ()
+    return _attribute_inputs(circuit, first, {} if derived is None else derived, several)
+
+
+def _s14_attribute(circuit: Circuit, view: View) -> TimeAttribute | None:
+    """The time attribute a view's S14 waterline follows: its first event-time one (a
+    processing-time attribute publishes no waterline); None without one."""
+    return next(
+        (a for a in view.time_attributes if not attribute_is_processing_time(circuit, a)), None
+    )
 
 
 def _attribute_inputs(
     circuit: Circuit,
     attribute: TimeAttribute,
-    derived: dict[str, DerivedInput] | None = None,
-    several: bool = True,
+    derived: dict[str, DerivedInput],
+    several: bool,
 ) -> tuple[WaterlineInput, ...]:
     if attribute.merged:
         return tuple(
@@ -182,7 +196,7 @@ def _attribute_inputs(
     owner, column = attribute.table, attribute.source_column
     if any(t.name == owner for t in circuit.tables):
         key = f"{owner}.{column}"
-        if not attribute.steps or derived is None:
+        if not attribute.steps:
             return ((key, 0),)
         # S10: its own key, the steps of its source column's waterline.
         stepped = f"{key}{attribute.steps!r}"
@@ -259,7 +273,7 @@ def _first_time_steps(
     :func:`_time_key` or :func:`waterline_inputs` picks): a derived attribute's, a
     ``window_start``'s window (S10); empty when it is its source column's."""
     if several or circuit.union_upstream(view.name) is not None:
-        attr = view.time_attributes[0] if view.time_attributes else None
+        attr = _s14_attribute(circuit, view)
     else:
         found = _time_attribute_key(circuit, view, table)
         attr = None if found is None else found[1]
