@@ -21,6 +21,7 @@ time key run on the state operator's processing-time timeouts alone.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -325,3 +326,79 @@ def test_now_in_having_and_an_aggregates_select_list_is_its_last_changes_batch_t
         assert value["changed_at"] == max(read_in(o) for o in rows)
         assert value["changed_at"] <= t_b
     assert any(v["changed_at"] < t_b for v in closed.values()), "a final row written later"
+
+
+MIXED = """
+CREATE TABLE taps (
+    usr VARCHAR NOT NULL,
+    ts  TIMESTAMP NOT NULL,
+    pt  AS PROCTIME()
+) WITH ('topic' = '{topic}');
+
+CREATE VIEW taps_final WITH ('topic' = '{taps_final}', 'format' = 'changelog') AS
+SELECT window_start, window_end, COUNT(*) AS taps
+FROM TABLE(TUMBLE(TABLE taps, DESCRIPTOR(pt), INTERVAL '{size}' SECOND))
+GROUP BY window_start, window_end
+EMIT AFTER WATERMARK;
+
+CREATE LOCAL VIEW timed AS SELECT usr, ts FROM taps;
+LATENESS timed.ts INTERVAL '5' SECOND;
+
+CREATE VIEW per_min WITH ('topic' = '{per_min}', 'format' = 'append') AS
+SELECT window_start, window_end, usr, COUNT(*) AS taps
+FROM TABLE(TUMBLE(TABLE timed, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end, usr EMIT AFTER WATERMARK;
+"""
+MINUTE = 60 * S
+
+
+@pytest.mark.slow  # ~1.5 min: `-m slow -k event_time_window_of_a_views_lateness`
+def test_proctime_windows_beside_an_event_time_window_of_a_views_lateness_s11_s19(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """One table, two waterlines: ``taps_final``'s windows on ``pt`` close by the batch time,
+    ``per_min``'s on ``timed.ts`` (the view's own LATENESS) by that view's waterline. Spark
+    keeps one watermark per query, so the planner reads ``timed`` through a stage boundary
+    (ADR 0023) and ``per_min`` runs in a query of its own; ``taps_final`` closes by the
+    clock as it does alone. A last row two minutes ahead moves ``timed``'s waterline past
+    the earlier rows' minutes."""
+    views = ("taps_final", "per_min")
+    topics = {"topic": unique_topic("in"), **{v: unique_topic(v) for v in views}}
+    kafka.create_topic(topics["topic"], partitions=1)
+    run = Run(kafka, tmp_path, MIXED, "taps", topics)
+    queries = run.service.physical.queries
+    assert [q.tables for q in queries] == [("taps",), ("__in_timed",)]
+    assert queries[0].watermark is None and queries[1].watermark == "__in_timed.ts"
+    run.service.start()
+    try:
+        now_ms = int(time.time() * 1000)
+        run.produce([(now_ms, "w")])
+        run.wait("warm-up read", lambda: run.read_all() >= 0)
+        warm = run.read_all()
+        now_ms = int(time.time() * 1000)
+        run.produce([(now_ms - 2 * S, "a"), (now_ms - S, "b"), (now_ms, "a")])
+        run.wait("rows read", lambda: run.read_all() > warm)
+        t_read = next(b.time_ms for b in run.batches() if b.batch_id == run.read_all())
+        end = _window_end(t_read)
+        run.produce([(now_ms + 2 * MINUTE, "z")])
+        timed = [row for _, _, row in run.placed if row["usr"] != "z"]
+        minutes = Counter(((row["ts"] // MINUTE + 1) * MINUTE, row["usr"]) for row in timed)
+        run.wait("a step past the window's end",
+                 lambda: any(b.time_ms >= end + 2 * S for b in run.batches()), seconds=120)
+        run.wait("per_min's minutes",
+                 lambda: len(run.records("per_min")) >= len(minutes), seconds=120)
+    finally:
+        run.service.stop()
+    batches = run.batches()
+    results = run.reference(batches)
+    # taps_final: every record as the oracle's fed Spark's steps, the window closed by the
+    # clock; per_min: the oracle's rows (a step of the later query may write them later).
+    run.assert_as_the_reference(("taps_final",), batches)
+    finals = {v["window_end"]: v for _, v in run.records("taps_final")}
+    assert finals[end]["ptime"] >= end and finals[end]["taps"] >= 3
+    got = Counter(repr(v) for _, v in run.records("per_min"))
+    assert got == Counter(repr(v) for _, v in run.expected("per_min", results))
+    by_hand = Counter({(v["window_end"], v["usr"]): v["taps"]
+                       for _, v in run.records("per_min")})
+    assert by_hand == minutes
+

@@ -191,3 +191,43 @@ EMIT AFTER DELAY INTERVAL '2' SECOND;
     assert {v.view: v.placement for v in plan.queries[0].views} == {
         "w": "state_operator", "per_k": "state_operator", "held": "state_operator"}
 
+
+
+def test_s11_s19_a_proctime_window_beside_a_views_lateness_window_runs_composed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One table, two waterlines (its batch time, a view's own LATENESS): Spark keeps one
+    watermark per query, so the window that the view's waterline frees is the one refused
+    in the table's query, and the planner moves it to a query of its own, which reads the
+    view through a stage boundary; the processing-time window keeps the table's query."""
+    program = tmp_path / "p.sql"
+    program.write_text("""
+CREATE TABLE taps (usr VARCHAR NOT NULL, ts TIMESTAMP NOT NULL, pt AS PROCTIME())
+WITH ('topic' = 'taps');
+CREATE VIEW per_tick WITH ('topic' = 'per_tick') AS
+SELECT window_start, window_end, usr, COUNT(*) AS c
+FROM TABLE(TUMBLE(TABLE taps, DESCRIPTOR(pt), INTERVAL '10' SECOND))
+GROUP BY window_start, window_end, usr;
+CREATE LOCAL VIEW timed AS SELECT usr, ts FROM taps;
+LATENESS timed.ts INTERVAL '5' SECOND;
+CREATE VIEW per_min WITH ('topic' = 'per_min') AS
+SELECT window_start, window_end, usr, COUNT(*) AS c
+FROM TABLE(TUMBLE(TABLE timed, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end, usr EMIT AFTER WATERMARK;
+""", encoding="utf-8")
+    circuit = compile_program(program)
+    with pytest.raises(ProgramError) as info:
+        check_supported(circuit, physical_plan(circuit))
+    (problem,) = info.value.diagnostics
+    assert problem.message.startswith("view per_min: aggregate views of taps freed by "
+                                      "different waterlines (taps, timed)")
+    monkeypatch.chdir(tmp_path)
+    explained = CliRunner().invoke(app, ["explain", "--physical", str(program)])
+    assert explained.exit_code == 0, explained.output
+    assert "runs on Spark: yes" in explained.output
+    assert "timed -> tidemark.internal.timed -> per_min" in explained.output
+    composed = Service(circuit, Settings(program=program, checkpoint=tmp_path / "ck")).composed
+    assert composed.refused == ()
+    assert composed.boundaries == frozenset({"timed"})
+    plan = composed.physical
+    assert plan.query_of("per_tick").watermark is None
+    assert plan.query_of("per_min").watermark == "__in_timed.ts"
