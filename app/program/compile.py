@@ -628,9 +628,11 @@ class _Compiler:
         self.declared[table.name] = source.position
         self.tables.append(table)
         lateness = {x.column for x in table.lateness}
-        # A window Top-N ranks the rows of one window end (app/program/top_n.py).
+        # A window Top-N ranks the rows of one window end (app/program/top_n.py): the
+        # relation's own, or one a filter of a boundary's table passes on.
+        passed = self.relations[relation].window_ends if relation in self.relations else ()
         ends = tuple(a.column for a in event_time
-                     if a.kind == "window_end" and a.column in lateness)
+                     if (a.kind == "window_end" or a.column in passed) and a.column in lateness)
         # The reader of an updating relation's changelog sees its columns, and its rows
         # as changes (S18): ``undo`` is the runtime's, never a column of the reader's.
         made = Relation(table.name, source.columns, attributes, not source.updating, "table",
@@ -918,7 +920,8 @@ class _Compiler:
         read_times = () if view.holds_changes else time_attributes
         delayed = "" if insert_only else self._delayed_upstream(decl.name) or ""
         relation = Relation(decl.name, view.columns, read_times, insert_only, "view",
-                            joined=planned.joined, delayed=delayed)
+                            joined=planned.joined, delayed=delayed,
+                            window_ends=self._window_ends_passed(planned, read_times))
         if view.name in self.composition.boundaries:
             self._stage_input(view.name, view.columns, read_times, decl.position,
                               planned.joined, updating=not insert_only)
@@ -963,6 +966,25 @@ class _Compiler:
                     planned.key, (), emit, output, upsert_state(decl.name, key), decl.position)
         at = len(self.views)
         self.views.insert(at, self._stage_writer(view, decl.position, True))
+
+    def _window_ends_passed(self, planned: PlannedQuery,
+                            time_attributes: Sequence[TimeAttribute]) -> tuple[str, ...]:
+        """A filter or projection of a stage boundary's table passes its window ends on
+        (:attr:`Relation.window_ends`): the columns that forward one as it is, so that a
+        window Top-N reads a filter of an aggregate's final rows as it reads them."""
+        staged = {r.name: r for r in self.stage_inputs.values()}
+        source = staged.get(planned.source)
+        if source is None or not source.window_ends or planned.aggregate or planned.sources:
+            return ()
+        if not all(isinstance(op, Filter | Project) for op in planned.operators):
+            return ()
+        ends = set(source.window_ends)
+        for op in planned.operators:
+            if isinstance(op, Project):
+                ends = {name for name, expr in op.outputs
+                        if isinstance(expr, ColumnRef) and expr.name in ends}
+        timed = {a.column for a in time_attributes}
+        return tuple(c.name for c in planned.columns if c.name in ends and c.name in timed)
 
     def _updated_source(self, planned: PlannedQuery) -> str:
         """The first relation an updating stateless query reads whose rows are updated (a

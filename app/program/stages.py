@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.circuit.ir import (
+    Aggregate,
     Column,
     ColumnRef,
     Derivation,
@@ -127,13 +128,30 @@ def start_window(views: Mapping[str, View], view: View, column: str) -> Window |
     for op in view.operators:
         if isinstance(op, Window) and op.kind != "SESSION":
             return op
+    read = _read_as(view, column)
     for source in view.sources:
         upstream = views.get(source)
         if upstream is not None and any(
-            a.column == column and a.kind == "window_start" for a in upstream.time_attributes
+            a.column == read and a.kind == "window_start" for a in upstream.time_attributes
         ):
-            return start_window(views, upstream, column)
+            return start_window(views, upstream, read)
     return None
+
+
+def _read_as(view: View, column: str) -> str:
+    """The input column ``view`` passes on as its ``column``, through the renames of its
+    SELECT lists and GROUP BY (a Top-N's ``window_start AS ws``); ``column`` itself when an
+    expression computes it."""
+    for op in reversed(view.operators):
+        named = (op.outputs if isinstance(op, Project)
+                 else op.keys if isinstance(op, Aggregate) else None)
+        if named is None:
+            continue
+        expr = dict(named).get(column)
+        if not isinstance(expr, ColumnRef):
+            return column
+        column = expr.name
+    return column
 
 
 def window_span(views: Mapping[str, View], view: View, column: str) -> int | None:
@@ -161,9 +179,11 @@ def stage_table(
     Each of ``event_time`` (the relation's event-time attributes) that is NOT NULL is a
     LATENESS column of amount 0, the one its readers window on or bound a join on first
     (the composition's lead; Spark's watermark follows the first), else ``window_end``
-    first, but a ``window_start`` beside a ``window_end``: that one is ``window_end - span``, a time
-    attribute derived from it (S10; never above the exact start waterline, so nothing it
-    completes can still change). ``span`` is the window's size (:func:`window_span`). The
+    first, but a ``window_start`` beside a ``window_end`` that is not the lead: that one is
+    ``window_end - span``, a time attribute derived from it (S10; never above the exact start
+    waterline, so nothing it completes can still change). A lead ``window_start`` has its own
+    punctuated waterline, S10's exact one (a window Top-N or a window of its readers needs it
+    first). ``span`` is the window's size (:func:`window_span`). The
     table of an ``updating`` relation reads its changelog (:attr:`Table.retractions`)."""
     plain = stage_columns(columns)
     types = {c.name: c.type for c in plain}
@@ -173,8 +193,7 @@ def stage_table(
     end = next((a.column for a in timed if a.kind == "window_end"), None)
     derived_start = end is not None and span is not None
     lead = composition.leads.get(name)
-    if any(a.column == lead and ((a.kind == "window_start" and derived_start)
-                                 or _of_window_end(a, end) is not None) for a in timed):
+    if any(a.column == lead and _of_window_end(a, end) is not None for a in timed):
         lead = None  # derived from the window end, which stays first
     timed.sort(key=lambda a: (a.column != lead, a.kind != "window_end"))
     attributes: list[TimeAttribute] = []
@@ -183,7 +202,7 @@ def stage_table(
         if attr.kind == "window_start" and span is None:
             continue  # nothing bounds it (unknown window)
         own = TimeAttribute(attr.column, name, attr.column, "forwarded")
-        if attr.kind == "window_start" and derived_start:
+        if attr.kind == "window_start" and derived_start and attr.column != lead:
             assert end is not None and span is not None
             base = TimeAttribute(end, name, end, "forwarded")
             attributes.append(TimeAttribute(attr.column, name, end, "derived",

@@ -282,16 +282,19 @@ def _clock(second: int) -> str:
 def _filter(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> ViewDraw:
     items: list[str] = []
     cols: list[Col] = []
+    end = None  # the window end of ``src``'s final rows, as the filter passes it on
     for index, col in enumerate(src.cols):
         if col.kind == "time" and rng.random() < 0.3:
             new = f"t{n}_{index}"
             items.append(f"{col.name} AS {new}")
             cols.append(replace(col, name=new))
+            end = new if col.name == src.window_end else end
         elif col.kind == "val" and len(src.of("val")) > 1 and rng.random() < 0.3:
             continue  # dropped
         else:
             items.append(col.name)
             cols.append(col)
+            end = col.name if col.name == src.window_end else end
     vals = src.of("val")
     if vals and rng.random() < 0.4:
         v = rng.choice(vals).name
@@ -302,7 +305,7 @@ def _filter(rng: random.Random, name: str, output: bool, src: Rel, n: int) -> Vi
     sql = (f"SELECT {', '.join(items)} FROM {src.name}"
            + (f" WHERE {where}" if where else "") + ";")
     rel = Rel(name, tuple(cols), updating=src.updating, gated=src.gated, paired=src.paired,
-              arrival=src.arrival)
+              arrival=src.arrival, window_end=end)
     return ViewDraw(name, "filter", (src.name,), sql, output, rel,
                     "changelog" if src.updating else "append")
 
@@ -678,10 +681,8 @@ def _top_n(rng: random.Random, name: str, output: bool, pool: list[Rel], n: int)
     rows are written once, final, when their window completes: insert-only and gated;
     the window's columns stay time attributes, other time columns do not.
 
-    Not drawn: a Top-N of a filter of an aggregate's final rows (docs/language.md's "a
-    view over one"), which the Spark runtime refuses before Spark starts, naming the
-    filter ("reading the aggregate view ... this way"); the reference evaluator runs it.
-    A filter's rows therefore carry no :attr:`Rel.window_end`."""
+    A filter of such rows passes their window end on (:attr:`Rel.window_end`), so a Top-N
+    of a filter of an aggregate's final rows is drawn too."""
     windowed = [r for r in pool if r.window_end and r.of("val") and not r.updating]
     if windowed and rng.random() < 0.35:
         return _top_n_of_view(rng, name, output, rng.choice(windowed), n)

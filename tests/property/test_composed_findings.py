@@ -13,16 +13,26 @@ as below, the stack has kept the window with reuse on too in three runs, so this
 the rows and their timing (no repeated step), not the reuse setting itself. Times are seconds
 after 1700000000 s; the program and rows are written out as drawn, so a change to the
 generator keeps them.
+
+Seeds 8, 12, 14 and 16: window Top-Ns the planner refused, now composed. A RANK Top-N of a
+HOP on an aggregate's window start (seed 12): read through a boundary, the start was derived
+from the window end, and a held Top-N windows its table's first LATENESS column; the start
+the stage's readers window on is now that column, with its own waterline. And views over a
+Top-N of an aggregate subquery (seeds 8, 14, 16), whose window start the boundary did not
+know (the Top-N renames the subquery's ``window_start``): the renames are followed to it.
+And a Top-N of a filter of an aggregate's final rows, which the generator did not draw since
+Spark refused it: the filter now passes the boundary's window end on.
 """
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 from differential_cases import BASE_MS, S, Step
-from differential_composed import Col, Composed, Rel, Stack, ViewDraw
+from differential_composed import FINAL_AHEAD_S, Col, Composed, Rel, Stack, ViewDraw, _rows
 from test_spark_vs_reference_composed import compare, run_composed, spark_records
 
 pytestmark = pytest.mark.slow  # ~3 min
@@ -105,3 +115,137 @@ def test_s18_sibling_cascades_over_an_output_aggregate_lose_no_window(
                          {"ws122": _at(20), "a122_0": 1, "a122_1": 1}], key=repr),
     }
     assert run.flushes == 0  # every window in the step the reference writes it, or the next
+
+
+#: Seed 12's stack: a RANK Top-N of a HOP on an output aggregate's window start.
+TOP_N_OF_A_START = Stack([
+    _view("s3v0", "ta", """\
+SELECT window_start AS ws30, window_end AS we30, MIN(v) AS a30_0
+FROM TABLE(TUMBLE(TABLE ta, DESCRIPTOR(ts), INTERVAL '4' SECOND, INTERVAL '2' SECOND))
+WHERE k = 'a' OR v >= 1
+GROUP BY window_start, window_end
+EMIT AFTER WATERMARK;""", (Col("ws30", "time", start=True), Col("we30", "time"),
+                           Col("a30_0", "val"))),
+    _view("s3v1", "s3v0", "SELECT ws30, we30, a30_0 FROM s3v0;",
+          (Col("ws30", "time", start=True), Col("we30", "time"), Col("a30_0", "val"))),
+    _view("s3v2", "s3v0", """\
+SELECT window_start AS ws32, window_end AS we32, ws30, we30, a30_0
+FROM (
+  SELECT window_start, window_end, ws30, we30, a30_0,
+    RANK() OVER (PARTITION BY window_start, window_end ORDER BY a30_0 DESC, ws30 DESC) AS r32
+  FROM TABLE(HOP(TABLE s3v0, DESCRIPTOR(ws30), INTERVAL '1' SECOND, INTERVAL '3' SECOND)))
+WHERE r32 = 1;""", (Col("ws32", "time", start=True), Col("we32", "time"),
+                    Col("ws30", "stamp"), Col("we30", "stamp"), Col("a30_0", "val"))),
+])
+
+#: Seed 16's stack: windows on the start and on the end of a Top-N of an aggregate
+#: subquery, and a filter of it.
+READERS_OF_A_TOP_N = Stack([
+    _view("s2v0", "ta", """\
+SELECT ws20, we20, k, a20_0, a20_1, r20
+FROM (
+  SELECT window_start AS ws20, window_end AS we20, k, a20_0, a20_1,
+    ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY a20_1 DESC) AS r20
+  FROM (SELECT window_start, window_end, k, SUM(v) AS a20_0, MAX(v) AS a20_1
+        FROM TABLE(TUMBLE(TABLE ta, DESCRIPTOR(ts), INTERVAL '4' SECOND))
+        WHERE k <> 'c'
+        GROUP BY window_start, window_end, k))
+WHERE r20 < 4;""", (Col("ws20", "time", start=True), Col("we20", "time"), Col("k", "key"),
+                    Col("a20_0", "val"), Col("a20_1", "val"), Col("r20", "val"))),
+    _view("s2v1", "s2v0", """\
+SELECT window_start AS ws21, COUNT(a20_1) AS a21_0
+FROM TABLE(TUMBLE(TABLE s2v0, DESCRIPTOR(we20), INTERVAL '1' SECOND))
+GROUP BY window_start, window_end
+EMIT AFTER WATERMARK;""", (Col("ws21", "time", start=True), Col("a21_0", "val"))),
+    _view("s2v2", "s2v0", "SELECT ws20, we20, k, r20, a20_0 * 2 AS x22 FROM s2v0 WHERE r20 <> 4;",
+          (Col("ws20", "time", start=True), Col("we20", "time"), Col("k", "key"),
+           Col("r20", "val"), Col("x22", "val"))),
+    _view("s2v3", "s2v0", """\
+SELECT window_end AS we23, COUNT(*) AS a23_0, SUM(r20) AS a23_1, COUNT(r20) AS a23_2
+FROM TABLE(TUMBLE(TABLE s2v0, DESCRIPTOR(ws20), INTERVAL '2' SECOND))
+GROUP BY window_start, window_end
+EMIT AFTER WATERMARK;""", (Col("we23", "time"), Col("a23_0", "val"), Col("a23_1", "val"),
+                           Col("a23_2", "val"))),
+])
+
+#: Seed 14's stack: a RANK Top-N of a filter's per-key sums, windowed again on its start.
+WINDOW_OVER_A_TOP_N = Stack([
+    ViewDraw("s18v0", "filter", ("tb",),
+             "SELECT ts, k, v FROM tb WHERE ts >= TIMESTAMP '2023-11-14 22:13:33';", False,
+             Rel("s18v0", (Col("ts", "time"), Col("k", "key"), Col("v", "val")))),
+    ViewDraw("s18v1", "top_n", ("s18v0",), """\
+SELECT ws181, we181, k, a181_0, r181
+FROM (
+  SELECT window_start AS ws181, window_end AS we181, k, a181_0,
+    RANK() OVER (PARTITION BY window_start, window_end ORDER BY a181_0 ASC) AS r181
+  FROM (SELECT window_start, window_end, k, SUM(v) AS a181_0
+        FROM TABLE(TUMBLE(TABLE s18v0, DESCRIPTOR(ts), INTERVAL '4' SECOND))
+        WHERE k = 'a' OR v >= 1
+        GROUP BY window_start, window_end, k))
+WHERE r181 = 1;""", False, Rel("s18v1", (Col("ws181", "time", start=True), Col("we181", "time"),
+                                  Col("k", "key"), Col("a181_0", "val"), Col("r181", "val")),
+                                 gated=True)),
+    _view("s18v2", "s18v1", """\
+SELECT window_end AS we182, k, MIN(r181) AS a182_0
+FROM TABLE(TUMBLE(TABLE s18v1, DESCRIPTOR(ws181), INTERVAL '3' SECOND))
+GROUP BY window_start, window_end, k
+EMIT AFTER WATERMARK;""", (Col("we182", "time"), Col("k", "key"), Col("a182_0", "val"))),
+])
+
+
+#: A ROW_NUMBER Top-N of a filter of an aggregate's final rows, by their window end.
+TOP_N_OF_A_FILTER = Stack([
+    ViewDraw("f0", "aggregate", ("tb",), """\
+SELECT window_start AS fs, window_end AS fe, k, SUM(v) AS total
+FROM TABLE(HOP(TABLE tb, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '4' SECOND))
+GROUP BY window_start, window_end, k
+EMIT AFTER WATERMARK;""", False, Rel("f0", (Col("fs", "time", start=True), Col("fe", "time"),
+                                      Col("k", "key"), Col("total", "val")), gated=True)),
+    ViewDraw("f1", "filter", ("f0",), "SELECT fs, fe, k, total FROM f0 WHERE total > 3;",
+             False, Rel("f1", (Col("fs", "time", start=True), Col("fe", "time"),
+                               Col("k", "key"), Col("total", "val")), gated=True)),
+    _view("f2", "f1", """\
+SELECT fe, k, total, r
+FROM (SELECT fe, k, total,
+        ROW_NUMBER() OVER (PARTITION BY fe ORDER BY total DESC, k ASC) AS r FROM f1)
+WHERE r <= 2;""", (Col("fe", "time"), Col("k", "key"), Col("total", "val"), Col("r", "val"))),
+])
+
+
+def _drawn_steps(seed: int, lateness: dict[str, int], steps: int = 3) -> list[Step]:
+    """Rows as the generator draws them (``generate``'s input, from ``seed``): ``steps``
+    steps of rows per table, then late and on-time rows and a punctuation far ahead."""
+    rng = random.Random(seed)
+    now = {t: rng.randint(5, 10) for t in lateness}
+    top = {t: -(10**9) for t in lateness}
+    drawn: list[Step] = []
+    for index in range(steps):
+        step = Step()
+        for t in lateness:
+            step.records[t], now[t], top[t] = _rows(rng, lateness[t], now[t], top[t],
+                                                     rng.randint(4, 8), 1 if index else 0)
+        drawn.append(step)
+    final = Step()
+    bound = BASE_MS + (max(now.values()) + FINAL_AHEAD_S) * S
+    for t in lateness:
+        late, _, _ = _rows(rng, lateness[t], now[t], top[t], 4, 1)
+        final.records[t] = [*late, (0, "punctuation", bound)]
+    return [*drawn, final]
+
+
+def test_s18_s19_window_top_ns_over_a_window_start_and_their_readers_run_composed(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    lateness = {"ta": 4, "tb": 2}
+    scenario = Composed(12, lateness,
+                        [TOP_N_OF_A_START, READERS_OF_A_TOP_N, WINDOW_OVER_A_TOP_N,
+                         TOP_N_OF_A_FILTER],
+                        _drawn_steps(12, lateness))
+    run = run_composed(scenario, kafka, unique_topic, tmp_path)
+    assert run.composition.boundaries >= {"s3v0", "s2v0", "s18v1", "f1"}
+    found, stats = compare(run)
+    assert found == {}
+    assert stats["rows"] > 0
+    # Every view wrote rows: the Top-Ns and every reader of one.
+    assert all(spark_records(run, view)
+               for view in ("s3v2", "s2v1", "s2v2", "s2v3", "s18v2", "f2"))

@@ -74,6 +74,10 @@ def spark_problem(circuit: Circuit, view: View) -> str | None:
                     "waterline frees the held rows")
         return None
     source = circuit.view(view.source)
+    if any(isinstance(op, Window) for op in pre):
+        # A window of the final rows spans steps: its rows are held, as a table's are.
+        return (f"over a window of {source.name}'s final rows: the planner reads them "
+                "through a stage boundary, where the window's rows are held")
     if not native_shape(circuit, source) or cascade_time_column(source) is None:
         return ("rank the rows of a window function in FROM, or of an EMIT AFTER WATERMARK "
                 "aggregate Spark runs natively (COUNT, SUM, MIN or MAX of a TUMBLE or HOP on "

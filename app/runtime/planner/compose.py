@@ -136,8 +136,8 @@ def _leads(
     program: Circuit, stages: Mapping[str, int], boundaries: frozenset[str]
 ) -> dict[str, str]:
     """Per table a stage reads a boundary through, when the views of that stage that read
-    it all window on, or bound a join on, one of its columns: that column, the table's
-    first LATENESS column, which Spark's watermark follows."""
+    it all window on, bound a join on, or rank by the window end of one of its columns: that
+    column, the table's first LATENESS column, which Spark's watermark follows."""
     used: dict[str, set[str]] = {}
     for view in program.views:
         join = view.join
@@ -145,6 +145,9 @@ def _leads(
             later = stages.get(view.name, 0) - stages.get(relation, 0) - 1
             found = used.setdefault(stage_input_name(relation, later), set())
             found.update(op.time_column for op in view.operators if isinstance(op, Window))
+            top_n = view.top_n
+            if top_n is not None and not any(isinstance(op, Window) for op in view.operators):
+                found.add(top_n.window_end)  # a Top-N of the rows as they are
             if join is not None and join.bound is not None:
                 found.update(column for side, column in (
                     (join.left, join.bound.left_column), (join.right, join.bound.right_column)

@@ -138,3 +138,98 @@ def test_adr_0020_a_top_n_of_a_tables_windows_in_a_later_query_windows_its_rows(
     assert spark_problem(composed.circuit, top2) is None
     placed = composed.physical.placement("top2")
     assert placed.top_n == "held"
+
+
+AGGREGATE = """
+CREATE TABLE ta (ts TIMESTAMP NOT NULL LATENESS INTERVAL '4' SECOND, k VARCHAR NOT NULL,
+                 v BIGINT NOT NULL) WITH ('topic' = 'ta');
+
+CREATE VIEW per4 WITH ('topic' = 'per4', 'format' = 'append') AS
+SELECT window_start AS ws, window_end AS we, MIN(v) AS low
+FROM TABLE(TUMBLE(TABLE ta, DESCRIPTOR(ts), INTERVAL '4' SECOND, INTERVAL '2' SECOND))
+GROUP BY window_start, window_end EMIT AFTER WATERMARK;
+"""
+
+
+def test_s10_adr_0020_a_rank_of_a_hop_on_an_aggregates_start_holds_rows_after_a_boundary(
+) -> None:
+    """A window of an aggregate's final rows spans steps, so it is not ranked per step in
+    the aggregate's query (which would rank each step's part of a window): the Top-N reads
+    the aggregate through a boundary whose first LATENESS column is the start it windows
+    on, with its own waterline (S10's), and holds each window's rows until it completes."""
+    composed = compose(compile_text("t.sql", AGGREGATE + """
+CREATE VIEW best WITH ('topic' = 'best', 'format' = 'append') AS
+SELECT window_start AS bs, window_end AS be, ws, low
+FROM (SELECT window_start, window_end, ws, low,
+        RANK() OVER (PARTITION BY window_start, window_end ORDER BY low DESC) AS r
+      FROM TABLE(HOP(TABLE per4, DESCRIPTOR(ws), INTERVAL '1' SECOND, INTERVAL '3' SECOND)))
+WHERE r = 1;
+"""))
+    assert composed.refused == ()
+    best = composed.circuit.view("best")
+    table = composed.circuit.table(best.source)
+    assert table.stage_input == "per4"
+    assert [x.column for x in table.lateness] == ["ws", "we"]
+    assert table.derived_attributes == ()
+    assert not ranks_stage_rows(composed.circuit, best)
+    assert spark_problem(composed.circuit, best) is None
+    assert composed.physical.placement("best").top_n == "held"
+
+
+def test_s10_s19_views_over_a_top_n_of_an_aggregate_subquery_know_its_window() -> None:
+    """The Top-N renames its subquery's window columns (``window_start AS ws``): read
+    through a boundary, ``ws`` is a time attribute derived from ``we`` by the subquery's
+    window, so a window on either runs in the later query."""
+    composed = compose(compile_text("t.sql", """
+CREATE TABLE ta (ts TIMESTAMP NOT NULL LATENESS INTERVAL '4' SECOND, k VARCHAR NOT NULL,
+                 v BIGINT NOT NULL) WITH ('topic' = 'ta');
+
+CREATE VIEW top WITH ('topic' = 'top', 'format' = 'append') AS
+SELECT ws, we, k, total
+FROM (SELECT window_start AS ws, window_end AS we, k, total,
+        ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY total DESC) AS r
+      FROM (SELECT window_start, window_end, k, SUM(v) AS total
+            FROM TABLE(TUMBLE(TABLE ta, DESCRIPTOR(ts), INTERVAL '4' SECOND))
+            GROUP BY window_start, window_end, k))
+WHERE r < 3;
+
+CREATE VIEW by_start WITH ('topic' = 'by_start', 'format' = 'append') AS
+SELECT window_end, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE top, DESCRIPTOR(ws), INTERVAL '8' SECOND))
+GROUP BY window_start, window_end EMIT AFTER WATERMARK;
+
+CREATE VIEW by_end WITH ('topic' = 'by_end', 'format' = 'append') AS
+SELECT window_end, SUM(total) AS total
+FROM TABLE(TUMBLE(TABLE top, DESCRIPTOR(we), INTERVAL '8' SECOND))
+GROUP BY window_start, window_end EMIT AFTER WATERMARK;
+"""))
+    assert composed.refused == ()
+    assert composed.boundaries == frozenset({"top"})
+    table = composed.circuit.table("__in_top")
+    assert [x.column for x in table.lateness] == ["we"]
+    (start,) = table.derived_attributes
+    assert start.column == "ws" and start.steps[0].amount == -4_000
+
+
+def test_adr_0020_a_top_n_of_a_filter_of_an_aggregates_final_rows_runs_composed() -> None:
+    """A filter of a boundary's table passes its window end on, so a Top-N partitioned by
+    it ranks the filter's rows as the aggregate's: through a boundary of the filter, whose
+    first LATENESS column is the window end the Top-N ranks by."""
+    composed = compose(compile_text("t.sql", AGGREGATE.replace(
+        "GROUP BY window_start, window_end EMIT", "GROUP BY window_start, window_end, k EMIT"
+    ).replace("AS we, MIN", "AS we, k, MIN") + """
+CREATE LOCAL VIEW some AS SELECT ws, we, k, low FROM per4 WHERE low > 2;
+CREATE VIEW best WITH ('topic' = 'best', 'format' = 'append') AS
+SELECT * FROM (SELECT ws, we, k, low,
+                 ROW_NUMBER() OVER (PARTITION BY we ORDER BY low DESC) AS r FROM some)
+WHERE r <= 2;
+"""))
+    assert composed.refused == ()
+    assert composed.boundaries == frozenset({"per4", "some"})
+    assert dict(composed.composition.stages) == {"some": 1, "best": 2}
+    best = composed.circuit.view("best")
+    table = composed.circuit.table(best.source)
+    assert table.stage_input == "some"
+    assert [x.column for x in table.lateness] == ["we", "ws"]
+    assert ranks_stage_rows(composed.circuit, best)
+    assert composed.physical.placement("best").top_n == "held"
