@@ -18,10 +18,12 @@ import fastavro
 
 from app.errors import SerializationError
 
-__all__ = ["AvroCodec", "raw_schema"]
+__all__ = ["INTEGER_LOGICAL", "AvroCodec", "raw_schema"]
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-_INTEGER_LOGICAL = {"timestamp-millis", "date", "timestamp-micros", "time-millis"}
+#: The logical types whose values are plain ints or longs on the wire: read as those.
+INTEGER_LOGICAL = frozenset({"timestamp-millis", "timestamp-micros", "date", "time-millis",
+                             "time-micros", "local-timestamp-millis", "local-timestamp-micros"})
 
 
 def raw_schema(schema: Any) -> Any:
@@ -29,7 +31,7 @@ def raw_schema(schema: Any) -> Any:
     if isinstance(schema, list):
         return [raw_schema(s) for s in schema]
     if isinstance(schema, dict):
-        if schema.get("logicalType") in _INTEGER_LOGICAL:
+        if schema.get("logicalType") in INTEGER_LOGICAL:
             return schema["type"]
         out = dict(schema)
         if "fields" in out:

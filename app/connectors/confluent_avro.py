@@ -38,7 +38,7 @@ from typing import Any, Literal
 import fastavro
 from fastavro.read import SchemaResolutionError
 
-from app.connectors.avro_codec import raw_schema
+from app.connectors.avro_codec import INTEGER_LOGICAL, raw_schema
 from app.connectors.per_process import PerProcess
 from app.errors import ConfigError, TidemarkError
 
@@ -66,7 +66,10 @@ __all__ = [
 MAGIC_BYTE = 0
 _HEADER = 5  # the magic byte and the 4-byte schema id
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-_INTEGER_LOGICAL = {"timestamp-millis", "timestamp-micros", "date", "time-millis", "time-micros"}
+#: A local timestamp counts from 1970-01-01T00:00 in no zone, as a TIMESTAMP column does
+#: (a timestamp without time zone, Flink's TIMESTAMP(3)): the same numbers in the same unit.
+_SAME_UNIT = {"local-timestamp-millis": "timestamp-millis",
+              "local-timestamp-micros": "timestamp-micros"}
 
 
 class ConfluentRecordError(ValueError):
@@ -299,7 +302,7 @@ def _branches(kind: Any) -> list[Any]:
 def _logical(kind: Any) -> str | None:
     """The integer logical type of a field type's non-null branch (None if it has none)."""
     for branch in _branches(kind):
-        if isinstance(branch, dict) and branch.get("logicalType") in _INTEGER_LOGICAL:
+        if isinstance(branch, dict) and branch.get("logicalType") in INTEGER_LOGICAL:
             return str(branch["logicalType"])
     return None
 
@@ -344,7 +347,7 @@ def foreign_value(value: Any, reader: Any) -> tuple[str, Any] | None:
 
     fastavro applies the writer's logical types, not the reader's: a writer's ``bytes`` or
     ``string`` read as a DECIMAL column gives bytes or text, a writer's decimal read as
-    VARBINARY a Decimal, ``uuid`` a UUID, ``local-timestamp-millis`` a datetime. Such a value
+    VARBINARY a Decimal, ``uuid`` a UUID. Such a value
     fits no Arrow column of its table, so a decoder must make it a dead letter, never a row
     (S7)."""
     return _foreign(value, reader, _named_records(reader, None, {}), "")
@@ -555,7 +558,8 @@ class ConfluentAvroRecords:
                     )
                 continue
             mine, theirs = _logical(f["type"]), _logical(found["type"])
-            if mine is not None and theirs is not None and mine != theirs:
+            if (mine is not None and theirs is not None
+                    and _SAME_UNIT.get(mine, mine) != _SAME_UNIT.get(theirs, theirs)):
                 return (
                     f"field {f['name']} is {theirs} in the writer's schema, {mine} in table "
                     f"{self.table}'s"

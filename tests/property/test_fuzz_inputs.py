@@ -926,13 +926,13 @@ _DECIMAL_20 = {"type": "bytes", "logicalType": "decimal", "precision": 20, "scal
 
 
 #: Field types of writers that do not fit the table, one field each: text or bytes for the
-#: DECIMAL, a decimal for the VARBINARY, a uuid for the VARCHAR, a local timestamp for the
-#: TIMESTAMP, text or a long for the BIGINT.
+#: DECIMAL, a decimal for the VARBINARY, a uuid for the VARCHAR, a local timestamp in
+#: microseconds for the TIMESTAMP (in milliseconds it fits), text or a long for the BIGINT.
 _MISFITS = {
     "price": ["null", "string", "bytes"],
     "blob": ["null", _DECIMAL_20],
     "label": ["null", {"type": "string", "logicalType": "uuid"}],
-    "ts": {"type": "long", "logicalType": "local-timestamp-millis"},
+    "ts": {"type": "long", "logicalType": "local-timestamp-micros"},
     "sensor": ["string", "long"],
 }
 
@@ -1175,7 +1175,8 @@ def test_fuzz_finding_writer_logical_types_unlike_the_tables_are_dead_letters_s7
     fastavro applies a writer's logical types, not the table's, so a writer's text or bytes
     read as a DECIMAL were bytes, its decimal read as VARBINARY a Decimal, its uuid a UUID,
     its local timestamp a datetime (which the gate's range check raised TypeError on). Each
-    is an invalid record now, in a value and in a bare key."""
+    is an invalid record now, in a value and in a bare key, but the local timestamp in
+    milliseconds, which is read as the TIMESTAMP it is."""
     import uuid
 
     from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -1193,12 +1194,25 @@ def test_fuzz_finding_writer_logical_types_unlike_the_tables_are_dead_letters_s7
     for writer, field, written in [("misfit-price", "price", "1.25"),
                                    ("misfit-price", "price", b"\x01"),
                                    ("misfit-blob", "blob", Decimal("0.04")),
-                                   ("misfit-label", "label", uuid.UUID(int=7)),
-                                   ("misfit-ts", "ts", NOW)]:
+                                   ("misfit-label", "label", uuid.UUID(int=7))]:
         value = bytes(serializers[writer]({**record, field: written}, context) or b"")
         verdict = gate.classify(value, [], RecordMeta(None, NOW, 0, 0))
         assert verdict.kind == "invalid", (writer, written, verdict)
         assert f"field {field} is read as " in verdict.message
+    # A local timestamp counts from the epoch in no zone, as a TIMESTAMP does: in
+    # milliseconds it is the column's value (a Java producer's LocalDateTime, Flink's
+    # TIMESTAMP with its Avro format's non-legacy mapping); in microseconds, another unit.
+    local = {**gate.spec.avro_schema, "fields": [
+        {**f, "type": {"type": "long", "logicalType": "local-timestamp-millis"}}
+        if f["name"] == "ts" else f for f in gate.spec.avro_schema["fields"]]}
+    write_local = _avro_serializers(registry, {"local": local}, f"{topic}-value")[0]["local"]
+    verdict = gate.classify(bytes(write_local(record, context) or b""), [],
+                            RecordMeta(None, NOW, 0, 0))
+    assert verdict.kind == "ok" and verdict.row is not None and verdict.row["ts"] == NOW
+    verdict = gate.classify(bytes(serializers["misfit-ts"](record, context) or b""), [],
+                            RecordMeta(None, NOW, 0, 0))
+    assert verdict.kind == "invalid"
+    assert "field ts is local-timestamp-micros in the writer's schema" in verdict.message
 
     path = tmp_path / "keyed.sql"
     path.write_text(AVRO_KEYED.format(key_type="DECIMAL(5, 2)", fields="k", topic=topic,
