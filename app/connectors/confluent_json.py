@@ -297,9 +297,14 @@ def json_fit_problems(registered: Mapping[str, Any] | bool, ours: Mapping[str, A
         schemas = [properties[name], *_pattern_schemas(top, name)]
         refusal = _property_refusal(schemas, form, registered)
         if refusal is not None:
+            why = ""
+            if _solid(field["type"]) in ("float", "double") and "takes no string" in refusal:
+                # NaN and the infinities have no JSON number (docs/language.md).
+                why = ('; a NaN or an infinity is written as the string "NaN", "Infinity" '
+                       'or "-Infinity": add "string" to its type')
             problems.append(
                 f"column {name} ({describe(_solid(field['type']))}) is written as"
-                f" {' or '.join(_written_types(form))}, and property {name} {refusal}"
+                f" {' or '.join(_written_types(form))}, and property {name} {refusal}{why}"
             )
     required = top.get("required")
     for name in required if isinstance(required, list) else ():

@@ -97,7 +97,8 @@ def test_the_views_own_schema_and_a_governed_one_carry_the_rows() -> None:
         (
             {"rate": {"type": "number"}},
             'column rate (double) is written as number or string, and property rate takes no'
-            ' string (its type is "number")',
+            ' string (its type is "number"); a NaN or an infinity is written as the string'
+            ' "NaN", "Infinity" or "-Infinity": add "string" to its type',
         ),
         (
             {"ts": {"type": "string", "format": "date"}},
