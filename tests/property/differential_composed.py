@@ -74,7 +74,7 @@ from app.errors import ProgramError
 from app.program.compile import compile_text
 from app.runtime.planner.compose import compose
 
-__all__ = ["Col", "Composed", "Rel", "Stack", "ViewDraw", "generate"]
+__all__ = ["Col", "Composed", "Rel", "Stack", "ViewDraw", "draw_input", "generate"]
 
 KEYS = ("a", "b", "c")
 #: Punctuation far ahead of every row: every window of every level closes below it.
@@ -1015,19 +1015,31 @@ def generate(seed: int, compositions: int, steps: int = 2, rows_per_step: int = 
                 dropped += 1
         if not dropped:
             raise AssertionError(f"the stacks run alone, not together: {together}")
-    now = {t: rng.randint(5, 10) for t in names}
-    top = {t: -(10**9) for t in names}
+    input_steps = draw_input(rng, lateness, steps, rows_per_step)
+    composed_program = Composed(seed, lateness, kept, input_steps, drawn, skipped)
+    topics = {n: n for n in composed_program.topic_names()}
+    circuit = compile_text("composed.sql", composed_program.program(topics))
+    composed_program.boundaries = compose(circuit).boundaries
+    return composed_program
+
+
+def draw_input(rng: random.Random, lateness: dict[str, int], steps: int,
+               rows_per_step: int) -> list[Step]:
+    """The input of the tables of ``lateness`` (seconds per table): ``steps`` steps of rows,
+    then a step of late and on-time rows and a punctuation :data:`FINAL_AHEAD_S` ahead."""
+    now = {t: rng.randint(5, 10) for t in lateness}
+    top = {t: -(10**9) for t in lateness}
     input_steps: list[Step] = []
     for index in range(steps):
         step = Step()
-        for t in names:
+        for t in lateness:
             late = rng.randint(1, 2) if index > 0 else 0
             count = rng.randint(rows_per_step // 2, rows_per_step)
             step.records[t], now[t], top[t] = _rows(rng, lateness[t], now[t], top[t], count, late)
         input_steps.append(step)
     bound = BASE_MS + (max(now.values()) + FINAL_AHEAD_S) * S
     final = Step()
-    for t in names:
+    for t in lateness:
         # Late rows (dead letters of their table), at times one exactly on the waterline
         # the step starts with (on time, S5), rows on time (which change groups that
         # changed before: retractions), then the punctuation.
@@ -1035,11 +1047,7 @@ def generate(seed: int, compositions: int, steps: int = 2, rows_per_step: int = 
         late, _, _ = _rows(rng, lateness[t], now[t], top[t], count + rng.randint(2, 4), count)
         final.records[t] = [*late, (0, "punctuation", bound)]
     input_steps.append(final)
-    composed_program = Composed(seed, lateness, kept, input_steps, drawn, skipped)
-    topics = {n: n for n in composed_program.topic_names()}
-    circuit = compile_text("composed.sql", composed_program.program(topics))
-    composed_program.boundaries = compose(circuit).boundaries
-    return composed_program
+    return input_steps
 
 
 def _final_windows_sql(rng: random.Random, src: Rel, n: int, items: list[str],

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 from differential_cases import BASE_MS, S, Step
-from differential_composed import FINAL_AHEAD_S, Col, Composed, Rel, Stack, ViewDraw, _rows
+from differential_composed import Col, Composed, Rel, Stack, ViewDraw, draw_input
 from test_spark_vs_reference_composed import compare, run_composed, spark_records
 
 pytestmark = pytest.mark.slow  # ~3 min
@@ -212,27 +212,6 @@ WHERE r <= 2;""", (Col("fe", "time"), Col("k", "key"), Col("total", "val"), Col(
 ])
 
 
-def _drawn_steps(seed: int, lateness: dict[str, int], steps: int = 3) -> list[Step]:
-    """Rows as the generator draws them (``generate``'s input, from ``seed``): ``steps``
-    steps of rows per table, then late and on-time rows and a punctuation far ahead."""
-    rng = random.Random(seed)
-    now = {t: rng.randint(5, 10) for t in lateness}
-    top = {t: -(10**9) for t in lateness}
-    drawn: list[Step] = []
-    for index in range(steps):
-        step = Step()
-        for t in lateness:
-            step.records[t], now[t], top[t] = _rows(rng, lateness[t], now[t], top[t],
-                                                     rng.randint(4, 8), 1 if index else 0)
-        drawn.append(step)
-    final = Step()
-    bound = BASE_MS + (max(now.values()) + FINAL_AHEAD_S) * S
-    for t in lateness:
-        late, _, _ = _rows(rng, lateness[t], now[t], top[t], 4, 1)
-        final.records[t] = [*late, (0, "punctuation", bound)]
-    return [*drawn, final]
-
-
 def test_s18_s19_window_top_ns_over_a_window_start_and_their_readers_run_composed(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
 ) -> None:
@@ -240,7 +219,7 @@ def test_s18_s19_window_top_ns_over_a_window_start_and_their_readers_run_compose
     scenario = Composed(12, lateness,
                         [TOP_N_OF_A_START, READERS_OF_A_TOP_N, WINDOW_OVER_A_TOP_N,
                          TOP_N_OF_A_FILTER],
-                        _drawn_steps(12, lateness))
+                        draw_input(random.Random(12), lateness, 3, 8))
     run = run_composed(scenario, kafka, unique_topic, tmp_path)
     assert run.composition.boundaries >= {"s3v0", "s2v0", "s18v1", "f1"}
     found, stats = compare(run)
