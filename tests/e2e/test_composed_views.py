@@ -582,3 +582,98 @@ def test_s18_s19_a_tumble_over_an_emit_stream_aggregate_takes_its_retractions_ba
     oracle = evaluate(circuit, inputs)
     assert [Counter(change(r.value) for r in result.outputs["per_2min"] if r.value is not None)
             for result in oracle] == [Counter(rows) for rows in per_step]
+
+
+SECOND_COLUMN = """
+CREATE TABLE orders (
+    placed  TIMESTAMP NOT NULL LATENESS INTERVAL '5' SECOND,
+    shipped TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND,
+    id      BIGINT NOT NULL,
+    amount  BIGINT NOT NULL
+) WITH ('topic' = '{orders}', 'dead_letter' = '{orders_dlq}');
+
+CREATE VIEW placed_per_min WITH ('topic' = '{placed_per_min}', 'format' = 'append') AS
+SELECT window_end, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(placed), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end EMIT AFTER WATERMARK;
+
+CREATE VIEW shipped_per_min WITH ('topic' = '{shipped_per_min}', 'format' = 'append') AS
+SELECT window_end, SUM(amount) AS total
+FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(shipped), INTERVAL '1' MINUTE))
+GROUP BY window_start, window_end EMIT AFTER WATERMARK;
+
+CREATE VIEW due WITH ('topic' = '{due}', 'format' = 'append') AS
+SELECT CEIL(shipped TO MINUTE) AS due_by, COUNT(*) AS n
+FROM orders GROUP BY CEIL(shipped TO MINUTE) EMIT AFTER WATERMARK;
+"""
+
+
+@pytest.mark.slow  # two stages per step: `-m slow -k second_lateness`
+def test_s10_s19_windows_and_a_time_key_on_a_tables_second_lateness_column(
+    kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
+) -> None:
+    """Spark keeps one watermark per query, the first LATENESS column's (``placed``): the
+    window and the GROUP BY time key on ``shipped`` run in a later query, which reads the
+    table passed through a stage boundary with ``shipped`` first, its waterline the
+    table's (S10, ADR 0023). Flink, with one watermark per table, cannot window on a second
+    column at all.
+
+        step  orders (placed shipped id amount)                  w(placed)  w(shipped)
+        1     8:00:10 8:00:40 1 10, 8:00:20 8:01:30 2 20           8:00:15    8:01:20
+        2     8:01:05 8:01:50 3 30, 8:00:50 8:02:30 4 40           8:01:00    8:02:20
+        3     bound 9:00
+
+    placed_per_min: [8:00, 8:01) 3 once w(placed) reaches 8:01 (step 2), [8:01, 8:02) 1.
+    shipped_per_min: [8:00, 8:01) 10, [8:01, 8:02) 50, [8:02, 8:03) 40. due (CEIL of
+    shipped TO MINUTE, complete once the waterline passes it): 8:01 1, 8:02 2, 8:03 1."""
+    names = ("orders", "orders_dlq", "placed_per_min", "shipped_per_min", "due")
+    topics = {name: unique_topic(name) for name in names}
+    kafka.create_topic(topics["orders"], partitions=2)
+    program = tmp_path / "orders.sql"
+    program.write_text(SECOND_COLUMN.format(**topics), encoding="utf-8")
+    circuit = compile_program(program)
+    composed = compose(circuit)
+    assert composed.refused == ()
+    assert composed.boundaries == frozenset({"orders"})
+    later = composed.circuit.table("__in_orders")
+    assert [x.column for x in later.lateness] == ["shipped", "placed"]
+
+    def order(placed: str, shipped: str, id_: int, amount: int) -> dict[str, Any]:
+        return {"placed": clock_ms(placed), "shipped": clock_ms(shipped), "id": id_,
+                "amount": amount}
+
+    steps: list[dict[str, list[Any]]] = [
+        {"orders": [order("8:00:10", "8:00:40", 1, 10), order("8:00:20", "8:01:30", 2, 20)]},
+        {"orders": [order("8:01:05", "8:01:50", 3, 30), order("8:00:50", "8:02:30", 4, 40)]},
+        {"orders": [("bound", clock_ms("9:00"))]},
+    ]
+    views = ("placed_per_min", "shipped_per_min", "due")
+    seen, after_step = watch_views(kafka, circuit, views, topics)
+    _, inputs = run_steps(kafka, tmp_path, circuit, topics, steps, after_step=after_step)
+
+    def counted(*rows: dict[str, Any]) -> Counter[Any]:
+        return Counter(frozen(row) for row in rows)
+
+    assert seen["placed_per_min"] == [
+        Counter(), counted({"window_end": clock_ms("8:01"), "n": 3}),
+        counted({"window_end": clock_ms("8:02"), "n": 1}),
+    ]
+    assert sum(seen["shipped_per_min"], Counter()) == counted(
+        {"window_end": clock_ms("8:01"), "total": 10},
+        {"window_end": clock_ms("8:02"), "total": 50},
+        {"window_end": clock_ms("8:03"), "total": 40},
+    )
+    assert sum(seen["due"], Counter()) == counted(
+        {"due_by": clock_ms("8:01"), "n": 1}, {"due_by": clock_ms("8:02"), "n": 2},
+        {"due_by": clock_ms("8:03"), "n": 1},
+    )
+    assert read_topic(kafka.conf(), topics["orders_dlq"]) == []
+    assert internal_dead_letters(kafka, tmp_path / "ck", "orders") == []
+    # Equal to the reference evaluator, and never earlier than it (S19).
+    oracle = evaluate(circuit, inputs)
+    for view in views:
+        assert values_written(kafka, circuit, view, topics[view]) == oracle_values(
+            oracle, view), view
+        wrote = [sum(len(r.outputs[view]) for r in oracle[: i + 1]) for i in range(3)]
+        spark = [sum(sum(c.values()) for c in seen[view][: i + 1]) for i in range(3)]
+        assert all(s <= w for s, w in zip(spark, wrote, strict=True)), (view, spark, wrote)

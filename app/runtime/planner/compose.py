@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.circuit.ir import Circuit, Diagnostic, Window
+from app.circuit.derived_time import group_completion
+from app.circuit.ir import Aggregate, Circuit, ColumnRef, Diagnostic, View, Window
 from app.errors import ProgramError
 from app.program.compile import compile_text
 from app.program.stages import DEFAULT_PREFIX, Composition, stage_input_name
@@ -136,8 +137,9 @@ def _leads(
     program: Circuit, stages: Mapping[str, int], boundaries: frozenset[str]
 ) -> dict[str, str]:
     """Per table a stage reads a boundary through, when the views of that stage that read
-    it all window on, bound a join on, or rank by the window end of one of its columns: that
-    column, the table's first LATENESS column, which Spark's watermark follows."""
+    it all window on, bound a join on, rank by the window end of, or group by a time key of
+    one of its columns: that column, the table's first LATENESS column, which Spark's
+    watermark follows."""
     used: dict[str, set[str]] = {}
     for view in program.views:
         join = view.join
@@ -148,11 +150,28 @@ def _leads(
             top_n = view.top_n
             if top_n is not None and not any(isinstance(op, Window) for op in view.operators):
                 found.add(top_n.window_end)  # a Top-N of the rows as they are
+            keyed = _time_key_column(program, view)
+            if keyed is not None:
+                found.add(keyed)
             if join is not None and join.bound is not None:
                 found.update(column for side, column in (
                     (join.left, join.bound.left_column), (join.right, join.bound.right_column)
                 ) if side.source == relation)
     return {table: columns.pop() for table, columns in used.items() if len(columns) == 1}
+
+
+def _time_key_column(program: Circuit, view: View) -> str | None:
+    """The column of ``view``'s input that its GROUP BY time key is (or is derived from:
+    ``CEIL(c TO DAY)``), when that key, not a window, completes its groups (ADR 0021)."""
+    completion = group_completion(program, view)
+    if completion is None or completion.attribute.kind in ("window_start", "window_end"):
+        return None
+    derivation = completion.attribute.derivation
+    if derivation is not None:
+        return derivation.source.column
+    aggregate = next(op for op in view.operators if isinstance(op, Aggregate))
+    key = aggregate.keys[completion.key_index][1]
+    return key.name if isinstance(key, ColumnRef) else None
 
 
 def _boundaries(program: Circuit, stages: Mapping[str, int]) -> frozenset[str]:

@@ -323,3 +323,23 @@ JOIN rates FOR SYSTEM_TIME AS OF d.day_start AS r ON d.currency = r.currency;
     (stepped, base), = [(k, keys.derived[k]) for k, _ in inputs if k in keys.derived]
     assert base[0] == "__in_daily.day" and base[1][0].amount == -86_400_000
     assert sorted(k for k, _ in inputs) == sorted([stepped, "__in_rates.rowtime"])
+
+
+def test_s19_a_time_key_of_a_tables_second_lateness_column_runs_after_a_passthrough() -> None:
+    """A GROUP BY on a time attribute derived from a table's second LATENESS column is
+    refused in the table's query (Spark's watermark follows the first); a later query reads
+    the table passed through a boundary with that column first, the stage's lead."""
+    composed = compose(compile_text("p.sql", """
+CREATE TABLE orders (placed TIMESTAMP NOT NULL LATENESS INTERVAL '5' SECOND,
+                     shipped TIMESTAMP NOT NULL LATENESS INTERVAL '10' SECOND,
+                     id BIGINT NOT NULL) WITH ('topic' = 'orders');
+CREATE VIEW due WITH ('topic' = 'due') AS
+SELECT CEIL(shipped TO DAY) AS day, COUNT(*) AS n FROM orders
+GROUP BY CEIL(shipped TO DAY) EMIT AFTER WATERMARK;
+"""))
+    assert composed.refused == ()
+    assert composed.boundaries == frozenset({"orders"})
+    assert dict(composed.composition.leads) == {"__in_orders": "shipped"}
+    table = composed.circuit.table("__in_orders")
+    assert [x.column for x in table.lateness] == ["shipped", "placed"]
+    assert composed.physical.query_of("due").watermark == "__in_orders.shipped"
