@@ -179,21 +179,28 @@ def stage_table(
     Each of ``event_time`` (the relation's event-time attributes) that is NOT NULL is a
     LATENESS column of amount 0, the one its readers window on or bound a join on first
     (the composition's lead; Spark's watermark follows the first), else ``window_end``
-    first, but a ``window_start`` beside a ``window_end`` that is not the lead: that one is
+    first, but a ``window_start`` beside a ``window_end`` that is no lead: that one is
     ``window_end - span``, a time attribute derived from it (S10; never above the exact start
-    waterline, so nothing it completes can still change). A lead ``window_start`` has its own
-    punctuated waterline, S10's exact one (a window Top-N or a window of its readers needs it
-    first). ``span`` is the window's size (:func:`window_span`). The
+    waterline, so nothing it completes can still change). A ``window_start`` that is a lead,
+    of this table or of another stage's table of the relation (all read one topic and its
+    punctuations, so all list the same LATENESS columns), has its own punctuated waterline,
+    S10's exact one (a window Top-N or a window of its readers needs it first). ``span`` is
+    the window's size (:func:`window_span`). The
     table of an ``updating`` relation reads its changelog (:attr:`Table.retractions`)."""
     plain = stage_columns(columns)
     types = {c.name: c.type for c in plain}
     timed = [a for a in event_time if a.column in types and not types[a.column].nullable
              and types[a.column].name in ("TIMESTAMP", "BIGINT", "INT")]
     name = stage_input_name(relation, later)
-    end = next((a.column for a in timed if a.kind == "window_end"), None)
+    end_attr = next((a for a in timed if a.kind == "window_end"), None)
+    end = None if end_attr is None else end_attr.column
     derived_start = end is not None and span is not None
     lead = composition.leads.get(name)
-    if any(a.column == lead and _of_window_end(a, end) is not None for a in timed):
+    # Every stage reads one topic and its punctuations: the tables of all of them list the
+    # same LATENESS columns, each in its own order.
+    own_starts = {column for table, column in composition.leads.items()
+                  if _reads(table, relation)}
+    if any(a.column == lead and _of_window_end(a, end_attr) is not None for a in timed):
         lead = None  # derived from the window end, which stays first
     timed.sort(key=lambda a: (a.column != lead, a.kind != "window_end"))
     attributes: list[TimeAttribute] = []
@@ -202,14 +209,14 @@ def stage_table(
         if attr.kind == "window_start" and span is None:
             continue  # nothing bounds it (unknown window)
         own = TimeAttribute(attr.column, name, attr.column, "forwarded")
-        if attr.kind == "window_start" and derived_start and attr.column != lead:
+        if attr.kind == "window_start" and derived_start and attr.column not in own_starts:
             assert end is not None and span is not None
             base = TimeAttribute(end, name, end, "forwarded")
             attributes.append(TimeAttribute(attr.column, name, end, "derived",
                                             derivation=Derivation(base, (TimeStep(
                                                 "shift", -span),))))
             continue
-        of_end = _of_window_end(attr, end)
+        of_end = _of_window_end(attr, end_attr)
         if of_end is not None:
             # Derived from the window end beside it (Flink's window_time, window_end - 1 ms):
             # derived from that column again, so it follows the watermark Spark keeps.
@@ -241,16 +248,26 @@ def stage_table(
     return table, tuple(attributes)
 
 
-def _of_window_end(attr: TimeAttribute, end: str | None) -> tuple[TimeStep, ...] | None:
-    """The steps of a derived attribute computed from the relation's window end column
-    ``end`` alone, else None."""
+def _reads(table: str, relation: str) -> bool:
+    """Whether ``table`` is one a later stage reads ``relation`` through."""
+    return re.fullmatch(rf"__in\d*_{re.escape(_safe(relation))}", table) is not None
+
+
+def _of_window_end(attr: TimeAttribute, end: TimeAttribute | None) -> tuple[TimeStep, ...] | None:
+    """The steps of a derived attribute computed from the relation's window end ``end``
+    alone (the same column, or the one it forwards: a Top-N's renamed ``window_end`` of a
+    boundary's rows), else None."""
     derivation = attr.derivation
     if attr.kind != "derived" or derivation is None or end is None:
         return None
     source = derivation.source
-    if source.kind != "window_end" or source.column != end or source.derivation is not None:
+    if source.derivation is not None:
         return None
-    return derivation.steps
+    if source.kind == "window_end" and source.column == end.column:
+        return derivation.steps
+    if (source.table, source.source_column) == (end.table, end.source_column):
+        return derivation.steps
+    return None
 
 
 def punctuated_columns(

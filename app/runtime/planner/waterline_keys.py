@@ -240,13 +240,17 @@ def _stage_punctuation(
     derived: dict[str, DerivedInput],
 ) -> StagePunctuation:
     """The bounds a stage boundary ``view``'s punctuation carries: per LATENESS column of the
-    table that reads it, the waterline of ``view``'s time attribute of that column in the
+    tables that read it, the waterline of ``view``'s time attribute of that column in the
     query's map (a key of its own in ``merged`` or ``derived`` where it needs one)."""
     assert view.output is not None
-    reader = next(t for t in circuit.tables if t.topic == view.output.topic)
+    # Each stage that reads the boundary has a table of its own over the one topic, all
+    # with the same LATENESS columns, each its lead first (app/program/stages.py).
     views = {v.name: v for v in circuit.views}
+    punctuated = {attr.column: (attr, steps)
+                  for reader in circuit.tables if reader.topic == view.output.topic
+                  for attr, steps in punctuated_columns(views, view, reader)}
     columns = []
-    for attr, steps in punctuated_columns(views, view, reader):
+    for attr, steps in punctuated.values():
         found = None if several else _time_attribute_key(circuit, replace(
             view, time_attributes=(attr,)), table)
         if found is not None:

@@ -343,3 +343,32 @@ GROUP BY CEIL(shipped TO DAY) EMIT AFTER WATERMARK;
     table = composed.circuit.table("__in_orders")
     assert [x.column for x in table.lateness] == ["shipped", "placed"]
     assert composed.physical.query_of("due").watermark == "__in_orders.shipped"
+
+
+def test_s10_s19_every_stage_reading_a_boundary_lists_its_window_start_when_one_leads() -> None:
+    """Two stages read one boundary (an updating per-window sum), one by a join, one by a
+    window on its start. Both tables read the one topic and its punctuations, so both list
+    the start as a LATENESS column (each its own lead first) and the punctuation bounds it;
+    before, the start was derived in the first stage's table, the punctuation followed that
+    table alone, and the window on the start never completed."""
+    from app.runtime.planner.waterline_keys import query_waterlines
+
+    composed = compose(compile_text("p.sql", TWO_TABLES + """
+CREATE VIEW sums WITH ('topic' = 'sums', 'format' = 'changelog') AS
+SELECT window_start AS ws, window_end AS we, k, SUM(v) AS total
+FROM TABLE(TUMBLE(TABLE tb, DESCRIPTOR(ts), INTERVAL '6' SECOND))
+GROUP BY window_start, window_end, k EMIT STREAM;
+CREATE VIEW joined WITH ('topic' = 'joined', 'format' = 'changelog') AS
+SELECT l.k AS k, l.v AS v, r.total AS total FROM ta AS l JOIN sums AS r ON l.k = r.k;
+CREATE VIEW per4 WITH ('topic' = 'per4', 'format' = 'append') AS
+SELECT window_start AS s4, k, MAX(total) AS top
+FROM TABLE(TUMBLE(TABLE sums, DESCRIPTOR(ws), INTERVAL '4' SECOND))
+GROUP BY window_start, window_end, k EMIT AFTER WATERMARK;
+"""))
+    assert composed.refused == ()
+    readers = {t.name: [x.column for x in t.lateness] for t in composed.circuit.tables
+               if t.stage_input == "sums"}
+    assert readers == {"__in_sums": ["we", "ws"], "__in1_sums": ["ws", "we"]}
+    query = composed.physical.query_of("sums")
+    (punctuation,) = query_waterlines(composed.circuit, query).punctuations
+    assert [column for column, _ in punctuation.columns] == ["we", "ws"]

@@ -233,3 +233,33 @@ WHERE r <= 2;
     assert [x.column for x in table.lateness] == ["we", "ws"]
     assert ranks_stage_rows(composed.circuit, best)
     assert composed.physical.placement("best").top_n == "held"
+
+
+def test_s10_s19_a_window_on_the_start_of_a_top_n_of_a_boundary_is_derived_from_its_end(
+) -> None:
+    """A Top-N of a DECIMAL sum reads its subquery through a boundary and renames its
+    window columns; read through a second boundary, its start is derived from its end (the
+    same source column: the first boundary's window end), not a LATENESS column of its own
+    that a window on it could not be freed by."""
+    composed = compose(compile_text("t.sql", TABLE + """
+CREATE VIEW top WITH ('topic' = 'top', 'format' = 'append') AS
+SELECT ts, te, item, total FROM (
+  SELECT window_start AS ts, window_end AS te, item, total,
+    ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY total DESC) AS r
+  FROM (SELECT window_start, window_end, item, SUM(price) AS total
+        FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' MINUTES))
+        GROUP BY window_start, window_end, item))
+WHERE r <= 3;
+CREATE VIEW by_start WITH ('topic' = 'by_start', 'format' = 'append') AS
+SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE top, DESCRIPTOR(ts), INTERVAL '1' HOUR))
+GROUP BY window_start, window_end EMIT AFTER WATERMARK;
+CREATE VIEW by_end WITH ('topic' = 'by_end', 'format' = 'append') AS
+SELECT window_start, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE top, DESCRIPTOR(te), INTERVAL '1' HOUR))
+GROUP BY window_start, window_end EMIT AFTER WATERMARK;
+"""))
+    assert composed.refused == ()
+    assert "top" in composed.boundaries
+    table = composed.circuit.table(composed.circuit.view("by_start").source)
+    assert [x.column for x in table.lateness] == ["te"]
+    (start,) = table.derived_attributes
+    assert start.column == "ts" and start.steps[0].amount == -600_000
