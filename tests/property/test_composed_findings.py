@@ -21,7 +21,9 @@ the stage's readers window on is now that column, with its own waterline. And vi
 Top-N of an aggregate subquery (seeds 8, 14, 16), whose window start the boundary did not
 know (the Top-N renames the subquery's ``window_start``): the renames are followed to it.
 And a Top-N of a filter of an aggregate's final rows, which the generator did not draw since
-Spark refused it: the filter now passes the boundary's window end on.
+Spark refused it: the filter now passes the boundary's window end on. With them, seed 16's
+stack that a window start leading one stage's table broke (two stages read one boundary,
+whose punctuation bounded the first stage's LATENESS columns only).
 """
 
 from __future__ import annotations
@@ -211,6 +213,31 @@ FROM (SELECT fe, k, total,
 WHERE r <= 2;""", (Col("fe", "time"), Col("k", "key"), Col("total", "val"), Col("r", "val"))),
 ])
 
+#: Seed 16's stack: a join and a window on its start read one updating aggregate in two
+#: stages; the second stage's table listed the start as a LATENESS column the first's did
+#: not, and the punctuation, which followed the first, never bounded it.
+TWO_STAGES_OF_ONE_BOUNDARY = Stack([
+    ViewDraw("s6v0", "group", ("tb",), """\
+SELECT window_start AS ws60, window_end AS we60, k, SUM(v) AS a60_0, COUNT(v) AS a60_1
+FROM TABLE(TUMBLE(TABLE tb, DESCRIPTOR(ts), INTERVAL '6' SECOND))
+WHERE k = 'a' OR v >= 2
+GROUP BY window_start, window_end, k
+EMIT STREAM;""", True, Rel("s6v0", (Col("ws60", "time", start=True), Col("we60", "time"),
+                                    Col("k", "key"), Col("a60_0", "val"), Col("a60_1", "val")),
+                           updating=True), "changelog"),
+    ViewDraw("s6v1", "join_updating", ("ta", "s6v0"), """\
+SELECT l.k AS k61, l.v AS lv61, r.a60_0 AS rv61
+FROM ta AS l JOIN s6v0 AS r ON l.k = r.k;""", True,
+             Rel("s6v1", (Col("k61", "key"), Col("lv61", "val"), Col("rv61", "val")),
+                 updating=True, united=True, paired=True), "changelog"),
+    _view("s6v2", "s6v0", """\
+SELECT window_start AS ws62, k, MIN(a60_1) AS a62_0, MAX(a60_0) AS a62_1
+FROM TABLE(TUMBLE(TABLE s6v0, DESCRIPTOR(ws60), INTERVAL '4' SECOND))
+GROUP BY window_start, window_end, k
+EMIT AFTER WATERMARK;""", (Col("ws62", "time", start=True), Col("k", "key"),
+                           Col("a62_0", "val"), Col("a62_1", "val"))),
+])
+
 
 def test_s18_s19_window_top_ns_over_a_window_start_and_their_readers_run_composed(
     kafka: Any, unique_topic: Any, tmp_path: Path, spark: Any
@@ -218,13 +245,13 @@ def test_s18_s19_window_top_ns_over_a_window_start_and_their_readers_run_compose
     lateness = {"ta": 4, "tb": 2}
     scenario = Composed(12, lateness,
                         [TOP_N_OF_A_START, READERS_OF_A_TOP_N, WINDOW_OVER_A_TOP_N,
-                         TOP_N_OF_A_FILTER],
+                         TOP_N_OF_A_FILTER, TWO_STAGES_OF_ONE_BOUNDARY],
                         draw_input(random.Random(12), lateness, 3, 8))
     run = run_composed(scenario, kafka, unique_topic, tmp_path)
-    assert run.composition.boundaries >= {"s3v0", "s2v0", "s18v1", "f1"}
+    assert run.composition.boundaries >= {"s3v0", "s2v0", "s18v1", "f1", "s6v0"}
     found, stats = compare(run)
     assert found == {}
     assert stats["rows"] > 0
     # Every view wrote rows: the Top-Ns and every reader of one.
     assert all(spark_records(run, view)
-               for view in ("s3v2", "s2v1", "s2v2", "s2v3", "s18v2", "f2"))
+               for view in ("s3v2", "s2v1", "s2v2", "s2v3", "s18v2", "f2", "s6v2"))
