@@ -198,8 +198,9 @@ def stage_table(
     lead = composition.leads.get(name)
     # Every stage reads one topic and its punctuations: the tables of all of them list the
     # same LATENESS columns, each in its own order.
-    own_starts = {column for table, column in composition.leads.items()
-                  if _reads(table, relation)}
+    readers = {stage_input_name(relation, n)
+               for n in range(max(composition.stages.values(), default=0) + 1)}
+    own_starts = {column for table, column in composition.leads.items() if table in readers}
     if any(a.column == lead and _of_window_end(a, end_attr) is not None for a in timed):
         lead = None  # derived from the window end, which stays first
     timed.sort(key=lambda a: (a.column != lead, a.kind != "window_end"))
@@ -246,11 +247,6 @@ def stage_table(
         retractions=updating,
     )
     return table, tuple(attributes)
-
-
-def _reads(table: str, relation: str) -> bool:
-    """Whether ``table`` is one a later stage reads ``relation`` through."""
-    return re.fullmatch(rf"__in\d*_{re.escape(_safe(relation))}", table) is not None
 
 
 def _of_window_end(attr: TimeAttribute, end: TimeAttribute | None) -> tuple[TimeStep, ...] | None:
