@@ -189,6 +189,9 @@ class _TimeSource:
     #: ``owner.column``'s waterline to this column's, a window start's ending with its
     #: :class:`Window` (:func:`app.circuit.waterline.derived_waterline`).
     steps: tuple[WaterlineStep, ...] = ()
+    #: Of a SESSION's ``window_end`` (or a column that carries one on): a session closes
+    #: once the waterline passes its end, so a later one may end at the waterline itself.
+    session: bool = False
 
 
 def _project_sources(
@@ -298,7 +301,8 @@ class _JoinRuntime:
     step's rows, a held row whose partners could only be rows below the other side's
     waterline is done: emitted padded with NULLs if it is on an outer side and never
     matched, then freed. Future rows of a side have time >= its waterline ``w`` (a
-    ``window_end`` > ``w``), so a left row at ``x`` is done once that floor exceeds
+    TUMBLE, HOP or CUMULATE ``window_end`` > ``w``; a SESSION's >= ``w``:
+    :func:`_source_floor`), so a left row at ``x`` is done once that floor exceeds
     ``x + upper``, a right row at ``y`` once the left floor exceeds ``y - lower``. It reads
     insert-only rows only (a join of an updating relation's changes is
     :class:`_RegularRuntime`'s).
@@ -635,13 +639,15 @@ class _OverRuntime:
 
 def _source_floor(source: _TimeSource | None, waterlines: _AllWaterlines) -> int | None:
     """The least time a future row can have at ``source``'s column (None: -infinity):
-    its waterline, or one more for a ``window_end`` (S5, S10)."""
+    its waterline, or one more for the ``window_end`` of a TUMBLE, HOP or CUMULATE, whose
+    window is written once the waterline reaches its end (S5, S10). A SESSION is written
+    once the waterline passes its end, so the next one may end at the waterline."""
     if source is None:
         return None
     waterline = waterlines.of(source)
     if waterline is None:
         return None
-    return waterline + 1 if source.kind == "window_end" else waterline
+    return waterline + 1 if source.kind == "window_end" and not source.session else waterline
 
 
 class _ViewRuntime:
@@ -735,7 +741,10 @@ class _ViewRuntime:
             if any(source is None for source in found):
                 continue
             self.merged[attr.column] = [source for source in found if source is not None]
-            sources[attr.column] = _TimeSource(self.view.name, attr.column, attr.kind)
+            sources[attr.column] = _TimeSource(
+                self.view.name, attr.column, attr.kind,
+                session=any(source.session for source in found if source is not None),
+            )
         return sources
 
     def _analyse_join(
@@ -768,7 +777,8 @@ class _ViewRuntime:
                 )
                 continue
             self.held[attr.column] = (own, other, held.lag)
-            sources[attr.column] = _TimeSource(self.view.name, attr.column, attr.kind)
+            sources[attr.column] = _TimeSource(self.view.name, attr.column, attr.kind,
+                                               session=own.session)
         return sources
 
     def state_rows(self) -> int:
@@ -799,7 +809,8 @@ class _ViewRuntime:
                         base.owner, base.column, "window_start", (*base.steps, op)
                     )
                     sources["window_end"] = _TimeSource(
-                        base.owner, base.column, "window_end", base.steps
+                        base.owner, base.column, "window_end", base.steps,
+                        session=op.kind == "SESSION",
                     )
                     if op.kind == "SESSION":
                         # A session open long ago may still close: its start is no bound.

@@ -116,8 +116,8 @@ def test_s9_sessions_are_formed_by_the_rows_where_keeps() -> None:
 
 
 def test_s18_a_view_over_sessions_reads_each_final_once() -> None:
-    """window_end of a SESSION view keeps w = w(ts) (a session not yet written ends after
-    w): a TUMBLE over it counts the sessions ending in each hour."""
+    """window_end of a SESSION view keeps w = w(ts) (a session not yet written ends at or
+    after w): a TUMBLE over it counts the sessions ending in each hour."""
     circuit = compile_sql("""
 CREATE LOCAL VIEW ends AS
 SELECT usr, window_start AS began, window_end AS ended, COUNT(*) AS clicks
@@ -138,6 +138,48 @@ EMIT AFTER WATERMARK;
     ])
     assert [r.value for r in results[1].outputs["per_hour"]] == [
         {"hour_end": at("9:00"), "sessions": 2}]
+
+
+def test_s16_a_join_of_session_ends_keeps_a_row_a_session_ending_at_the_waterline_matches(
+) -> None:
+    """A session closes once the waterline passes its end, so one not yet written may end
+    at the waterline itself, not only above it (as a TUMBLE's end is). ann's sessions end at
+    8:10 (written in step 2, w = 8:11) and 8:22; after step 3 w = 8:22 exactly, and the 8:22
+    session is written in step 4. Its partner, the 8:10 session (8:10 is within
+    [8:22 - 12 min, 8:22 - 1 min]), must still be held then: a floor of w + 1 for the later
+    side freed it after step 3 and lost the pair."""
+    circuit = compile_sql("""
+CREATE LOCAL VIEW ends AS
+SELECT usr, window_end AS ended, COUNT(*) AS clicks
+FROM TABLE(SESSION(TABLE clicks PARTITION BY usr, DESCRIPTOR(ts), INTERVAL '10' MINUTE))
+GROUP BY usr, window_start, window_end
+EMIT AFTER WATERMARK;
+
+CREATE VIEW follows WITH ('topic' = 'follows', 'format' = 'append') AS
+SELECT l.usr AS usr, l.ended AS later, r.ended AS earlier
+FROM ends AS l LEFT JOIN ends AS r
+  ON l.usr = r.usr
+ AND r.ended BETWEEN l.ended - INTERVAL '12' MINUTE AND l.ended - INTERVAL '1' MINUTE;
+""")
+    results = evaluate(circuit, [
+        StepInput({"clicks": [click("8:00", "ann")]}),
+        StepInput({"clicks": [click("8:12", "ann"), click("8:12", "cid")]}),
+        StepInput({"clicks": [click("8:23", "cid")]}),
+        StepInput({}, punctuations={"clicks": [Punctuation(at("9:00"))]}),
+    ])
+
+    def row(usr: str, later: str, earlier: str | None) -> dict[str, Any]:
+        return {"usr": usr, "later": at(later), "earlier": None if earlier is None
+                else at(earlier)}
+
+    written = [sorted((r.value for r in x.outputs["follows"]), key=repr) for x in results]
+    assert written == [
+        [],
+        [row("ann", "8:10", None)],
+        [],
+        sorted([row("ann", "8:22", "8:10"), row("cid", "8:22", None),
+                row("cid", "8:33", "8:22")], key=repr),
+    ]
 
 
 @pytest.mark.parametrize(("view", "message"), [
