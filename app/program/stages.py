@@ -128,7 +128,9 @@ def start_window(views: Mapping[str, View], view: View, column: str) -> Window |
     for op in view.operators:
         if isinstance(op, Window) and op.kind != "SESSION":
             return op
-    read = _read_as(view, column)
+    # A join's SELECT reads its sides' columns qualified (``c.window_start``): a join
+    # output keeps its side's column name.
+    read = column if view.join is not None else _read_as(view, column)
     for source in view.sources:
         upstream = views.get(source)
         if upstream is not None and any(

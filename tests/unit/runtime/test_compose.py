@@ -372,3 +372,21 @@ GROUP BY window_start, window_end, k EMIT AFTER WATERMARK;
     query = composed.physical.query_of("sums")
     (punctuation,) = query_waterlines(composed.circuit, query).punctuations
     assert [column for column, _ in punctuation.columns] == ["we", "ws"]
+
+
+def test_s10_s14_a_window_joins_start_follows_its_sides_window() -> None:
+    """The window of a window join's ``window_start`` is its sides' (S10): the join's SELECT
+    reads it qualified (``c.window_start``), and the S14 header steps through that window
+    (a header of w(ts) itself would be too high)."""
+    from app.program.stages import start_window
+
+    circuit = compile_text("p.sql", TWO_TABLES + """
+CREATE LOCAL VIEW am AS SELECT * FROM TABLE(TUMBLE(TABLE ta, DESCRIPTOR(ts), INTERVAL '1' MINUTE));
+CREATE LOCAL VIEW bm AS SELECT * FROM TABLE(TUMBLE(TABLE tb, DESCRIPTOR(ts), INTERVAL '1' MINUTE));
+CREATE VIEW both_ WITH ('topic' = 'both', 'format' = 'append') AS
+SELECT a.window_start, a.window_end, a.k, b.v FROM am AS a FULL OUTER JOIN bm AS b
+  ON a.window_start = b.window_start AND a.window_end = b.window_end AND a.k = b.k;
+""")
+    views = {v.name: v for v in circuit.views}
+    window = start_window(views, circuit.view("both_"), "window_start")
+    assert window is not None and window.size == 60_000
